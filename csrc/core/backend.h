@@ -1,0 +1,56 @@
+// The copy stream abstraction the engine runs on: CUDA (cudaStream_t + cudaEvent_t + pinned
+// memory) or the host backend (a thread + completion flags + page-aligned memory). Both give
+// the same ordering guarantees, so the ring's logic is tested without a GPU.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace prefetch {
+
+// A point in the copy stream's work queue.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // True once every piece of work enqueued before the event has finished.
+  virtual bool complete() = 0;
+  // Blocks the calling host thread until complete(); rethrows a failure of that work.
+  virtual void wait() = 0;
+};
+
+// Host memory the backend can copy from asynchronously (pinned on CUDA).
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual std::byte* data() = 0;
+  virtual size_t size() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::unique_ptr<HostMemory> alloc_host(size_t bytes) = 0;
+  // Enqueues a copy of `bytes` from host memory to the destination on the copy stream.
+  virtual void copy_async(void* dst, const void* src, size_t bytes) = 0;
+  // Enqueues work on the copy stream. The host backend runs `work` on its stream thread; the
+  // CUDA backend calls it now with the cudaStream_t, so the kernels it launches are ordered.
+  virtual void enqueue(std::function<void(void* stream)> work) = 0;
+  // Marks the current end of the copy stream.
+  virtual std::shared_ptr<Event> record() = 0;
+  // Makes a consumer wait for `event`: CUDA makes `consumer_stream` wait without blocking the
+  // host; the host backend blocks the caller (its consumer stream is the calling thread).
+  virtual void wait_on(Event& event, void* consumer_stream) = 0;
+  // The raw stream handle (cudaStream_t), or nullptr on the host backend.
+  virtual void* stream_handle() = 0;
+  // Test hook: sleep a random 0..max_us before every piece of stream work (host backend only).
+  virtual void set_debug_delay(int64_t max_us, uint64_t seed) { (void)max_us; (void)seed; }
+};
+
+std::unique_ptr<Backend> make_host_backend();
+// Defined only when the core is built with CUDA (PREFETCH_WITH_CUDA); throws otherwise.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+bool built_with_cuda();
+
+}  // namespace prefetch

@@ -1,0 +1,124 @@
+#include "collate.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "errors.h"
+
+namespace prefetch {
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool HostTensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+size_t LeafPlan::nbytes() const {
+  size_t n = 0;
+  for (const auto& p : pieces) n += p.nbytes();
+  return n;
+}
+
+std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t* total_bytes) {
+  std::vector<LeafLayout> layout;
+  layout.reserve(leaves.size());
+  size_t offset = 0;
+  for (const auto& leaf : leaves) {
+    offset = (offset + kLeafAlignment - 1) / kLeafAlignment * kLeafAlignment;
+    size_t n = leaf.nbytes();
+    layout.push_back({offset, n});
+    offset += n;
+  }
+  *total_bytes = offset;
+  return layout;
+}
+
+namespace {
+
+// Bytes of one step along the first dimension of a strided tensor, once packed.
+size_t row_bytes(const HostTensor& t) {
+  size_t n = t.itemsize;
+  for (size_t d = 1; d < t.sizes.size(); ++d) n *= static_cast<size_t>(t.sizes[d]);
+  return n;
+}
+
+// Copies a strided sub-tensor (dims from `dim` on) densely to `dst`; returns the end of dst.
+std::byte* copy_strided(const HostTensor& t, size_t dim, const std::byte* src, std::byte* dst) {
+  const size_t last = t.sizes.size() - 1;
+  if (dim == last) {
+    const int64_t n = t.sizes[dim];
+    const int64_t step = t.strides[dim] * static_cast<int64_t>(t.itemsize);
+    if (step == static_cast<int64_t>(t.itemsize)) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * t.itemsize);
+      return dst + n * t.itemsize;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(dst, src + i * step, t.itemsize);
+      dst += t.itemsize;
+    }
+    return dst;
+  }
+  const int64_t step = t.strides[dim] * static_cast<int64_t>(t.itemsize);
+  for (int64_t i = 0; i < t.sizes[dim]; ++i) dst = copy_strided(t, dim + 1, src + i * step, dst);
+  return dst;
+}
+
+}  // namespace
+
+std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
+                                  const std::vector<LeafLayout>& layout, std::byte* base,
+                                  size_t chunk_bytes) {
+  chunk_bytes = std::max<size_t>(chunk_bytes, 4096);
+  std::vector<CopyTask> tasks;
+  for (size_t l = 0; l < leaves.size(); ++l) {
+    std::byte* dest = base + layout[l].offset;
+    for (const auto& piece : leaves[l].pieces) {
+      const size_t bytes = piece.nbytes();
+      if (bytes == 0) continue;
+      if (piece.sizes.empty() || piece.is_contiguous()) {
+        for (size_t b = 0; b < bytes; b += chunk_bytes) {
+          tasks.push_back({&piece, dest + b, static_cast<int64_t>(b),
+                           static_cast<int64_t>(std::min(bytes, b + chunk_bytes))});
+        }
+      } else {
+        const size_t row = row_bytes(piece);
+        const int64_t rows_per_task = std::max<int64_t>(1, chunk_bytes / std::max<size_t>(row, 1));
+        for (int64_t r = 0; r < piece.sizes[0]; r += rows_per_task) {
+          tasks.push_back({&piece, dest + r * row, r, std::min(piece.sizes[0], r + rows_per_task)});
+        }
+      }
+      dest += bytes;
+    }
+  }
+  return tasks;
+}
+
+void run_copy(const CopyTask& task) {
+  const HostTensor& t = *task.source;
+  if (t.sizes.empty() || t.is_contiguous()) {
+    std::memcpy(task.dest, t.data + task.begin, static_cast<size_t>(task.end - task.begin));
+    return;
+  }
+  const int64_t step = t.strides[0] * static_cast<int64_t>(t.itemsize);
+  std::byte* dst = task.dest;
+  for (int64_t r = task.begin; r < task.end; ++r) {
+    if (t.sizes.size() == 1) {
+      std::memcpy(dst, t.data + r * step, t.itemsize);
+      dst += t.itemsize;
+    } else {
+      dst = copy_strided(t, 1, t.data + r * step, dst);
+    }
+  }
+}
+
+}  // namespace prefetch

@@ -1,0 +1,61 @@
+// What a batch is to the core: leaves made of host tensors described by raw pointers, sizes and
+// strides, packed one after another (each aligned) into a slot's host buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace prefetch {
+
+// Every leaf starts on this boundary in the packed buffer: wide vector loads in kernels and
+// any dtype view of the bytes stay aligned.
+constexpr size_t kLeafAlignment = 256;
+
+// One host tensor to copy. Strides are in elements, as in torch.
+struct HostTensor {
+  const std::byte* data = nullptr;
+  size_t itemsize = 1;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+
+  int64_t numel() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize; }
+  // True when the elements are laid out densely in row-major order (dims of size 1 ignored).
+  bool is_contiguous() const;
+};
+
+// One output tensor: a single tensor copied as it is, or several samples of equal size stacked
+// along a new first dimension (collated here, once). `dtype_code` and `shape` are carried through
+// for the binding; the core never interprets them.
+struct LeafPlan {
+  std::vector<HostTensor> pieces;
+  int64_t dtype_code = 0;
+  std::vector<int64_t> shape;
+  size_t nbytes() const;
+};
+
+struct LeafLayout {
+  size_t offset = 0;
+  size_t nbytes = 0;
+};
+
+// Offsets of every leaf in the packed buffer, and the total size.
+std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t* total_bytes);
+
+// A unit of copying that a thread can run on its own.
+struct CopyTask {
+  const HostTensor* source = nullptr;
+  std::byte* dest = nullptr;   // where element [begin of the range] goes
+  int64_t begin = 0;           // contiguous: byte range; strided: range of the first dimension
+  int64_t end = 0;
+};
+
+// Splits the copies of every leaf into tasks of roughly `chunk_bytes` so a pool can balance them.
+std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
+                                  const std::vector<LeafLayout>& layout, std::byte* base,
+                                  size_t chunk_bytes);
+
+void run_copy(const CopyTask& task);
+
+}  // namespace prefetch

@@ -1,0 +1,112 @@
+// The engine: a producer submits batches (collated by a thread pool into the ring, copied on the
+// copy stream), a consumer takes them in order. Epochs are identified by tokens so that a stale
+// producer from a cancelled epoch can never deliver into the next one.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend.h"
+#include "collate.h"
+#include "ring.h"
+#include "thread_pool.h"
+
+namespace prefetch {
+
+// Where a batch's packed bytes land on the device. `owner` keeps the memory alive; the engine
+// holds it until the copy into it has completed, the consumer for as long as it likes.
+struct Destination {
+  std::byte* data = nullptr;
+  std::shared_ptr<void> owner;
+};
+using DestinationAllocator = std::function<Destination(size_t bytes)>;
+using StreamWork = std::function<void(void* stream)>;
+
+struct LeafOut {
+  size_t offset = 0;
+  size_t nbytes = 0;
+  int64_t dtype_code = 0;
+  std::vector<int64_t> shape;
+};
+
+struct ReadyBatch {
+  uint64_t seq = 0;
+  Destination destination;
+  std::vector<LeafOut> leaves;
+  std::shared_ptr<Event> ready;  // the copy (and any stream work after it) has completed
+};
+
+struct EngineOptions {
+  int depth = 3;
+  int num_threads = 1;
+  size_t max_batch_bytes = 0;  // 0: no cap
+  size_t chunk_bytes = size_t{1} << 20;
+};
+
+struct EngineStats {
+  uint64_t submitted = 0;
+  uint64_t delivered = 0;
+  uint64_t bytes_collated = 0;
+  uint64_t collate_ns = 0;     // time the pool spent collating
+  uint64_t slot_wait_ns = 0;   // producer time blocked because `depth` batches were waiting
+  uint64_t ring_growths = 0;
+};
+
+enum class NextStatus { kBatch, kEnd, kFailed, kTimeout, kCancelled };
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Backend> backend, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts a new epoch (dropping anything left of the previous one) and returns its token.
+  uint64_t start_epoch();
+
+  // Producer side. Blocks while `depth` batches wait for the consumer, collates `leaves` into a
+  // ring slot, enqueues the copy into allocate(total) and then `after_copy` on the copy stream.
+  // Returns the batch's sequence number within the epoch. Throws Cancelled if the epoch ends.
+  uint64_t submit(uint64_t token, const std::vector<LeafPlan>& leaves,
+                  const DestinationAllocator& allocate, const StreamWork& after_copy = {});
+  // No more batches in this epoch; `failed` tells the consumer the producer hit an error.
+  void finish(uint64_t token, bool failed);
+
+  // Consumer side: the next batch in submission order. A negative timeout waits forever.
+  NextStatus next(uint64_t token, ReadyBatch* out, std::chrono::nanoseconds timeout);
+
+  // Ends the current epoch: wakes the producer (submit throws Cancelled) and the consumer.
+  void cancel();
+
+  Backend& backend() { return *backend_; }
+  EngineStats stats() const;
+  int depth() const { return options_.depth; }
+  int num_threads() const { return pool_.num_threads(); }
+  size_t slot_capacity(size_t index) const { return ring_.capacity(index); }
+
+ private:
+  EngineOptions options_;
+  std::unique_ptr<Backend> backend_;
+  Ring ring_;
+  ThreadPool pool_;
+
+  std::mutex producer_mutex_;  // one submit at a time owns the ring
+  size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  std::deque<ReadyBatch> queue_;
+  uint64_t submitted_ = 0;  // this epoch
+  uint64_t delivered_ = 0;  // this epoch
+  bool finished_ = false;
+  bool failed_ = false;
+  EngineStats stats_;
+};
+
+}  // namespace prefetch

@@ -1,0 +1,26 @@
+// Exception types the core throws; the Python binding maps each to a Python class.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace prefetch {
+
+// The epoch this call belonged to was cancelled (close(), break, a new epoch).
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("prefetch: the epoch was cancelled") {}
+};
+
+// A batch cannot be collated: ragged samples, mixed dtypes, a size cap exceeded.
+class CollateError : public std::invalid_argument {
+ public:
+  explicit CollateError(const std::string& what) : std::invalid_argument(what) {}
+};
+
+// An asynchronous backend call failed (CUDA error, a task on the host stream threw).
+class BackendError : public std::runtime_error {
+ public:
+  explicit BackendError(const std::string& what) : std::runtime_error(what) {}
+};
+
+}  // namespace prefetch

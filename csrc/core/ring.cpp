@@ -1,0 +1,56 @@
+#include "ring.h"
+
+namespace prefetch {
+
+size_t grown_capacity(size_t needed) {
+  constexpr size_t kGranule = size_t{1} << 20;
+  size_t with_headroom = needed + needed / 8;
+  return (with_headroom + kGranule - 1) / kGranule * kGranule;
+}
+
+Ring::Ring(Backend& backend, int depth) : backend_(backend), slots_(static_cast<size_t>(depth)) {}
+
+Slot& Ring::acquire(size_t index, size_t bytes) {
+  Slot& slot = slots_[index];
+  if (slot.copied) {
+    // The event's failure belongs to the batch that recorded it and was reported with it.
+    try {
+      slot.copied->wait();
+    } catch (const std::exception&) {
+    }
+    slot.copied.reset();
+  }
+  slot.destination.reset();
+  if (!slot.host || slot.host->size() < bytes) {
+    slot.host.reset();  // free the old buffer before taking a bigger one
+    slot.host = backend_.alloc_host(grown_capacity(bytes));
+    ++slot.grow_count;
+  }
+  return slot;
+}
+
+void Ring::drain() {
+  for (auto& slot : slots_) {
+    if (slot.copied) {
+      try {
+        slot.copied->wait();
+      } catch (const std::exception&) {
+      }
+      slot.copied.reset();
+    }
+    slot.destination.reset();
+  }
+}
+
+size_t Ring::capacity(size_t index) const {
+  const auto& host = slots_[index].host;
+  return host ? host->size() : 0;
+}
+
+size_t Ring::total_growths() const {
+  size_t n = 0;
+  for (const auto& s : slots_) n += s.grow_count;
+  return n;
+}
+
+}  // namespace prefetch

@@ -1,0 +1,39 @@
+// The ring of slots a batch is collated into. Each slot owns a host buffer (pinned on CUDA) that
+// is allocated once, grown when a batch does not fit and never shrunk, and the event of the last
+// copy that read it: the buffer is rewritten only after that copy has completed.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "backend.h"
+
+namespace prefetch {
+
+struct Slot {
+  std::unique_ptr<HostMemory> host;
+  std::shared_ptr<Event> copied;      // the last copy out of `host`
+  std::shared_ptr<void> destination;  // kept alive until `copied` completes
+  size_t grow_count = 0;
+};
+
+class Ring {
+ public:
+  Ring(Backend& backend, int depth);
+  // Waits for the last copy that read `slot` and makes its buffer hold at least `bytes`.
+  Slot& acquire(size_t index, size_t bytes);
+  // Waits for every copy still reading a slot (used before the buffers are freed).
+  void drain();
+  int depth() const { return static_cast<int>(slots_.size()); }
+  size_t capacity(size_t index) const;
+  size_t total_growths() const;
+
+ private:
+  Backend& backend_;
+  std::vector<Slot> slots_;
+};
+
+// Growth policy: some headroom so that varying batch sizes do not reallocate every time.
+size_t grown_capacity(size_t needed);
+
+}  // namespace prefetch
