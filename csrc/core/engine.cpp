@@ -63,6 +63,17 @@ void Engine::cancel() {
   cv_.notify_all();
 }
 
+void Engine::cancel(uint64_t token) {
+  std::deque<ReadyBatch> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (token != generation_) return;
+    ++generation_;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+}
+
 uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
                         const DestinationAllocator& allocate, const StreamWork& after_copy) {
   std::lock_guard<std::mutex> producer(producer_mutex_);

@@ -82,6 +82,9 @@ class Engine {
 
   // Ends the current epoch: wakes the producer (submit throws Cancelled) and the consumer.
   void cancel();
+  // The same, but only if `token` is still the current epoch (a stale iterator's cleanup must
+  // not end a newer epoch).
+  void cancel(uint64_t token);
 
   Backend& backend() { return *backend_; }
   EngineStats stats() const;

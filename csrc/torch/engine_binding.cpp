@@ -1,0 +1,321 @@
+// prefetch._C: the engine as a Python object. Turns tensors into the core's raw host views (with
+// the GIL held), runs every blocking call with the GIL released, and turns delivered batches back
+// into tensors that share one packed storage.
+#include <torch/extension.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "buffer_pool.h"
+#include "device_support.h"
+#include "engine.h"
+#include "errors.h"
+
+namespace py = pybind11;
+
+namespace prefetch {
+namespace {
+
+// How often a blocked next() wakes to let Python deliver signals (Ctrl-C) to the main thread.
+constexpr auto kSignalPollInterval = std::chrono::milliseconds(50);
+
+std::string shape_str(at::IntArrayRef sizes) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
+  out << "]";
+  return out.str();
+}
+
+std::string dtype_str(at::ScalarType type) {
+  return py::str(py::reinterpret_borrow<py::object>(
+      reinterpret_cast<PyObject*>(torch::getTHPDtype(type))));
+}
+
+// A CPU tensor the core can read: materialises lazy conjugate/negative views, rejects layouts
+// that are not plain strided memory.
+at::Tensor readable(const at::Tensor& t, const std::string& name) {
+  if (!t.device().is_cpu()) {
+    throw CollateError("prefetch: " + name + " is on " + t.device().str() +
+                       "; only CPU tensors are collated");
+  }
+  if (t.layout() != at::kStrided) {
+    std::ostringstream out;
+    out << "prefetch: " << name << " has layout " << t.layout()
+        << "; only dense (strided) tensors are supported";
+    throw CollateError(out.str());
+  }
+  if (t.is_quantized()) throw CollateError("prefetch: " + name + " is quantized; not supported");
+  if (t.is_conj() || t.is_neg()) return t.resolve_conj().resolve_neg();
+  return t;
+}
+
+HostTensor host_view(const at::Tensor& t) {
+  HostTensor view;
+  view.data = static_cast<const std::byte*>(t.const_data_ptr());
+  view.itemsize = t.element_size();
+  view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  view.strides.assign(t.strides().begin(), t.strides().end());
+  return view;
+}
+
+class PyEngine {
+ public:
+  PyEngine(const std::string& device_type, int device_index, int depth, int num_threads,
+           int64_t max_batch_bytes)
+      : is_cuda_(device_type == "cuda"), device_index_(device_index) {
+    if (!is_cuda_ && device_type != "cpu") {
+      throw std::invalid_argument("prefetch: unsupported device type '" + device_type +
+                                  "'; expected 'cpu' or 'cuda'");
+    }
+    if (max_batch_bytes < 0) {
+      throw std::invalid_argument("max_batch_bytes must be >= 0, got " +
+                                  std::to_string(max_batch_bytes));
+    }
+    EngineOptions options;
+    options.depth = depth;
+    options.num_threads = num_threads;
+    options.max_batch_bytes = static_cast<size_t>(max_batch_bytes);
+    auto backend = is_cuda_ ? make_cuda_backend(device_index) : make_host_backend();
+    void* copy_stream = backend->stream_handle();
+    engine_ = std::make_shared<Engine>(std::move(backend), options);
+    if (is_cuda_) {
+      allocate_ = cuda_destination_allocator(device_index, copy_stream);
+    } else {
+      // depth batches queued, one with the consumer, one being copied into.
+      auto pool = BufferPool::create(static_cast<size_t>(depth) + 2);
+      pool_ = pool;
+      allocate_ = [pool](size_t bytes) {
+        std::shared_ptr<AlignedBuffer> lease = pool->acquire(bytes);
+        return Destination{lease->data(), lease};
+      };
+    }
+  }
+
+  uint64_t start_epoch() { return get()->start_epoch(); }
+
+  // leaves: a list of (name, Tensor) or (name, list[Tensor]) — one output tensor each.
+  uint64_t submit(uint64_t token, const py::list& leaves) {
+    std::shared_ptr<Engine> engine = get();
+    std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
+    std::vector<LeafPlan> plans;
+    plans.reserve(leaves.size());
+    for (const py::handle item : leaves) {
+      auto pair = item.cast<py::tuple>();
+      std::string name = pair[0].cast<std::string>();
+      py::handle value = pair[1];
+      LeafPlan plan;
+      if (THPVariable_Check(value.ptr())) {
+        at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name);
+        plan.pieces.push_back(host_view(t));
+        plan.dtype_code = static_cast<int64_t>(t.scalar_type());
+        plan.shape.assign(t.sizes().begin(), t.sizes().end());
+        keep.push_back(std::move(t));
+      } else {
+        add_samples(py::reinterpret_borrow<py::list>(value), name, &plan, &keep);
+      }
+      plans.push_back(std::move(plan));
+    }
+    py::gil_scoped_release nogil;
+    return engine->submit(token, plans, allocate_);
+  }
+
+  void finish(uint64_t token, bool failed) { get()->finish(token, failed); }
+
+  // Returns (status, seq, tensors); status is "batch", "end", "failed", "timeout" or "cancelled".
+  py::tuple next(uint64_t token, double timeout_s) {
+    std::shared_ptr<Engine> engine = get();
+    const bool forever = timeout_s < 0;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(forever ? 0.0 : timeout_s));
+    ReadyBatch batch;
+    NextStatus status;
+    while (true) {
+      auto slice = std::chrono::nanoseconds(kSignalPollInterval);
+      if (!forever) {
+        slice = std::min(slice, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    deadline - std::chrono::steady_clock::now()));
+        if (slice.count() < 0) slice = std::chrono::nanoseconds(0);
+      }
+      {
+        py::gil_scoped_release nogil;
+        status = engine->next(token, &batch, slice);
+      }
+      if (status != NextStatus::kTimeout) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (!forever && std::chrono::steady_clock::now() >= deadline) break;
+    }
+    switch (status) {
+      case NextStatus::kBatch:
+        return py::make_tuple("batch", batch.seq, deliver(*engine, batch));
+      case NextStatus::kEnd:
+        return py::make_tuple("end", 0, py::list());
+      case NextStatus::kFailed:
+        return py::make_tuple("failed", 0, py::list());
+      case NextStatus::kTimeout:
+        return py::make_tuple("timeout", 0, py::list());
+      case NextStatus::kCancelled:
+        return py::make_tuple("cancelled", 0, py::list());
+    }
+    throw std::logic_error("unreachable");
+  }
+
+  void cancel(uint64_t token) {
+    std::shared_ptr<Engine> engine = get_or_null();
+    if (engine) engine->cancel(token);
+  }
+
+  // Cancels the epoch and drops this object's hold on the engine; the last user (a producer
+  // still inside submit()) destroys it, which joins the pool and the host stream thread.
+  void close() {
+    std::shared_ptr<Engine> engine;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      engine.swap(engine_);
+    }
+    if (!engine) return;
+    engine->cancel();
+    py::gil_scoped_release nogil;
+    engine.reset();
+  }
+
+  bool closed() { return get_or_null() == nullptr; }
+
+  py::dict stats() {
+    EngineStats s = get()->stats();
+    py::dict d;
+    d["submitted"] = s.submitted;
+    d["delivered"] = s.delivered;
+    d["bytes_collated"] = s.bytes_collated;
+    d["collate_s"] = s.collate_ns * 1e-9;
+    d["producer_blocked_s"] = s.slot_wait_ns * 1e-9;
+    d["ring_growths"] = s.ring_growths;
+    return d;
+  }
+
+  std::vector<size_t> slot_capacities() {
+    auto engine = get();
+    std::vector<size_t> out;
+    for (int i = 0; i < engine->depth(); ++i) out.push_back(engine->slot_capacity(i));
+    return out;
+  }
+
+  int num_threads() { return get()->num_threads(); }
+  std::string backend_name() { return get()->backend().name(); }
+  void set_debug_delay(int64_t max_us, uint64_t seed) { get()->backend().set_debug_delay(max_us, seed); }
+
+ private:
+  std::shared_ptr<Engine> get_or_null() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_;
+  }
+  std::shared_ptr<Engine> get() {
+    auto engine = get_or_null();
+    if (!engine) throw std::runtime_error("prefetch: this Prefetcher is closed");
+    return engine;
+  }
+
+  void add_samples(const py::list& samples, const std::string& name, LeafPlan* plan,
+                   std::vector<at::Tensor>* keep) {
+    const size_t n = samples.size();
+    if (n == 0) throw CollateError("prefetch: " + name + " is an empty Samples; nothing to collate");
+    at::Tensor first;
+    for (size_t i = 0; i < n; ++i) {
+      py::handle item = samples[i];
+      if (!THPVariable_Check(item.ptr())) {
+        throw CollateError("prefetch: " + name + ": sample " + std::to_string(i) + " is a " +
+                           std::string(py::str(item.get_type().attr("__name__"))) +
+                           ", expected a tensor");
+      }
+      at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name + " sample " + std::to_string(i));
+      if (i == 0) {
+        first = t;
+      } else if (t.sizes() != first.sizes()) {
+        throw CollateError("prefetch: cannot collate " + name + ": sample " + std::to_string(i) +
+                           " has shape " + shape_str(t.sizes()) + ", expected " +
+                           shape_str(first.sizes()) + " (the shape of sample 0)");
+      } else if (t.scalar_type() != first.scalar_type()) {
+        throw CollateError("prefetch: cannot collate " + name + ": sample " + std::to_string(i) +
+                           " has dtype " + dtype_str(t.scalar_type()) + ", expected " +
+                           dtype_str(first.scalar_type()) + " (the dtype of sample 0)");
+      }
+      plan->pieces.push_back(host_view(t));
+      keep->push_back(std::move(t));
+    }
+    plan->dtype_code = static_cast<int64_t>(first.scalar_type());
+    plan->shape.push_back(static_cast<int64_t>(n));
+    plan->shape.insert(plan->shape.end(), first.sizes().begin(), first.sizes().end());
+  }
+
+  py::list deliver(Engine& engine, const ReadyBatch& batch) {
+    at::Tensor packed;
+    void* consumer_stream = nullptr;
+    {
+      py::gil_scoped_release nogil;
+      if (is_cuda_) {
+        consumer_stream = cuda_current_stream(device_index_);
+        engine.backend().wait_on(*batch.ready, consumer_stream);
+        packed = *std::static_pointer_cast<at::Tensor>(batch.destination.owner);
+        cuda_protect_for_stream(packed, device_index_, consumer_stream);
+      } else {
+        engine.backend().wait_on(*batch.ready, nullptr);
+        // The storage holds the pool lease: the buffer returns to the pool when the user drops
+        // the last tensor that views it.
+        std::shared_ptr<void> lease = batch.destination.owner;
+        const auto bytes = static_cast<AlignedBuffer*>(lease.get())->size();
+        packed = at::from_blob(
+            batch.destination.data, {static_cast<int64_t>(bytes)},
+            [lease](void*) mutable { lease.reset(); }, at::TensorOptions().dtype(at::kByte));
+      }
+    }
+    py::list out;
+    for (const LeafOut& leaf : batch.leaves) {
+      auto dtype = static_cast<at::ScalarType>(leaf.dtype_code);
+      at::Tensor t = packed.narrow(0, static_cast<int64_t>(leaf.offset), static_cast<int64_t>(leaf.nbytes))
+                         .view(dtype)
+                         .view(leaf.shape);
+      out.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
+    }
+    return out;
+  }
+
+  const bool is_cuda_;
+  const int device_index_;
+  std::mutex mutex_;
+  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<BufferPool> pool_;
+  DestinationAllocator allocate_;
+};
+
+}  // namespace
+}  // namespace prefetch
+
+PYBIND11_MODULE(_C, m) {
+  using prefetch::PyEngine;
+  m.doc() = "prefetch's C++ engine (pinned ring, collation pool, copy stream)";
+  py::register_exception<prefetch::CollateError>(m, "CollateError", PyExc_ValueError);
+  py::register_exception<prefetch::Cancelled>(m, "Cancelled", PyExc_RuntimeError);
+  py::register_exception<prefetch::BackendError>(m, "BackendError", PyExc_RuntimeError);
+  m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init<const std::string&, int, int, int, int64_t>(), py::arg("device_type"),
+           py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),
+           py::arg("max_batch_bytes") = 0)
+      .def("start_epoch", &PyEngine::start_epoch)
+      .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"))
+      .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
+      .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"))
+      .def("cancel", &PyEngine::cancel, py::arg("token"))
+      .def("close", &PyEngine::close)
+      .def_property_readonly("closed", &PyEngine::closed)
+      .def("stats", &PyEngine::stats)
+      .def("slot_capacities", &PyEngine::slot_capacities)
+      .def_property_readonly("num_threads", &PyEngine::num_threads)
+      .def_property_readonly("backend", &PyEngine::backend_name)
+      .def("set_debug_delay", &PyEngine::set_debug_delay, py::arg("max_us"), py::arg("seed") = 0);
+}

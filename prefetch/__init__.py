@@ -1,0 +1,20 @@
+"""prefetch: takes the input pipeline off the GPU's critical path.
+
+Wrap any DataLoader (or iterable of batches) in :class:`Prefetcher`; batches are collated by C++
+threads into a reused ring of pinned buffers, copied on a side stream and handed over on the
+device while the previous training step still runs.
+"""
+from ._extension import _C
+from . import collate
+from .errors import CollateError, PrefetchTimeout
+from .prefetcher import Prefetcher
+from .samples import Samples
+
+__version__ = "0.1.0"
+
+__all__ = ["Prefetcher", "Samples", "CollateError", "PrefetchTimeout", "collate", "built_with_cuda"]
+
+
+def built_with_cuda():
+    """True when the extension was compiled with its CUDA backend."""
+    return _C.built_with_cuda()

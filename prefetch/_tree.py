@@ -1,0 +1,152 @@
+"""Splits a batch into the leaves the engine copies and a spec that rebuilds the same structure.
+
+Structure follows ``default_collate``'s output: mappings, namedtuples, tuples and lists are
+structure; tensors and ndarrays are leaves; a :class:`Samples` is one leaf collated from its
+samples; anything else (numbers, strings, None) is carried through unchanged.
+"""
+import collections.abc
+import copy
+import numbers
+import warnings
+
+import numpy as np
+import torch
+
+from .errors import CollateError
+from .samples import Samples
+
+_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST = range(7)
+
+
+def _ndarray_to_tensor(array, name):
+    if array.dtype.hasobject or array.dtype.kind in "USV":
+        raise CollateError(
+            "prefetch: %s is a numpy array of dtype %s; only numeric and bool arrays can be "
+            "moved to a device" % (name, array.dtype)
+        )
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    try:
+        with warnings.catch_warnings():
+            # Read-only arrays (memmaps, np.load) are fine: the engine only reads them.
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.from_numpy(array)
+    except (ValueError, RuntimeError, TypeError):
+        # Negative strides and other layouts from_numpy refuses.
+        return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _is_number(x):
+    return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, torch.Tensor)
+
+
+def _numbers_to_tensor(values, name):
+    """Stacks per-sample numbers with default_collate's dtype rules."""
+    first = values[0]
+    if isinstance(first, (np.bool_, np.number)):
+        return torch.as_tensor(np.asarray(values))
+    if isinstance(first, float):
+        return torch.tensor(values, dtype=torch.float64)
+    try:
+        return torch.tensor(values)
+    except (TypeError, RuntimeError, OverflowError) as exc:
+        raise CollateError("prefetch: cannot collate %s: %s" % (name, exc)) from None
+
+
+def _samples_leaf(samples, name):
+    if len(samples) == 0:
+        raise CollateError("prefetch: %s is an empty Samples; nothing to collate" % name)
+    first = samples[0]
+    if isinstance(first, torch.Tensor):
+        kind = torch.Tensor
+    elif isinstance(first, np.ndarray):
+        kind = np.ndarray
+    elif _is_number(first):
+        kind = None
+    else:
+        raise CollateError(
+            "prefetch: %s sample 0 is a %s; Samples hold tensors, ndarrays or numbers"
+            % (name, type(first).__name__)
+        )
+    for i, item in enumerate(samples):
+        ok = _is_number(item) if kind is None else isinstance(item, kind)
+        if not ok:
+            raise CollateError(
+                "prefetch: cannot collate %s: sample %d is a %s, expected a %s like sample 0"
+                % (name, i, type(item).__name__, type(first).__name__)
+            )
+    if kind is None:
+        return _numbers_to_tensor(list(samples), name)
+    if kind is np.ndarray:
+        return [_ndarray_to_tensor(a, "%s sample %d" % (name, i)) for i, a in enumerate(samples)]
+    return list(samples)
+
+
+def flatten(batch, name="batch"):
+    """Returns (spec, leaves, moves): leaves are (name, tensor | list of tensors) for the engine,
+    moves are tensors already on an accelerator, moved by ``unflatten``."""
+    leaves, moves = [], []
+    spec = _flatten(batch, name, leaves, moves)
+    return spec, leaves, moves
+
+
+def _flatten(obj, name, leaves, moves):
+    if isinstance(obj, torch.Tensor):
+        if obj.device.type == "cpu":
+            leaves.append((name, obj))
+            return (_LEAF, len(leaves) - 1)
+        moves.append(obj)
+        return (_MOVE, len(moves) - 1)
+    if isinstance(obj, Samples):
+        leaves.append((name, _samples_leaf(obj, name)))
+        return (_LEAF, len(leaves) - 1)
+    if isinstance(obj, np.ndarray):
+        leaves.append((name, _ndarray_to_tensor(obj, name)))
+        return (_LEAF, len(leaves) - 1)
+    if isinstance(obj, collections.abc.Mapping):
+        keys = list(obj.keys())
+        children = [_flatten(obj[k], "%s[%r]" % (name, k), leaves, moves) for k in keys]
+        # A plain dict is rebuilt directly; other mappings are cloned (which needs the original).
+        return (_MAP, None if type(obj) is dict else obj, keys, children)
+    if isinstance(obj, tuple):
+        children = [_flatten(v, "%s[%d]" % (name, i), leaves, moves) for i, v in enumerate(obj)]
+        kind = _NAMEDTUPLE if hasattr(obj, "_fields") else _TUPLE
+        return (kind, type(obj), children)
+    if isinstance(obj, list):
+        children = [_flatten(v, "%s[%d]" % (name, i), leaves, moves) for i, v in enumerate(obj)]
+        return (_LIST, type(obj), children)
+    return (_CONST, obj)
+
+
+def unflatten(spec, tensors, moves, device):
+    kind = spec[0]
+    if kind == _LEAF:
+        return tensors[spec[1]]
+    if kind == _MOVE:
+        return moves[spec[1]].to(device, non_blocking=True)
+    if kind == _CONST:
+        return spec[1]
+    if kind == _MAP:
+        _, original, keys, children = spec
+        values = {k: unflatten(c, tensors, moves, device) for k, c in zip(keys, children)}
+        if original is None:
+            return values
+        # As default_collate: keep the mapping's type where it can be copied or rebuilt.
+        try:
+            if isinstance(original, collections.abc.MutableMapping):
+                clone = copy.copy(original)
+                clone.update(values)
+                return clone
+            return type(original)(values)
+        except TypeError:
+            return values
+    _, typ, children = spec
+    values = [unflatten(c, tensors, moves, device) for c in children]
+    if kind == _NAMEDTUPLE:
+        return typ(*values)
+    if typ is tuple or typ is list:
+        return typ(values)
+    try:
+        return typ(values)
+    except TypeError:
+        return tuple(values) if kind == _TUPLE else values

@@ -1,0 +1,293 @@
+"""The Prefetcher: wraps any iterable of batches and yields them on the device, ahead of time.
+
+One producer thread per epoch pulls batches from the source and submits them to the C++ engine
+(collation into the pinned ring and the copy run there, with the GIL released); the consumer
+takes them in order. The engine (ring, pool, copy stream) lives as long as the Prefetcher and is
+reused by every epoch.
+"""
+import os
+import threading
+import time
+import weakref
+
+import torch
+
+from ._extension import _C
+from ._tree import flatten, unflatten
+from .errors import PrefetchTimeout
+
+__all__ = ["Prefetcher"]
+
+# How long close() waits for a producer thread that is stuck inside the source's own next().
+_JOIN_TIMEOUT_S = 5.0
+
+
+def _default_num_threads():
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _resolve_device(device):
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError("prefetch: device must be a CPU or CUDA device, got %r" % (device,))
+    return device
+
+
+class _Counters:
+    """Per-Prefetcher totals; written by the producer and consumer threads under a lock."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.batches = 0
+        self.epochs = 0
+        self.wait_s = 0.0
+        self.produce_s = 0.0
+
+    def add(self, **deltas):
+        with self.lock:
+            for key, value in deltas.items():
+                setattr(self, key, getattr(self, key) + value)
+
+
+class _EpochState:
+    """What the producer thread and the consumer share for one epoch. The producer holds this,
+    never the iterator, so dropping the iterator (``break``) lets it be collected and cleaned up."""
+
+    def __init__(self, token):
+        self.token = token
+        self.specs = {}  # seq -> (spec, moves), filled before the batch becomes visible
+        self.error = None
+        self.error_batch = None
+        self.stop = threading.Event()
+        self.thread = None
+        self.done = False
+
+
+def _produce(engine, source, state, counters):
+    it = batch = None
+    seq = 0
+    try:
+        it = iter(source)
+        while not state.stop.is_set():
+            t0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            spec, leaves, moves = flatten(batch)
+            batch = None
+            state.specs[seq] = (spec, moves)
+            engine.submit(state.token, leaves)  # GIL released while collating and copying
+            leaves = None
+            seq += 1
+            counters.add(produce_s=time.perf_counter() - t0)
+        engine.finish(state.token, False)
+    except _C.Cancelled:
+        pass
+    except BaseException as exc:  # noqa: BLE001 - everything goes to the consumer
+        state.error, state.error_batch = exc, seq
+        try:
+            engine.finish(state.token, True)
+        except RuntimeError:
+            pass  # the Prefetcher was closed meanwhile; nobody is waiting
+    finally:
+        # Drop the source iterator here (a DataLoader shuts its workers down), and keep it out
+        # of the traceback that travels to the consumer.
+        it = batch = None
+
+
+def _stop_epoch(engine, state):
+    if state is None or state.done:
+        return
+    state.done = True
+    state.stop.set()
+    engine.cancel(state.token)
+    thread = state.thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(_JOIN_TIMEOUT_S)
+
+
+def _shutdown(engine, current):
+    _stop_epoch(engine, current[0])
+    current[0] = None
+    engine.close()
+
+
+class _EpochIterator:
+    def __init__(self, owner, state):
+        self._owner = owner
+        self._state = state
+        self._engine = owner._engine
+        self._counters = owner._counters
+        self._timeout = owner._timeout
+        self._device = owner.device
+        self._delivered = 0
+        weakref.finalize(self, _stop_epoch, self._engine, state)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._owner)
+
+    def __next__(self):
+        state = self._state
+        if state.done:
+            raise StopIteration
+        t0 = time.perf_counter()
+        timeout = -1.0 if self._timeout is None else float(self._timeout)
+        status, seq, tensors = self._engine.next(state.token, timeout)
+        self._counters.add(wait_s=time.perf_counter() - t0)
+        if status == "batch":
+            spec, moves = state.specs.pop(seq)
+            self._delivered += 1
+            self._counters.add(batches=1)
+            return unflatten(spec, tensors, moves, self._device)
+        if status == "end":
+            self._finish()
+            raise StopIteration
+        if status == "failed":
+            self._finish()
+            error = state.error
+            note = (
+                "[prefetch] raised in the Prefetcher's producer thread while fetching batch %d "
+                "of the epoch from the source; %d batches were delivered before it"
+                % (state.error_batch, self._delivered)
+            )
+            if note not in getattr(error, "__notes__", ()):
+                error.add_note(note)
+            raise error
+        if status == "timeout":
+            raise PrefetchTimeout(
+                "prefetch: no batch arrived within timeout=%ss (after %d batches of this epoch); "
+                "the source is stalled or slower than that. next() can be called again."
+                % (self._timeout, self._delivered)
+            )
+        # Cancelled: this epoch was stopped (close(), or a new epoch started with iter()).
+        state.done = True
+        raise StopIteration
+
+    def _finish(self):
+        state = self._state
+        state.done = True
+        if state.thread is not None:
+            state.thread.join(_JOIN_TIMEOUT_S)
+
+    def close(self):
+        _stop_epoch(self._engine, self._state)
+
+
+class Prefetcher:
+    """Yields the batches of ``source`` on ``device``, collated into a pinned ring by C++ threads
+    and copied on a side stream while the previous step runs.
+
+    Args:
+        source: any iterable of batches; a batch is a tensor, ndarray, number, or nested
+            tuples/lists/dicts/namedtuples of them (``default_collate``'s output), optionally
+            with :class:`prefetch.Samples` leaves (see :func:`prefetch.collate.samples`).
+        device: target device; ``None`` means the current CUDA device when CUDA is available,
+            otherwise the CPU.
+        depth: number of batches prepared ahead of the consumer (ring slots).
+        num_threads: C++ threads that collate one batch (default: cores, at most 8).
+        transform, device_transform: reserved for the fused-ops release.
+        timeout: seconds ``next()`` waits for a batch before raising
+            :class:`prefetch.PrefetchTimeout` (``None``: wait forever).
+        max_batch_bytes: refuse (with :class:`prefetch.CollateError`) a batch larger than this.
+    """
+
+    def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
+                 device_transform=None, timeout=None, max_batch_bytes=None):
+        if transform is not None or device_transform is not None:
+            raise NotImplementedError(
+                "prefetch: transform= and device_transform= arrive with the fused augment ops; "
+                "apply transforms to the batches the Prefetcher yields for now"
+            )
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError("prefetch: depth must be an int >= 1, got %r" % (depth,))
+        if num_threads is None:
+            num_threads = _default_num_threads()
+        if not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError("prefetch: num_threads must be an int >= 1, got %r" % (num_threads,))
+        if timeout is not None and not timeout > 0:
+            raise ValueError("prefetch: timeout must be > 0 seconds or None, got %r" % (timeout,))
+        if max_batch_bytes is not None and max_batch_bytes < 1:
+            raise ValueError("prefetch: max_batch_bytes must be >= 1 or None, got %r" % (max_batch_bytes,))
+        self.source = source
+        self.device = _resolve_device(device)
+        self.depth = depth
+        self._timeout = timeout
+        self._engine = _C.Engine(
+            self.device.type, self.device.index if self.device.index is not None else -1,
+            depth, num_threads, int(max_batch_bytes or 0),
+        )
+        self._counters = _Counters()
+        self._current = [None]  # the live epoch's state, shared with the finalizer
+        self._finalizer = weakref.finalize(self, _shutdown, self._engine, self._current)
+
+    def __iter__(self):
+        if not self._finalizer.alive:
+            raise RuntimeError("prefetch: this Prefetcher is closed")
+        _stop_epoch(self._engine, self._current[0])
+        state = _EpochState(self._engine.start_epoch())
+        self._current[0] = state
+        iterator = _EpochIterator(self, state)
+        state.thread = threading.Thread(
+            target=_produce, args=(self._engine, self.source, state, self._counters),
+            name="prefetch-producer", daemon=True,
+        )
+        state.thread.start()
+        self._counters.add(epochs=1)
+        return iterator
+
+    def __len__(self):
+        try:
+            return len(self.source)
+        except TypeError:
+            raise TypeError(
+                "prefetch: the source (%s) has no len()" % type(self.source).__name__
+            ) from None
+
+    def close(self):
+        """Stops the current epoch and joins every thread the Prefetcher started."""
+        self._finalizer()
+
+    @property
+    def closed(self):
+        return not self._finalizer.alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def stats(self):
+        """Counters since construction: batches delivered, epochs, seconds the consumer waited
+        for data (``wait_s``), seconds the producer spent fetching and submitting
+        (``produce_s``), and the engine's own: collation time and bytes, producer time blocked
+        on a full ring, ring growths."""
+        c = self._counters
+        with c.lock:
+            out = {"batches": c.batches, "epochs": c.epochs, "wait_s": c.wait_s,
+                   "produce_s": c.produce_s}
+        if not self.closed:
+            out.update(self._engine.stats())
+            out["collate_gbps"] = (
+                out["bytes_collated"] / out["collate_s"] / 1e9 if out["collate_s"] > 0 else 0.0
+            )
+        return out
+
+    def __repr__(self):
+        return "Prefetcher(device=%s, depth=%d%s)" % (
+            self.device, self.depth, ", closed" if self.closed else "")
