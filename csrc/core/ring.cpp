@@ -8,7 +8,10 @@ size_t grown_capacity(size_t needed) {
   return (with_headroom + kGranule - 1) / kGranule * kGranule;
 }
 
-Ring::Ring(Backend& backend, int depth) : backend_(backend), slots_(static_cast<size_t>(depth)) {}
+Ring::Ring(Backend& backend, int depth)
+    : backend_(backend),
+      slots_(static_cast<size_t>(depth)),
+      capacities_(std::make_unique<std::atomic<size_t>[]>(static_cast<size_t>(depth))) {}
 
 Slot& Ring::acquire(size_t index, size_t bytes) {
   Slot& slot = slots_[index];
@@ -25,6 +28,7 @@ Slot& Ring::acquire(size_t index, size_t bytes) {
     slot.host.reset();  // free the old buffer before taking a bigger one
     slot.host = backend_.alloc_host(grown_capacity(bytes));
     ++slot.grow_count;
+    capacities_[index].store(slot.host->size(), std::memory_order_relaxed);
   }
   return slot;
 }
@@ -43,8 +47,7 @@ void Ring::drain() {
 }
 
 size_t Ring::capacity(size_t index) const {
-  const auto& host = slots_[index].host;
-  return host ? host->size() : 0;
+  return capacities_[index].load(std::memory_order_relaxed);
 }
 
 size_t Ring::total_growths() const {

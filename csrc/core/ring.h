@@ -2,6 +2,7 @@
 // is allocated once, grown when a batch does not fit and never shrunk, and the event of the last
 // copy that read it: the buffer is rewritten only after that copy has completed.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -25,12 +26,14 @@ class Ring {
   // Waits for every copy still reading a slot (used before the buffers are freed).
   void drain();
   int depth() const { return static_cast<int>(slots_.size()); }
+  // Safe to call from any thread while the producer uses the ring.
   size_t capacity(size_t index) const;
   size_t total_growths() const;
 
  private:
   Backend& backend_;
   std::vector<Slot> slots_;
+  std::unique_ptr<std::atomic<size_t>[]> capacities_;  // mirrors slots_[i].host->size()
 };
 
 // Growth policy: some headroom so that varying batch sizes do not reallocate every time.

@@ -1,0 +1,36 @@
+import os
+
+import pytest
+import torch
+
+FAIL_WITHOUT_CUDA = os.environ.get("FAIL_WITHOUT_CUDA", "0") == "1"
+
+
+def cuda_ready():
+    import prefetch
+
+    return torch.cuda.is_available() and prefetch.built_with_cuda()
+
+
+def require_cuda():
+    """Skips a CUDA case without a GPU; FAIL_WITHOUT_CUDA=1 (GPU runs) makes that a failure."""
+    if cuda_ready():
+        return
+    why = "CUDA not available (torch.cuda.is_available()=%s, prefetch built with CUDA=%s)" % (
+        torch.cuda.is_available(), __import__("prefetch").built_with_cuda())
+    if FAIL_WITHOUT_CUDA:
+        pytest.fail("FAIL_WITHOUT_CUDA=1 but " + why)
+    pytest.skip(why)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request):
+    """Every test that takes `device` runs once on the CPU and once on CUDA (skipped without)."""
+    if request.param == "cuda":
+        require_cuda()
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def thread_count():
+    return len(os.listdir("/proc/self/task"))
