@@ -96,11 +96,8 @@ uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  size_t index = cursor_++ % static_cast<size_t>(options_.depth);
   size_t growths_before = ring_.total_growths();
-  Slot& slot = ring_.acquire(index, total);
-  std::vector<CopyTask> tasks = plan_copies(leaves, layout, slot.host->data(), options_.chunk_bytes);
-  pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+  Slot& slot = collate_into_ring(leaves, layout, total);
   uint64_t collate_ns = since_ns(t0);
 
   Destination dest = allocate(total == 0 ? 1 : total);
@@ -131,6 +128,24 @@ uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
   }
   cv_.notify_all();
   return seq;
+}
+
+Slot& Engine::collate_into_ring(const std::vector<LeafPlan>& leaves,
+                                const std::vector<LeafLayout>& layout, size_t total) {
+  size_t index = cursor_++ % static_cast<size_t>(options_.depth);
+  Slot& slot = ring_.acquire(index, total);
+  std::vector<CopyTask> tasks = plan_copies(leaves, layout, slot.host->data(), options_.chunk_bytes);
+  pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+  return slot;
+}
+
+uint64_t Engine::collate_only(const std::vector<LeafPlan>& leaves) {
+  std::lock_guard<std::mutex> producer(producer_mutex_);
+  size_t total = 0;
+  std::vector<LeafLayout> layout = pack_layout(leaves, &total);
+  auto t0 = std::chrono::steady_clock::now();
+  collate_into_ring(leaves, layout, total);
+  return since_ns(t0);
 }
 
 void Engine::finish(uint64_t token, bool failed) {

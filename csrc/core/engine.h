@@ -80,6 +80,10 @@ class Engine {
   // Consumer side: the next batch in submission order. A negative timeout waits forever.
   NextStatus next(uint64_t token, ReadyBatch* out, std::chrono::nanoseconds timeout);
 
+  // Benchmark hook: runs submit()'s collation step alone (same ring slot choice, pool and copy
+  // plan; no copy, no queue) and returns its duration in nanoseconds.
+  uint64_t collate_only(const std::vector<LeafPlan>& leaves);
+
   // Ends the current epoch: wakes the producer (submit throws Cancelled) and the consumer.
   void cancel();
   // The same, but only if `token` is still the current epoch (a stale iterator's cleanup must
@@ -97,6 +101,10 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   Ring ring_;
   ThreadPool pool_;
+
+  // Collates into the next ring slot (waiting for its previous copy); returns the slot.
+  Slot& collate_into_ring(const std::vector<LeafPlan>& leaves, const std::vector<LeafLayout>& layout,
+                          size_t total);
 
   std::mutex producer_mutex_;  // one submit at a time owns the ring
   size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)

@@ -102,6 +102,21 @@ class PyEngine {
   uint64_t submit(uint64_t token, const py::list& leaves) {
     std::shared_ptr<Engine> engine = get();
     std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
+    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
+    py::gil_scoped_release nogil;
+    return engine->submit(token, plans, allocate_);
+  }
+
+  // Benchmark hook: seconds the engine takes to collate `leaves` into its ring, nothing else.
+  double collate_only(const py::list& leaves) {
+    std::shared_ptr<Engine> engine = get();
+    std::vector<at::Tensor> keep;
+    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
+    py::gil_scoped_release nogil;
+    return engine->collate_only(plans) * 1e-9;
+  }
+
+  std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep) {
     std::vector<LeafPlan> plans;
     plans.reserve(leaves.size());
     for (const py::handle item : leaves) {
@@ -114,14 +129,13 @@ class PyEngine {
         plan.pieces.push_back(host_view(t));
         plan.dtype_code = static_cast<int64_t>(t.scalar_type());
         plan.shape.assign(t.sizes().begin(), t.sizes().end());
-        keep.push_back(std::move(t));
+        keep->push_back(std::move(t));
       } else {
-        add_samples(py::reinterpret_borrow<py::list>(value), name, &plan, &keep);
+        add_samples(py::reinterpret_borrow<py::list>(value), name, &plan, keep);
       }
       plans.push_back(std::move(plan));
     }
-    py::gil_scoped_release nogil;
-    return engine->submit(token, plans, allocate_);
+    return plans;
   }
 
   void finish(uint64_t token, bool failed) { get()->finish(token, failed); }
@@ -308,6 +322,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("max_batch_bytes") = 0)
       .def("start_epoch", &PyEngine::start_epoch)
       .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"))
+      .def("collate_only", &PyEngine::collate_only, py::arg("leaves"))
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
       .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"))
       .def("cancel", &PyEngine::cancel, py::arg("token"))
