@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "streaming_copy.h"
 
 namespace prefetch {
 
@@ -106,7 +107,7 @@ std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
 void run_copy(const CopyTask& task) {
   const HostTensor& t = *task.source;
   if (t.sizes.empty() || t.is_contiguous()) {
-    std::memcpy(task.dest, t.data + task.begin, static_cast<size_t>(task.end - task.begin));
+    copy_bytes(task.dest, t.data + task.begin, static_cast<size_t>(task.end - task.begin));
     return;
   }
   const int64_t step = t.strides[0] * static_cast<int64_t>(t.itemsize);

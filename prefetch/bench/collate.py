@@ -18,8 +18,8 @@ from torch.utils.data import default_collate
 import prefetch
 
 
-def _median_seconds(fn, inputs, warmup=1):
-    """Median time of fn(x) over `inputs`, after `warmup` untimed calls."""
+def _times(fn, inputs, warmup=1):
+    """Seconds of fn(x) for every x in `inputs`, after `warmup` untimed calls."""
     for x in inputs[:warmup]:
         fn(x)
     times = []
@@ -27,7 +27,11 @@ def _median_seconds(fn, inputs, warmup=1):
         t0 = time.perf_counter()
         fn(x)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def _median_seconds(fn, inputs, warmup=1):
+    return statistics.median(_times(fn, inputs, warmup))
 
 
 def make_samples(n, image_size, seed=0):
@@ -52,7 +56,11 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     dst = np.empty_like(sources[0])
     copy_s = _median_seconds(lambda src: np.copyto(dst, src), [sources[i % 2] for i in range(batches)])
 
-    default_s = _median_seconds(default_collate, groups)
+    # default_collate writes fresh memory every batch; on this kind of VM first-touch faults
+    # make it swing from ~3 GB/s to ~0.02 GB/s between runs. The ratio uses its best batch, so
+    # it is a lower bound on our advantage; the median is reported too.
+    default_times = _times(default_collate, groups)
+    default_s, default_best_s = statistics.median(default_times), min(default_times)
 
     with prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,
                              num_threads=num_threads) as pf:
@@ -74,9 +82,10 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
         "num_threads": threads,
         "collate_gbps": gb / collate_s,
         "default_collate_gbps": gb / default_s,
+        "default_collate_best_gbps": gb / default_best_s,
         "copy_gbps": gb / copy_s,
         "pipeline_gbps": gb / pipeline_s,
-        "collate_vs_default_collate": default_s / collate_s,
+        "collate_vs_default_collate": default_best_s / collate_s,
         "collate_fraction_of_copy": copy_s / collate_s,
     }
 
