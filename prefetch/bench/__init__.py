@@ -1,0 +1,1 @@
+"""Benchmarks that tell a user where their input pipeline stands (``python -m prefetch.bench``)."""

@@ -4,7 +4,7 @@
   as every submitted batch, without the copy after it), and the whole CPU pipeline
   (``pipeline_gbps``: Prefetcher iteration, which on the host backend adds a second memcpy);
 - default_collate: ``torch.utils.data.default_collate`` on the same samples (fresh memory each
-  batch, as a DataLoader does);
+  batch, one intra-op thread, as in a DataLoader worker);
 - copy: one single-threaded ``memcpy`` of the same number of bytes into a preallocated buffer,
   the speed a collation cannot beat on one core.
 """
@@ -59,7 +59,15 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     # default_collate writes fresh memory every batch; on this kind of VM first-touch faults
     # make it swing from ~3 GB/s to ~0.02 GB/s between runs. The ratio uses its best batch, so
     # it is a lower bound on our advantage; the median is reported too.
-    default_times = _times(default_collate, groups)
+    # Timed with one intra-op thread, as DataLoader workers run it (they call
+    # torch.set_num_threads(1)). With 2 threads on the 2-core CI VM, torch.stack after a large
+    # memcpy was seen spinning 0.5 s per batch (benchmarks/NOTES.md), which is not its usual cost.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        default_times = _times(default_collate, groups)
+    finally:
+        torch.set_num_threads(threads)
     default_s, default_best_s = statistics.median(default_times), min(default_times)
 
     with prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,

@@ -1,0 +1,112 @@
+"""python -m prefetch.bench: measures prefetch against the alternatives and the machine's limit,
+in the same run, and writes a table and results.json."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+
+import prefetch
+
+from . import collate
+
+SECTIONS = {"collate": "samples -> engine -> ring, vs default_collate and a plain copy"}
+PLANNED = ("h2d", "ops", "e2e")  # arrive with the fused-ops and benchmark releases
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m prefetch.bench", description=__doc__)
+    p.add_argument("--sections", default="collate",
+                   help="comma-separated: %s" % ", ".join(list(SECTIONS) + list(PLANNED)))
+    p.add_argument("--quick", action="store_true", help="small run (well under a minute on 2 cores)")
+    p.add_argument("--device", default=None, help="target device (default: cuda if available, else cpu)")
+    p.add_argument("--batch-size", type=int, action="append", dest="batch_sizes",
+                   help="images per batch (repeatable; default 64 and 256)")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--workers", type=int, default=None, help="collation threads (default: cores, <= 8)")
+    p.add_argument("--out", default="bench-out", help="directory for results.json")
+    return p.parse_args(argv)
+
+
+def progress(msg):
+    print("  .. %s" % msg, flush=True)
+
+
+def device_name(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return "cpu (%s, %d cores)" % (platform.processor() or platform.machine(), os.cpu_count() or 1)
+
+
+def print_collate_table(rows):
+    head = ("batch", "MiB", "thr", "engine GB/s", "copy GB/s", "default_collate GB/s (best)",
+            "engine/copy", "engine/default")
+    print("\ncollate (uint8 %dx%dx3 images)" % (rows[0]["image_size"], rows[0]["image_size"]))
+    print("  " + " | ".join(head))
+    for r in rows:
+        print("  " + " | ".join([
+            "%5d" % r["batch_size"], "%5.1f" % r["batch_mib"], "%3d" % r["num_threads"],
+            "%11.2f" % r["collate_gbps"], "%9.2f" % r["copy_gbps"],
+            "%11.2f (%.2f)" % (r["default_collate_gbps"], r["default_collate_best_gbps"]),
+            "%11.2f" % r["collate_fraction_of_copy"], "%14.1f" % r["collate_vs_default_collate"],
+        ]))
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = [s for s in sections if s not in SECTIONS and s not in PLANNED]
+    if unknown:
+        sys.exit("unknown section(s) %s; choose from %s" % (unknown, list(SECTIONS) + list(PLANNED)))
+    device = torch.device(args.device) if args.device else (
+        torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
+    batch_sizes = args.batch_sizes or ([64, 256] if not args.quick else [64, 256])
+    batches = 6 if args.quick else 16
+
+    print("prefetch %s bench | torch %s | device %s" % (prefetch.__version__, torch.__version__, device_name(device)))
+    t0 = time.perf_counter()
+    metrics, details, skipped = {}, {}, {}
+    for section in sections:
+        if section in PLANNED:
+            skipped[section] = "not implemented in prefetch %s yet" % prefetch.__version__
+            print("  -- %s: skipped (%s)" % (section, skipped[section]))
+            continue
+        if section == "collate":
+            rows = collate.run(batch_sizes, args.image_size, batches, args.workers, progress)
+            details["collate"] = rows
+            print_collate_table(rows)
+            main_row = max(rows, key=lambda r: r["batch_size"])
+            metrics.update({
+                "collate_gbps": main_row["collate_gbps"],
+                "copy_gbps": main_row["copy_gbps"],
+                "collate_vs_default_collate": main_row["collate_vs_default_collate"],
+                "collate_fraction_of_copy": main_row["collate_fraction_of_copy"],
+            })
+
+    os.makedirs(args.out, exist_ok=True)
+    result = {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "prefetch": prefetch.__version__,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "config": {"sections": sections, "quick": args.quick, "batch_sizes": batch_sizes,
+                   "image_size": args.image_size, "workers": args.workers,
+                   "metrics_batch_size": max(batch_sizes)},
+        "metrics": metrics,
+        "details": details,
+        "skipped": skipped,
+    }
+    path = os.path.join(args.out, "results.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2)
+    print("\nwrote %s in %.1f s" % (path, time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
