@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs prefetch from this checkout, with what it needs to build and test, on a fresh machine.
+# An installed torch is never replaced; without one, the CPU build named by PREFETCH_TORCH is
+# installed (default torch==2.13.0). Nothing already present is reinstalled, so the same script
+# works offline on a machine that has everything (the GPU image).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+missing_debs=()
+command -v cmake >/dev/null 2>&1 || missing_debs+=(cmake)
+[ -f /usr/include/gtest/gtest.h ] || missing_debs+=(libgtest-dev)
+if [ ${#missing_debs[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "install.sh: installing ${missing_debs[*]} (C++ core tests)"
+    apt-get update -qq && apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+  else
+    echo "install.sh: please install ${missing_debs[*]} for the C++ tests" >&2
+  fi
+fi
+
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "install.sh: torch is not installed; installing ${PREFETCH_TORCH:-torch==2.13.0}"
+  "$PY" -m pip install -q "${PREFETCH_TORCH:-torch==2.13.0}"
+fi
+
+need=()
+for mod in ninja pybind11 numpy pytest hypothesis setuptools wheel; do
+  "$PY" -c "import $mod" 2>/dev/null || need+=("$mod")
+done
+if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
+
+# --no-build-isolation: build against the torch installed above, never a freshly fetched one.
+# --no-deps: every dependency is already here, and pip must not touch torch.
+log=$(mktemp)
+if ! "$PY" -m pip install --no-build-isolation --no-deps -v -e . >"$log" 2>&1; then
+  tail -n 60 "$log" >&2
+  echo "install.sh: building prefetch failed (full log: $log)" >&2
+  exit 1
+fi
+grep -E "prefetch build:" "$log" | head -n 1 || true
+"$PY" -c "import prefetch; print('install.sh: prefetch %s installed (CUDA: %s)' % (prefetch.__version__, prefetch.built_with_cuda()))"

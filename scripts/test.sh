@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every test: the C++ core's GoogleTest suite (ctest, with the CUDA backend compiled and linked
+# when nvcc is found) and the Python suite (pytest; CUDA cases skip without a GPU unless
+# FAIL_WITHOUT_CUDA=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+BUILD=${PREFETCH_CORE_BUILD:-build/core}
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j "${MAX_JOBS:-2}"
+ctest --test-dir "$BUILD" --output-on-failure
+
+"$PY" -m pytest tests -q -p no:cacheprovider
