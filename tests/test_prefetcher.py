@@ -220,3 +220,33 @@ def test_cuda_slow_consumer_checksums(device):
                 torch.cuda._sleep(2_000_000)  # the consumer stream is busy while copies go on
                 results.append(b.to(torch.int64).sum())
             assert [int(r) for r in results] == sums
+
+
+class _ImageDataset(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return torch.randint(0, 256, (3, 16, 16), dtype=torch.uint8, generator=g), i
+
+
+def test_dataloader_with_worker_processes(device):
+    ds = _ImageDataset(37)
+    expected = list(DataLoader(ds, batch_size=8))
+    loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=prefetch.collate.samples,
+                        persistent_workers=False)
+    with prefetch.Prefetcher(loader, device=device, depth=2) as pf:
+        for _ in range(2):
+            got = list(pf)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert_same(g, e, device)
+        for i, _ in enumerate(pf):  # an early break leaves the workers to be shut down
+            if i == 1:
+                break
+        got = list(pf)
+        assert len(got) == len(expected)

@@ -63,6 +63,26 @@ HostTensor host_view(const at::Tensor& t) {
   return view;
 }
 
+// A reference to the engine that is dropped with the GIL released: when close() ran meanwhile,
+// this may be the last reference, and the engine's destructor joins its threads.
+class EngineRef {
+ public:
+  explicit EngineRef(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {}
+  EngineRef(EngineRef&&) = default;
+  ~EngineRef() {
+    if (engine_ && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      engine_.reset();
+    }
+  }
+  Engine* operator->() const { return engine_.get(); }
+  Engine& operator*() const { return *engine_; }
+  explicit operator bool() const { return engine_ != nullptr; }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
 class PyEngine {
  public:
   PyEngine(const std::string& device_type, int device_index, int depth, int num_threads,
@@ -100,7 +120,7 @@ class PyEngine {
 
   // leaves: a list of (name, Tensor) or (name, list[Tensor]) — one output tensor each.
   uint64_t submit(uint64_t token, const py::list& leaves) {
-    std::shared_ptr<Engine> engine = get();
+    EngineRef engine = get();
     std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
     std::vector<LeafPlan> plans = make_plans(leaves, &keep);
     py::gil_scoped_release nogil;
@@ -109,7 +129,7 @@ class PyEngine {
 
   // Benchmark hook: seconds the engine takes to collate `leaves` into its ring, nothing else.
   double collate_only(const py::list& leaves) {
-    std::shared_ptr<Engine> engine = get();
+    EngineRef engine = get();
     std::vector<at::Tensor> keep;
     std::vector<LeafPlan> plans = make_plans(leaves, &keep);
     py::gil_scoped_release nogil;
@@ -142,7 +162,7 @@ class PyEngine {
 
   // Returns (status, seq, tensors); status is "batch", "end", "failed", "timeout" or "cancelled".
   py::tuple next(uint64_t token, double timeout_s) {
-    std::shared_ptr<Engine> engine = get();
+    EngineRef engine = get();
     const bool forever = timeout_s < 0;
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -180,7 +200,7 @@ class PyEngine {
   }
 
   void cancel(uint64_t token) {
-    std::shared_ptr<Engine> engine = get_or_null();
+    EngineRef engine = get_or_null();
     if (engine) engine->cancel(token);
   }
 
@@ -198,7 +218,10 @@ class PyEngine {
     engine.reset();
   }
 
-  bool closed() { return get_or_null() == nullptr; }
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return engine_ == nullptr;
+  }
 
   py::dict stats() {
     EngineStats s = get()->stats();
@@ -224,12 +247,12 @@ class PyEngine {
   void set_debug_delay(int64_t max_us, uint64_t seed) { get()->backend().set_debug_delay(max_us, seed); }
 
  private:
-  std::shared_ptr<Engine> get_or_null() {
+  EngineRef get_or_null() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return engine_;
+    return EngineRef(engine_);
   }
-  std::shared_ptr<Engine> get() {
-    auto engine = get_or_null();
+  EngineRef get() {
+    EngineRef engine = get_or_null();
     if (!engine) throw std::runtime_error("prefetch: this Prefetcher is closed");
     return engine;
   }
