@@ -57,10 +57,10 @@ cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
 cxx_flags += ["-std=c++17", "-Wall", "-Wno-unused-parameter"]
 define_macros = [("PREFETCH_WITH_CUDA", None)] if with_cuda else []
 
-srcs = sources("csrc/core/*.cpp") + ["csrc/torch/engine_binding.cpp"]
+srcs = sources("csrc/core/*.cpp") + sources("csrc/kernels/*.cpp") + sources("csrc/torch/*_binding.cpp") + ["csrc/torch/ops.cpp"]
 if with_cuda:
     srcs += ["csrc/torch/cuda_support.cpp"] + sources("csrc/kernels/*.cu") + sources("csrc/torch/cuda/*.cpp")
-    nvcc_flags = ["-O0", "-g", "-G"] if debug else ["-O3", "--use_fast_math"]
+    nvcc_flags = ["-O0", "-g", "-G"] if debug else ["-O3"]  # no fast-math: CPU and CUDA round alike
     ext = CUDAExtension(
         "prefetch._C",
         srcs,

@@ -5,7 +5,7 @@ threads into a reused ring of pinned buffers, copied on a side stream and handed
 device while the previous training step still runs.
 """
 from ._extension import _C
-from . import collate
+from . import collate, ops
 from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
 from .samples import Samples

@@ -1,0 +1,57 @@
+// CUDA registration of the fused ops: checks and plans as on the CPU (ops.cpp), then the
+// torch-free kernels of csrc/kernels/normalize_flip.cu on torch's current stream. No host
+// synchronisation: the per-channel constants travel through pinned memory asynchronously.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "ops_common.h"
+
+namespace prefetch {
+namespace {
+
+void check_launch(int status, const char* op) {
+  TORCH_CHECK(status == 0, op, " CUDA kernel launch failed: ",
+              cudaGetErrorString(static_cast<cudaError_t>(status)));
+}
+
+at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> mean,
+                               at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                               const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                               const std::optional<at::Tensor>& offsets, int64_t fill,
+                               at::ScalarType dtype, c10::string_view layout, bool channels_last) {
+  c10::cuda::CUDAGuard guard(images.device());
+  NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
+                                               dtype, std::string(layout), channels_last);
+  const int64_t C = static_cast<int64_t>(plan.affine.size());
+  // The caching host allocator keeps the pinned block until the copy reading it has run.
+  at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+  std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
+  at::Tensor affine = host.to(images.device(), /*non_blocking=*/true);
+  plan.args.affine = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
+  check_launch(kernels::normalize_flip_cuda(plan.args, at::cuda::getCurrentCUDAStream().stream()),
+               "normalize_flip");
+  return plan.out;
+}
+
+at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
+                          const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                          const std::optional<at::Tensor>& offsets, int64_t fill) {
+  c10::cuda::CUDAGuard guard(masks.device());
+  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill);
+  check_launch(kernels::flip_crop_cuda(plan.args, at::cuda::getCurrentCUDAStream().stream()),
+               "flip_crop");
+  return plan.out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
+  m.impl("normalize_flip", &normalize_flip_cuda);
+  m.impl("flip_crop", &flip_crop_cuda);
+}
+
+}  // namespace prefetch

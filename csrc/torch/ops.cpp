@@ -1,0 +1,211 @@
+// The fused augment ops as PyTorch ops: schemas, argument checks, and the CPU registration.
+// The CUDA registration is csrc/torch/cuda/ops_cuda.cpp (built only against a CUDA torch).
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <sstream>
+
+#include "ops_common.h"
+
+namespace prefetch {
+
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+void check_flip(const std::optional<at::Tensor>& flip, const char* name, const at::Tensor& ref,
+                int64_t n) {
+  if (!flip.has_value()) return;
+  const at::Tensor& f = *flip;
+  TORCH_CHECK(f.scalar_type() == at::kBool, name, " must be a bool tensor of shape [N] = [", n,
+              "], got dtype ", f.scalar_type());
+  TORCH_CHECK(f.dim() == 1 && f.size(0) == n, name, " must have shape [N] = [", n, "], got ",
+              shape_of(f));
+  TORCH_CHECK(f.device() == ref.device(), name, " is on ", f.device(), " but the input is on ",
+              ref.device());
+}
+
+GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t N, int64_t H, int64_t W,
+                               const std::optional<at::Tensor>& hflip,
+                               const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                               const std::optional<at::Tensor>& offsets) {
+  GeometryInputs in;
+  in.g.N = N;
+  in.g.H = H;
+  in.g.W = W;
+  in.g.h = H;
+  in.g.w = W;
+  if (crop.has_value()) {
+    auto c = *crop;
+    TORCH_CHECK(c.size() == 2, "crop must be (h, w), got ", c.size(), " values: ", c);
+    TORCH_CHECK(c[0] >= 1 && c[1] >= 1 && c[0] <= kMaxCrop && c[1] <= kMaxCrop,
+                "crop must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", c);
+    in.g.h = c[0];
+    in.g.w = c[1];
+  }
+  check_flip(hflip, "hflip", ref, N);
+  check_flip(vflip, "vflip", ref, N);
+  // bool is stored as one byte per element: the kernels read it as uint8.
+  if (hflip.has_value()) in.hflip = hflip->contiguous().view(at::kByte);
+  if (vflip.has_value()) in.vflip = vflip->contiguous().view(at::kByte);
+  if (offsets.has_value()) {
+    const at::Tensor& o = *offsets;
+    TORCH_CHECK(at::isIntegralType(o.scalar_type(), /*includeBool=*/false),
+                "offsets must be an integer tensor of shape [N, 2] = [", N, ", 2], got dtype ",
+                o.scalar_type());
+    TORCH_CHECK(o.dim() == 2 && o.size(0) == N && o.size(1) == 2,
+                "offsets must have shape [N, 2] = [", N, ", 2], got ", shape_of(o));
+    TORCH_CHECK(o.device() == ref.device(), "offsets is on ", o.device(), " but the input is on ",
+                ref.device());
+    in.offsets = o.to(at::kLong).contiguous();
+  }
+  return in;
+}
+
+}  // namespace
+
+NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<double> mean,
+                                      at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                      const std::optional<at::Tensor>& vflip,
+                                      at::OptionalIntArrayRef crop,
+                                      const std::optional<at::Tensor>& offsets, int64_t fill,
+                                      at::ScalarType dtype, const std::string& layout,
+                                      bool channels_last) {
+  TORCH_CHECK(layout == "NHWC" || layout == "NCHW", "layout must be 'NHWC' or 'NCHW', got '",
+              layout, "'");
+  TORCH_CHECK(images.scalar_type() == at::kByte, "images must be uint8, got ", images.scalar_type());
+  TORCH_CHECK(images.dim() == 4, "images must be 4-D ", layout == "NHWC" ? "[N, H, W, C]" : "[N, C, H, W]",
+              " for layout='", layout, "', got shape ", shape_of(images));
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
+              "dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
+  TORCH_CHECK(fill >= 0 && fill <= 255, "fill must be a uint8 value in [0, 255], got ", fill);
+  const bool nhwc = layout == "NHWC";
+  const int64_t N = images.size(0);
+  const int64_t C = nhwc ? images.size(3) : images.size(1);
+  const int64_t H = nhwc ? images.size(1) : images.size(2);
+  const int64_t W = nhwc ? images.size(2) : images.size(3);
+  TORCH_CHECK(C >= 1, "images must have at least one channel, got shape ", shape_of(images));
+  TORCH_CHECK(static_cast<int64_t>(mean.size()) == C, "mean has ", mean.size(),
+              " values but the images have C = ", C, " channels");
+  TORCH_CHECK(static_cast<int64_t>(std.size()) == C, "std has ", std.size(),
+              " values but the images have C = ", C, " channels");
+
+  NormalizeFlipPlan plan;
+  plan.affine.resize(C);
+  for (int64_t c = 0; c < C; ++c) {
+    TORCH_CHECK(std[c] > 0, "std[", c, "] must be > 0, got ", std[c]);
+    plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
+    plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
+  }
+  plan.geometry = geometry_inputs(images, N, H, W, hflip, vflip, crop, offsets);
+  kernels::Geometry& g = plan.geometry.g;
+  g.C = C;
+  g.sN = images.stride(0);
+  g.sC = nhwc ? images.stride(3) : images.stride(1);
+  g.sH = nhwc ? images.stride(1) : images.stride(2);
+  g.sW = nhwc ? images.stride(2) : images.stride(3);
+
+  plan.out = at::empty({N, C, g.h, g.w}, images.options()
+                                             .dtype(dtype)
+                                             .memory_format(channels_last ? at::MemoryFormat::ChannelsLast
+                                                                          : at::MemoryFormat::Contiguous));
+  kernels::NormalizeFlipArgs& a = plan.args;
+  a.images = images.const_data_ptr<uint8_t>();
+  a.g = g;
+  a.offsets = plan.geometry.offsets_ptr();
+  a.hflip = plan.geometry.hflip_ptr();
+  a.vflip = plan.geometry.vflip_ptr();
+  a.fill = static_cast<uint8_t>(fill);
+  a.out = plan.out.data_ptr();
+  a.dtype = dtype == at::kFloat ? kernels::OutDType::kFloat32
+            : dtype == at::kHalf ? kernels::OutDType::kFloat16
+                                 : kernels::OutDType::kBFloat16;
+  a.oN = plan.out.stride(0);
+  a.oC = plan.out.stride(1);
+  a.oY = plan.out.stride(2);
+  a.oX = plan.out.stride(3);
+  return plan;
+}
+
+FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
+                            const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                            const std::optional<at::Tensor>& offsets, int64_t fill) {
+  const auto t = masks.scalar_type();
+  TORCH_CHECK(t == at::kByte || t == at::kShort || t == at::kInt || t == at::kLong,
+              "masks must be uint8, int16, int32 or int64, got ", t);
+  TORCH_CHECK(masks.dim() == 3, "masks must be 3-D [N, H, W], got shape ", shape_of(masks));
+  FlipCropPlan plan;
+  plan.geometry = geometry_inputs(masks, masks.size(0), masks.size(1), masks.size(2), hflip, vflip,
+                                  crop, offsets);
+  kernels::Geometry& g = plan.geometry.g;
+  g.C = 1;
+  g.sN = masks.stride(0);
+  g.sH = masks.stride(1);
+  g.sW = masks.stride(2);
+  plan.out = at::empty({g.N, g.h, g.w}, masks.options());
+  kernels::FlipCropArgs& a = plan.args;
+  a.masks = masks.const_data_ptr();
+  a.itemsize = static_cast<int>(masks.element_size());
+  a.g = g;
+  a.offsets = plan.geometry.offsets_ptr();
+  a.hflip = plan.geometry.hflip_ptr();
+  a.vflip = plan.geometry.vflip_ptr();
+  a.fill = fill;
+  a.out = plan.out.data_ptr();
+  return plan;
+}
+
+namespace {
+
+at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mean,
+                              at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                              const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                              const std::optional<at::Tensor>& offsets, int64_t fill,
+                              at::ScalarType dtype, c10::string_view layout, bool channels_last) {
+  NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
+                                               dtype, std::string(layout), channels_last);
+  plan.args.affine = plan.affine.data();
+  const kernels::Geometry& g = plan.args.g;
+  const int64_t rows = g.N * g.h;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.w * g.C));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    kernels::normalize_flip_cpu(plan.args, begin, end);
+  });
+  return plan.out;
+}
+
+at::Tensor flip_crop_cpu(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
+                         const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                         const std::optional<at::Tensor>& offsets, int64_t fill) {
+  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill);
+  const int64_t rows = plan.args.g.N * plan.args.g.h;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.args.g.w));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    kernels::flip_crop_cpu(plan.args, begin, end);
+  });
+  return plan.out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(prefetch, m) {
+  m.def(
+      "normalize_flip(Tensor images, float[] mean, float[] std, Tensor? hflip=None, "
+      "Tensor? vflip=None, int[]? crop=None, Tensor? offsets=None, int fill=0, "
+      "ScalarType dtype=float, str layout=\"NHWC\", bool channels_last=False) -> Tensor");
+  m.def(
+      "flip_crop(Tensor masks, Tensor? hflip=None, Tensor? vflip=None, int[]? crop=None, "
+      "Tensor? offsets=None, int fill=0) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
+  m.impl("normalize_flip", &normalize_flip_cpu);
+  m.impl("flip_crop", &flip_crop_cpu);
+}
+
+}  // namespace prefetch

@@ -1,0 +1,53 @@
+// Argument checking and kernel-argument preparation shared by the CPU and CUDA registrations of
+// the fused ops. Every error prints the values it got.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "normalize_flip.h"
+
+namespace prefetch {
+
+constexpr int64_t kMaxCrop = 65535;
+
+// Flip and offset tensors in the form the kernels read: uint8 [N] and int64 [N, 2], contiguous,
+// on the images' device. Kept alive for as long as the kernel may read them.
+struct GeometryInputs {
+  kernels::Geometry g;
+  at::Tensor hflip, vflip, offsets;
+  const uint8_t* hflip_ptr() const { return hflip.defined() ? hflip.const_data_ptr<uint8_t>() : nullptr; }
+  const uint8_t* vflip_ptr() const { return vflip.defined() ? vflip.const_data_ptr<uint8_t>() : nullptr; }
+  const int64_t* offsets_ptr() const {
+    return offsets.defined() ? offsets.const_data_ptr<int64_t>() : nullptr;
+  }
+};
+
+struct NormalizeFlipPlan {
+  GeometryInputs geometry;
+  std::vector<kernels::Affine> affine;  // host copy; the CUDA path uploads it
+  at::Tensor out;
+  kernels::NormalizeFlipArgs args;  // pointers filled except `affine`
+};
+
+NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<double> mean,
+                                      at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                      const std::optional<at::Tensor>& vflip,
+                                      at::OptionalIntArrayRef crop,
+                                      const std::optional<at::Tensor>& offsets, int64_t fill,
+                                      at::ScalarType dtype, const std::string& layout,
+                                      bool channels_last);
+
+struct FlipCropPlan {
+  GeometryInputs geometry;
+  at::Tensor out;
+  kernels::FlipCropArgs args;
+};
+
+FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
+                            const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                            const std::optional<at::Tensor>& offsets, int64_t fill);
+
+}  // namespace prefetch

@@ -1,0 +1,220 @@
+"""The fused ops against a float64 pure-torch reference written here, on fresh random inputs."""
+import itertools
+
+import pytest
+import torch
+
+import prefetch
+from prefetch.ops import flip_crop, normalize_flip
+
+MEAN = [0.485, 0.456, 0.406, 0.5]
+STD = [0.229, 0.224, 0.225, 0.25]
+EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
+
+
+def reference_geometry(x, hflip, vflip, crop, offsets, fill):
+    """x: [N, C, H, W] (any dtype) -> float64 [N, C, h, w]: window, fill outside, flips."""
+    N, C, H, W = x.shape
+    h, w = crop if crop is not None else (H, W)
+    out = torch.full((N, C, h, w), float(fill), dtype=torch.float64)
+    for n in range(N):
+        if offsets is not None:
+            top, left = int(offsets[n, 0]), int(offsets[n, 1])
+        else:
+            top, left = (H - h) // 2, (W - w) // 2
+        for y in range(h):
+            sy = top + y
+            if not 0 <= sy < H:
+                continue
+            for xx in range(w):
+                sx = left + xx
+                if 0 <= sx < W:
+                    out[n, :, y, xx] = x[n, :, sy, sx].double()
+        if vflip is not None and bool(vflip[n]):
+            out[n] = out[n].flip(1)
+        if hflip is not None and bool(hflip[n]):
+            out[n] = out[n].flip(2)
+    return out
+
+
+def reference(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
+              layout="NHWC"):
+    x = images.cpu()
+    if layout == "NHWC":
+        x = x.permute(0, 3, 1, 2)
+    win = reference_geometry(x, None if hflip is None else hflip.cpu(),
+                             None if vflip is None else vflip.cpu(), crop,
+                             None if offsets is None else offsets.cpu(), fill)
+    C = x.shape[1]
+    m = torch.tensor(mean[:C], dtype=torch.float64).view(1, C, 1, 1)
+    s = torch.tensor(std[:C], dtype=torch.float64).view(1, C, 1, 1)
+    return (win / 255.0 - m) / s
+
+
+def assert_matches(out, ref, dtype):
+    out = out.cpu().double()
+    assert out.shape == ref.shape
+    if dtype == torch.float32:
+        err = (out - ref).abs()
+        bound = 1e-6 * ref.abs().clamp(min=1.0)  # 1e-6 relative, measured from magnitude 1 up
+        assert bool((err <= bound).all()), "max error %g" % float((err - bound).max())
+    else:
+        # Within the rounding of the reference to `dtype`: under one unit in the last place.
+        err = (out - ref).abs()
+        bound = ref.abs() * EPS[dtype] + 2.0 ** -24
+        assert bool((err <= bound).all()), "max error %g" % float((err - bound).max())
+
+
+def random_case(device, N, C, H, W, layout, seed):
+    g = torch.Generator().manual_seed(seed)
+    shape = (N, H, W, C) if layout == "NHWC" else (N, C, H, W)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
+    flips = torch.rand(N, generator=g) < 0.5, torch.rand(N, generator=g) < 0.5
+    return images.to(device), flips[0].to(device), flips[1].to(device), g
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dtypes_layouts_random_flips_and_crops(device, dtype, layout, channels_last):
+    images, hflip, vflip, g = random_case(device, 5, 3, 13, 11, layout, seed=1)
+    crop = (9, 7)
+    # Windows inside, partly outside on every side, and entirely outside.
+    offsets = torch.tensor([[2, 1], [-3, 5], [8, -4], [-20, 30], [4, 4]], dtype=torch.int32).to(device)
+    for kwargs in (
+        {},
+        {"hflip": hflip, "vflip": vflip},
+        {"crop": crop},  # centred
+        {"crop": crop, "offsets": offsets, "hflip": hflip, "vflip": vflip, "fill": 77},
+    ):
+        out = normalize_flip(images, MEAN[:3], STD[:3], dtype=dtype, layout=layout,
+                             channels_last=channels_last, **kwargs)
+        assert out.device == images.device and out.dtype == dtype
+        expected_format = torch.channels_last if channels_last else torch.contiguous_format
+        assert out.is_contiguous(memory_format=expected_format)
+        assert_matches(out, reference(images, MEAN, STD, layout=layout, **kwargs), dtype)
+
+
+@pytest.mark.parametrize("flips", ["none", "all", "random"])
+@pytest.mark.parametrize("C", [1, 3, 4])
+def test_channels_and_flip_patterns(device, flips, C):
+    images, hflip, vflip, _ = random_case(device, 4, C, 8, 10, "NHWC", seed=2 + C)
+    if flips == "all":
+        hflip = vflip = torch.ones(4, dtype=torch.bool, device=device)
+    elif flips == "none":
+        hflip = vflip = torch.zeros(4, dtype=torch.bool, device=device)
+    out = normalize_flip(images, MEAN[:C], STD[:C], hflip=hflip, vflip=vflip)
+    assert_matches(out, reference(images, MEAN, STD, hflip, vflip), torch.float32)
+
+
+@pytest.mark.parametrize("N,H,W,crop", [(0, 5, 5, None), (1, 1, 1, None), (1, 1, 7, (3, 3)),
+                                        (2, 7, 1, (2, 5)), (3, 9, 13, (5, 11)), (2, 4, 4, (10, 12))])
+def test_edge_sizes(device, N, H, W, crop):
+    images, hflip, vflip, _ = random_case(device, N, 3, H, W, "NHWC", seed=H * W + N)
+    out = normalize_flip(images, MEAN[:3], STD[:3], hflip=hflip, vflip=vflip, crop=crop, fill=9)
+    assert_matches(out, reference(images, MEAN, STD, hflip, vflip, crop, fill=9), torch.float32)
+
+
+def test_non_contiguous_inputs(device):
+    g = torch.Generator().manual_seed(3)
+    base = torch.randint(0, 256, (6, 20, 30, 5), dtype=torch.uint8, generator=g).to(device)
+    views = [base[::2, 1:15, ::3, :3], base[:, :, :, 1:4].transpose(1, 2), base[..., :3].flip(0)]
+    for images in views:
+        N = images.shape[0]
+        hflip = torch.arange(N, device=device) % 2 == 0
+        out = normalize_flip(images, MEAN[:3], STD[:3], hflip=hflip, crop=(5, 4))
+        assert_matches(out, reference(images, MEAN, STD, hflip, crop=(5, 4)), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_reduced_precision_is_the_float32_result_rounded(device, dtype):
+    # Our float->half/bfloat16 conversion must round exactly as torch does (nearest even).
+    images, hflip, vflip, _ = random_case(device, 8, 3, 32, 32, "NHWC", seed=4)
+    # Channel 0 puts pixel 128 at -3e-6 (an fp16 subnormal), channel 1 overflows fp16 (up to 1e6).
+    mean, std = [128 / 255 + 3e-6, 0.0, 0.999], [1.0, 1e-6, 0.01]
+    f32 = normalize_flip(images, mean, std, hflip=hflip, dtype=torch.float32)
+    low = normalize_flip(images, mean, std, hflip=hflip, dtype=dtype)
+    assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_masks_get_the_images_geometry(device, mask_dtype):
+    images, hflip, vflip, g = random_case(device, 5, 3, 12, 10, "NHWC", seed=5)
+    masks = torch.randint(-1000 if mask_dtype != torch.uint8 else 0, 255, (5, 12, 10),
+                          dtype=mask_dtype, generator=g).to(device)
+    offsets = torch.tensor([[0, 0], [-2, 3], [5, -1], [1, 1], [3, 2]], device=device)
+    geo = dict(hflip=hflip, vflip=vflip, crop=(8, 9), offsets=offsets)
+    out = flip_crop(masks, fill=255, **geo)
+    assert out.dtype == mask_dtype and out.device == masks.device
+    expected = reference_geometry(masks.cpu().unsqueeze(1), hflip.cpu(), vflip.cpu(), (8, 9),
+                                  offsets.cpu(), 255).squeeze(1)
+    assert torch.equal(out.cpu().double(), expected)
+    # A mask carrying each pixel's own coordinates: after the op it must say, pixel by pixel,
+    # which input pixel the image op used.
+    H, W = 12, 10
+    coords = (torch.arange(H).view(H, 1) * W + torch.arange(W)).to(torch.int32).expand(5, H, W)
+    where = flip_crop(coords.to(device), fill=-1, **geo).cpu()
+    img = normalize_flip(images, MEAN[:3], STD[:3], **geo).cpu()
+    src = images.cpu().permute(0, 3, 1, 2).reshape(5, 3, H * W).double()
+    for n in range(5):
+        inside = where[n] >= 0
+        picked = src[n][:, where[n][inside].long()]
+        expected_vals = (picked / 255 - torch.tensor(MEAN[:3]).double().view(3, 1)) / \
+            torch.tensor(STD[:3]).double().view(3, 1)
+        assert torch.allclose(img[n][:, inside].double(), expected_vals, atol=1e-5)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda x: normalize_flip(x.float(), MEAN[:3], STD[:3]), "images must be uint8, got Float"),
+    (lambda x: normalize_flip(x[0], MEAN[:3], STD[:3]), r"4-D \[N, H, W, C\].*\[8, 6, 3\]"),
+    (lambda x: normalize_flip(x, MEAN[:2], STD[:3]), "mean has 2 values but the images have C = 3"),
+    (lambda x: normalize_flip(x, MEAN[:3], [0.2, 0.0, 0.2]), r"std\[1\] must be > 0, got 0"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], hflip=torch.ones(3, dtype=torch.bool)),
+     r"hflip must have shape \[N\] = \[2\], got \[3\]"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], vflip=torch.ones(2)), "vflip must be a bool tensor.*Float"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], crop=(4, 4), offsets=torch.zeros(2, 3, dtype=torch.long)),
+     r"offsets must have shape \[N, 2\] = \[2, 2\], got \[2, 3\]"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], offsets=torch.zeros(2, 2)), "offsets must be an integer tensor.*Float"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], crop=(70000, 4)), "65535, got \\[70000, 4\\]"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], layout="HWC"), "layout must be 'NHWC' or 'NCHW', got 'HWC'"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], dtype=torch.float64), "dtype must be"),
+    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], fill=300), r"fill must be .* got 300"),
+    (lambda x: flip_crop(x[..., 0].float()), "masks must be uint8, int16, int32 or int64, got Float"),
+    (lambda x: flip_crop(x), r"masks must be 3-D \[N, H, W\]"),
+])
+def test_bad_inputs_raise_errors_that_print_the_values(call, match):
+    x = torch.zeros(2, 8, 6, 3, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match=match):
+        call(x)
+
+
+def _opcheck_cases(device):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(0, 256, (3, 9, 8, 3), dtype=torch.uint8, generator=g).to(device)
+    flips = (torch.arange(3, device=device) % 2 == 0)
+    offs = torch.tensor([[0, 0], [-1, 2], [3, -2]], device=device)
+    masks = torch.randint(0, 5, (3, 9, 8), dtype=torch.int64, generator=g).to(device)
+    return [
+        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]), {}),
+        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]),
+         dict(hflip=flips, vflip=flips, crop=[6, 5], offsets=offs, fill=3, dtype=torch.bfloat16,
+              layout="NHWC", channels_last=True)),
+        (torch.ops.prefetch.normalize_flip.default, (x.permute(0, 3, 1, 2).contiguous(), MEAN[:3], STD[:3]),
+         dict(dtype=torch.float16, layout="NCHW")),
+        (torch.ops.prefetch.flip_crop.default, (masks,), dict(hflip=flips, crop=[4, 4], offsets=offs)),
+    ]
+
+
+def test_opcheck(device):
+    for op, args, kwargs in _opcheck_cases(device):
+        torch.library.opcheck(op, args, kwargs)
+
+
+def test_torch_compile_fullgraph(device):
+    images, hflip, vflip, _ = random_case(device, 4, 3, 16, 16, "NHWC", seed=8)
+
+    def step(x, h):
+        return normalize_flip(x, MEAN[:3], STD[:3], hflip=h, crop=(12, 12), dtype=torch.float16).sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    assert torch.allclose(compiled(images, hflip).float(), step(images, hflip).float())
