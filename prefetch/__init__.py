@@ -9,10 +9,11 @@ from . import collate, ops
 from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
 from .samples import Samples
+from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "Samples", "CollateError", "PrefetchTimeout", "collate", "built_with_cuda"]
+__all__ = ["Prefetcher", "FusedAugment", "Samples", "CollateError", "PrefetchTimeout", "collate", "built_with_cuda"]
 
 
 def built_with_cuda():

@@ -5,6 +5,7 @@ One producer thread per epoch pulls batches from the source and submits them to 
 takes them in order. The engine (ring, pool, copy stream) lives as long as the Prefetcher and is
 reused by every epoch.
 """
+import contextlib
 import os
 import threading
 import time
@@ -63,9 +64,11 @@ class _EpochState:
     """What the producer thread and the consumer share for one epoch. The producer holds this,
     never the iterator, so dropping the iterator (``break``) lets it be collected and cleaned up."""
 
-    def __init__(self, token):
+    def __init__(self, token, epoch):
         self.token = token
+        self.epoch = epoch
         self.specs = {}  # seq -> (spec, moves), filled before the batch becomes visible
+        self.results = {}  # seq -> finished batch, for batches that went through a transform
         self.error = None
         self.error_batch = None
         self.stop = threading.Event()
@@ -73,8 +76,28 @@ class _EpochState:
         self.done = False
 
 
-def _produce(engine, source, state, counters):
-    it = batch = None
+class _DeviceWork:
+    """What the producer runs on a batch once it is on the device, on the copy stream."""
+
+    def __init__(self, transform, device_transform, device, stream_handle):
+        self.transform, self.device_transform, self.device = transform, device_transform, device
+        self.stream = (torch.cuda.ExternalStream(stream_handle, device=device)
+                       if device.type == "cuda" else None)
+
+    def __call__(self, batch, epoch, index):
+        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+            if self.transform is not None:
+                if getattr(self.transform, "positional_draws", False):
+                    batch = self.transform(batch, epoch=epoch, index=index)
+                else:
+                    batch = self.transform(batch)
+            if self.device_transform is not None:
+                batch = self.device_transform(batch)
+        return batch
+
+
+def _produce(engine, source, state, counters, device, work):
+    it = batch = leaves = None
     seq = 0
     try:
         it = iter(source)
@@ -86,8 +109,18 @@ def _produce(engine, source, state, counters):
                 break
             spec, leaves, moves = flatten(batch)
             batch = None
-            state.specs[seq] = (spec, moves)
-            engine.submit(state.token, leaves)  # GIL released while collating and copying
+            if work is None:
+                state.specs[seq] = (spec, moves)
+                engine.submit(state.token, leaves)  # GIL released while collating and copying
+            else:
+                # Collate and copy, run the transforms on the copy stream, then publish: the
+                # consumer's stream waits for all of it, the host for none of it.
+                staged_seq, tensors = engine.stage(state.token, leaves)
+                leaves = None
+                state.results[staged_seq] = work(unflatten(spec, tensors, moves, device),
+                                                 state.epoch, staged_seq)
+                tensors = None
+                engine.publish(state.token)
             leaves = None
             seq += 1
             counters.add(produce_s=time.perf_counter() - t0)
@@ -101,9 +134,22 @@ def _produce(engine, source, state, counters):
         except RuntimeError:
             pass  # the Prefetcher was closed meanwhile; nobody is waiting
     finally:
-        # Drop the source iterator here (a DataLoader shuts its workers down), and keep it out
-        # of the traceback that travels to the consumer.
-        it = batch = None
+        # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
+        # the batch out of the traceback that travels to the consumer.
+        it = batch = leaves = None
+
+
+def _protect(obj, stream):
+    """record_stream every CUDA tensor of a transformed batch for the consumer's stream."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_cuda:
+            obj.record_stream(stream)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _protect(v, stream)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _protect(v, stream)
 
 
 def _stop_epoch(engine, state):
@@ -149,9 +195,14 @@ class _EpochIterator:
         status, seq, tensors = self._engine.next(state.token, timeout)
         self._counters.add(wait_s=time.perf_counter() - t0)
         if status == "batch":
-            spec, moves = state.specs.pop(seq)
             self._delivered += 1
             self._counters.add(batches=1)
+            if seq in state.results:
+                batch = state.results.pop(seq)
+                if self._device.type == "cuda":
+                    _protect(batch, torch.cuda.current_stream(self._device))
+                return batch
+            spec, moves = state.specs.pop(seq)
             return unflatten(spec, tensors, moves, self._device)
         if status == "end":
             self._finish()
@@ -199,7 +250,11 @@ class Prefetcher:
             otherwise the CPU.
         depth: number of batches prepared ahead of the consumer (ring slots).
         num_threads: C++ threads that collate one batch (default: cores, at most 8).
-        transform, device_transform: reserved for the fused-ops release.
+        transform: applied to every batch once it is on the device, on the copy stream, ahead of
+            the consumer — typically a :class:`prefetch.FusedAugment`, which also receives the
+            epoch and the batch's index so its random draws are reproducible.
+        device_transform: any ``fn(batch) -> batch``, run after ``transform`` on the device, on
+            the copy stream.
         timeout: seconds ``next()`` waits for a batch before raising
             :class:`prefetch.PrefetchTimeout` (``None``: wait forever).
         max_batch_bytes: refuse (with :class:`prefetch.CollateError`) a batch larger than this.
@@ -207,11 +262,9 @@ class Prefetcher:
 
     def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
                  device_transform=None, timeout=None, max_batch_bytes=None):
-        if transform is not None or device_transform is not None:
-            raise NotImplementedError(
-                "prefetch: transform= and device_transform= arrive with the fused augment ops; "
-                "apply transforms to the batches the Prefetcher yields for now"
-            )
+        for name, fn in (("transform", transform), ("device_transform", device_transform)):
+            if fn is not None and not callable(fn):
+                raise TypeError("prefetch: %s must be callable, got %r" % (name, fn))
         if not isinstance(depth, int) or depth < 1:
             raise ValueError("prefetch: depth must be an int >= 1, got %r" % (depth,))
         if num_threads is None:
@@ -230,6 +283,12 @@ class Prefetcher:
             self.device.type, self.device.index if self.device.index is not None else -1,
             depth, num_threads, int(max_batch_bytes or 0),
         )
+        self.transform, self.device_transform = transform, device_transform
+        self._work = None
+        if transform is not None or device_transform is not None:
+            self._work = _DeviceWork(transform, device_transform, self.device,
+                                     self._engine.stream_handle)
+        self._next_epoch = 0
         self._counters = _Counters()
         self._current = [None]  # the live epoch's state, shared with the finalizer
         self._finalizer = weakref.finalize(self, _shutdown, self._engine, self._current)
@@ -238,11 +297,13 @@ class Prefetcher:
         if not self._finalizer.alive:
             raise RuntimeError("prefetch: this Prefetcher is closed")
         _stop_epoch(self._engine, self._current[0])
-        state = _EpochState(self._engine.start_epoch())
+        state = _EpochState(self._engine.start_epoch(), self._next_epoch)
+        self._next_epoch += 1
         self._current[0] = state
         iterator = _EpochIterator(self, state)
         state.thread = threading.Thread(
-            target=_produce, args=(self._engine, self.source, state, self._counters),
+            target=_produce,
+            args=(self._engine, self.source, state, self._counters, self.device, self._work),
             name="prefetch-producer", daemon=True,
         )
         state.thread.start()
@@ -256,6 +317,11 @@ class Prefetcher:
             raise TypeError(
                 "prefetch: the source (%s) has no len()" % type(self.source).__name__
             ) from None
+
+    def set_epoch(self, epoch):
+        """Sets the epoch number the next ``iter()`` passes to the transform's draws (epochs
+        otherwise count from 0, one per ``iter()``), as ``DistributedSampler.set_epoch``."""
+        self._next_epoch = int(epoch)
 
     def close(self):
         """Stops the current epoch and joins every thread the Prefetcher started."""

@@ -176,8 +176,6 @@ def test_default_device_and_bad_arguments():
         prefetch.Prefetcher([], num_threads=0)
     with pytest.raises(ValueError, match="timeout"):
         prefetch.Prefetcher([], timeout=0)
-    with pytest.raises(NotImplementedError, match="fused augment"):
-        prefetch.Prefetcher([], transform=lambda b: b)
     if not prefetch.built_with_cuda():
         with pytest.raises(RuntimeError, match="built without CUDA"):
             prefetch.Prefetcher([], device="cuda:0")

@@ -76,6 +76,11 @@ void Engine::cancel(uint64_t token) {
 
 uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
                         const DestinationAllocator& allocate, const StreamWork& after_copy) {
+  return publish(stage(token, leaves, allocate), after_copy);
+}
+
+StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
+                          const DestinationAllocator& allocate) {
   std::lock_guard<std::mutex> producer(producer_mutex_);
   {
     auto t0 = std::chrono::steady_clock::now();
@@ -100,31 +105,40 @@ uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
   Slot& slot = collate_into_ring(leaves, layout, total);
   uint64_t collate_ns = since_ns(t0);
 
+  StagedBatch staged;
+  staged.token = token;
   Destination dest = allocate(total == 0 ? 1 : total);
   if (total != 0) backend_->copy_async(dest.data, slot.host->data(), total);
   slot.copied = backend_->record();
   slot.destination = dest.owner;
-  if (after_copy) backend_->enqueue(after_copy);
-
-  ReadyBatch batch;
-  batch.destination = std::move(dest);
-  batch.ready = backend_->record();
-  batch.leaves.reserve(leaves.size());
+  staged.copied = slot.copied;
+  staged.batch.destination = std::move(dest);
+  staged.batch.leaves.reserve(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
-    batch.leaves.push_back({layout[i].offset, layout[i].nbytes, leaves[i].dtype_code, leaves[i].shape});
+    staged.batch.leaves.push_back(
+        {layout[i].offset, layout[i].nbytes, leaves[i].dtype_code, leaves[i].shape});
   }
 
-  uint64_t seq;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (token != generation_) throw Cancelled();
+  // The sequence number (and the backpressure count) is taken now, so a staged batch counts
+  // against `depth` until the consumer takes it.
+  staged.batch.seq = submitted_++;
+  ++stats_.submitted;
+  stats_.bytes_collated += total;
+  stats_.collate_ns += collate_ns;
+  stats_.ring_growths += ring_.total_growths() - growths_before;
+  return staged;
+}
+
+uint64_t Engine::publish(StagedBatch staged, const StreamWork& after_copy) {
+  if (after_copy) backend_->enqueue(after_copy);
+  staged.batch.ready = backend_->record();
+  const uint64_t seq = staged.batch.seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (token != generation_) throw Cancelled();
-    seq = submitted_++;
-    batch.seq = seq;
-    queue_.push_back(std::move(batch));
-    ++stats_.submitted;
-    stats_.bytes_collated += total;
-    stats_.collate_ns += collate_ns;
-    stats_.ring_growths += ring_.total_growths() - growths_before;
+    if (staged.token != generation_) throw Cancelled();
+    queue_.push_back(std::move(staged.batch));
   }
   cv_.notify_all();
   return seq;

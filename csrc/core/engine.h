@@ -41,6 +41,14 @@ struct ReadyBatch {
   std::shared_ptr<Event> ready;  // the copy (and any stream work after it) has completed
 };
 
+// A batch collated and copied (or being copied) but not yet visible to the consumer: the
+// producer may enqueue more work on the copy stream (a transform) before publishing it.
+struct StagedBatch {
+  uint64_t token = 0;
+  ReadyBatch batch;                // `ready` is recorded by publish()
+  std::shared_ptr<Event> copied;   // the copy into batch.destination
+};
+
 struct EngineOptions {
   int depth = 3;
   int num_threads = 1;
@@ -74,6 +82,12 @@ class Engine {
   // Returns the batch's sequence number within the epoch. Throws Cancelled if the epoch ends.
   uint64_t submit(uint64_t token, const std::vector<LeafPlan>& leaves,
                   const DestinationAllocator& allocate, const StreamWork& after_copy = {});
+  // submit() in two steps, so that work can be enqueued on the copy stream (after the copy,
+  // before "ready") between them. One staged batch at a time; it counts against `depth`.
+  StagedBatch stage(uint64_t token, const std::vector<LeafPlan>& leaves,
+                    const DestinationAllocator& allocate);
+  uint64_t publish(StagedBatch staged, const StreamWork& after_copy = {});
+
   // No more batches in this epoch; `failed` tells the consumer the producer hit an error.
   void finish(uint64_t token, bool failed);
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -158,6 +159,39 @@ class PyEngine {
     return plans;
   }
 
+  // submit() for batches that get a transform: returns (seq, tensors) readable on the copy
+  // stream (CUDA: stream order; host: the copy has completed). publish() then makes the batch
+  // visible, after whatever the caller enqueued on the copy stream meanwhile.
+  py::tuple stage(uint64_t token, const py::list& leaves) {
+    EngineRef engine = get();
+    std::vector<at::Tensor> keep;
+    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
+    StagedBatch staged;
+    {
+      py::gil_scoped_release nogil;
+      staged = engine->stage(token, plans, allocate_);
+      if (!is_cuda_) staged.copied->wait();
+    }
+    py::list views = make_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
+    const uint64_t seq = staged.batch.seq;
+    staged_ = std::move(staged);
+    return py::make_tuple(seq, views);
+  }
+
+  uint64_t publish(uint64_t token) {
+    EngineRef engine = get();
+    if (!staged_ || staged_->token != token) {
+      throw std::logic_error("prefetch: publish() without a staged batch of this epoch");
+    }
+    StagedBatch staged = std::move(*staged_);
+    staged_.reset();
+    py::gil_scoped_release nogil;
+    return engine->publish(std::move(staged));
+  }
+
+  // The copy stream (a cudaStream_t as an integer), for running transforms on it; 0 on the host.
+  uintptr_t stream_handle() { return reinterpret_cast<uintptr_t>(get()->backend().stream_handle()); }
+
   void finish(uint64_t token, bool failed) { get()->finish(token, failed); }
 
   // Returns (status, seq, tensors); status is "batch", "end", "failed", "timeout" or "cancelled".
@@ -289,29 +323,20 @@ class PyEngine {
     plan->shape.insert(plan->shape.end(), first.sizes().begin(), first.sizes().end());
   }
 
-  py::list deliver(Engine& engine, const ReadyBatch& batch) {
-    at::Tensor packed;
-    void* consumer_stream = nullptr;
-    {
-      py::gil_scoped_release nogil;
-      if (is_cuda_) {
-        consumer_stream = cuda_current_stream(device_index_);
-        engine.backend().wait_on(*batch.ready, consumer_stream);
-        packed = *std::static_pointer_cast<at::Tensor>(batch.destination.owner);
-        cuda_protect_for_stream(packed, device_index_, consumer_stream);
-      } else {
-        engine.backend().wait_on(*batch.ready, nullptr);
-        // The storage holds the pool lease: the buffer returns to the pool when the user drops
-        // the last tensor that views it.
-        std::shared_ptr<void> lease = batch.destination.owner;
-        const auto bytes = static_cast<AlignedBuffer*>(lease.get())->size();
-        packed = at::from_blob(
-            batch.destination.data, {static_cast<int64_t>(bytes)},
-            [lease](void*) mutable { lease.reset(); }, at::TensorOptions().dtype(at::kByte));
-      }
-    }
+  // The packed destination as a uint8 tensor. On the CPU its storage holds the pool lease: the
+  // buffer returns to the pool when the last tensor viewing it is dropped.
+  at::Tensor packed_tensor(const Destination& destination) {
+    if (is_cuda_) return *std::static_pointer_cast<at::Tensor>(destination.owner);
+    std::shared_ptr<void> lease = destination.owner;
+    const auto bytes = static_cast<AlignedBuffer*>(lease.get())->size();
+    return at::from_blob(
+        destination.data, {static_cast<int64_t>(bytes)}, [lease](void*) mutable { lease.reset(); },
+        at::TensorOptions().dtype(at::kByte));
+  }
+
+  static py::list make_views(const at::Tensor& packed, const std::vector<LeafOut>& leaves) {
     py::list out;
-    for (const LeafOut& leaf : batch.leaves) {
+    for (const LeafOut& leaf : leaves) {
       auto dtype = static_cast<at::ScalarType>(leaf.dtype_code);
       at::Tensor t = packed.narrow(0, static_cast<int64_t>(leaf.offset), static_cast<int64_t>(leaf.nbytes))
                          .view(dtype)
@@ -321,12 +346,30 @@ class PyEngine {
     return out;
   }
 
+  py::list deliver(Engine& engine, const ReadyBatch& batch) {
+    at::Tensor packed;
+    {
+      py::gil_scoped_release nogil;
+      if (is_cuda_) {
+        void* consumer_stream = cuda_current_stream(device_index_);
+        engine.backend().wait_on(*batch.ready, consumer_stream);
+        packed = packed_tensor(batch.destination);
+        cuda_protect_for_stream(packed, device_index_, consumer_stream);
+      } else {
+        engine.backend().wait_on(*batch.ready, nullptr);
+        packed = packed_tensor(batch.destination);
+      }
+    }
+    return make_views(packed, batch.leaves);
+  }
+
   const bool is_cuda_;
   const int device_index_;
   std::mutex mutex_;
   std::shared_ptr<Engine> engine_;
   std::shared_ptr<BufferPool> pool_;
   DestinationAllocator allocate_;
+  std::optional<StagedBatch> staged_;  // used by the producer thread only
 };
 
 }  // namespace
@@ -346,6 +389,9 @@ PYBIND11_MODULE(_C, m) {
       .def("start_epoch", &PyEngine::start_epoch)
       .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"))
       .def("collate_only", &PyEngine::collate_only, py::arg("leaves"))
+      .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"))
+      .def("publish", &PyEngine::publish, py::arg("token"))
+      .def_property_readonly("stream_handle", &PyEngine::stream_handle)
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
       .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"))
       .def("cancel", &PyEngine::cancel, py::arg("token"))
