@@ -96,9 +96,11 @@ PF_HD uint16_t float_to_bfloat16_bits(float f) {
 #else
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  // Branch-free (so loops over it vectorise): NaN keeps a quiet-NaN pattern, everything else
+  // rounds the 16 dropped bits to nearest even.
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 #endif
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "buffer_pool.h"
 #include "ops_common.h"
 
 namespace prefetch {
@@ -69,13 +70,18 @@ GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t N, int64_t H, int6
 
 }  // namespace
 
+at::Tensor default_output(at::IntArrayRef sizes, const at::TensorOptions& options,
+                          at::MemoryFormat format) {
+  return at::empty(sizes, options.memory_format(format));
+}
+
 NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<double> mean,
                                       at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                       const std::optional<at::Tensor>& vflip,
                                       at::OptionalIntArrayRef crop,
                                       const std::optional<at::Tensor>& offsets, int64_t fill,
                                       at::ScalarType dtype, const std::string& layout,
-                                      bool channels_last) {
+                                      bool channels_last, const OutputAllocator& allocate) {
   TORCH_CHECK(layout == "NHWC" || layout == "NCHW", "layout must be 'NHWC' or 'NCHW', got '",
               layout, "'");
   TORCH_CHECK(images.scalar_type() == at::kByte, "images must be uint8, got ", images.scalar_type());
@@ -110,10 +116,8 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
   g.sH = nhwc ? images.stride(1) : images.stride(2);
   g.sW = nhwc ? images.stride(2) : images.stride(3);
 
-  plan.out = at::empty({N, C, g.h, g.w}, images.options()
-                                             .dtype(dtype)
-                                             .memory_format(channels_last ? at::MemoryFormat::ChannelsLast
-                                                                          : at::MemoryFormat::Contiguous));
+  plan.out = allocate({N, C, g.h, g.w}, images.options().dtype(dtype),
+                      channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   kernels::NormalizeFlipArgs& a = plan.args;
   a.images = images.const_data_ptr<uint8_t>();
   a.g = g;
@@ -134,7 +138,8 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
 
 FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                             const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
-                            const std::optional<at::Tensor>& offsets, int64_t fill) {
+                            const std::optional<at::Tensor>& offsets, int64_t fill,
+                            const OutputAllocator& allocate) {
   const auto t = masks.scalar_type();
   TORCH_CHECK(t == at::kByte || t == at::kShort || t == at::kInt || t == at::kLong,
               "masks must be uint8, int16, int32 or int64, got ", t);
@@ -147,7 +152,7 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
   g.sN = masks.stride(0);
   g.sH = masks.stride(1);
   g.sW = masks.stride(2);
-  plan.out = at::empty({g.N, g.h, g.w}, masks.options());
+  plan.out = allocate({g.N, g.h, g.w}, masks.options(), at::MemoryFormat::Contiguous);
   kernels::FlipCropArgs& a = plan.args;
   a.masks = masks.const_data_ptr();
   a.itemsize = static_cast<int>(masks.element_size());
@@ -162,13 +167,38 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
 
 namespace {
 
+// Large CPU outputs come from a pool of pre-faulted buffers that a tensor returns when it dies:
+// a fresh 150 MiB output otherwise costs more in page faults than the kernel itself
+// (benchmarks/NOTES.md). Small outputs use torch's allocator.
+constexpr size_t kPooledOutputMinBytes = size_t{1} << 20;
+
+at::Tensor pooled_empty(at::IntArrayRef sizes, const at::TensorOptions& options,
+                        at::MemoryFormat format) {
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
+  if (bytes < kPooledOutputMinBytes) return at::empty(sizes, options.memory_format(format));
+  static const std::shared_ptr<BufferPool> pool = BufferPool::create(/*max_free=*/2);
+  std::shared_ptr<AlignedBuffer> lease = pool->acquire(bytes);
+  std::vector<int64_t> strides;
+  if (format == at::MemoryFormat::ChannelsLast) {
+    auto cl = c10::get_channels_last_strides_2d(sizes);
+    strides.assign(cl.begin(), cl.end());
+  } else {
+    auto contiguous = c10::contiguous_strides(sizes);
+    strides.assign(contiguous.begin(), contiguous.end());
+  }
+  return at::from_blob(
+      lease->data(), sizes, strides, [lease](void*) mutable { lease.reset(); }, options);
+}
+
 at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mean,
                               at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                               const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                               const std::optional<at::Tensor>& offsets, int64_t fill,
                               at::ScalarType dtype, c10::string_view layout, bool channels_last) {
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
-                                               dtype, std::string(layout), channels_last);
+                                               dtype, std::string(layout), channels_last, pooled_empty);
   plan.args.affine = plan.affine.data();
   const kernels::Geometry& g = plan.args.g;
   const int64_t rows = g.N * g.h;
@@ -182,7 +212,7 @@ at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mea
 at::Tensor flip_crop_cpu(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                          const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                          const std::optional<at::Tensor>& offsets, int64_t fill) {
-  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill);
+  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, pooled_empty);
   const int64_t rows = plan.args.g.N * plan.args.g.h;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.args.g.w));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {

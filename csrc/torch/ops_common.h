@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,13 +33,20 @@ struct NormalizeFlipPlan {
   kernels::NormalizeFlipArgs args;  // pointers filled except `affine`
 };
 
+// Allocates an op's output: torch's allocator by default, a buffer pool on the CPU.
+using OutputAllocator =
+    std::function<at::Tensor(at::IntArrayRef, const at::TensorOptions&, at::MemoryFormat)>;
+at::Tensor default_output(at::IntArrayRef sizes, const at::TensorOptions& options,
+                          at::MemoryFormat format);
+
 NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<double> mean,
                                       at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                       const std::optional<at::Tensor>& vflip,
                                       at::OptionalIntArrayRef crop,
                                       const std::optional<at::Tensor>& offsets, int64_t fill,
                                       at::ScalarType dtype, const std::string& layout,
-                                      bool channels_last);
+                                      bool channels_last,
+                                      const OutputAllocator& allocate = default_output);
 
 struct FlipCropPlan {
   GeometryInputs geometry;
@@ -48,6 +56,7 @@ struct FlipCropPlan {
 
 FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                             const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
-                            const std::optional<at::Tensor>& offsets, int64_t fill);
+                            const std::optional<at::Tensor>& offsets, int64_t fill,
+                            const OutputAllocator& allocate = default_output);
 
 }  // namespace prefetch

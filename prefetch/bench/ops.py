@@ -1,0 +1,91 @@
+"""The fused op against the torch op chain users write, and against a plain copy (the limit).
+
+Workload (the fused-ops issue): N uint8 HWC images, random crop of `crop` from the image padded by
+`padding`, random horizontal flips, normalization, cast to float32/float16/bfloat16, NCHW or
+channels_last output. GB/s counts bytes moved: uint8 read plus output written. The limit is a
+copy moving as many bytes (memcpy on the CPU, device-to-device on a GPU).
+"""
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import prefetch
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _median_seconds(fn, device, repeats):
+    fn()  # warm-up
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def torch_chain(images, draws, padding, dtype, channels_last):
+    """What a user writes with torch ops: float, scale, normalize, pad and per-sample crop,
+    per-sample flip, cast, memory format."""
+    x = images.permute(0, 3, 1, 2).float().div(255)
+    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
+    x = x.sub(mean).div(std)
+    h, w = draws["crop"]
+    # The op's fill is pixel value 0, i.e. (0 - mean) / std after normalization.
+    x = torch.cat([F.pad(x[:, c:c + 1], (padding,) * 4, value=-MEAN[c] / STD[c]) for c in range(3)], 1)
+    offsets = (draws["offsets"] + padding).tolist()
+    x = torch.stack([x[n, :, t:t + h, l:l + w] for n, (t, l) in enumerate(offsets)])
+    flip = draws["hflip"].view(-1, 1, 1, 1)
+    x = torch.where(flip, x.flip(3), x)
+    x = x.to(dtype)
+    return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+
+
+def measure(device, n=256, size=224, crop=224, padding=4, repeats=5, with_chain=True):
+    device = torch.device(device)
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
+    aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
+    draws = aug.draws(n, size, size)
+    draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in draws.items()}
+
+    rows = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for channels_last in (False, True):
+            def fused():
+                return prefetch.ops.normalize_flip(
+                    images, MEAN, STD, hflip=draws["hflip"], crop=draws["crop"],
+                    offsets=draws["offsets"], dtype=dtype, channels_last=channels_last)
+
+            out_bytes = n * 3 * crop * crop * torch.empty((), dtype=dtype).element_size()
+            moved = images.numel() + out_bytes
+            src = torch.empty(out_bytes, dtype=torch.uint8, device=device)
+            dst = torch.empty_like(src)
+            copy_s = _median_seconds(lambda: dst.copy_(src), device, repeats)
+            fused_s = _median_seconds(fused, device, repeats)
+            row = {
+                "dtype": str(dtype).replace("torch.", ""),
+                "channels_last": channels_last,
+                "ops_gbps": moved / fused_s / 1e9,
+                # a copy moves 2 bytes (read + write) per byte copied
+                "copy_gbps": 2 * out_bytes / copy_s / 1e9,
+            }
+            row["ops_fraction_of_copy"] = row["ops_gbps"] / row["copy_gbps"]
+            if with_chain:
+                chain_s = _median_seconds(
+                    lambda: torch_chain(images, draws, padding, dtype, channels_last), device,
+                    max(2, repeats // 2))
+                row["chain_gbps"] = moved / chain_s / 1e9
+                row["ops_vs_torch_chain"] = chain_s / fused_s
+            rows.append(row)
+    return rows
