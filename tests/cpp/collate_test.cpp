@@ -1,0 +1,418 @@
+#include "collate.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "thread_pool.h"
+
+namespace prefetch {
+namespace {
+
+// Random bytes a HostTensor can view.
+struct Storage {
+  std::vector<uint8_t> bytes;
+  Storage(size_t n, uint64_t seed) : bytes(n) {
+    std::mt19937_64 rng(seed);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+  }
+  const std::byte* at(size_t byte_offset) const {
+    return reinterpret_cast<const std::byte*>(bytes.data()) + byte_offset;
+  }
+};
+
+HostTensor view(const Storage& s, size_t itemsize, std::vector<int64_t> sizes,
+                std::vector<int64_t> strides, size_t element_offset = 0) {
+  HostTensor t;
+  t.data = s.at(element_offset * itemsize);
+  t.itemsize = itemsize;
+  t.sizes = std::move(sizes);
+  t.strides = std::move(strides);
+  return t;
+}
+
+// The reference: walks every element in row-major order of `sizes` and appends its bytes.
+void reference_append(const HostTensor& t, std::vector<uint8_t>* out) {
+  int64_t numel = 1;
+  for (int64_t s : t.sizes) numel *= s;
+  if (numel == 0) return;
+  std::vector<int64_t> idx(t.sizes.size(), 0);
+  for (int64_t e = 0; e < numel; ++e) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
+    const uint8_t* src = reinterpret_cast<const uint8_t*>(t.data) + off * static_cast<int64_t>(t.itemsize);
+    out->insert(out->end(), src, src + t.itemsize);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+constexpr uint8_t kSentinel = 0xCD;
+
+// Packs `leaves` with the core (plan_copies + run_copy, tasks run in a scrambled order or on a
+// pool) and with the reference, and compares every byte of the buffer, padding included.
+void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadPool* pool = nullptr,
+                size_t min_tasks = 0) {
+  // Reference layout, computed independently.
+  std::vector<uint8_t> expected;
+  std::vector<size_t> ref_offsets;
+  for (const auto& leaf : leaves) {
+    size_t off = round_up(expected.size(), kLeafAlignment);
+    expected.resize(off, kSentinel);
+    ref_offsets.push_back(off);
+    for (const auto& piece : leaf.pieces) reference_append(piece, &expected);
+  }
+
+  size_t total = 12345;
+  std::vector<LeafLayout> layout = pack_layout(leaves, &total);
+  ASSERT_EQ(total, expected.size());
+  ASSERT_EQ(layout.size(), leaves.size());
+  for (size_t l = 0; l < leaves.size(); ++l) {
+    EXPECT_EQ(layout[l].offset, ref_offsets[l]) << "leaf " << l;
+    EXPECT_EQ(layout[l].nbytes, leaves[l].nbytes()) << "leaf " << l;
+  }
+
+  // Output with guard zones on both sides, all set to the sentinel.
+  const size_t guard = 512;
+  std::vector<uint8_t> out(guard + total + guard, kSentinel);
+  std::byte* base = reinterpret_cast<std::byte*>(out.data() + guard);
+  std::vector<CopyTask> tasks = plan_copies(leaves, layout, base, chunk_bytes);
+  EXPECT_GE(tasks.size(), min_tasks) << "the copies were not split into chunks";
+  for (const auto& t : tasks) {
+    ASSERT_NE(t.source, nullptr);
+    ASSERT_GE(t.dest, base);
+    ASSERT_LE(t.dest, base + total);
+    ASSERT_LT(t.begin, t.end) << "an empty task";
+  }
+  if (pool != nullptr) {
+    pool->run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+  } else {
+    // Reverse order: no task may depend on an earlier one having run.
+    for (size_t i = tasks.size(); i-- > 0;) run_copy(tasks[i]);
+  }
+
+  for (size_t i = 0; i < guard; ++i) {
+    ASSERT_EQ(out[i], kSentinel) << "write before the buffer at -" << guard - i;
+    ASSERT_EQ(out[guard + total + i], kSentinel) << "write past the end at +" << i;
+  }
+  for (size_t i = 0; i < total; ++i) {
+    ASSERT_EQ(out[guard + i], expected[i]) << "byte " << i << " of " << total;
+  }
+}
+
+LeafPlan leaf_of(std::vector<HostTensor> pieces) {
+  LeafPlan leaf;
+  leaf.pieces = std::move(pieces);
+  return leaf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// is_contiguous and nbytes
+
+TEST(HostTensor, IsContiguous) {
+  Storage s(64, 1);
+  struct Case {
+    std::vector<int64_t> sizes, strides;
+    bool contiguous;
+  };
+  const std::vector<Case> cases = {
+      {{}, {}, true},                            // a scalar
+      {{5}, {1}, true},
+      {{5}, {2}, false},
+      {{1}, {7}, true},                          // size 1: its stride means nothing
+      {{2, 3}, {3, 1}, true},
+      {{2, 3}, {1, 2}, false},                   // transposed
+      {{3, 2}, {1, 3}, false},
+      {{2, 3}, {6, 1}, false},                   // rows of a wider tensor
+      {{2, 3}, {3, 2}, false},
+      {{1, 6}, {999, 1}, true},                  // leading size-1 dim, odd stride
+      {{6, 1}, {1, 5}, true},                    // trailing size-1 dim, odd stride
+      {{2, 1, 3}, {3, 17, 1}, true},             // middle size-1 dim, odd stride
+      {{2, 1, 3}, {1, 17, 2}, false},
+      {{1, 1, 1}, {5, 9, 3}, true},
+      {{2, 3, 4}, {12, 4, 1}, true},
+      {{2, 3, 4}, {1, 2, 6}, false},             // fully permuted
+      {{2, 3, 4}, {24, 8, 2}, false},            // stride-2 slice of the last dim
+      {{3, 4}, {0, 1}, false},                   // expanded (broadcast) dim
+  };
+  for (const auto& c : cases) {
+    HostTensor t = view(s, 4, c.sizes, c.strides);
+    EXPECT_EQ(t.is_contiguous(), c.contiguous)
+        << "sizes=" << ::testing::PrintToString(c.sizes) << " strides=" << ::testing::PrintToString(c.strides);
+  }
+}
+
+TEST(HostTensor, NumelAndNbytes) {
+  Storage s(8, 1);
+  EXPECT_EQ(view(s, 8, {}, {}).numel(), 1);
+  EXPECT_EQ(view(s, 8, {}, {}).nbytes(), 8u);
+  EXPECT_EQ(view(s, 2, {3, 4, 5}, {20, 5, 1}).nbytes(), 120u);
+  EXPECT_EQ(view(s, 4, {3, 0, 5}, {0, 5, 1}).nbytes(), 0u);
+  LeafPlan leaf = leaf_of({view(s, 2, {3}, {1}), view(s, 2, {4}, {1})});
+  EXPECT_EQ(leaf.nbytes(), 14u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pack_layout
+
+TEST(PackLayout, OffsetsAlignedAndDisjoint) {
+  Storage s(1 << 16, 2);
+  std::mt19937 rng(3);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<LeafPlan> leaves;
+    int n = 1 + static_cast<int>(rng() % 8);
+    for (int l = 0; l < n; ++l) {
+      std::vector<HostTensor> pieces;
+      int np = static_cast<int>(rng() % 4);  // 0 pieces: an empty leaf
+      for (int p = 0; p < np; ++p) {
+        int64_t len = static_cast<int64_t>(rng() % 1000);  // 0 elements sometimes
+        pieces.push_back(view(s, size_t{1} << (rng() % 4), {len}, {1}));
+      }
+      // All pieces of a leaf share an itemsize in practice; the core does not care.
+      leaves.push_back(leaf_of(pieces));
+    }
+    size_t total = 0;
+    auto layout = pack_layout(leaves, &total);
+    ASSERT_EQ(layout.size(), leaves.size());
+    size_t end = 0;
+    for (size_t l = 0; l < layout.size(); ++l) {
+      EXPECT_EQ(layout[l].offset % kLeafAlignment, 0u);
+      EXPECT_EQ(layout[l].nbytes, leaves[l].nbytes());
+      EXPECT_GE(layout[l].offset, end) << "leaf " << l << " overlaps the previous one";
+      // Packed tightly: no more than the alignment padding between leaves.
+      EXPECT_LT(layout[l].offset - end, kLeafAlignment);
+      end = layout[l].offset + layout[l].nbytes;
+    }
+    EXPECT_EQ(total, end);
+  }
+}
+
+TEST(PackLayout, ZeroSizeLeaves) {
+  Storage s(4096, 4);
+  std::vector<LeafPlan> leaves;
+  leaves.push_back(leaf_of({}));                                // no pieces at all
+  leaves.push_back(leaf_of({view(s, 4, {3}, {1})}));            // 12 bytes
+  leaves.push_back(leaf_of({view(s, 4, {0, 7}, {7, 1})}));      // zero elements
+  leaves.push_back(leaf_of({view(s, 8, {0}, {1}), view(s, 8, {0}, {1})}));
+  leaves.push_back(leaf_of({view(s, 1, {5}, {1})}));            // 5 bytes
+  size_t total = 0;
+  auto layout = pack_layout(leaves, &total);
+  ASSERT_EQ(layout.size(), 5u);
+  EXPECT_EQ(layout[0].offset, 0u);
+  EXPECT_EQ(layout[0].nbytes, 0u);
+  EXPECT_EQ(layout[1].offset, 0u);
+  EXPECT_EQ(layout[1].nbytes, 12u);
+  EXPECT_EQ(layout[2].offset, 256u);
+  EXPECT_EQ(layout[2].nbytes, 0u);
+  EXPECT_EQ(layout[3].offset, 256u);
+  EXPECT_EQ(layout[3].nbytes, 0u);
+  EXPECT_EQ(layout[4].offset, 256u);
+  EXPECT_EQ(layout[4].nbytes, 5u);
+  EXPECT_EQ(total, 261u);
+  check_pack(leaves, 4096);
+
+  size_t empty_total = 99;
+  EXPECT_TRUE(pack_layout({}, &empty_total).empty());
+  EXPECT_EQ(empty_total, 0u);
+  std::vector<LeafPlan> only_empty(3);
+  EXPECT_EQ(pack_layout(only_empty, &empty_total).size(), 3u);
+  EXPECT_EQ(empty_total, 0u);
+  EXPECT_TRUE(plan_copies(only_empty, pack_layout(only_empty, &empty_total), nullptr, 4096).empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// plan_copies + run_copy against the reference
+
+class CollateItemsize : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CollateItemsize, Contiguous) {
+  const size_t is = GetParam();
+  Storage s(200000 * is, 10 + is);
+  // 1-D and 3-D, one large enough to be split into many 4 KiB chunks, one not a chunk multiple.
+  std::vector<LeafPlan> leaves = {
+      leaf_of({view(s, is, {100003}, {1})}),
+      leaf_of({view(s, is, {7, 11, 13}, {143, 13, 1}, 17)}),
+      leaf_of({view(s, is, {}, {}, 5)}),  // a scalar
+  };
+  check_pack(leaves, 4096, nullptr, 100003 * is / 4096);
+  check_pack(leaves, size_t{1} << 20);
+  check_pack(leaves, 1);  // below the 4096 floor
+}
+
+TEST_P(CollateItemsize, Transposed2D) {
+  const size_t is = GetParam();
+  const int64_t R = 301, C = 67;
+  Storage s(R * C * is, 20 + is);
+  // A (C, R) view of a row-major (R, C) array.
+  std::vector<LeafPlan> leaves = {leaf_of({view(s, is, {C, R}, {1, C})})};
+  ASSERT_FALSE(leaves[0].pieces[0].is_contiguous());
+  check_pack(leaves, 4096, nullptr, 2);
+  check_pack(leaves, size_t{1} << 20);
+}
+
+TEST_P(CollateItemsize, Permuted3D) {
+  const size_t is = GetParam();
+  const int64_t A = 9, B = 31, C = 23;  // base (A, B, C) row-major: strides (B*C, C, 1)
+  Storage s(A * B * C * is, 30 + is);
+  std::vector<LeafPlan> leaves = {
+      leaf_of({view(s, is, {C, A, B}, {1, B * C, C})}),  // permute(2, 0, 1)
+      leaf_of({view(s, is, {B, C, A}, {C, 1, B * C})}),  // permute(1, 2, 0)
+      leaf_of({view(s, is, {A, C, B}, {B * C, 1, C})}),  // transpose(1, 2)
+  };
+  for (const auto& l : leaves) ASSERT_FALSE(l.pieces[0].is_contiguous());
+  check_pack(leaves, 4096);
+  check_pack(leaves, size_t{1} << 20);
+}
+
+TEST_P(CollateItemsize, StrideTwoSlices) {
+  const size_t is = GetParam();
+  const int64_t R = 120, C = 90;
+  Storage s(R * C * is, 40 + is);
+  std::vector<LeafPlan> leaves = {
+      leaf_of({view(s, is, {R, C / 2}, {C, 2})}),           // x[:, ::2]
+      leaf_of({view(s, is, {R / 2, C}, {2 * C, 1}, C)}),    // x[1::2, :]: rows not adjacent
+      leaf_of({view(s, is, {R / 2, C / 3}, {2 * C, 3}, 1)}), // x[::2, 1::3]
+      leaf_of({view(s, is, {C / 2, R / 2}, {2, 2 * C})}),   // x[::2, ::2].t()
+  };
+  check_pack(leaves, 4096, nullptr, 4);
+}
+
+TEST_P(CollateItemsize, OneDimensionalStrided) {
+  const size_t is = GetParam();
+  Storage s(40000 * is, 50 + is);
+  std::vector<LeafPlan> leaves = {
+      leaf_of({view(s, is, {13000}, {3})}),
+      leaf_of({view(s, is, {7}, {5}, 11)}),
+      leaf_of({view(s, is, {1}, {1000})}),
+      leaf_of({view(s, is, {4000}, {0}, 3)}),  // an expanded scalar
+  };
+  check_pack(leaves, 4096, nullptr, 13000 * is / 4096);
+}
+
+TEST_P(CollateItemsize, SizeOneDimsWithOddStrides) {
+  const size_t is = GetParam();
+  Storage s(20000 * is, 60 + is);
+  std::vector<LeafPlan> leaves = {
+      leaf_of({view(s, is, {1, 500}, {12345, 1})}),          // contiguous despite the stride
+      leaf_of({view(s, is, {500, 1}, {1, 7})}),
+      leaf_of({view(s, is, {4, 1, 5}, {5, 999, 1}, 3)}),
+      leaf_of({view(s, is, {4, 1, 5}, {1, 3, 4})}),          // permuted with a size-1 dim
+      leaf_of({view(s, is, {1, 40, 1, 3}, {77, 1, 5, 40})}), // non-contiguous inside
+      leaf_of({view(s, is, {1, 1, 1}, {3, 5, 7}, 9)}),
+      leaf_of({view(s, is, {1, 300}, {1, 2})}),               // size-1 first dim, strided
+  };
+  EXPECT_TRUE(leaves[0].pieces[0].is_contiguous());
+  EXPECT_TRUE(leaves[1].pieces[0].is_contiguous());
+  EXPECT_TRUE(leaves[2].pieces[0].is_contiguous());
+  EXPECT_FALSE(leaves[3].pieces[0].is_contiguous());
+  EXPECT_FALSE(leaves[4].pieces[0].is_contiguous());
+  EXPECT_TRUE(leaves[5].pieces[0].is_contiguous());
+  EXPECT_FALSE(leaves[6].pieces[0].is_contiguous());
+  check_pack(leaves, 4096);
+}
+
+TEST_P(CollateItemsize, ManySamplesPerLeaf) {
+  const size_t is = GetParam();
+  const int64_t H = 24, W = 40;
+  const int samples = 16;
+  std::vector<std::unique_ptr<Storage>> storages;
+  std::vector<HostTensor> contiguous, transposed, mixed;
+  for (int i = 0; i < samples; ++i) {
+    storages.push_back(std::make_unique<Storage>(H * W * is, 70 + is * 100 + i));
+    const Storage& s = *storages.back();
+    contiguous.push_back(view(s, is, {H, W}, {W, 1}));
+    transposed.push_back(view(s, is, {W, H}, {1, W}));
+    mixed.push_back(i % 2 ? view(s, is, {H, W}, {W, 1}) : view(s, is, {W, H}, {1, W}));
+  }
+  std::vector<LeafPlan> leaves = {leaf_of(contiguous), leaf_of(transposed), leaf_of(mixed)};
+  leaves[0].dtype_code = 6;
+  leaves[0].shape = {samples, H, W};
+  check_pack(leaves, 4096, nullptr, static_cast<size_t>(samples) * 3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Itemsizes, CollateItemsize, ::testing::Values(1, 2, 4, 8),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           return "itemsize" + std::to_string(info.param);
+                         });
+
+// Tasks of a large transposed tensor split along the first dimension and run on a pool.
+TEST(Collate, LargeStridedSplitsAndRunsInParallel) {
+  const int64_t R = 1000, C = 257;
+  Storage s(R * C * 4, 90);
+  std::vector<LeafPlan> leaves = {leaf_of({view(s, 4, {C, R}, {1, C})}),
+                                  leaf_of({view(s, 4, {R * C}, {1})})};
+  ThreadPool pool(4);
+  // Each row of the (C, R) view is 4000 bytes: one per 4 KiB task, so at least C tasks.
+  check_pack(leaves, 4096, &pool, static_cast<size_t>(C));
+  check_pack(leaves, 64 * 1024, &pool, 2);
+}
+
+// Random views: slices with steps, permutations, inserted size-1 dims, every itemsize.
+TEST(Collate, RandomViewsMatchReference) {
+  std::mt19937_64 rng(1234);
+  ThreadPool pool(3);
+  for (int round = 0; round < 150; ++round) {
+    std::vector<std::unique_ptr<Storage>> storages;
+    std::vector<LeafPlan> leaves;
+    const int n_leaves = 1 + static_cast<int>(rng() % 4);
+    for (int l = 0; l < n_leaves; ++l) {
+      const size_t is = size_t{1} << (rng() % 4);
+      const int dims = 1 + static_cast<int>(rng() % 4);
+      // One view shape per leaf; every piece of the leaf has it (samples of equal size).
+      std::vector<int64_t> base(dims), step(dims), vsize(dims);
+      for (int d = 0; d < dims; ++d) {
+        step[d] = 1 + static_cast<int64_t>(rng() % 3);
+        static const int64_t kMaxSize[] = {0, 400, 60, 12, 6};  // keeps the storages small
+        vsize[d] = static_cast<int64_t>(rng() % kMaxSize[dims]);  // sometimes 0 or 1
+        base[d] = std::max<int64_t>(1, vsize[d] * step[d] + static_cast<int64_t>(rng() % 3));
+      }
+      std::vector<int> perm(dims);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      const bool insert_unit = rng() % 2;
+      const int64_t odd_stride = 1 + static_cast<int64_t>(rng() % 1000);
+      const int n_pieces = 1 + static_cast<int>(rng() % 4);
+
+      std::vector<HostTensor> pieces;
+      for (int p = 0; p < n_pieces; ++p) {
+        int64_t numel = 1;
+        for (int64_t b : base) numel *= b;
+        storages.push_back(std::make_unique<Storage>(static_cast<size_t>(numel) * is, rng()));
+        std::vector<int64_t> bstride(dims);
+        int64_t acc = 1;
+        for (int d = dims; d-- > 0;) {
+          bstride[d] = acc;
+          acc *= base[d];
+        }
+        std::vector<int64_t> sizes, strides;
+        for (int d = 0; d < dims; ++d) {
+          sizes.push_back(vsize[perm[d]]);
+          strides.push_back(bstride[perm[d]] * step[perm[d]]);
+        }
+        if (insert_unit) {
+          size_t at = rng() % (sizes.size() + 1);
+          sizes.insert(sizes.begin() + at, 1);
+          strides.insert(strides.begin() + at, odd_stride);
+        }
+        pieces.push_back(view(*storages.back(), is, sizes, strides));
+      }
+      leaves.push_back(leaf_of(pieces));
+    }
+    SCOPED_TRACE("round " + std::to_string(round));
+    check_pack(leaves, 4096, round % 2 ? &pool : nullptr);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace prefetch
