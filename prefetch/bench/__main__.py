@@ -12,15 +12,18 @@ import torch
 
 import prefetch
 
-from . import collate
+from . import collate, ops
 
-SECTIONS = {"collate": "samples -> engine -> ring, vs default_collate and a plain copy"}
-PLANNED = ("h2d", "ops", "e2e")  # arrive with the fused-ops and benchmark releases
+SECTIONS = {
+    "collate": "samples -> engine -> ring, vs default_collate and a plain copy",
+    "ops": "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes",
+}
+PLANNED = ("h2d", "e2e")  # arrive with the benchmark release
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m prefetch.bench", description=__doc__)
-    p.add_argument("--sections", default="collate",
+    p.add_argument("--sections", default="collate,ops",
                    help="comma-separated: %s" % ", ".join(list(SECTIONS) + list(PLANNED)))
     p.add_argument("--quick", action="store_true", help="small run (well under a minute on 2 cores)")
     p.add_argument("--device", default=None, help="target device (default: cuda if available, else cpu)")
@@ -56,6 +59,16 @@ def print_collate_table(rows):
         ]))
 
 
+def print_ops_table(rows, n, size):
+    print("\nops (%d uint8 %dx%dx3 images, crop %d, padding 4, random flips)" % (n, size, size, size))
+    print("  dtype     layout          | fused GB/s | copy GB/s | chain GB/s | fused/copy | fused/chain")
+    for r in rows:
+        print("  %-9s %-15s | %10.2f | %9.2f | %10.3f | %10.3f | %11.1f" % (
+            r["dtype"], "channels_last" if r["channels_last"] else "contiguous", r["ops_gbps"],
+            r["copy_gbps"], r.get("chain_gbps", float("nan")), r["ops_fraction_of_copy"],
+            r.get("ops_vs_torch_chain", float("nan"))))
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -86,6 +99,18 @@ def main(argv=None):
                 "collate_vs_default_collate": main_row["collate_vs_default_collate"],
                 "collate_fraction_of_copy": main_row["collate_fraction_of_copy"],
             })
+
+        if section == "ops":
+            n = 64 if args.quick else max(batch_sizes)
+            progress("ops: %d images on %s" % (n, device))
+            rows = ops.measure(device, n=n, size=args.image_size, crop=args.image_size,
+                               repeats=2 if args.quick else 5)
+            details["ops"] = rows
+            print_ops_table(rows, n, args.image_size)
+            main_row = next(r for r in rows if r["dtype"] == "float32" and not r["channels_last"])
+            metrics.update({k: main_row[k] for k in ("ops_gbps", "ops_fraction_of_copy", "ops_vs_torch_chain")})
+            config_ops = {"images": n, "dtype": "float32", "layout": "contiguous"}
+            details["ops_config"] = config_ops
 
     os.makedirs(args.out, exist_ok=True)
     result = {
