@@ -1,8 +1,9 @@
 // CUDA registration of the fused ops: checks and plans as on the CPU (ops.cpp), then the
 // torch-free kernels of csrc/kernels/normalize_flip.cu on torch's current stream. No host
 // synchronisation: the per-channel constants travel through pinned memory asynchronously.
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <torch/library.h>
 
@@ -32,7 +33,7 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
   std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
   at::Tensor affine = host.to(images.device(), /*non_blocking=*/true);
   plan.args.affine = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
-  check_launch(kernels::normalize_flip_cuda(plan.args, at::cuda::getCurrentCUDAStream().stream()),
+  check_launch(kernels::normalize_flip_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
                "normalize_flip");
   return plan.out;
 }
@@ -42,7 +43,7 @@ at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tenso
                           const std::optional<at::Tensor>& offsets, int64_t fill) {
   c10::cuda::CUDAGuard guard(masks.device());
   FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill);
-  check_launch(kernels::flip_crop_cuda(plan.args, at::cuda::getCurrentCUDAStream().stream()),
+  check_launch(kernels::flip_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
                "flip_crop");
   return plan.out;
 }
