@@ -300,7 +300,7 @@ class PyEngine {
       py::handle item = samples[i];
       if (!THPVariable_Check(item.ptr())) {
         throw CollateError("prefetch: " + name + ": sample " + std::to_string(i) + " is a " +
-                           std::string(py::str(item.get_type().attr("__name__"))) +
+                           std::string(py::str(py::type::handle_of(item).attr("__name__"))) +
                            ", expected a tensor");
       }
       at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name + " sample " + std::to_string(i));
