@@ -12,25 +12,29 @@ import torch
 
 import prefetch
 
-from . import collate, ops
+from . import collate, e2e, h2d, ops
 
 SECTIONS = {
     "collate": "samples -> engine -> ring, vs default_collate and a plain copy",
+    "h2d": "host -> device through the ring, vs pin_memory().to() and raw pinned copies (GPU)",
     "ops": "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes",
+    "e2e": "a training loop fed by each pipeline, vs the same batches already on the device",
 }
-PLANNED = ("h2d", "e2e")  # arrive with the benchmark release
+PLANNED = ()
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m prefetch.bench", description=__doc__)
-    p.add_argument("--sections", default="collate,ops",
+    p.add_argument("--sections", default="collate,h2d,ops,e2e",
                    help="comma-separated: %s" % ", ".join(list(SECTIONS) + list(PLANNED)))
     p.add_argument("--quick", action="store_true", help="small run (well under a minute on 2 cores)")
     p.add_argument("--device", default=None, help="target device (default: cuda if available, else cpu)")
     p.add_argument("--batch-size", type=int, action="append", dest="batch_sizes",
                    help="images per batch (repeatable; default 64 and 256)")
     p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--workers", type=int, default=None, help="collation threads (default: cores, <= 8)")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes in e2e (default 2)")
+    p.add_argument("--threads", type=int, default=None, help="engine collation threads (default: cores, <= 8)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per e2e pipeline")
     p.add_argument("--out", default="bench-out", help="directory for results.json")
     return p.parse_args(argv)
 
@@ -69,12 +73,71 @@ def print_ops_table(rows, n, size):
             r.get("ops_vs_torch_chain", float("nan"))))
 
 
+def print_e2e_table(result):
+    c = result["config"]
+    print("\ne2e (batch %d, %dx%d uint8 images, %d DataLoader workers, %d steps)"
+          % (c["batch_size"], c["image_size"], c["image_size"], c["workers"], c["steps"]))
+    print("  model       pipeline  | images/s | step ms | waiting for data")
+    for model, rows in result["results"].items():
+        for name, r in rows.items():
+            print("  %-11s %-9s | %8.0f | %7.1f | %5.1f%%" % (
+                model, name, r["img_per_s"], r["step_s"] * 1e3, 100 * r["wait_fraction"]))
+
+
+def write_charts(result, out_dir):
+    """PNG charts when matplotlib is installed; one clear line when it is not."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("charts: matplotlib is not installed (pip install matplotlib, or the [bench] extra); "
+              "no PNG written")
+        return []
+    written = []
+    details = result["details"]
+    if "e2e" in details:
+        fig, axes = plt.subplots(1, len(details["e2e"]["results"]), figsize=(10, 3.5))
+        axes = axes if hasattr(axes, "__len__") else [axes]
+        for ax, (model, rows) in zip(axes, details["e2e"]["results"].items()):
+            names = list(rows)
+            ax.bar(names, [rows[n]["img_per_s"] for n in names], color="#4c72b0")
+            ax.set_title(model)
+            ax.set_ylabel("images/s")
+        fig.suptitle("e2e on %s" % result["device"])
+        fig.tight_layout()
+        written.append(os.path.join(out_dir, "e2e.png"))
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    if "ops" in details:
+        rows = details["ops"]
+        labels = ["%s%s" % (r["dtype"], " CL" if r["channels_last"] else "") for r in rows]
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        x = range(len(rows))
+        ax.bar([i - 0.2 for i in x], [r["ops_gbps"] for r in rows], width=0.4, label="fused op")
+        ax.bar([i + 0.2 for i in x], [r.get("chain_gbps", 0) for r in rows], width=0.4, label="torch chain")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels)
+        ax.set_ylabel("GB/s moved")
+        ax.legend()
+        ax.set_title("fused op on %s" % result["device"])
+        fig.tight_layout()
+        written.append(os.path.join(out_dir, "ops.png"))
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+    for path in written:
+        print("chart: %s" % path)
+    return written
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS and s not in PLANNED]
     if unknown:
         sys.exit("unknown section(s) %s; choose from %s" % (unknown, list(SECTIONS) + list(PLANNED)))
+    torch.manual_seed(0)
     device = torch.device(args.device) if args.device else (
         torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
     batch_sizes = args.batch_sizes or ([64, 256] if not args.quick else [64, 256])
@@ -89,7 +152,7 @@ def main(argv=None):
             print("  -- %s: skipped (%s)" % (section, skipped[section]))
             continue
         if section == "collate":
-            rows = collate.run(batch_sizes, args.image_size, batches, args.workers, progress)
+            rows = collate.run(batch_sizes, args.image_size, batches, args.threads, progress)
             details["collate"] = rows
             print_collate_table(rows)
             main_row = max(rows, key=lambda r: r["batch_size"])
@@ -112,6 +175,34 @@ def main(argv=None):
             config_ops = {"images": n, "dtype": "float32", "layout": "contiguous"}
             details["ops_config"] = config_ops
 
+        if section == "h2d":
+            if device.type != "cuda":
+                skipped["h2d"] = ("no CUDA device: host-to-device copies do not apply; the CPU "
+                                  "pipeline's copy is measured by collate (pipeline_gbps) and e2e")
+                print("  -- h2d: skipped (%s)" % skipped["h2d"])
+                continue
+            progress("h2d: %d-image batches through the ring, pin_memory().to(), raw pinned copies"
+                     % max(batch_sizes))
+            row = h2d.measure(device, max(batch_sizes) * args.image_size ** 2 * 3,
+                              count=8 if args.quick else 20, threads=args.threads)
+            details["h2d"] = row
+            print("\nh2d (%.1f MiB batches): ring %.2f GB/s | pin_memory().to() %.2f GB/s | raw pinned %.2f GB/s"
+                  " | ring/raw %.2f" % (row["batch_mib"], row["h2d_gbps"], row["pin_memory_gbps"],
+                                        row["h2d_raw_gbps"], row["h2d_fraction_of_raw"]))
+            metrics.update({k: row[k] for k in ("h2d_gbps", "h2d_raw_gbps", "h2d_fraction_of_raw")})
+        if section == "e2e":
+            bs = 64 if args.quick else max(batch_sizes)
+            size = 112 if args.quick else args.image_size
+            steps = args.steps or (4 if args.quick else 10)
+            result = e2e.run(device, batch_size=bs, image_size=size, workers=args.workers,
+                             steps=steps, threads=args.threads, progress=progress)
+            details["e2e"] = result
+            skipped.update({"e2e:" + k: v for k, v in result["skipped"].items()})
+            for k, v in result["skipped"].items():
+                print("  -- e2e %s: skipped (%s)" % (k, v))
+            print_e2e_table(result)
+            metrics.update(e2e.summarize(result))
+
     os.makedirs(args.out, exist_ok=True)
     result = {
         "device": device_name(device),
@@ -129,6 +220,7 @@ def main(argv=None):
     path = os.path.join(args.out, "results.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
+    write_charts(result, args.out)
     print("\nwrote %s in %.1f s" % (path, time.perf_counter() - t0))
     return 0
 

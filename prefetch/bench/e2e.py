@@ -1,0 +1,195 @@
+"""End to end: a training loop fed by the pipelines a user would pick, on a synthetic uint8 image
+dataset generated in memory, in the same run.
+
+(a) baseline: DataLoader(pin_memory=True on CUDA) + ``.to(non_blocking=True)`` + flip and
+    normalization with torch ops on the device — the usual pipeline;
+(b) timm's PrefetchLoader (normalization on a side stream; no flips) when timm is installed;
+(c) prefetch: Prefetcher over DataLoader(collate_fn=prefetch.collate.samples) with FusedAugment
+    (flips + normalization in one kernel on the copy stream);
+(d) ceiling: the same number of batches already on the device, preprocessed — compute only.
+"""
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+import prefetch
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class SyntheticImages(Dataset):
+    """uint8 HWC images and integer labels, generated once in memory."""
+
+    def __init__(self, n, size, classes, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g)
+        self.labels = torch.randint(0, classes, (n,), generator=g)
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.images[i], int(self.labels[i])
+
+
+def small_cnn(classes):
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 5, stride=4, padding=2), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes))
+
+
+def heavy_cnn(classes):
+    """Enough compute per image that a good pipeline hides all of its work behind it."""
+    layers, c_in = [], 3
+    for c_out, stride in ((64, 2), (128, 2), (128, 1), (256, 2), (256, 1), (256, 1)):
+        layers += [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1), nn.BatchNorm2d(c_out), nn.ReLU()]
+        c_in = c_out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c_in, classes))
+
+
+MODELS = {"small_cnn": small_cnn, "heavy_cnn": heavy_cnn}
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _torch_preprocess(images, device, generator):
+    """The usual on-device preprocessing with torch ops: flip half the samples, normalize."""
+    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    x = x.sub_(mean).div_(std)
+    flip = (torch.rand(x.shape[0], generator=generator) < 0.5).to(device).view(-1, 1, 1, 1)
+    return torch.where(flip, x.flip(3), x)
+
+
+def baseline_batches(ds, batch_size, workers, device):
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
+                        pin_memory=device.type == "cuda", drop_last=True,
+                        persistent_workers=workers > 0)
+    g = torch.Generator().manual_seed(0)
+    while True:
+        for images, labels in loader:
+            yield _torch_preprocess(images, device, g), labels.to(device, non_blocking=True)
+
+
+def _chw_collate(batch):
+    return (torch.stack([x.permute(2, 0, 1) for x, _ in batch]), torch.tensor([y for _, y in batch]))
+
+
+def timm_batches(ds, batch_size, workers, device):
+    from timm.data.loader import PrefetchLoader
+
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
+                        pin_memory=True, drop_last=True, collate_fn=_chw_collate,
+                        persistent_workers=workers > 0)
+    pl = PrefetchLoader(loader, mean=MEAN, std=STD, device=device)
+    while True:
+        yield from pl
+
+
+def prefetch_batches(ds, batch_size, workers, device, threads=None):
+    loader = DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
+                        drop_last=True, collate_fn=prefetch.collate.samples,
+                        persistent_workers=workers > 0)
+    aug = prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0)
+    pf = prefetch.Prefetcher(loader, device=device, transform=aug, num_threads=threads)
+    try:
+        while True:
+            yield from pf
+    finally:
+        pf.close()
+
+
+def ceiling_batches(ds, batch_size, device, count=4):
+    g = torch.Generator().manual_seed(0)
+    ready = [(_torch_preprocess(ds.images[i * batch_size:(i + 1) * batch_size], device, g),
+              ds.labels[i * batch_size:(i + 1) * batch_size].to(device)) for i in range(count)]
+    while True:
+        yield from ready
+
+
+def train(batches, model, steps, device, warmup=2):
+    """Runs `steps` training steps after `warmup`; returns images/s, step time and the fraction
+    of the time the loop spent waiting for its next batch."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    it = iter(batches)
+    wait, count, t_start = 0.0, 0, None
+    for step in range(warmup + steps):
+        if step == warmup:
+            _sync(device)
+            wait, t_start = 0.0, time.perf_counter()
+        t0 = time.perf_counter()
+        images, labels = next(it)
+        wait += time.perf_counter() - t0
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        opt.step()
+        count += images.shape[0] if step >= warmup else 0
+    _sync(device)
+    total = time.perf_counter() - t_start
+    it.close()
+    return {"img_per_s": count / total, "step_s": total / steps, "wait_fraction": wait / total}
+
+
+def timm_available():
+    try:
+        import timm.data.loader  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return False
+
+
+def run(device, batch_size=256, image_size=224, images=None, classes=100, workers=2, steps=10,
+        threads=None, progress=None):
+    device = torch.device(device)
+    images = images or batch_size * (steps + 4)
+    ds = SyntheticImages(images, image_size, classes)
+    pipelines = {
+        "baseline": lambda: baseline_batches(ds, batch_size, workers, device),
+        "prefetch": lambda: prefetch_batches(ds, batch_size, workers, device, threads),
+        "ceiling": lambda: ceiling_batches(ds, batch_size, device),
+    }
+    skipped = {}
+    if device.type != "cuda":
+        skipped["timm"] = "timm's PrefetchLoader needs a CUDA device"
+    elif not timm_available():
+        skipped["timm"] = "timm is not installed (pip install timm)"
+    else:
+        pipelines["timm"] = lambda: timm_batches(ds, batch_size, workers, device)
+    results = {}
+    for model_name, make in MODELS.items():
+        results[model_name] = {}
+        for name, make_batches in pipelines.items():
+            if progress:
+                progress("e2e: %s with %s (%d steps of %d images %dx%d)"
+                         % (model_name, name, steps, batch_size, image_size, image_size))
+            torch.manual_seed(0)
+            model = make(classes).to(device)
+            if device.type == "cuda":
+                model = model.to(memory_format=torch.channels_last)
+            results[model_name][name] = train(make_batches(), model, steps, device)
+    return {"results": results, "skipped": skipped,
+            "config": {"batch_size": batch_size, "image_size": image_size, "images": images,
+                       "classes": classes, "workers": workers, "steps": steps}}
+
+
+def summarize(e2e):
+    """The flat metrics of results.json: small CNN for throughput, heavy CNN for overlap."""
+    small, heavy = e2e["results"]["small_cnn"], e2e["results"]["heavy_cnn"]
+    m = {
+        "e2e_img_per_s": small["prefetch"]["img_per_s"],
+        "e2e_vs_baseline": small["prefetch"]["img_per_s"] / small["baseline"]["img_per_s"],
+        "e2e_wait_fraction": small["prefetch"]["wait_fraction"],
+        "e2e_overlap_ratio": heavy["prefetch"]["step_s"] / heavy["ceiling"]["step_s"],
+    }
+    if "timm" in small:
+        m["e2e_vs_timm"] = small["prefetch"]["img_per_s"] / small["timm"]["img_per_s"]
+    return m
