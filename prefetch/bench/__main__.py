@@ -75,13 +75,14 @@ def print_ops_table(rows, n, size):
 
 def print_e2e_table(result):
     c = result["config"]
-    print("\ne2e (batch %d, %dx%d uint8 images, %d DataLoader workers, %d steps)"
-          % (c["batch_size"], c["image_size"], c["image_size"], c["workers"], c["steps"]))
-    print("  model       pipeline  | images/s | step ms | waiting for data")
+    print("\ne2e (uint8 images, %d DataLoader workers)" % c["workers"])
+    print("  model       batch x size  pipeline  | images/s | step ms | waiting for data")
     for model, rows in result["results"].items():
+        shape = c["shapes"][model]
         for name, r in rows.items():
-            print("  %-11s %-9s | %8.0f | %7.1f | %5.1f%%" % (
-                model, name, r["img_per_s"], r["step_s"] * 1e3, 100 * r["wait_fraction"]))
+            print("  %-11s %5d x %-5d %-9s | %8.0f | %7.1f | %5.1f%%" % (
+                model, shape["batch_size"], shape["image_size"], name, r["img_per_s"],
+                r["step_s"] * 1e3, 100 * r["wait_fraction"]))
 
 
 def write_charts(result, out_dir):
