@@ -88,11 +88,40 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
   std::byte* base = reinterpret_cast<std::byte*>(out.data() + guard);
   std::vector<CopyTask> tasks = plan_copies(leaves, layout, base, chunk_bytes);
   EXPECT_GE(tasks.size(), min_tasks) << "the copies were not split into chunks";
+  // The tasks partition the packed bytes: disjoint destination ranges that add up to every
+  // leaf's bytes (a duplicated range would be a data race between pool threads).
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t covered = 0;
   for (const auto& t : tasks) {
     ASSERT_NE(t.source, nullptr);
-    ASSERT_GE(t.dest, base);
-    ASSERT_LE(t.dest, base + total);
     ASSERT_LT(t.begin, t.end) << "an empty task";
+    const HostTensor& src = *t.source;
+    size_t unit = 1;  // contiguous tasks count bytes, strided ones rows of the first dimension
+    if (!src.sizes.empty() && !src.is_contiguous()) {
+      unit = src.itemsize;
+      for (size_t d = 1; d < src.sizes.size(); ++d) unit *= static_cast<size_t>(src.sizes[d]);
+    }
+    const size_t begin = static_cast<size_t>(t.dest - base);
+    const size_t len = static_cast<size_t>(t.end - t.begin) * unit;
+    ASSERT_LE(begin + len, total) << "a task writes past the packed buffer";
+    ranges.emplace_back(begin, begin + len);
+    covered += len;
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    ASSERT_LE(ranges[i - 1].second, ranges[i].first) << "two tasks write the same bytes";
+  }
+  size_t leaf_total = 0;
+  for (const auto& leaf : leaves) leaf_total += leaf.nbytes();
+  ASSERT_EQ(covered, leaf_total);
+  if (chunk_bytes >= 4096) {
+    // No task is much larger than a chunk, except a single row that is larger by itself.
+    for (const auto& t : tasks) {
+      const HostTensor& src = *t.source;
+      if (src.sizes.empty() || src.is_contiguous()) {
+        EXPECT_LE(static_cast<size_t>(t.end - t.begin), chunk_bytes);
+      }
+    }
   }
   if (pool != nullptr) {
     pool->run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
