@@ -1,0 +1,176 @@
+"""Reliability: no hang, no leak, same batches under every way of starting DataLoader workers.
+
+Hang-prone cases run in a subprocess with a hard timeout; the child arms faulthandler so that,
+if it ever hangs, every thread's stack is printed before it is killed.
+"""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+
+import prefetch
+
+from .conftest import thread_count
+from .helpers import assert_same
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_child(body, timeout=60):
+    """Runs `body` in a fresh interpreter; its stacks are dumped if it outlives `timeout - 5` s."""
+    code = textwrap.dedent("""
+        import faulthandler, sys
+        faulthandler.dump_traceback_later(%d, exit=True)
+    """ % max(1, timeout - 5)) + textwrap.dedent(body)
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
+
+
+@pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
+def test_interpreter_exit_with_a_live_prefetcher(state):
+    out = run_child("""
+        import time, torch, prefetch
+        batches = [torch.full((100_000,), i) for i in range(50)]
+        pf = prefetch.Prefetcher(batches, device="cpu", depth=2)
+        if "%s" != "held":
+            it = iter(pf)
+            next(it)
+        if "%s" == "blocked-producer":
+            time.sleep(0.3)  # the producer is now blocked on a full ring
+        print("exiting", flush=True)
+    """ % (state, state), timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "exiting" in out.stdout
+
+
+def test_keyboard_interrupt_during_next_does_not_hang():
+    out = run_child("""
+        import os, signal, threading, time, torch, prefetch
+
+        def stalled():
+            yield torch.zeros(1)
+            time.sleep(60)
+            yield torch.zeros(1)
+
+        pf = prefetch.Prefetcher(stalled(), device="cpu")
+        it = iter(pf)
+        next(it)
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            next(it)
+        except KeyboardInterrupt:
+            print("interrupted after %.1f s" % (time.monotonic() - t0), flush=True)
+        pf.close()
+    """, timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "interrupted after" in out.stdout
+    assert float(out.stdout.split("after ")[1].split(" s")[0]) < 5
+
+
+def test_a_killed_dataloader_worker_surfaces_as_an_error():
+    out = run_child("""
+        import os, signal, torch, prefetch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Dies(Dataset):
+            def __len__(self):
+                return 64
+            def __getitem__(self, i):
+                if i == 20:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return torch.full((4,), i)
+
+        loader = DataLoader(Dies(), batch_size=4, num_workers=2)
+        with prefetch.Prefetcher(loader, device="cpu") as pf:
+            try:
+                for _ in pf:
+                    pass
+            except RuntimeError as e:
+                print("surfaced:", str(e).splitlines()[0], flush=True)
+    """, timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "surfaced:" in out.stdout and "worker" in out.stdout
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+def test_worker_start_methods_with_the_pool_alive(context):
+    # The engine's C++ pool and stream thread exist (a first epoch ran) before workers start.
+    ds = [(torch.full((3, 4), i, dtype=torch.uint8), i) for i in range(24)]
+    expected = list(DataLoader(ds, batch_size=5))
+    loader = DataLoader(ds, batch_size=5, num_workers=2, multiprocessing_context=context,
+                        collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cpu", num_threads=2) as pf:
+        for _ in range(2):
+            got = list(pf)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert_same(g, e, torch.device("cpu"))
+
+
+def _rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_hundred_epochs_stay_flat():
+    # Tolerances: threads and file descriptors must not grow at all (they may shrink: threads
+    # left by earlier tests finish meanwhile); resident memory may move by the allocator's noise,
+    # bounded at 16 MiB (one epoch moves 3 MiB through the ring, so a per-epoch leak of even one
+    # batch would exceed it over 90 epochs).
+    batches = [torch.full((256 * 1024,), i, dtype=torch.uint8) for i in range(12)]
+    gc.collect()
+    with prefetch.Prefetcher(batches, device="cpu", depth=3) as pf:
+        for _ in range(10):
+            for _ in pf:
+                pass
+        threads, fds, rss = thread_count(), len(os.listdir("/proc/self/fd")), _rss_bytes()
+        for _ in range(90):
+            for _ in pf:
+                pass
+        assert thread_count() <= threads
+        assert len(os.listdir("/proc/self/fd")) <= fds
+        assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+
+
+_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+           torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.complex64]
+
+
+@st.composite
+def tensors(draw):
+    dtype = draw(st.sampled_from(_DTYPES))
+    shape = draw(st.lists(st.integers(0, 5), min_size=0, max_size=3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    t = (torch.randn(shape, generator=g) * 50).to(dtype) if dtype != torch.bool else \
+        torch.rand(shape, generator=g) < 0.5
+    if t.dim() >= 2 and draw(st.booleans()):
+        t = t.transpose(0, 1)  # non-contiguous
+    return t
+
+
+leaves = st.one_of(tensors(), st.integers(-5, 5), st.text(max_size=3), st.none())
+batches = st.recursive(leaves, lambda children: st.one_of(
+    st.lists(children, max_size=3), st.tuples(children, children),
+    st.dictionaries(st.text("abc", min_size=1, max_size=2), children, max_size=3)), max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(batches, min_size=0, max_size=4))
+def test_property_output_equals_plain_iteration(source):
+    with prefetch.Prefetcher(source, device="cpu", depth=2) as pf:
+        got = list(pf)
+    assert len(got) == len(source)
+    for g, e in zip(got, source):
+        assert_same(g, e, torch.device("cpu"))
