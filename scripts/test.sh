@@ -11,4 +11,6 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "${MAX_JOBS:-2}"
 ctest --test-dir "$BUILD" --output-on-failure
 
-"$PY" -m pytest tests -q -p no:cacheprovider
+# A hard bound on the whole suite: a hang fails the run (after faulthandler_timeout has printed
+# the stuck test's stacks) instead of eating CI's time.
+timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1800}" "$PY" -m pytest tests -q -p no:cacheprovider
