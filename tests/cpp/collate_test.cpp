@@ -312,6 +312,8 @@ TEST_P(CollateItemsize, StrideTwoSlices) {
       leaf_of({view(s, is, {R / 2, C}, {2 * C, 1}, C)}),    // x[1::2, :]: rows not adjacent
       leaf_of({view(s, is, {R / 2, C / 3}, {2 * C, 3}, 1)}), // x[::2, 1::3]
       leaf_of({view(s, is, {C / 2, R / 2}, {2, 2 * C})}),   // x[::2, ::2].t()
+      leaf_of({view(s, is, {3, C}, {0, 1}, 5)}),            // x[0].expand(3, C)
+      leaf_of({view(s, is, {R / 4, 3}, {C, 0})}),           // x[:R/4, :1].expand(-1, 3)
   };
   check_pack(leaves, 4096, nullptr, 4);
 }

@@ -24,7 +24,7 @@ namespace test {
 using namespace std::chrono_literals;
 using prefetch_test::pattern_byte;
 
-constexpr auto kLongWait = std::chrono::seconds(30);  // "forever", but a hang fails the test
+constexpr auto kLongWait = std::chrono::seconds(10);  // "forever", but a hang fails the test
 
 inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -225,6 +225,20 @@ class EngineHarness {
     return result;
   }
 
+  // Runs f() on a harness thread and returns its result (or rethrows its exception). A call that
+  // is still blocked after 10 s (a bug in the engine's wake-ups or depth accounting) fails the
+  // test by throwing Blocked instead of hanging it.
+  struct Blocked {};  // not a std::exception, so EXPECT_THROW(..., SomeError) never swallows it
+  template <class F>
+  auto call(F f) -> decltype(f()) {
+    auto result = spawn(std::move(f));
+    if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ADD_FAILURE() << "an engine call blocked for 10 s";
+      throw Blocked{};
+    }
+    return result.get();
+  }
+
   ~EngineHarness() {
     engine_->cancel();
     bool stuck = false;
@@ -250,6 +264,12 @@ class EngineHarness {
   std::unique_ptr<Engine> engine_;
   std::vector<Thread> threads_;
 };
+
+// submit_tag on a harness thread: blocks at most 10 s (see EngineHarness::call).
+inline uint64_t submit_tag(EngineHarness& h, uint64_t token, uint64_t tag, const Spec& s, Allocator& alloc,
+                           const StreamWork& after = {}) {
+  return h.call([&] { return submit_tag(*h, token, tag, s, alloc, after); });
+}
 
 template <class T>
 bool ready_within(const std::shared_future<T>& f, std::chrono::nanoseconds d) {

@@ -113,7 +113,7 @@ TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
   const Spec s{100, 3, 4, 2, 5};
-  for (int i = 0; i < d; ++i) EXPECT_EQ(submit_tag(e, token, i, s, alloc), static_cast<uint64_t>(i));
+  for (int i = 0; i < d; ++i) EXPECT_EQ(submit_tag(h, token, i, s, alloc), static_cast<uint64_t>(i));
 
   const uint64_t wait_before = e.stats().slot_wait_ns;
   std::atomic<int64_t> started_ns{0};
@@ -203,7 +203,7 @@ TEST(Engine, CancelWakesBlockedProducer) {
   EngineHarness h(options(1));
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
-  submit_tag(e, token, 0, s, alloc);
+  submit_tag(h, token, 0, s, alloc);
   auto blocked = h.spawn([&e, &alloc, &s, token] { return submit_outcome(e, token, 1, s, alloc); });
   std::this_thread::sleep_for(50ms);
   ASSERT_FALSE(ready_within(blocked, 0s)) << "submit did not block";
@@ -215,13 +215,13 @@ TEST(Engine, CancelWakesBlockedProducer) {
   // The cancelled epoch is over for both sides.
   ReadyBatch b;
   EXPECT_EQ(e.next(token, &b, 0ns), NextStatus::kCancelled);
-  EXPECT_THROW(submit_tag(e, token, 2, s, alloc), Cancelled);
+  EXPECT_THROW(submit_tag(h, token, 2, s, alloc), Cancelled);
   e.finish(token, false);  // ignored
 
   // A new epoch works from sequence 0.
   const uint64_t t2 = e.start_epoch();
   EXPECT_NE(t2, token);
-  EXPECT_EQ(submit_tag(e, t2, 7, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t2, 7, s, alloc), 0u);
   expect_batch(e, t2, 0, 7, s);
 }
 
@@ -263,11 +263,11 @@ TEST(Engine, CancelWithTokenIgnoresStaleTokens) {
   const uint64_t t1 = e.start_epoch();
   const uint64_t t2 = e.start_epoch();
   e.cancel(t1);  // a stale iterator's cleanup: no effect on t2
-  EXPECT_EQ(submit_tag(e, t2, 1, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t2, 1, s, alloc), 0u);
   expect_batch(e, t2, 0, 1, s);
 
   // The current token: wakes a producer blocked on the full ring and a waiting consumer.
-  EXPECT_EQ(submit_tag(e, t2, 2, s, alloc), 1u);
+  EXPECT_EQ(submit_tag(h, t2, 2, s, alloc), 1u);
   auto producer = h.spawn([&e, &alloc, &s, t2] { return submit_outcome(e, t2, 3, s, alloc); });
   std::this_thread::sleep_for(30ms);
   ASSERT_FALSE(ready_within(producer, 0s));
@@ -297,13 +297,13 @@ TEST(Engine, CancelDropsUndeliveredBatches) {
   EngineHarness h(options(3));
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
-  for (int i = 0; i < 3; ++i) submit_tag(e, token, i, s, alloc);
+  for (int i = 0; i < 3; ++i) submit_tag(h, token, i, s, alloc);
   e.cancel();
   const uint64_t t2 = e.start_epoch();
   ReadyBatch b;
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout) << "a batch of the cancelled epoch was delivered";
   // All three slots are usable at once: no batch of the old epoch counts against depth.
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(submit_tag(e, t2, 10 + i, s, alloc), static_cast<uint64_t>(i));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(submit_tag(h, t2, 10 + i, s, alloc), static_cast<uint64_t>(i));
   for (int i = 0; i < 3; ++i) expect_batch(e, t2, i, 10 + i, s);
 }
 
@@ -351,14 +351,14 @@ TEST(Engine, StaleTokenCannotDeliverIntoNewEpoch) {
   EngineHarness h(options(2));
   Engine& e = *h;
   const uint64_t t1 = e.start_epoch();
-  submit_tag(e, t1, 1, s, alloc);
+  submit_tag(h, t1, 1, s, alloc);
   const uint64_t t2 = e.start_epoch();
-  EXPECT_THROW(submit_tag(e, t1, 2, s, alloc), Cancelled);
+  EXPECT_THROW(submit_tag(h, t1, 2, s, alloc), Cancelled);
   e.finish(t1, true);  // must not end (or fail) the new epoch
   ReadyBatch b;
   EXPECT_EQ(e.next(t1, &b, 0ns), NextStatus::kCancelled);
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout);
-  EXPECT_EQ(submit_tag(e, t2, 3, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t2, 3, s, alloc), 0u);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 3, s);
   EXPECT_EQ(e.next(t2, &b, 1s), NextStatus::kEnd);
@@ -381,12 +381,12 @@ TEST(Engine, EpochChangeDuringSubmitDropsTheBatch) {
     return Destination{reinterpret_cast<std::byte*>(v->data()), v};
   };
   auto b1 = build_batch(1, s);
-  EXPECT_THROW(e.submit(t1, b1->leaves, racing), Cancelled);
+  EXPECT_THROW(h.call([&] { return e.submit(t1, b1->leaves, racing); }), Cancelled);
   EXPECT_EQ(calls, 1);
   ASSERT_NE(t2, 0u);
   ReadyBatch b;
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout);
-  EXPECT_EQ(submit_tag(e, t2, 2, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t2, 2, s, alloc), 0u);
   expect_batch(e, t2, 0, 2, s);
 }
 
@@ -398,13 +398,13 @@ TEST(Engine, StaleBlockedProducerIsCancelledByNewEpoch) {
   EngineHarness h(options(1));
   Engine& e = *h;
   const uint64_t t1 = e.start_epoch();
-  submit_tag(e, t1, 100, s, alloc);
+  submit_tag(h, t1, 100, s, alloc);
   auto stale = h.spawn([&e, &alloc, &s, t1] { return submit_outcome(e, t1, 101, s, alloc); });
   std::this_thread::sleep_for(30ms);
   const uint64_t t2 = e.start_epoch();
   ASSERT_TRUE(ready_within(stale, 10s)) << "the new epoch did not wake the stale producer";
   EXPECT_EQ(stale.get(), "cancelled");
-  EXPECT_EQ(submit_tag(e, t2, 200, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t2, 200, s, alloc), 0u);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 200, s);
   ReadyBatch b;
@@ -417,7 +417,7 @@ TEST(Engine, FinishFailedAfterRemainingBatches) {
   EngineHarness h(options(4));
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
-  for (int i = 0; i < 3; ++i) submit_tag(e, token, i, s, alloc);
+  for (int i = 0; i < 3; ++i) submit_tag(h, token, i, s, alloc);
   e.finish(token, true);
   for (int i = 0; i < 3; ++i) expect_batch(e, token, i, i, s);
   ReadyBatch b;
@@ -426,7 +426,7 @@ TEST(Engine, FinishFailedAfterRemainingBatches) {
 
   // A clean finish of the next epoch is kEnd: the failure does not leak into it.
   const uint64_t t2 = e.start_epoch();
-  submit_tag(e, t2, 9, s, alloc);
+  submit_tag(h, t2, 9, s, alloc);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 9, s);
   EXPECT_EQ(e.next(t2, &b, 1s), NextStatus::kEnd);
@@ -461,7 +461,7 @@ TEST(Engine, NextTimesOut) {
     return std::make_pair(st, got.seq);
   });
   std::this_thread::sleep_for(20ms);
-  submit_tag(e, token, 5, s, alloc);
+  submit_tag(h, token, 5, s, alloc);
   ASSERT_TRUE(ready_within(consumer, 10s));
   auto [st, seq] = consumer.get();
   EXPECT_EQ(st, NextStatus::kBatch);
@@ -481,22 +481,22 @@ TEST(Engine, MaxBatchBytesThrowsCollateError) {
   const uint64_t token = e.start_epoch();
   const Spec big{5000, 0, 1, 0, 0};
   ASSERT_GT(expected_total(big), 4096u);
-  EXPECT_THROW(submit_tag(e, token, 1, big, alloc), CollateError);
+  EXPECT_THROW(submit_tag(h, token, 1, big, alloc), CollateError);
   EXPECT_EQ(alloc.calls.load(), 0) << "nothing is allocated for a rejected batch";
   // The cap is on the packed size: leaves that fit only without alignment padding are refused.
   const Spec padded{4000, 1, 40, 0, 0};  // 4000 + 80 bytes, packed to 4096 + 80
   ASSERT_GT(expected_total(padded), 4096u);
-  EXPECT_THROW(submit_tag(e, token, 2, padded, alloc), CollateError);
+  EXPECT_THROW(submit_tag(h, token, 2, padded, alloc), CollateError);
 
   // The engine goes on working, and a batch of exactly the cap is accepted.
   const Spec exact{4096, 0, 1, 0, 0};
   ASSERT_EQ(expected_total(exact), 4096u);
-  EXPECT_EQ(submit_tag(e, token, 3, exact, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, token, 3, exact, alloc), 0u);
   const Spec small{100, 2, 3, 1, 4};
-  EXPECT_EQ(submit_tag(e, token, 4, small, alloc), 1u);
+  EXPECT_EQ(submit_tag(h, token, 4, small, alloc), 1u);
   expect_batch(e, token, 0, 3, exact);
   expect_batch(e, token, 1, 4, small);
-  EXPECT_THROW(submit_tag(e, token, 5, big, alloc), CollateError);
+  EXPECT_THROW(submit_tag(h, token, 5, big, alloc), CollateError);
   e.finish(token, false);
   ReadyBatch b;
   EXPECT_EQ(e.next(token, &b, 1s), NextStatus::kEnd);
@@ -513,13 +513,13 @@ TEST(Engine, RingGrowsForLargeBatches) {
   const uint64_t token = e.start_epoch();
   EXPECT_EQ(e.slot_capacity(0), 0u);
 
-  EXPECT_EQ(submit_tag(e, token, 0, small, alloc), 0u);  // slot 0
+  EXPECT_EQ(submit_tag(h, token, 0, small, alloc), 0u);  // slot 0
   EXPECT_GE(e.slot_capacity(0), expected_total(small));
   const size_t first_capacity = e.slot_capacity(0);
-  EXPECT_EQ(submit_tag(e, token, 1, large, alloc), 1u);  // slot 1
+  EXPECT_EQ(submit_tag(h, token, 1, large, alloc), 1u);  // slot 1
   EXPECT_GE(e.slot_capacity(1), expected_total(large));
   expect_batch(e, token, 0, 0, small);
-  EXPECT_EQ(submit_tag(e, token, 2, larger, alloc), 2u);  // slot 0 again: grows
+  EXPECT_EQ(submit_tag(h, token, 2, larger, alloc), 2u);  // slot 0 again: grows
   EXPECT_GE(e.slot_capacity(0), expected_total(larger));
   EXPECT_GT(e.slot_capacity(0), first_capacity);
   const size_t grown = e.slot_capacity(0);
@@ -528,8 +528,8 @@ TEST(Engine, RingGrowsForLargeBatches) {
   EXPECT_EQ(alloc.last_bytes.load(), expected_total(larger));
 
   // Smaller batches afterwards reuse the grown slots, with the right content.
-  EXPECT_EQ(submit_tag(e, token, 3, small, alloc), 3u);  // slot 1
-  EXPECT_EQ(submit_tag(e, token, 4, small, alloc), 4u);  // slot 0
+  EXPECT_EQ(submit_tag(h, token, 3, small, alloc), 3u);  // slot 1
+  EXPECT_EQ(submit_tag(h, token, 4, small, alloc), 4u);  // slot 0
   EXPECT_EQ(e.slot_capacity(0), grown);
   expect_batch(e, token, 3, 3, small);
   expect_batch(e, token, 4, 4, small);
@@ -604,7 +604,7 @@ TEST(Engine, AllocatorExceptionPropagatesAndEngineRecovers) {
   for (uint64_t tag = 0; tag < 9; ++tag) {
     auto b = build_batch(tag, s);
     try {
-      uint64_t seq = e.submit(token, b->leaves, flaky);
+      uint64_t seq = h.call([&] { return e.submit(token, b->leaves, flaky); });
       EXPECT_EQ(seq, accepted.size()) << "a failed submit must not take a sequence number";
       accepted.push_back(tag);
       expect_batch(e, token, seq, tag, s);  // taken at once, so depth never blocks
@@ -635,7 +635,7 @@ TEST(Engine, AllocatorFailuresDoNotUseUpDepth) {
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
   auto b = build_batch(1, s);
-  for (int i = 0; i < 3; ++i) EXPECT_THROW(e.submit(token, b->leaves, alloc), std::bad_alloc);
+  for (int i = 0; i < 3; ++i) EXPECT_THROW(h.call([&] { return e.submit(token, b->leaves, alloc); }), std::bad_alloc);
   fail = false;
   auto ok = h.spawn([&e, &b, &alloc, token] { return e.submit(token, b->leaves, alloc); });
   ASSERT_TRUE(ready_within(ok, 10s)) << "failed submits were counted against depth";
@@ -659,7 +659,7 @@ TEST(Engine, AfterCopyWorkRunsBetweenCopyAndReady) {
       return Destination{reinterpret_cast<std::byte*>(dest->data()), dest};
     };
     std::string seen_by_after;
-    e.submit(token, batch->leaves, alloc, [&, i](void* stream) {
+    StreamWork after = [&, i](void* stream) {
       EXPECT_EQ(stream, nullptr);
       // Leaf 0 is at offset 0: it must already be in the destination.
       const uint8_t* d = dest->data();
@@ -671,7 +671,8 @@ TEST(Engine, AfterCopyWorkRunsBetweenCopyAndReady) {
       }
       std::this_thread::sleep_for(2ms);
       ran.store(1);
-    });
+    };
+    h.call([&] { return e.submit(token, batch->leaves, alloc, after); });
     ReadyBatch b;
     ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
     e.backend().wait_on(*b.ready, nullptr);
@@ -717,7 +718,7 @@ TEST(Engine, StageThenPublishWithWorkInBetween) {
   const uint64_t token = e.start_epoch();
   for (uint64_t i = 0; i < 6; ++i) {
     auto batch = build_batch(i, s);
-    StagedBatch staged = e.stage(token, batch->leaves, alloc.fn());
+    StagedBatch staged = h.call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
     EXPECT_EQ(staged.token, token);
     EXPECT_EQ(staged.batch.seq, i);
     ASSERT_NE(staged.copied, nullptr);
@@ -762,7 +763,7 @@ TEST(Engine, StagedCopiedEventCoversTheCopy) {
   e.backend().set_debug_delay(2000, 4);
   const uint64_t token = e.start_epoch();
   auto batch = build_batch(3, s);
-  StagedBatch staged = e.stage(token, batch->leaves, alloc.fn());
+  StagedBatch staged = h.call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
   staged.copied->wait();
   ReadyBatch view;
   view.destination = staged.batch.destination;
@@ -780,7 +781,7 @@ TEST(Engine, StagedBatchCountsAgainstDepth) {
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
   auto b0 = build_batch(0, s);
-  StagedBatch staged = e.stage(token, b0->leaves, alloc.fn());
+  StagedBatch staged = h.call([&] { return e.stage(token, b0->leaves, alloc.fn()); });
   auto second = h.spawn([&e, &alloc, &s, token] {
     auto b1 = build_batch(1, s);
     StagedBatch st = e.stage(token, b1->leaves, alloc.fn());
@@ -804,19 +805,19 @@ TEST(Engine, PublishAfterEpochChangeThrowsCancelled) {
   Engine& e = *h;
   const uint64_t t1 = e.start_epoch();
   auto b = build_batch(1, s);
-  StagedBatch staged = e.stage(t1, b->leaves, alloc.fn());
+  StagedBatch staged = h.call([&] { return e.stage(t1, b->leaves, alloc.fn()); });
   const uint64_t t2 = e.start_epoch();
-  EXPECT_THROW(e.publish(std::move(staged)), Cancelled);
+  ASSERT_THROW(e.publish(std::move(staged)), Cancelled);
   ReadyBatch out;
   EXPECT_EQ(e.next(t2, &out, 30ms), NextStatus::kTimeout);
 
-  StagedBatch again = e.stage(t2, b->leaves, alloc.fn());
+  StagedBatch again = h.call([&] { return e.stage(t2, b->leaves, alloc.fn()); });
   e.cancel();
-  EXPECT_THROW(e.publish(std::move(again)), Cancelled);
+  ASSERT_THROW(e.publish(std::move(again)), Cancelled);
   EXPECT_EQ(e.next(t2, &out, 0ns), NextStatus::kCancelled);
 
   const uint64_t t3 = e.start_epoch();
-  EXPECT_EQ(submit_tag(e, t3, 1, s, alloc), 0u);
+  EXPECT_EQ(submit_tag(h, t3, 1, s, alloc), 0u);
   expect_batch(e, t3, 0, 1, s);
 }
 
@@ -834,7 +835,7 @@ TEST(Engine, CollateOnlyDeliversNothingAndCorruptsNothing) {
   std::vector<ReadyBatch> held;
   for (uint64_t i = 0; i < 6; ++i) {
     const Spec s = random_spec(i, false);
-    submit_tag(e, token, i, s, alloc);
+    submit_tag(h, token, i, s, alloc);
     auto other = build_batch(1000 + i, random_spec(1000 + i, false));
     e.collate_only(other->leaves);  // rewrites a ring slot: must wait for its copy first
     ReadyBatch b;
@@ -874,7 +875,7 @@ TEST(Engine, SlotCapacityReadableWhileProducing) {
   });
   for (uint64_t i = 0; i < 8; ++i) {
     const Spec s{(i + 1) * 400000, 3, 3, 1, 3};  // growing past several MiB
-    submit_tag(e, token, i, s, alloc);
+    submit_tag(h, token, i, s, alloc);
     expect_batch(e, token, i, i, s);
   }
   stop.store(true);
