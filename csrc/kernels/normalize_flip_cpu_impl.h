@@ -137,7 +137,7 @@ void normalize_flip_impl(const NormalizeFlipArgs& args, int64_t row_begin, int64
   }
 }
 
-void flip_crop_impl(const FlipCropArgs& args, int64_t row_begin, int64_t row_end) {
+inline void flip_crop_impl(const FlipCropArgs& args, int64_t row_begin, int64_t row_end) {
   switch (args.itemsize) {
     case 1:
       return flip_crop_rows<uint8_t>(args, row_begin, row_end);

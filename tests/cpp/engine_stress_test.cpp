@@ -101,6 +101,13 @@ TEST_P(EngineStress, EveryByteOfEveryBatch) {
     if (b.seq != static_cast<uint64_t>(received)) {
       errors.push_back("seq " + std::to_string(b.seq) + " at " + std::to_string(received));
     }
+    // Stats are read while the producer updates them (the binding reports them any time).
+    const EngineStats stats = e.stats();
+    if (stats.delivered != static_cast<uint64_t>(received) + 1 || stats.submitted < stats.delivered ||
+        stats.submitted > stats.delivered + static_cast<uint64_t>(c.depth)) {
+      errors.push_back("stats: submitted " + std::to_string(stats.submitted) + " delivered " +
+                       std::to_string(stats.delivered) + " after batch " + std::to_string(received));
+    }
     e.backend().wait_on(*b.ready, nullptr);
     std::string err = verify(b, b.seq, random_spec(b.seq, true));
     if (!err.empty()) errors.push_back(err);

@@ -313,7 +313,8 @@ TEST(Engine, DroppedBatchDestinationsLiveUntilTheirCopyLands) {
   std::atomic<int> freed{0}, freed_early{0};
   const Spec s{30000, 4, 4, 0, 0};
   {
-    Engine e(make_host_backend(), options(3));
+    EngineHarness h(options(3));
+    Engine& e = *h;
     e.backend().set_debug_delay(3000, 11);  // up to 3 ms before every piece of stream work
     for (int round = 0; round < 3; ++round) {
       const uint64_t token = e.start_epoch();
@@ -335,7 +336,7 @@ TEST(Engine, DroppedBatchDestinationsLiveUntilTheirCopyLands) {
           });
           return Destination{reinterpret_cast<std::byte*>(v->data()), owner};
         };
-        e.submit(token, batch->leaves, alloc);
+        h.call([&] { return e.submit(token, batch->leaves, alloc); });
       }
       e.cancel();  // drops all three batches, most with their copy still queued
     }
@@ -688,10 +689,11 @@ TEST(Engine, BatchesOutliveTheEngine) {
   const Spec s{50000, 20, 30, 3, 200};
   {
     Allocator alloc;
-    Engine e(make_host_backend(), options(3));
+    EngineHarness h(options(3));
+    Engine& e = *h;
     e.backend().set_debug_delay(500, 5);
     const uint64_t token = e.start_epoch();
-    for (int i = 0; i < 3; ++i) submit_tag(e, token, i, s, alloc);
+    for (int i = 0; i < 3; ++i) submit_tag(h, token, i, s, alloc);
     for (int i = 0; i < 2; ++i) {
       ReadyBatch b;
       ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
