@@ -5,15 +5,16 @@ threads into a reused ring of pinned buffers, copied on a side stream and handed
 device while the previous training step still runs.
 """
 from ._extension import _C
-from . import collate, ops
+from . import collate, ops, sharding
 from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
+from .array_loader import ArrayLoader
 from .samples import Samples
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "FusedAugment", "Samples", "CollateError", "PrefetchTimeout", "collate", "built_with_cuda"]
+__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "CollateError", "PrefetchTimeout", "collate", "built_with_cuda"]
 
 
 def built_with_cuda():

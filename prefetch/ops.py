@@ -23,7 +23,7 @@ def _crop_list(crop):
 
 
 def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
-                   dtype=torch.float32, layout="NHWC", channels_last=False):
+                   dtype=torch.float32, layout="NHWC", channels_last=False, indices=None):
     """uint8 images -> normalized, flipped, cropped ``[N, C, h, w]`` tensor of ``dtype``.
 
     Args:
@@ -36,22 +36,29 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
         fill: uint8 value of pixels outside the image.
         dtype: float32, float16 or bfloat16.
         channels_last: return a channels_last tensor instead of a contiguous one.
+        indices: integer ``[n]`` on the images' device, or None. Gathers in the same pass:
+            output sample ``k`` is made from input sample ``indices[k]`` (and ``hflip``,
+            ``vflip``, ``offsets`` have ``n`` rows), so a batch is cut straight out of a whole
+            resident dataset. An index out of range raises IndexError on the CPU and stops the
+            kernel with a device-side error on CUDA (checking it on the host would synchronise).
     """
     return torch.ops.prefetch.normalize_flip.default(
         images, [float(m) for m in mean], [float(s) for s in std], hflip, vflip, _crop_list(crop),
-        offsets, int(fill), dtype, layout, bool(channels_last))
+        offsets, int(fill), dtype, layout, bool(channels_last), indices)
 
 
-def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0):
+def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0, indices=None):
     """The geometry of :func:`normalize_flip` for integer masks ``[N, H, W]`` (uint8, int16,
-    int32 or int64, preserved), so a segmentation mask gets exactly its image's flips and crop."""
+    int32 or int64, preserved), so a segmentation mask gets exactly its image's flips and crop;
+    ``indices`` gathers as in :func:`normalize_flip`."""
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
-                                                int(fill))
+                                                int(fill), indices)
 
 
 @torch.library.register_fake("prefetch::normalize_flip")
 def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None,
-                         fill=0, dtype=torch.float32, layout="NHWC", channels_last=False):
+                         fill=0, dtype=torch.float32, layout="NHWC", channels_last=False,
+                         indices=None):
     torch._check(images.dtype == torch.uint8, lambda: "images must be uint8, got %s" % images.dtype)
     torch._check(images.dim() == 4, lambda: "images must be 4-D, got %d-D" % images.dim())
     torch._check(layout in ("NHWC", "NCHW"), lambda: "layout must be 'NHWC' or 'NCHW', got %r" % layout)
@@ -60,6 +67,9 @@ def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, o
         n, h, w, c = images.shape
     else:
         n, c, h, w = images.shape
+    if indices is not None:
+        torch._check(indices.dim() == 1, lambda: "indices must be 1-D, got %d-D" % indices.dim())
+        n = indices.shape[0]
     if crop is not None:
         h, w = crop
     fmt = torch.channels_last if channels_last else torch.contiguous_format
@@ -67,9 +77,12 @@ def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, o
 
 
 @torch.library.register_fake("prefetch::flip_crop")
-def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill=0):
+def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill=0, indices=None):
     torch._check(masks.dim() == 3, lambda: "masks must be 3-D [N, H, W], got %d-D" % masks.dim())
     n, h, w = masks.shape
+    if indices is not None:
+        torch._check(indices.dim() == 1, lambda: "indices must be 1-D, got %d-D" % indices.dim())
+        n = indices.shape[0]
     if crop is not None:
         h, w = crop
     return masks.new_empty((n, h, w))

@@ -60,13 +60,33 @@ class _Counters:
                 setattr(self, key, getattr(self, key) + value)
 
 
+class PreparedBatch:
+    """A batch already split for the engine (``flatten``'s output); sources inside prefetch (the
+    ArrayLoader) yield these so no Python walks a structure or touches a sample."""
+
+    __slots__ = ("spec", "leaves", "moves")
+
+    def __init__(self, spec, leaves, moves):
+        self.spec, self.leaves, self.moves = spec, leaves, moves
+
+
+def _is_stateful(source):
+    return callable(getattr(source, "state_dict", None)) and callable(
+        getattr(source, "load_state_dict", None))
+
+
 class _EpochState:
     """What the producer thread and the consumer share for one epoch. The producer holds this,
     never the iterator, so dropping the iterator (``break``) lets it be collected and cleaned up."""
 
-    def __init__(self, token, epoch):
+    def __init__(self, token, epoch, first_index=0, stateful=False):
         self.token = token
         self.epoch = epoch
+        self.first_index = first_index  # the epoch's first batch index (> 0 after a resume)
+        # seq -> the source's state_dict() right after it yielded batch seq (-1: before any):
+        # the state that resumes after exactly the batches the consumer has had.
+        self.snapshots = {} if stateful else None
+        self.started = threading.Event()  # set once snapshots[-1] is there (or the producer ended)
         self.specs = {}  # seq -> (spec, moves), filled before the batch becomes visible
         self.results = {}  # seq -> finished batch, for batches that went through a transform
         self.error = None
@@ -99,15 +119,24 @@ class _DeviceWork:
 def _produce(engine, source, state, counters, device, work):
     it = batch = leaves = None
     seq = 0
+    snapshots = state.snapshots
     try:
         it = iter(source)
+        if snapshots is not None:
+            snapshots[-1] = source.state_dict()
+        state.started.set()
         while not state.stop.is_set():
             t0 = time.perf_counter()
             try:
                 batch = next(it)
             except StopIteration:
                 break
-            spec, leaves, moves = flatten(batch)
+            if snapshots is not None:
+                snapshots[seq] = source.state_dict()
+            if isinstance(batch, PreparedBatch):
+                spec, leaves, moves = batch.spec, batch.leaves, batch.moves
+            else:
+                spec, leaves, moves = flatten(batch)
             batch = None
             if work is None:
                 state.specs[seq] = (spec, moves)
@@ -118,7 +147,7 @@ def _produce(engine, source, state, counters, device, work):
                 staged_seq, tensors = engine.stage(state.token, leaves)
                 leaves = None
                 state.results[staged_seq] = work(unflatten(spec, tensors, moves, device),
-                                                 state.epoch, staged_seq)
+                                                 state.epoch, state.first_index + staged_seq)
                 tensors = None
                 engine.publish(state.token)
             leaves = None
@@ -134,6 +163,7 @@ def _produce(engine, source, state, counters, device, work):
         except RuntimeError:
             pass  # the Prefetcher was closed meanwhile; nobody is waiting
     finally:
+        state.started.set()
         # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
         # the batch out of the traceback that travels to the consumer.
         it = batch = leaves = None
@@ -197,6 +227,7 @@ class _EpochIterator:
         if status == "batch":
             self._delivered += 1
             self._counters.add(batches=1)
+            self._owner._consumed(state, seq, self._delivered)
             if seq in state.results:
                 batch = state.results.pop(seq)
                 if self._device.type == "cuda":
@@ -206,6 +237,7 @@ class _EpochIterator:
             return unflatten(spec, tensors, moves, self._device)
         if status == "end":
             self._finish()
+            self._owner._epoch_ended(state)
             raise StopIteration
         if status == "failed":
             self._finish()
@@ -289,6 +321,10 @@ class Prefetcher:
             self._work = _DeviceWork(transform, device_transform, self.device,
                                      self._engine.stream_handle)
         self._next_epoch = 0
+        self._resume_index = 0  # the next epoch's first batch index, after load_state_dict()
+        # Where the consumer stands: (epoch, batches consumed, the source's state there).
+        self._position = None
+        self._loaded_source_state = None
         self._counters = _Counters()
         self._current = [None]  # the live epoch's state, shared with the finalizer
         self._finalizer = weakref.finalize(self, _shutdown, self._engine, self._current)
@@ -297,8 +333,11 @@ class Prefetcher:
         if not self._finalizer.alive:
             raise RuntimeError("prefetch: this Prefetcher is closed")
         _stop_epoch(self._engine, self._current[0])
-        state = _EpochState(self._engine.start_epoch(), self._next_epoch)
+        state = _EpochState(self._engine.start_epoch(), self._next_epoch, self._resume_index,
+                            _is_stateful(self.source))
         self._next_epoch += 1
+        self._resume_index = 0
+        self._position = state  # until its first batch: "at the start of this epoch"
         self._current[0] = state
         iterator = _EpochIterator(self, state)
         state.thread = threading.Thread(
@@ -310,6 +349,11 @@ class Prefetcher:
         self._counters.add(epochs=1)
         return iterator
 
+    def _start(self, epoch, first_index):
+        """iter() for epoch ``epoch`` starting at batch index ``first_index`` (the ArrayLoader)."""
+        self._next_epoch, self._resume_index = int(epoch), int(first_index)
+        return iter(self)
+
     def __len__(self):
         try:
             return len(self.source)
@@ -320,8 +364,73 @@ class Prefetcher:
 
     def set_epoch(self, epoch):
         """Sets the epoch number the next ``iter()`` passes to the transform's draws (epochs
-        otherwise count from 0, one per ``iter()``), as ``DistributedSampler.set_epoch``."""
-        self._next_epoch = int(epoch)
+        otherwise count from 0, one per ``iter()``), as ``DistributedSampler.set_epoch``.
+        Setting the epoch a loaded state stopped in keeps its resume position; any other epoch
+        starts from its first batch."""
+        epoch = int(epoch)
+        if epoch != self._next_epoch:
+            self._resume_index = 0
+        self._next_epoch = epoch
+
+    # Called by the epoch iterator (consumer thread) for every delivered batch and at the end.
+    def _consumed(self, state, seq, delivered):
+        source_state = None
+        if state.snapshots is not None:
+            source_state = state.snapshots.pop(seq, None)
+            if seq == 0:
+                state.snapshots.pop(-1, None)
+        self._position = (state.epoch, state.first_index + delivered, source_state)
+
+    def _epoch_ended(self, state):
+        if isinstance(self._position, tuple) and self._position[0] == state.epoch:
+            source_state = self._position[2]
+        elif state.snapshots is not None:  # an epoch with no batches
+            source_state = state.snapshots.get(-1)
+        else:
+            source_state = None
+        self._position = (state.epoch + 1, 0, source_state)
+
+    def state_dict(self):
+        """Where the consumer stands, for :meth:`load_state_dict`: the epoch, the batches of it
+        the consumer has received, and the source's own ``state_dict()`` as it was right after
+        yielding the last of those — batches prefetched but not consumed are not counted, so a
+        resumed run yields exactly the batches this one had not delivered, with the same
+        transform draws. Needs a stateful source (e.g. torchdata's ``StatefulDataLoader``)."""
+        if not _is_stateful(self.source):
+            raise TypeError(
+                "prefetch: state_dict() needs a source with state_dict() and load_state_dict() "
+                "(e.g. torchdata.stateful_dataloader.StatefulDataLoader, or prefetch.ArrayLoader); "
+                "the source is a %s" % type(self.source).__name__)
+        position = self._position
+        if position is None:  # nothing iterated since construction or load_state_dict()
+            return {"epoch": self._next_epoch, "batches_consumed": self._resume_index,
+                    "source": self._loaded_source_state if self._loaded_source_state is not None
+                    else self.source.state_dict()}
+        if isinstance(position, _EpochState):  # an epoch started, none of its batches consumed
+            position.started.wait()
+            source_state = position.snapshots.get(-1) if position.snapshots else None
+            position = (position.epoch, position.first_index, source_state)
+        epoch, consumed, source_state = position
+        if source_state is None:
+            source_state = self.source.state_dict()
+        return {"epoch": epoch, "batches_consumed": consumed, "source": source_state}
+
+    def load_state_dict(self, state):
+        """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
+        batches already consumed (the source is loaded with its saved state)."""
+        if not _is_stateful(self.source):
+            raise TypeError("prefetch: load_state_dict() needs a source with state_dict() and "
+                            "load_state_dict(); the source is a %s" % type(self.source).__name__)
+        missing = {"epoch", "batches_consumed", "source"} - set(state)
+        if missing:
+            raise KeyError("prefetch: the state lacks %s; expected Prefetcher.state_dict()'s output"
+                           % sorted(missing))
+        _stop_epoch(self._engine, self._current[0])
+        self.source.load_state_dict(state["source"])
+        self._next_epoch = int(state["epoch"])
+        self._resume_index = int(state["batches_consumed"])
+        self._position = None
+        self._loaded_source_state = state["source"]
 
     def close(self):
         """Stops the current epoch and joins every thread the Prefetcher started."""

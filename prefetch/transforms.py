@@ -136,24 +136,35 @@ class FusedAugment:
         return {"hflip": hflip, "vflip": vflip, "crop": (h, w),
                 "offsets": torch.stack([top, left], dim=1)}
 
+    def image_size(self, images):
+        """(height, width) of a uint8 image batch in this transform's layout."""
+        layout = self._layout(images)
+        return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
+
     def __call__(self, batch, *, epoch=0, index=0):
         images = _get(batch, self.image_key)
-        layout = self._layout(images)
-        n = images.shape[0]
-        height, width = (images.shape[1], images.shape[2]) if layout == "NHWC" else images.shape[2:]
-        d = self.draws(n, height, width, epoch, index)
+        height, width = self.image_size(images)
+        d = self.draws(images.shape[0], height, width, epoch, index)
         device = images.device
         if device.type == "cuda":  # through pinned memory: no host synchronisation
             d = {k: (v.pin_memory().to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
                  for k, v in d.items()}
+        return self.apply(batch, d)
+
+    def apply(self, batch, d, indices=None):
+        """Applies draws ``d`` (from :meth:`draws`, on the batch's device). With ``indices``, the
+        image and mask leaves are whole datasets and the kernels gather those samples in the same
+        pass (the ArrayLoader's device-resident path); the caller gathers the other leaves."""
+        images = _get(batch, self.image_key)
+        layout = self._layout(images)
         out = normalize_flip(images, self.mean, self.std, hflip=d["hflip"], vflip=d["vflip"],
                              crop=d["crop"], offsets=d["offsets"], fill=self.fill, dtype=self.dtype,
-                             layout=layout, channels_last=self.channels_last)
+                             layout=layout, channels_last=self.channels_last, indices=indices)
         batch = _set(batch, self.image_key, out)
         if self.mask_key is not None:
             masks = _get(batch, self.mask_key)
             squeeze = masks.dim() == 4 and masks.shape[1] == 1
             m = flip_crop(masks[:, 0] if squeeze else masks, hflip=d["hflip"], vflip=d["vflip"],
-                          crop=d["crop"], offsets=d["offsets"], fill=self.mask_fill)
+                          crop=d["crop"], offsets=d["offsets"], fill=self.mask_fill, indices=indices)
             batch = _set(batch, self.mask_key, m.unsqueeze(1) if squeeze else m)
         return batch

@@ -29,7 +29,14 @@ struct Geometry {
   int64_t N = 0, C = 1, H = 0, W = 0;
   int64_t sN = 0, sC = 0, sH = 0, sW = 0;  // input strides, elements
   int64_t h = 0, w = 0;                    // output window
+  // Gather: output sample n reads input sample rows[n] (the input has `sources` samples) instead
+  // of sample n, so a batch is picked out of a whole resident dataset in the same pass.
+  const int64_t* rows = nullptr;
+  int64_t sources = 0;
 };
+
+// The input sample that output sample n reads.
+PF_HD int64_t source_sample(const Geometry& g, int64_t n) { return g.rows != nullptr ? g.rows[n] : n; }
 
 // Where one sample's window lies and how it is mirrored.
 struct Window {

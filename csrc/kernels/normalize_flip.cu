@@ -7,6 +7,8 @@
 // read neighbouring bytes of the same lines, served by L1/L2).
 #include <cuda_runtime.h>
 
+#include <cstdio>
+
 #include "normalize_flip.h"
 
 namespace prefetch {
@@ -15,6 +17,19 @@ namespace {
 
 constexpr int kVec = 4;  // output elements per thread
 constexpr int kThreads = 256;
+
+// The gathered sample, checked: the op cannot check a device index tensor without a host
+// synchronisation, and a bad index must stop the kernel, never read another allocation (the
+// same contract as torch's own index kernels' device-side assertions).
+__device__ __forceinline__ int64_t checked_source(const Geometry& g, int64_t n) {
+  const int64_t s = source_sample(g, n);
+  if (g.rows != nullptr && (s < 0 || s >= g.sources)) {
+    printf("prefetch: indices[%lld] = %lld is out of range for %lld samples\n",
+           static_cast<long long>(n), static_cast<long long>(s), static_cast<long long>(g.sources));
+    __trap();
+  }
+  return s;
+}
 
 struct ToFloat32 {
   using type = float;
@@ -74,7 +89,7 @@ __global__ void normalize_flip_kernel(NormalizeFlipArgs a, int64_t rows, int64_t
     const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
     const int64_t sy = source_row(g, win, y);
     const bool row_inside = sy >= 0 && sy < g.H;
-    const uint8_t* src = a.images + n * g.sN + (row_inside ? sy * g.sH : 0);
+    const uint8_t* src = a.images + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
     T values[kVec];
     int count = 0;
     for (int k = 0; k < kVec && first + k < row_len; ++k, ++count) {
@@ -109,7 +124,7 @@ __global__ void flip_crop_kernel(FlipCropArgs a, int64_t total) {
     const int64_t sy = source_row(g, win, y);
     const int64_t sx = source_col(g, win, x);
     const bool inside = sy >= 0 && sy < g.H && sx >= 0 && sx < g.W;
-    out[i] = inside ? masks[n * g.sN + sy * g.sH + sx * g.sW] : static_cast<T>(a.fill);
+    out[i] = inside ? masks[checked_source(g, n) * g.sN + sy * g.sH + sx * g.sW] : static_cast<T>(a.fill);
   }
 }
 

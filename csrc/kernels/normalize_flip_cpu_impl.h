@@ -55,7 +55,7 @@ void normalize_rows(const NormalizeFlipArgs& a, int64_t begin, int64_t end) {
     const int64_t sy = prefetch::kernels::source_row(g, win, y);
     int64_t xb = 0, xe = 0;  // empty when the whole row is outside
     if (sy >= 0 && sy < g.H) prefetch::kernels::inside_columns(g, win, &xb, &xe);
-    const uint8_t* row = a.images + n * g.sN + (xe > xb ? sy * g.sH : 0);
+    const uint8_t* row = a.images + prefetch::kernels::source_sample(g, n) * g.sN + (xe > xb ? sy * g.sH : 0);
     T* out_row = out + n * a.oN + y * a.oY;
     for (int64_t c = 0; c < C; ++c) {
       row_values<kC>(a, win, row, xb, xe, c, buf.data());
@@ -113,7 +113,7 @@ void flip_crop_rows(const FlipCropArgs& a, int64_t begin, int64_t end) {
     int64_t xb = 0, xe = 0;
     if (sy >= 0 && sy < g.H) prefetch::kernels::inside_columns(g, win, &xb, &xe);
     T* dst = out + r * g.w;
-    const T* src = masks + n * g.sN + (xe > xb ? sy * g.sH : 0);
+    const T* src = masks + prefetch::kernels::source_sample(g, n) * g.sN + (xe > xb ? sy * g.sH : 0);
     for (int64_t x = 0; x < xb; ++x) dst[x] = fill;
     if (!win.hflip) {
       for (int64_t x = xb; x < xe; ++x) dst[x] = src[(win.left + x) * g.sW];

@@ -119,7 +119,8 @@ class PyEngine {
 
   uint64_t start_epoch() { return get()->start_epoch(); }
 
-  // leaves: a list of (name, Tensor) or (name, list[Tensor]) — one output tensor each.
+  // leaves: a list of (name, Tensor), (name, list[Tensor]) or (name, Tensor, indices) — one
+  // output tensor each; the last gathers rows `indices` of the tensor (ArrayLoader).
   uint64_t submit(uint64_t token, const py::list& leaves) {
     EngineRef engine = get();
     std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
@@ -145,7 +146,9 @@ class PyEngine {
       std::string name = pair[0].cast<std::string>();
       py::handle value = pair[1];
       LeafPlan plan;
-      if (THPVariable_Check(value.ptr())) {
+      if (pair.size() == 3) {
+        add_gathered(value, pair[2], name, &plan, keep);
+      } else if (THPVariable_Check(value.ptr())) {
         at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name);
         plan.pieces.push_back(host_view(t));
         plan.dtype_code = static_cast<int64_t>(t.scalar_type());
@@ -321,6 +324,47 @@ class PyEngine {
     plan->dtype_code = static_cast<int64_t>(first.scalar_type());
     plan->shape.push_back(static_cast<int64_t>(n));
     plan->shape.insert(plan->shape.end(), first.sizes().begin(), first.sizes().end());
+  }
+
+  // Rows `indices` of `array` stacked: one piece per row, pointing into the array itself, so the
+  // pool's threads copy the rows straight from the dataset (a memmap's pages fault in there, with
+  // the GIL released) and no Python runs per sample.
+  void add_gathered(py::handle value, py::handle index_obj, const std::string& name,
+                    LeafPlan* plan, std::vector<at::Tensor>* keep) {
+    if (!THPVariable_Check(value.ptr()) || !THPVariable_Check(index_obj.ptr())) {
+      throw CollateError("prefetch: " + name + ": a gathered leaf needs a tensor and an index tensor");
+    }
+    at::Tensor array = readable(THPVariable_Unpack(value.ptr()), name);
+    at::Tensor indices = THPVariable_Unpack(index_obj.ptr());
+    if (array.dim() < 1) throw CollateError("prefetch: " + name + " is 0-D; rows cannot be gathered");
+    if (indices.dim() != 1 || indices.scalar_type() != at::kLong || !indices.device().is_cpu()) {
+      throw CollateError("prefetch: " + name + ": indices must be a 1-D int64 CPU tensor");
+    }
+    indices = indices.contiguous();
+    const int64_t rows = array.size(0);
+    const int64_t n = indices.numel();
+    const int64_t* idx = indices.const_data_ptr<int64_t>();
+    HostTensor row;
+    row.itemsize = array.element_size();
+    row.sizes.assign(array.sizes().begin() + 1, array.sizes().end());
+    row.strides.assign(array.strides().begin() + 1, array.strides().end());
+    const auto* base = static_cast<const std::byte*>(array.const_data_ptr());
+    const int64_t row_step = array.stride(0) * static_cast<int64_t>(array.element_size());
+    plan->pieces.reserve(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      if (idx[k] < 0 || idx[k] >= rows) {
+        throw CollateError("prefetch: " + name + ": index " + std::to_string(idx[k]) +
+                           " (position " + std::to_string(k) + " of the batch) is out of range for " +
+                           std::to_string(rows) + " rows");
+      }
+      row.data = base + idx[k] * row_step;
+      plan->pieces.push_back(row);
+    }
+    plan->dtype_code = static_cast<int64_t>(array.scalar_type());
+    plan->shape.push_back(n);
+    plan->shape.insert(plan->shape.end(), array.sizes().begin() + 1, array.sizes().end());
+    keep->push_back(std::move(array));
+    keep->push_back(std::move(indices));
   }
 
   // The packed destination as a uint8 tensor. On the CPU its storage holds the pool lease: the

@@ -31,11 +31,40 @@ void check_flip(const std::optional<at::Tensor>& flip, const char* name, const a
               ref.device());
 }
 
-GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t N, int64_t H, int64_t W,
+// Gather indices: 1-D integers on the input's device. On the CPU every index is checked here;
+// on CUDA the kernel checks (a check here would synchronise the host with the device).
+at::Tensor gather_rows(const std::optional<at::Tensor>& indices, const at::Tensor& ref,
+                       int64_t sources) {
+  const at::Tensor& i = *indices;
+  TORCH_CHECK(at::isIntegralType(i.scalar_type(), /*includeBool=*/false),
+              "indices must be an integer tensor of shape [n], got dtype ", i.scalar_type());
+  TORCH_CHECK(i.dim() == 1, "indices must be 1-D [n], got shape ", shape_of(i));
+  TORCH_CHECK(i.device() == ref.device(), "indices is on ", i.device(), " but the input is on ",
+              ref.device());
+  at::Tensor rows = i.to(at::kLong).contiguous();
+  if (rows.is_cpu() && rows.numel() > 0) {
+    const int64_t* p = rows.const_data_ptr<int64_t>();
+    for (int64_t k = 0; k < rows.numel(); ++k) {
+      TORCH_CHECK_INDEX(p[k] >= 0 && p[k] < sources, "indices[", k, "] = ", p[k],
+                        " is out of range for an input of ", sources, " samples");
+    }
+  }
+  return rows;
+}
+
+GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t sources, int64_t H, int64_t W,
                                const std::optional<at::Tensor>& hflip,
                                const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
-                               const std::optional<at::Tensor>& offsets) {
+                               const std::optional<at::Tensor>& offsets,
+                               const std::optional<at::Tensor>& indices) {
   GeometryInputs in;
+  int64_t N = sources;
+  if (indices.has_value()) {
+    in.rows = gather_rows(indices, ref, sources);
+    N = in.rows.numel();
+    in.g.rows = in.rows.const_data_ptr<int64_t>();
+  }
+  in.g.sources = sources;
   in.g.N = N;
   in.g.H = H;
   in.g.W = W;
@@ -81,7 +110,8 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
                                       at::OptionalIntArrayRef crop,
                                       const std::optional<at::Tensor>& offsets, int64_t fill,
                                       at::ScalarType dtype, const std::string& layout,
-                                      bool channels_last, const OutputAllocator& allocate) {
+                                      bool channels_last, const std::optional<at::Tensor>& indices,
+                                      const OutputAllocator& allocate) {
   TORCH_CHECK(layout == "NHWC" || layout == "NCHW", "layout must be 'NHWC' or 'NCHW', got '",
               layout, "'");
   TORCH_CHECK(images.scalar_type() == at::kByte, "images must be uint8, got ", images.scalar_type());
@@ -91,7 +121,6 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
               "dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
   TORCH_CHECK(fill >= 0 && fill <= 255, "fill must be a uint8 value in [0, 255], got ", fill);
   const bool nhwc = layout == "NHWC";
-  const int64_t N = images.size(0);
   const int64_t C = nhwc ? images.size(3) : images.size(1);
   const int64_t H = nhwc ? images.size(1) : images.size(2);
   const int64_t W = nhwc ? images.size(2) : images.size(3);
@@ -108,8 +137,9 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
     plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
     plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
   }
-  plan.geometry = geometry_inputs(images, N, H, W, hflip, vflip, crop, offsets);
+  plan.geometry = geometry_inputs(images, images.size(0), H, W, hflip, vflip, crop, offsets, indices);
   kernels::Geometry& g = plan.geometry.g;
+  const int64_t N = g.N;
   g.C = C;
   g.sN = images.stride(0);
   g.sC = nhwc ? images.stride(3) : images.stride(1);
@@ -139,6 +169,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
 FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                             const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                             const std::optional<at::Tensor>& offsets, int64_t fill,
+                            const std::optional<at::Tensor>& indices,
                             const OutputAllocator& allocate) {
   const auto t = masks.scalar_type();
   TORCH_CHECK(t == at::kByte || t == at::kShort || t == at::kInt || t == at::kLong,
@@ -146,7 +177,7 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
   TORCH_CHECK(masks.dim() == 3, "masks must be 3-D [N, H, W], got shape ", shape_of(masks));
   FlipCropPlan plan;
   plan.geometry = geometry_inputs(masks, masks.size(0), masks.size(1), masks.size(2), hflip, vflip,
-                                  crop, offsets);
+                                  crop, offsets, indices);
   kernels::Geometry& g = plan.geometry.g;
   g.C = 1;
   g.sN = masks.stride(0);
@@ -196,9 +227,11 @@ at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mea
                               at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                               const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                               const std::optional<at::Tensor>& offsets, int64_t fill,
-                              at::ScalarType dtype, c10::string_view layout, bool channels_last) {
+                              at::ScalarType dtype, c10::string_view layout, bool channels_last,
+                              const std::optional<at::Tensor>& indices) {
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
-                                               dtype, std::string(layout), channels_last, pooled_empty);
+                                               dtype, std::string(layout), channels_last, indices,
+                                               pooled_empty);
   plan.args.affine = plan.affine.data();
   const kernels::Geometry& g = plan.args.g;
   const int64_t rows = g.N * g.h;
@@ -211,8 +244,9 @@ at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mea
 
 at::Tensor flip_crop_cpu(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                          const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
-                         const std::optional<at::Tensor>& offsets, int64_t fill) {
-  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, pooled_empty);
+                         const std::optional<at::Tensor>& offsets, int64_t fill,
+                         const std::optional<at::Tensor>& indices) {
+  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, indices, pooled_empty);
   const int64_t rows = plan.args.g.N * plan.args.g.h;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.args.g.w));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
@@ -227,10 +261,11 @@ TORCH_LIBRARY(prefetch, m) {
   m.def(
       "normalize_flip(Tensor images, float[] mean, float[] std, Tensor? hflip=None, "
       "Tensor? vflip=None, int[]? crop=None, Tensor? offsets=None, int fill=0, "
-      "ScalarType dtype=float, str layout=\"NHWC\", bool channels_last=False) -> Tensor");
+      "ScalarType dtype=float, str layout=\"NHWC\", bool channels_last=False, "
+      "Tensor? indices=None) -> Tensor");
   m.def(
       "flip_crop(Tensor masks, Tensor? hflip=None, Tensor? vflip=None, int[]? crop=None, "
-      "Tensor? offsets=None, int fill=0) -> Tensor");
+      "Tensor? offsets=None, int fill=0, Tensor? indices=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {

@@ -18,7 +18,7 @@ constexpr int64_t kMaxCrop = 65535;
 // on the images' device. Kept alive for as long as the kernel may read them.
 struct GeometryInputs {
   kernels::Geometry g;
-  at::Tensor hflip, vflip, offsets;
+  at::Tensor hflip, vflip, offsets, rows;  // rows: int64 [N] gather indices, or undefined
   const uint8_t* hflip_ptr() const { return hflip.defined() ? hflip.const_data_ptr<uint8_t>() : nullptr; }
   const uint8_t* vflip_ptr() const { return vflip.defined() ? vflip.const_data_ptr<uint8_t>() : nullptr; }
   const int64_t* offsets_ptr() const {
@@ -46,6 +46,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
                                       const std::optional<at::Tensor>& offsets, int64_t fill,
                                       at::ScalarType dtype, const std::string& layout,
                                       bool channels_last,
+                                      const std::optional<at::Tensor>& indices,
                                       const OutputAllocator& allocate = default_output);
 
 struct FlipCropPlan {
@@ -57,6 +58,7 @@ struct FlipCropPlan {
 FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                             const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                             const std::optional<at::Tensor>& offsets, int64_t fill,
+                            const std::optional<at::Tensor>& indices,
                             const OutputAllocator& allocate = default_output);
 
 }  // namespace prefetch

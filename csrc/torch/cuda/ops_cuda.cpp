@@ -23,10 +23,11 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
                                at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                                const std::optional<at::Tensor>& offsets, int64_t fill,
-                               at::ScalarType dtype, c10::string_view layout, bool channels_last) {
+                               at::ScalarType dtype, c10::string_view layout, bool channels_last,
+                               const std::optional<at::Tensor>& indices) {
   c10::cuda::CUDAGuard guard(images.device());
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
-                                               dtype, std::string(layout), channels_last);
+                                               dtype, std::string(layout), channels_last, indices);
   const int64_t C = static_cast<int64_t>(plan.affine.size());
   // The caching host allocator keeps the pinned block until the copy reading it has run.
   at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
@@ -40,9 +41,10 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
 
 at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
                           const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
-                          const std::optional<at::Tensor>& offsets, int64_t fill) {
+                          const std::optional<at::Tensor>& offsets, int64_t fill,
+                          const std::optional<at::Tensor>& indices) {
   c10::cuda::CUDAGuard guard(masks.device());
-  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill);
+  FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, indices);
   check_launch(kernels::flip_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
                "flip_crop");
   return plan.out;

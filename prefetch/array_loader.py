@@ -1,0 +1,346 @@
+"""ArrayLoader: batches straight out of uint8 arrays in RAM, in a memmap or on the GPU.
+
+No Python runs per sample. With ``resident="host"`` the engine's C++ threads gather each batch's
+rows from the arrays into the pinned ring (a memmap's pages are read there, with the GIL
+released), then the copy and the transform run as in a :class:`Prefetcher`. With
+``resident="device"`` the arrays are uploaded once, as they are, and every batch is gathered on
+the device — the images by the fused gather + crop + flip + normalize kernel — so no data
+crosses PCIe during the epoch (one upload of the epoch's indices and draws per epoch).
+
+The order of an epoch is a function of ``(seed, epoch)`` sharded across ranks as in
+:mod:`prefetch.sharding`; the augmentation draws are a function of ``(seed, epoch, batch
+index)``. So both paths yield the same batches, and a run resumed from :meth:`state_dict` yields
+exactly the batches the interrupted run had not consumed.
+"""
+import logging
+
+import numpy as np
+import torch
+
+from ._tree import _ndarray_to_tensor, flatten, unflatten
+from .prefetcher import PreparedBatch, Prefetcher, _resolve_device
+from .sharding import distributed_rank_and_size, epoch_indices, shard_size
+from .transforms import FusedAugment, _get
+
+__all__ = ["ArrayLoader"]
+
+logger = logging.getLogger("prefetch")
+
+_RESIDENCIES = ("host", "device", "auto")
+# State keys that must match between the saving and the loading loader for a resume to be exact.
+_LAYOUT_KEYS = ("num_samples", "batch_size", "world_size", "seed", "shuffle", "drop_last")
+
+
+def _as_tensor(array, name):
+    if isinstance(array, torch.Tensor):
+        if array.layout != torch.strided:
+            raise TypeError("prefetch: %s is a %s tensor; ArrayLoader needs dense tensors"
+                            % (name, array.layout))
+        return array
+    if isinstance(array, np.ndarray):  # np.memmap included: from_numpy maps, it does not read
+        return _ndarray_to_tensor(array, name)
+    raise TypeError("prefetch: %s is a %s; ArrayLoader takes numpy arrays (memmaps too) and "
+                    "tensors" % (name, type(array).__name__))
+
+
+def _available_host_memory():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return None
+
+
+class _EpochBatches:
+    """The source the host path's Prefetcher iterates: one epoch's batches, already split."""
+
+    def __init__(self, loader, order, start):
+        self.loader, self.order, self.start = loader, order, start
+
+    def __iter__(self):
+        loader = self.loader
+        bs = loader.batch_size
+        for b in range(self.start, loader._batches_in(self.order)):
+            idx = self.order[b * bs:(b + 1) * bs]
+            leaves = [(name, t, idx) for name, t in loader._leaves]
+            yield PreparedBatch(loader._spec, leaves, [])
+
+
+class _Epoch:
+    """One epoch's iterator; counts what the consumer received, for state_dict()."""
+
+    def __init__(self, loader, epoch, start, batches):
+        self._loader, self._epoch, self._count = loader, epoch, start
+        self._batches = batches
+        loader._position = (epoch, start)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        try:
+            batch = next(self._batches)
+        except StopIteration:
+            if self._loader._position == (self._epoch, self._count):
+                self._loader._position = (self._epoch + 1, 0)
+            raise
+        self._count += 1
+        self._loader._position = (self._epoch, self._count)
+        return batch
+
+    def close(self):
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
+
+
+class ArrayLoader:
+    """Batches of arrays that share their first dimension, shuffled, sharded, augmented, on the
+    device, with no Python per sample.
+
+    Args:
+        arrays: a tuple/list or dict of numpy arrays (memmaps work without reading the whole
+            file) or tensors, e.g. ``(images [N, H, W, C] uint8, labels [N])``; a single array
+            works too. Batches have the same structure.
+        batch_size: samples per batch.
+        shuffle: a new order every epoch, a function of ``(seed, epoch)``; otherwise in order.
+        seed: the order's and (unless the transform has its own) nothing else's seed.
+        drop_last: drop the partial last batch, and cut the dataset to a multiple of
+            ``world_size`` instead of padding it (see :mod:`prefetch.sharding`).
+        rank, world_size: this process's shard; default from ``torch.distributed`` when it is
+            initialised, else one shard.
+        resident: ``"host"`` (gather in C++ threads into the pinned ring, then copy),
+            ``"device"`` (upload once, gather on the device) or ``"auto"``: on CUDA the device
+            when the arrays fit in ``memory_fraction`` of its free memory, else the host; on the
+            CPU the host (the arrays are in host memory already, and the host path runs ahead of
+            the consumer in threads). The choice is logged (logger ``"prefetch"``, INFO) and kept
+            in ``.resident``.
+        device: where batches go; default the current CUDA device (each DDP rank's own, once it
+            called ``torch.cuda.set_device``), else the CPU.
+        depth, num_threads, timeout: the host path's, as in :class:`Prefetcher`.
+        transform: applied to every batch on the device — typically a
+            :class:`prefetch.FusedAugment`, whose draws are keyed by ``(seed, epoch, batch
+            index)`` and which the device path fuses with the gather.
+        memory_fraction: the share of free device memory ``resident="auto"`` may fill.
+    """
+
+    def __init__(self, arrays, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None,
+                 world_size=None, resident="host", device=None, depth=3, num_threads=None,
+                 transform=None, timeout=None, memory_fraction=0.5):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError("prefetch: batch_size must be an int >= 1, got %r" % (batch_size,))
+        if resident not in _RESIDENCIES:
+            raise ValueError("prefetch: resident must be 'host', 'device' or 'auto', got %r"
+                             % (resident,))
+        if transform is not None and not callable(transform):
+            raise TypeError("prefetch: transform must be callable, got %r" % (transform,))
+        if not 0.0 < memory_fraction <= 1.0:
+            raise ValueError("prefetch: memory_fraction must be in (0, 1], got %r" % (memory_fraction,))
+        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), int(seed)
+        self.drop_last, self.transform = bool(drop_last), transform
+        self.rank, self.world_size = distributed_rank_and_size(rank, world_size)
+        self.device = _resolve_device(device)
+        self._structure = self._convert(arrays)
+        self._spec, self._leaves, moves = flatten(self._structure, "arrays")
+        assert not moves  # every leaf is a tensor, by _convert
+        self.num_samples = self._check_lengths()
+        self.resident = self._choose_residency(resident, memory_fraction)
+        self._next_epoch = 0
+        self._resume_index = 0
+        self._position = None  # (epoch, batches consumed) once an epoch started
+        self._prefetcher = None
+        if self.resident == "host":
+            off_host = [name for name, t in self._leaves if t.device.type != "cpu"]
+            if off_host:
+                raise ValueError("prefetch: resident='host' needs host arrays; %s on %s"
+                                 % (", ".join(off_host), self._leaves[0][1].device))
+            self._prefetcher = Prefetcher(None, device=self.device, depth=depth,
+                                          num_threads=num_threads, transform=transform,
+                                          timeout=timeout)
+        else:
+            self._device_leaves = [t.to(self.device) for _, t in self._leaves]
+            self._device_structure = unflatten(self._spec, self._device_leaves, [], self.device)
+
+    # -- construction helpers ------------------------------------------------------------------
+
+    def _convert(self, arrays):
+        if isinstance(arrays, dict):
+            if not arrays:
+                raise ValueError("prefetch: ArrayLoader got an empty dict of arrays")
+            return {k: _as_tensor(v, "arrays[%r]" % (k,)) for k, v in arrays.items()}
+        if isinstance(arrays, (tuple, list)):
+            if not arrays:
+                raise ValueError("prefetch: ArrayLoader got an empty %s of arrays"
+                                 % type(arrays).__name__)
+            return type(arrays)(_as_tensor(v, "arrays[%d]" % i) for i, v in enumerate(arrays))
+        return _as_tensor(arrays, "arrays")
+
+    def _check_lengths(self):
+        zero_d = [name for name, t in self._leaves if t.dim() == 0]
+        if zero_d:
+            raise ValueError("prefetch: %s is 0-D; every array needs a first (sample) dimension"
+                             % ", ".join(zero_d))
+        lengths = [(name, t.shape[0]) for name, t in self._leaves]
+        if len({n for _, n in lengths}) > 1:
+            raise ValueError("prefetch: ArrayLoader's arrays must share their first dimension; got "
+                             + ", ".join("%s: %d" % pair for pair in lengths))
+        n = lengths[0][1]
+        if n == 0:
+            raise ValueError("prefetch: ArrayLoader's arrays are empty (0 samples)")
+        return n
+
+    def _choose_residency(self, resident, memory_fraction):
+        if resident != "auto":
+            return resident
+        nbytes = sum(t.numel() * t.element_size() for _, t in self._leaves)
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            choice = "device" if nbytes <= memory_fraction * free else "host"
+            why = "%.1f MiB of arrays, %.1f MiB free on %s, fraction %g" % (
+                nbytes / 2**20, free / 2**20, self.device, memory_fraction)
+        else:
+            choice = "host"
+            why = "the device is the CPU: the arrays are in host memory already"
+        logger.info("prefetch: ArrayLoader resident='auto' picked %r (%s)", choice, why)
+        return choice
+
+    # -- epochs ----------------------------------------------------------------------------------
+
+    def _batches_in(self, order):
+        n = order.numel()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __len__(self):
+        per_rank = shard_size(self.num_samples, self.world_size, self.drop_last)
+        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+
+    def epoch_indices(self, epoch):
+        """The sample indices this rank reads in ``epoch``, in order (before batching)."""
+        return epoch_indices(self.num_samples, epoch=epoch, seed=self.seed, shuffle=self.shuffle,
+                             rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
+
+    def set_epoch(self, epoch):
+        """The epoch the next ``iter()`` runs (otherwise they count from 0, one per ``iter()``).
+        Setting the epoch a loaded state stopped in keeps its resume position."""
+        epoch = int(epoch)
+        if epoch != self._next_epoch:
+            self._resume_index = 0
+        self._next_epoch = epoch
+
+    def __iter__(self):
+        if self._prefetcher is not None and self._prefetcher.closed:
+            raise RuntimeError("prefetch: this ArrayLoader is closed")
+        epoch, start = self._next_epoch, self._resume_index
+        self._next_epoch, self._resume_index = epoch + 1, 0
+        order = self.epoch_indices(epoch)
+        if self._prefetcher is not None:
+            self._prefetcher.source = _EpochBatches(self, order, start)
+            batches = self._prefetcher._start(epoch, start)
+        else:
+            batches = self._device_batches(order, epoch, start)
+        return _Epoch(self, epoch, start, batches)
+
+    def _upload(self, t):
+        if self.device.type == "cuda":
+            return t.pin_memory().to(self.device, non_blocking=True)
+        return t
+
+    def _device_batches(self, order, epoch, start):
+        bs, count = self.batch_size, self._batches_in(order)
+        if start >= count:
+            return
+        order = self._upload(order)
+        transform = self.transform
+        fused = isinstance(transform, FusedAugment)
+        if fused:
+            # Every draw of the epoch at once, uploaded in one copy: no host-to-device copy per step.
+            images = _get(self._device_structure, transform.image_key)
+            height, width = transform.image_size(images)
+            draws = [transform.draws(min(bs, order.numel() - b * bs), height, width, epoch, b)
+                     for b in range(start, count)]
+            crop = draws[0]["crop"]
+            epoch_draws = {k: self._upload(torch.cat([d[k] for d in draws]))
+                           for k in ("hflip", "vflip", "offsets") if draws[0][k] is not None}
+            skip = {id(images)}
+            if transform.mask_key is not None:
+                skip.add(id(_get(self._device_structure, transform.mask_key)))
+        for b in range(start, count):
+            idx = order[b * bs:(b + 1) * bs]
+            if fused:
+                # Image and mask stay whole: the kernels gather them; the rest is index_select.
+                leaves = [t if id(t) in skip else t.index_select(0, idx) for t in self._device_leaves]
+                batch = unflatten(self._spec, leaves, [], self.device)
+                first = (b - start) * bs
+                d = {k: epoch_draws[k][first:first + idx.numel()] if k in epoch_draws else None
+                     for k in ("hflip", "vflip", "offsets")}
+                d["crop"] = crop
+                yield transform.apply(batch, d, indices=idx)
+            else:
+                leaves = [t.index_select(0, idx) for t in self._device_leaves]
+                batch = unflatten(self._spec, leaves, [], self.device)
+                if transform is not None:
+                    if getattr(transform, "positional_draws", False):
+                        batch = transform(batch, epoch=epoch, index=b)
+                    else:
+                        batch = transform(batch)
+                yield batch
+
+    # -- resume ----------------------------------------------------------------------------------
+
+    def state_dict(self):
+        """The consumer's position: the epoch and how many of its batches were received (batches
+        prefetched but not consumed are not counted), and the layout it applies to."""
+        if self._position is None:
+            epoch, consumed = self._next_epoch, self._resume_index
+        else:
+            epoch, consumed = self._position
+            if consumed >= len(self):
+                epoch, consumed = epoch + 1, 0
+        state = {"epoch": epoch, "batches_consumed": consumed}
+        state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
+        return state
+
+    def load_state_dict(self, state):
+        """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
+        batches already consumed, with the same order and augmentation draws."""
+        mismatched = ["%s: saved %r, this loader %r" % (k, state[k], getattr(self, k))
+                      for k in _LAYOUT_KEYS if k in state and state[k] != getattr(self, k)]
+        if mismatched:
+            raise ValueError("prefetch: the state was saved by a differently configured "
+                             "ArrayLoader; a resume would not be exact (" + "; ".join(mismatched) + ")")
+        consumed = int(state["batches_consumed"])
+        if not 0 <= consumed <= len(self):
+            raise ValueError("prefetch: batches_consumed=%d is outside [0, %d]" % (consumed, len(self)))
+        self._next_epoch, self._resume_index = int(state["epoch"]), consumed
+        self._position = None
+
+    # -- lifetime --------------------------------------------------------------------------------
+
+    def close(self):
+        """Stops the current epoch and joins the host path's threads."""
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def stats(self):
+        """The host path's :meth:`Prefetcher.stats`; on the device path, only ``resident``."""
+        out = self._prefetcher.stats() if self._prefetcher is not None else {}
+        out["resident"] = self.resident
+        return out
+
+    def __repr__(self):
+        return ("ArrayLoader(num_samples=%d, batch_size=%d, shuffle=%s, rank=%d/%d, resident=%r, "
+                "device=%s)" % (self.num_samples, self.batch_size, self.shuffle, self.rank,
+                                self.world_size, self.resident, self.device))
