@@ -411,6 +411,13 @@ class Prefetcher:
             source_state = position.snapshots.get(-1) if position.snapshots else None
             position = (position.epoch, position.first_index, source_state)
         epoch, consumed, source_state = position
+        try:
+            if consumed >= len(self.source) > 0:
+                # Consumed the whole epoch without reaching its end: resume with the next one
+                # (a stateful source saved at its end starts a new epoch, as StatefulDataLoader).
+                epoch, consumed = epoch + 1, 0
+        except TypeError:
+            pass  # no len(): the resumed epoch ends at once and the next one follows
         if source_state is None:
             source_state = self.source.state_dict()
         return {"epoch": epoch, "batches_consumed": consumed, "source": source_state}

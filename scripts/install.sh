@@ -30,6 +30,20 @@ for mod in ninja pybind11 numpy pytest hypothesis setuptools wheel; do
 done
 if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
 
+# Optional test dependencies: their tests skip without them. CI sets PREFETCH_REQUIRE_EXTRAS=1 so
+# a failed install fails there instead of skipping silently. `pip install` never replaces torch
+# here: each of them accepts the installed one.
+for pair in "torchdata==0.11.0:torchdata.stateful_dataloader"; do
+  pkg=${pair%%:*}; mod=${pair#*:}
+  "$PY" -c "import $mod" 2>/dev/null && continue
+  if ! "$PY" -m pip install -q "$pkg"; then
+    if [ "${PREFETCH_REQUIRE_EXTRAS:-0}" = 1 ]; then
+      echo "install.sh: could not install $pkg" >&2; exit 1
+    fi
+    echo "install.sh: could not install $pkg; its tests will skip" >&2
+  fi
+done
+
 # --no-build-isolation: build against the torch installed above, never a freshly fetched one.
 # --no-deps: every dependency is already here, and pip must not touch torch.
 log=$(mktemp)

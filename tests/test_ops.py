@@ -127,6 +127,38 @@ def test_masks_get_the_images_geometry(device, mask_dtype):
         assert torch.allclose(img[n][:, inside].double(), expected_vals, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_indices_gather_in_the_same_pass(device, layout):
+    # A "dataset" of 9 samples; a batch of 6 picks some twice, in any order.
+    images, _, _, g = random_case(device, 9, 3, 11, 10, layout, seed=11)
+    indices = torch.tensor([8, 0, 3, 3, 7, 1], device=device)
+    hflip = torch.tensor([1, 0, 1, 0, 0, 1], dtype=torch.bool, device=device)
+    vflip = torch.tensor([0, 1, 1, 0, 1, 0], dtype=torch.bool, device=device)
+    offsets = torch.tensor([[0, 0], [-2, 3], [4, -1], [1, 1], [-5, 8], [2, 2]], device=device)
+    geo = dict(hflip=hflip, vflip=vflip, crop=(8, 7), offsets=offsets, fill=9)
+    out = normalize_flip(images, MEAN[:3], STD[:3], layout=layout, indices=indices, **geo)
+    picked = images.cpu()[indices.cpu()]  # the gather done first, by torch
+    assert_matches(out, reference(picked, MEAN, STD, layout=layout, **geo), torch.float32)
+    masks = torch.randint(0, 100, (9, 11, 10), dtype=torch.int32, generator=g).to(device)
+    got = flip_crop(masks, indices=indices, **geo)
+    expected = reference_geometry(masks.cpu()[indices.cpu()].unsqueeze(1), hflip.cpu(), vflip.cpu(),
+                                  (8, 7), offsets.cpu(), 9).squeeze(1)
+    assert torch.equal(got.cpu().double(), expected)
+
+
+def test_indices_out_of_range_name_the_index():
+    x = torch.zeros(4, 5, 5, 3, dtype=torch.uint8)
+    with pytest.raises(IndexError, match=r"indices\[2\] = 4 is out of range for an input of 4 samples"):
+        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([0, 1, 4]))
+    with pytest.raises(IndexError, match=r"indices\[0\] = -1 is out of range"):
+        flip_crop(x[..., 0], indices=torch.tensor([-1]))
+    with pytest.raises(RuntimeError, match=r"indices must be 1-D \[n\], got shape \[1, 2\]"):
+        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([[0, 1]]))
+    with pytest.raises(RuntimeError, match=r"hflip must have shape \[N\] = \[2\], got \[4\]"):
+        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([0, 1]),
+                       hflip=torch.zeros(4, dtype=torch.bool))
+
+
 @pytest.mark.parametrize("call,match", [
     (lambda x: normalize_flip(x.float(), MEAN[:3], STD[:3]), "images must be uint8, got Float"),
     (lambda x: normalize_flip(x[0], MEAN[:3], STD[:3]), r"4-D \[N, H, W, C\].*\[8, 6, 3\]"),
@@ -165,6 +197,10 @@ def _opcheck_cases(device):
         (torch.ops.prefetch.normalize_flip.default, (x.permute(0, 3, 1, 2).contiguous(), MEAN[:3], STD[:3]),
          dict(dtype=torch.float16, layout="NCHW")),
         (torch.ops.prefetch.flip_crop.default, (masks,), dict(hflip=flips, crop=[4, 4], offsets=offs)),
+        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]),
+         dict(hflip=flips[:2], crop=[5, 5], offsets=offs[:2], indices=torch.tensor([2, 0], device=device))),
+        (torch.ops.prefetch.flip_crop.default, (masks,),
+         dict(indices=torch.tensor([1, 1, 2, 0], device=device))),
     ]
 
 
