@@ -25,6 +25,7 @@ bool HostTensor::is_contiguous() const {
 }
 
 size_t LeafPlan::nbytes() const {
+  if (gather) return pieces.empty() ? 0 : rows.size() * row_bytes(pieces[0]);
   size_t n = 0;
   for (const auto& p : pieces) n += p.nbytes();
   return n;
@@ -44,13 +45,23 @@ std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t*
   return layout;
 }
 
-namespace {
-
-// Bytes of one step along the first dimension of a strided tensor, once packed.
 size_t row_bytes(const HostTensor& t) {
   size_t n = t.itemsize;
   for (size_t d = 1; d < t.sizes.size(); ++d) n *= static_cast<size_t>(t.sizes[d]);
   return n;
+}
+
+namespace {
+
+// Whether one row (dims 1..) of `t` is dense, so a gathered row is one memcpy.
+bool rows_are_contiguous(const HostTensor& t) {
+  int64_t expected = 1;
+  for (size_t d = t.sizes.size(); d-- > 1;) {
+    if (t.sizes[d] == 1) continue;
+    if (t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
 }
 
 // Copies a strided sub-tensor (dims from `dim` on) densely to `dst`; returns the end of dst.
@@ -83,6 +94,19 @@ std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
   std::vector<CopyTask> tasks;
   for (size_t l = 0; l < leaves.size(); ++l) {
     std::byte* dest = base + layout[l].offset;
+    if (leaves[l].gather) {
+      if (leaves[l].pieces.empty()) continue;
+      const HostTensor& source = leaves[l].pieces[0];
+      const size_t row = row_bytes(source);
+      const auto n = static_cast<int64_t>(leaves[l].rows.size());
+      if (row == 0 || n == 0) continue;
+      const int64_t rows_per_task = std::max<int64_t>(1, chunk_bytes / row);
+      for (int64_t r = 0; r < n; r += rows_per_task) {
+        tasks.push_back({&source, dest + r * row, r, std::min(n, r + rows_per_task),
+                         leaves[l].rows.data()});
+      }
+      continue;
+    }
     for (const auto& piece : leaves[l].pieces) {
       const size_t bytes = piece.nbytes();
       if (bytes == 0) continue;
@@ -106,6 +130,25 @@ std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
 
 void run_copy(const CopyTask& task) {
   const HostTensor& t = *task.source;
+  if (task.rows != nullptr) {
+    const int64_t step = (t.sizes.empty() ? 0 : t.strides[0]) * static_cast<int64_t>(t.itemsize);
+    const size_t row = row_bytes(t);
+    const bool dense = rows_are_contiguous(t);
+    std::byte* dst = task.dest;
+    for (int64_t k = task.begin; k < task.end; ++k) {
+      const std::byte* src = t.data + task.rows[k] * step;
+      if (dense) {
+        std::memcpy(dst, src, row);
+        dst += row;
+      } else if (t.sizes.size() == 1) {
+        std::memcpy(dst, src, t.itemsize);
+        dst += t.itemsize;
+      } else {
+        dst = copy_strided(t, 1, src, dst);
+      }
+    }
+    return;
+  }
   if (t.sizes.empty() || t.is_contiguous()) {
     copy_bytes(task.dest, t.data + task.begin, static_cast<size_t>(task.end - task.begin));
     return;

@@ -25,15 +25,21 @@ struct HostTensor {
   bool is_contiguous() const;
 };
 
-// One output tensor: a single tensor copied as it is, or several samples of equal size stacked
-// along a new first dimension (collated here, once). `dtype_code` and `shape` are carried through
-// for the binding; the core never interprets them.
+// One output tensor: a single tensor copied as it is, several samples of equal size stacked
+// along a new first dimension (collated here, once), or — when `rows` is set — rows `rows[k]` of
+// the single piece (a whole dataset) stacked, which is a gather with no per-row description.
+// `dtype_code` and `shape` are carried through for the binding; the core never interprets them.
 struct LeafPlan {
   std::vector<HostTensor> pieces;
+  std::vector<int64_t> rows;  // gather: indices into pieces[0]'s first dimension, all in range
+  bool gather = false;
   int64_t dtype_code = 0;
   std::vector<int64_t> shape;
   size_t nbytes() const;
 };
+
+// Bytes of one step along the first dimension of `t`, once packed.
+size_t row_bytes(const HostTensor& t);
 
 struct LeafLayout {
   size_t offset = 0;
@@ -47,8 +53,9 @@ std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t*
 struct CopyTask {
   const HostTensor* source = nullptr;
   std::byte* dest = nullptr;   // where element [begin of the range] goes
-  int64_t begin = 0;           // contiguous: byte range; strided: range of the first dimension
+  int64_t begin = 0;           // contiguous: byte range; strided or gather: range of rows
   int64_t end = 0;
+  const int64_t* rows = nullptr;  // gather: row k of the range is source row rows[k]
 };
 
 // Splits the copies of every leaf into tasks of roughly `chunk_bytes` so a pool can balance them.

@@ -100,19 +100,29 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
                        std::to_string(options_.max_batch_bytes));
   }
 
-  auto t0 = std::chrono::steady_clock::now();
-  size_t growths_before = ring_.total_growths();
-  Slot& slot = collate_into_ring(leaves, layout, total);
-  uint64_t collate_ns = since_ns(t0);
-
   StagedBatch staged;
   staged.token = token;
-  Destination dest = allocate(total == 0 ? 1 : total);
-  if (total != 0) backend_->copy_async(dest.data, slot.host->data(), total);
-  slot.copied = backend_->record();
-  slot.destination = dest.owner;
-  staged.copied = slot.copied;
-  staged.batch.destination = std::move(dest);
+  size_t growths_before = ring_.total_growths();
+  uint64_t collate_ns = 0;
+  if (options_.collate_into_destination) {
+    Destination dest = allocate(total == 0 ? 1 : total);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<CopyTask> tasks = plan_copies(leaves, layout, dest.data, options_.chunk_bytes);
+    pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+    collate_ns = since_ns(t0);
+    staged.copied = backend_->record();
+    staged.batch.destination = std::move(dest);
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    Slot& slot = collate_into_ring(leaves, layout, total);
+    collate_ns = since_ns(t0);
+    Destination dest = allocate(total == 0 ? 1 : total);
+    if (total != 0) backend_->copy_async(dest.data, slot.host->data(), total);
+    slot.copied = backend_->record();
+    slot.destination = dest.owner;
+    staged.copied = slot.copied;
+    staged.batch.destination = std::move(dest);
+  }
   staged.batch.leaves.reserve(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     staged.batch.leaves.push_back(

@@ -54,6 +54,10 @@ struct EngineOptions {
   int num_threads = 1;
   size_t max_batch_bytes = 0;  // 0: no cap
   size_t chunk_bytes = size_t{1} << 20;
+  // Collate straight into the destination and skip the ring and the copy. Only for destinations
+  // in host memory that the pool may write (the CPU device): there the ring would make every
+  // byte move twice. Backpressure (depth) is unchanged; the ring then stays unused.
+  bool collate_into_destination = false;
 };
 
 struct EngineStats {

@@ -101,6 +101,8 @@ class PyEngine {
     options.depth = depth;
     options.num_threads = num_threads;
     options.max_batch_bytes = static_cast<size_t>(max_batch_bytes);
+    // A CPU destination is plain host memory: collate into it, not through the ring.
+    options.collate_into_destination = !is_cuda_;
     auto backend = is_cuda_ ? make_cuda_backend(device_index) : make_host_backend();
     void* copy_stream = backend->stream_handle();
     engine_ = std::make_shared<Engine>(std::move(backend), options);
@@ -326,8 +328,8 @@ class PyEngine {
     plan->shape.insert(plan->shape.end(), first.sizes().begin(), first.sizes().end());
   }
 
-  // Rows `indices` of `array` stacked: one piece per row, pointing into the array itself, so the
-  // pool's threads copy the rows straight from the dataset (a memmap's pages fault in there, with
+  // Rows `indices` of `array` stacked: a gather leaf over the array itself, so the pool's
+  // threads copy the rows straight from the dataset (a memmap's pages fault in there, with
   // the GIL released) and no Python runs per sample.
   void add_gathered(py::handle value, py::handle index_obj, const std::string& name,
                     LeafPlan* plan, std::vector<at::Tensor>* keep) {
@@ -344,27 +346,20 @@ class PyEngine {
     const int64_t rows = array.size(0);
     const int64_t n = indices.numel();
     const int64_t* idx = indices.const_data_ptr<int64_t>();
-    HostTensor row;
-    row.itemsize = array.element_size();
-    row.sizes.assign(array.sizes().begin() + 1, array.sizes().end());
-    row.strides.assign(array.strides().begin() + 1, array.strides().end());
-    const auto* base = static_cast<const std::byte*>(array.const_data_ptr());
-    const int64_t row_step = array.stride(0) * static_cast<int64_t>(array.element_size());
-    plan->pieces.reserve(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k) {
       if (idx[k] < 0 || idx[k] >= rows) {
         throw CollateError("prefetch: " + name + ": index " + std::to_string(idx[k]) +
                            " (position " + std::to_string(k) + " of the batch) is out of range for " +
                            std::to_string(rows) + " rows");
       }
-      row.data = base + idx[k] * row_step;
-      plan->pieces.push_back(row);
     }
+    plan->gather = true;
+    plan->pieces.push_back(host_view(array));
+    plan->rows.assign(idx, idx + n);
     plan->dtype_code = static_cast<int64_t>(array.scalar_type());
     plan->shape.push_back(n);
     plan->shape.insert(plan->shape.end(), array.sizes().begin() + 1, array.sizes().end());
     keep->push_back(std::move(array));
-    keep->push_back(std::move(indices));
   }
 
   // The packed destination as a uint8 tensor. On the CPU its storage holds the pool lease: the

@@ -12,20 +12,21 @@ import torch
 
 import prefetch
 
-from . import collate, e2e, h2d, ops
+from . import arrays, collate, e2e, h2d, ops
 
 SECTIONS = {
     "collate": "samples -> engine -> ring, vs default_collate and a plain copy",
     "h2d": "host -> device through the ring, vs pin_memory().to() and raw pinned copies (GPU)",
     "ops": "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes",
     "e2e": "a training loop fed by each pipeline, vs the same batches already on the device",
+    "arrays": "ArrayLoader vs DataLoader over the same uint8 arrays; device-resident batches vs copy",
 }
 PLANNED = ()
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m prefetch.bench", description=__doc__)
-    p.add_argument("--sections", default="collate,h2d,ops,e2e",
+    p.add_argument("--sections", default="collate,h2d,ops,arrays,e2e",
                    help="comma-separated: %s" % ", ".join(list(SECTIONS) + list(PLANNED)))
     p.add_argument("--quick", action="store_true", help="small run (well under a minute on 2 cores)")
     p.add_argument("--device", default=None, help="target device (default: cuda if available, else cpu)")
@@ -83,6 +84,21 @@ def print_e2e_table(result):
             print("  %-11s %5d x %-5d %-9s | %8.0f | %7.1f | %5.1f%%" % (
                 model, shape["batch_size"], shape["image_size"], name, r["img_per_s"],
                 r["step_s"] * 1e3, 100 * r["wait_fraction"]))
+
+
+def print_arrays_table(r):
+    print("\narrays (%d uint8 %dx%dx3 images, batch %d)" % (
+        r["num_images"], r["image_size"], r["image_size"], r["batch_size"]))
+    loaders = [("ArrayLoader host", r["host_img_per_s"])] + [
+        ("DataLoader %s workers" % k.split("_")[1][:-1], v) for k, v in r.items()
+        if k.startswith("dataloader_")]
+    for name, rate in loaders:
+        print("  %-22s | %10.0f images/s | %6.1f batches/s" % (name, rate, rate / r["batch_size"]))
+    print("  ArrayLoader host / best DataLoader: %.1fx" % r["arrays_vs_dataloader"])
+    print("  ArrayLoader device + FusedAugment: %.0f images/s (%.1f batches/s), %.2f GB/s moved, "
+          "copy %.2f GB/s, fraction of copy %.2f" % (
+              r["device_img_per_s"], r["device_batches_per_s"], r["device_gbps"], r["copy_gbps"],
+              r["arrays_device_fraction_of_copy"]))
 
 
 def write_charts(result, out_dir):
@@ -175,6 +191,16 @@ def main(argv=None):
             metrics.update({k: main_row[k] for k in ("ops_gbps", "ops_fraction_of_copy", "ops_vs_torch_chain")})
             config_ops = {"images": n, "dtype": "float32", "layout": "contiguous"}
             details["ops_config"] = config_ops
+
+        if section == "arrays":
+            n = 10000 if args.quick else 50000
+            row = arrays.measure(device, n=n, batches=8 if args.quick else 40,
+                                 threads=args.threads, progress=progress,
+                                 repeats=2 if args.quick else 3)
+            details["arrays"] = row
+            print_arrays_table(row)
+            metrics.update({k: row[k] for k in ("arrays_vs_dataloader", "device_batches_per_s",
+                                                "arrays_device_fraction_of_copy")})
 
         if section == "h2d":
             if device.type != "cuda":

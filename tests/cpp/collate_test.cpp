@@ -70,6 +70,19 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
     size_t off = round_up(expected.size(), kLeafAlignment);
     expected.resize(off, kSentinel);
     ref_offsets.push_back(off);
+    if (leaf.gather) {
+      // Row k is the sub-tensor at index rows[k] of the first dimension, walked by the reference.
+      const HostTensor& src = leaf.pieces[0];
+      for (int64_t r : leaf.rows) {
+        HostTensor row;
+        row.data = src.data + r * src.strides[0] * static_cast<int64_t>(src.itemsize);
+        row.itemsize = src.itemsize;
+        row.sizes.assign(src.sizes.begin() + 1, src.sizes.end());
+        row.strides.assign(src.strides.begin() + 1, src.strides.end());
+        reference_append(row, &expected);
+      }
+      continue;
+    }
     for (const auto& piece : leaf.pieces) reference_append(piece, &expected);
   }
 
@@ -96,8 +109,8 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
     ASSERT_NE(t.source, nullptr);
     ASSERT_LT(t.begin, t.end) << "an empty task";
     const HostTensor& src = *t.source;
-    size_t unit = 1;  // contiguous tasks count bytes, strided ones rows of the first dimension
-    if (!src.sizes.empty() && !src.is_contiguous()) {
+    size_t unit = 1;  // contiguous tasks count bytes, strided and gather ones rows
+    if (t.rows != nullptr || (!src.sizes.empty() && !src.is_contiguous())) {
       unit = src.itemsize;
       for (size_t d = 1; d < src.sizes.size(); ++d) unit *= static_cast<size_t>(src.sizes[d]);
     }
@@ -118,7 +131,7 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
     // No task is much larger than a chunk, except a single row that is larger by itself.
     for (const auto& t : tasks) {
       const HostTensor& src = *t.source;
-      if (src.sizes.empty() || src.is_contiguous()) {
+      if (t.rows == nullptr && (src.sizes.empty() || src.is_contiguous())) {
         EXPECT_LE(static_cast<size_t>(t.end - t.begin), chunk_bytes);
       }
     }
@@ -443,6 +456,49 @@ TEST(Collate, RandomViewsMatchReference) {
     check_pack(leaves, 4096, round % 2 ? &pool : nullptr);
     if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+}  // namespace
+}  // namespace prefetch
+
+namespace prefetch {
+namespace {
+
+LeafPlan gather_of(HostTensor source, std::vector<int64_t> rows) {
+  LeafPlan leaf;
+  leaf.gather = true;
+  leaf.pieces.push_back(std::move(source));
+  leaf.rows = std::move(rows);
+  return leaf;
+}
+
+// Rows picked out of a dataset: any order, repeats, first and last row; dense rows, rows whose
+// elements are strided (a transposed dataset), 1-D datasets (labels: one element per row).
+TEST(CollateGather, RowsOfDenseStridedAndOneDimensionalSources) {
+  Storage s(1 << 16, 41);
+  const std::vector<int64_t> rows = {7, 0, 3, 3, 9, 1, 7};
+  std::vector<LeafPlan> leaves;
+  leaves.push_back(gather_of(view(s, 1, {10, 6, 5, 3}, {90, 15, 3, 1}), rows));  // NHWC images
+  leaves.push_back(gather_of(view(s, 4, {10, 5, 6}, {30, 1, 5}), rows));        // rows transposed
+  leaves.push_back(gather_of(view(s, 8, {10}, {1}), rows));                      // labels
+  leaves.push_back(gather_of(view(s, 2, {10, 4}, {1, 10}), rows));               // column-major
+  leaves.push_back(gather_of(view(s, 1, {10, 6}, {6, 1}), {}));                  // no rows
+  check_pack(leaves, 4096);
+  EXPECT_EQ(leaves[0].nbytes(), rows.size() * 90);
+  EXPECT_EQ(leaves[4].nbytes(), 0u);
+}
+
+// A batch of many rows is split into tasks of about a chunk that the pool runs in parallel.
+TEST(CollateGather, LargeGatherSplitsIntoTasksAndRunsOnThePool) {
+  Storage s(3000 * 300, 43);
+  std::mt19937_64 rng(5);
+  std::vector<int64_t> rows(1000);
+  for (auto& r : rows) r = static_cast<int64_t>(rng() % 3000);
+  std::vector<LeafPlan> leaves;
+  leaves.push_back(gather_of(view(s, 1, {3000, 300}, {300, 1}), rows));
+  leaves.push_back(gather_of(view(s, 4, {3000 * 300 / 4}, {1}), rows));
+  ThreadPool pool(4);
+  check_pack(leaves, 4096, &pool, /*min_tasks=*/1000 * 300 / 4096);
 }
 
 }  // namespace

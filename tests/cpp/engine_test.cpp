@@ -105,6 +105,41 @@ TEST_P(EngineDepth, HeldBatchesAreNeverOverwritten) {
   }
 }
 
+// The CPU device's mode: collation straight into the destination, no ring and no copy. Order,
+// exact content and held batches as through the ring, with random stream delays.
+TEST_P(EngineDepth, CollateIntoDestinationKeepsOrderContentAndHeldBatches) {
+  Allocator alloc;
+  EngineOptions o = options(GetParam(), 3);
+  o.collate_into_destination = true;
+  EngineHarness h(o);
+  Engine& e = *h;
+  e.backend().set_debug_delay(50, 11);
+  for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
+    const uint64_t token = e.start_epoch();
+    const int n = 20;
+    h.spawn([&e, &alloc, token, epoch, n] {
+      for (int i = 0; i < n; ++i) {
+        uint64_t tag = epoch * 1000 + i;
+        submit_tag(e, token, tag, random_spec(tag, true), alloc);
+      }
+      e.finish(token, false);
+    });
+    std::vector<ReadyBatch> held;
+    ReadyBatch b;
+    NextStatus st;
+    while ((st = e.next(token, &b, kLongWait)) == NextStatus::kBatch) held.push_back(std::move(b));
+    EXPECT_EQ(st, NextStatus::kEnd);
+    ASSERT_EQ(held.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      e.backend().wait_on(*held[i].ready, nullptr);
+      EXPECT_EQ(held[i].seq, static_cast<uint64_t>(i));
+      uint64_t tag = epoch * 1000 + i;
+      EXPECT_EQ(verify(held[i], tag, random_spec(tag, true)), "");
+    }
+  }
+  EXPECT_EQ(e.slot_capacity(0), 0u) << "the ring is not used in this mode";
+}
+
 // With depth d, d batches can wait for the consumer; the next submit blocks until one is taken.
 TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   const int d = GetParam();
