@@ -55,18 +55,19 @@ def _available_host_memory():
 
 
 class _EpochBatches:
-    """The source the host path's Prefetcher iterates: one epoch's batches, already split."""
+    """The source the host path's Prefetcher iterates: one epoch's batches, already split. It
+    holds the arrays, never the loader: the producer thread keeps its source alive, and a loader
+    it kept alive could never be collected (and so never stop that thread)."""
 
-    def __init__(self, loader, order, start):
-        self.loader, self.order, self.start = loader, order, start
+    def __init__(self, spec, leaves, order, start, batch_size, count):
+        self.spec, self.leaves, self.order = spec, leaves, order
+        self.start, self.batch_size, self.count = start, batch_size, count
 
     def __iter__(self):
-        loader = self.loader
-        bs = loader.batch_size
-        for b in range(self.start, loader._batches_in(self.order)):
+        bs = self.batch_size
+        for b in range(self.start, self.count):
             idx = self.order[b * bs:(b + 1) * bs]
-            leaves = [(name, t, idx) for name, t in loader._leaves]
-            yield PreparedBatch(loader._spec, leaves, [])
+            yield PreparedBatch(self.spec, [(name, t, idx) for name, t in self.leaves], [])
 
 
 class _Epoch:
@@ -240,7 +241,8 @@ class ArrayLoader:
         self._next_epoch, self._resume_index = epoch + 1, 0
         order = self.epoch_indices(epoch)
         if self._prefetcher is not None:
-            self._prefetcher.source = _EpochBatches(self, order, start)
+            self._prefetcher.source = _EpochBatches(self._spec, self._leaves, order, start,
+                                                    self.batch_size, self._batches_in(order))
             batches = self._prefetcher._start(epoch, start)
         else:
             batches = self._device_batches(order, epoch, start)

@@ -30,3 +30,18 @@ def test_unknown_section_is_refused(tmp_path, capsys):
 
     with pytest.raises(SystemExit, match="unknown section"):
         main(["--sections", "nope", "--out", str(tmp_path)])
+
+
+def test_arrays_section_reports_its_metrics(tmp_path):
+    rc = main(["--quick", "--sections", "arrays", "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    metrics = result["metrics"]
+    for key in ("arrays_vs_dataloader", "device_batches_per_s", "arrays_device_fraction_of_copy"):
+        assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
+    row = result["details"]["arrays"]
+    for key in ("host_img_per_s", "dataloader_0w_img_per_s", "dataloader_2w_img_per_s"):
+        assert row[key] > 0, key
+    # The ratio is what it says: the ArrayLoader over the best DataLoader of the same run.
+    best = max(row["dataloader_0w_img_per_s"], row["dataloader_2w_img_per_s"])
+    assert abs(metrics["arrays_vs_dataloader"] - row["host_img_per_s"] / best) < 1e-9

@@ -176,3 +176,117 @@ def test_property_output_equals_plain_iteration(source):
     assert len(got) == len(source)
     for g, e in zip(got, source):
         assert_same(g, e, torch.device("cpu"))
+
+
+# ---- the same promises for ArrayLoader (issue 7 after the fast-sources issue) ----------------
+
+
+@pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
+def test_interpreter_exit_with_a_live_array_loader(state):
+    out = run_child("""
+        import time, torch, prefetch
+        images = torch.zeros(5000, 32, 32, 3, dtype=torch.uint8)
+        loader = prefetch.ArrayLoader((images, torch.arange(5000)), 64, depth=2)
+        if "%s" != "held":
+            it = iter(loader)
+            next(it)
+        if "%s" == "blocked-producer":
+            time.sleep(0.3)  # the producer is now blocked: depth batches wait for the consumer
+        print("exiting", flush=True)
+    """ % (state, state), timeout=30)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "exiting" in out.stdout
+
+
+@pytest.mark.parametrize("how", ["del", "close", "with"])
+def test_array_loader_break_then_cleanup_joins_every_thread(how):
+    import time
+
+    images = torch.zeros(4000, 16, 16, 3, dtype=torch.uint8)
+    before = thread_count()
+
+    def consume_some(loader):
+        for i, _ in enumerate(loader):
+            if i == 3:
+                break
+        time.sleep(0.05)  # the producer fills the ring and blocks
+        assert thread_count() > before
+
+    if how == "with":
+        with prefetch.ArrayLoader((images, torch.arange(4000)), 32, depth=2, num_threads=3) as loader:
+            consume_some(loader)
+    else:
+        loader = prefetch.ArrayLoader((images, torch.arange(4000)), 32, depth=2, num_threads=3)
+        consume_some(loader)
+        if how == "close":
+            loader.close()
+        del loader
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and thread_count() > before:
+        gc.collect()
+        time.sleep(0.02)
+    assert thread_count() <= before, "threads left: %d, before: %d" % (thread_count(), before)
+
+
+@pytest.mark.parametrize("resident", ["host", "device"])
+def test_array_loader_hundred_epochs_stay_flat(resident):
+    # Tolerances as test_hundred_epochs_stay_flat: no thread or fd growth; RSS within 16 MiB
+    # (an epoch moves 3 MiB, so leaking one batch per epoch would exceed it).
+    images = torch.randint(0, 256, (1000, 32, 32, 3), dtype=torch.uint8)
+    aug = prefetch.FusedAugment([0.5] * 3, [0.2] * 3, crop=32, padding=4, seed=0)
+    gc.collect()
+    with prefetch.ArrayLoader((images, torch.arange(1000)), 100, resident=resident,
+                              transform=aug) as loader:
+        for _ in range(10):
+            for _ in loader:
+                pass
+        threads, fds, rss = thread_count(), len(os.listdir("/proc/self/fd")), _rss_bytes()
+        for _ in range(90):
+            for _ in loader:
+                pass
+        assert thread_count() <= threads
+        assert len(os.listdir("/proc/self/fd")) <= fds
+        assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+
+
+_ARRAY_DTYPES = [torch.uint8, torch.int16, torch.int64, torch.float16, torch.float32, torch.bool]
+
+
+@st.composite
+def array_sets(draw):
+    n = draw(st.integers(1, 40))
+    arrays = []
+    for _ in range(draw(st.integers(1, 3))):
+        dtype = draw(st.sampled_from(_ARRAY_DTYPES))
+        shape = (n,) + tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+        t = (torch.rand(shape) * 100).to(dtype)
+        if draw(st.booleans()) and len(shape) >= 3:
+            t = t.transpose(1, 2)  # rows that are not dense
+        arrays.append(t)
+    return tuple(arrays)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arrays=array_sets(), batch_size=st.integers(1, 12), shuffle=st.booleans(),
+       drop_last=st.booleans(), resident=st.sampled_from(["host", "device"]),
+       world=st.integers(1, 3), epoch=st.integers(0, 3))
+def test_property_array_loader_equals_a_reference_gather(arrays, batch_size, shuffle, drop_last,
+                                                          resident, world, epoch):
+    n = arrays[0].shape[0]
+    rank = epoch % world
+    with prefetch.ArrayLoader(arrays, batch_size, shuffle=shuffle, drop_last=drop_last, seed=epoch,
+                              rank=rank, world_size=world, resident=resident) as loader:
+        loader.set_epoch(epoch)
+        got = list(loader)
+        order = loader.epoch_indices(epoch)
+    assert len(order) == (n // world if drop_last else -(-n // world))
+    assert set(order.tolist()) <= set(range(n))
+    expected = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if drop_last and expected and len(expected[-1]) < batch_size:
+        expected.pop()
+    assert len(got) == len(expected) == len(loader)
+    for batch, idx in zip(got, expected):
+        assert isinstance(batch, tuple) and len(batch) == len(arrays)
+        for g, a in zip(batch, arrays):
+            assert g.dtype == a.dtype and g.shape == a[idx].shape
+            assert torch.equal(g, a[idx])

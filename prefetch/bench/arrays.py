@@ -6,8 +6,10 @@ Workload (the fast-sources issue): CIFAR-size uint8 images ``[N, 32, 32, 3]`` an
   DataLoader(TensorDataset, shuffle=True, pin_memory on CUDA) + ``.to(device)`` with 0 and 2
   workers; plain uint8 batches, no augmentation, so the comparison is the loaders alone.
 - device: ArrayLoader(resident="device") with FusedAugment (crop 32, padding 4, random flips,
-  float32): batches per second, and the fused kernel's bytes moved (uint8 read + float32 written)
-  per second over a device-to-device copy of as many bytes.
+  float32): batches per second through the loader; and the fused gather kernel alone over one
+  epoch's order (one call), its bytes moved (uint8 read + float32 written) per second over a
+  device-to-device copy moving as many bytes — the kernel's efficiency, apart from the per-batch
+  launches that bound small batches.
 Timed after a warm-up of a few batches (DataLoader worker start-up excluded), median of repeats.
 """
 import statistics
@@ -26,7 +28,10 @@ def _sync(device):
 
 
 def _images_per_second(make_iter, device, batches, warmup=3, repeats=3):
-    """Median images/s over `batches` batches after `warmup`, a fresh iterator per repeat."""
+    """Median images/s over `batches` batches after `warmup`, a fresh iterator per repeat, after
+    one untimed pass (first touches of the dataset's pages and of the loader's buffers)."""
+    for _ in zip(range(batches + warmup), make_iter()):
+        pass
     rates = []
     for _ in range(repeats):
         it = make_iter()
@@ -87,20 +92,40 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
         rate = _images_per_second(lambda: iter(loader), device, device_batches, repeats=repeats)
     row["device_img_per_s"] = rate
     row["device_batches_per_s"] = rate / batch_size
-    per_image = size * size * 3 * (1 + 4)  # uint8 read + float32 written
-    row["device_gbps"] = rate * per_image / 1e9
-    out_bytes = batch_size * size * size * 3 * 4
-    src = torch.empty(out_bytes, dtype=torch.uint8, device=device)
+
+    # The kernel alone: one gather + crop + flip + normalize over the whole epoch's order, bytes
+    # moved (uint8 read + float32 written) per second, over a copy moving as many bytes.
+    progress("arrays: the fused gather kernel over one epoch vs a device copy")
+    images_dev = images.to(device)
+    order = torch.randperm(n, generator=g).to(device)
+    draws = aug.draws(n, size, size)
+    draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in draws.items()}
+
+    def fused():
+        return prefetch.ops.normalize_flip(images_dev, MEAN, STD, hflip=draws["hflip"],
+                                           crop=draws["crop"], offsets=draws["offsets"],
+                                           indices=order)
+
+    moved = n * size * size * 3 * (1 + 4)
+    src = torch.empty(moved // 2, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    dst.copy_(src)
+    row["kernel_s"] = _median_seconds(fused, device, max(3, repeats))
+    row["copy_s"] = _median_seconds(lambda: dst.copy_(src), device, max(3, repeats))
+    row["device_gbps"] = moved / row["kernel_s"] / 1e9
+    row["copy_gbps"] = moved / row["copy_s"] / 1e9
+    row["arrays_device_fraction_of_copy"] = row["device_gbps"] / row["copy_gbps"]
+    # How much of the kernel's rate the per-batch loop keeps (launches, slicing, Python).
+    row["device_loop_fraction_of_kernel"] = rate / (n / row["kernel_s"])
+    return row
+
+
+def _median_seconds(fn, device, repeats):
+    fn()
     _sync(device)
     times = []
-    for _ in range(max(5, repeats)):
+    for _ in range(repeats):
         t0 = time.perf_counter()
-        for _ in range(20):
-            dst.copy_(src)
+        fn()
         _sync(device)
-        times.append((time.perf_counter() - t0) / 20)
-    row["copy_gbps"] = 2 * out_bytes / statistics.median(times) / 1e9
-    row["arrays_device_fraction_of_copy"] = row["device_gbps"] / row["copy_gbps"]
-    return row
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
