@@ -1,0 +1,101 @@
+"""Beyond one process: DDP under torchrun (CPU, gloo), Lightning's Trainer, Ray Data as a source.
+Lightning and Ray are optional extras: their tests skip without them (CI installs both)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import prefetch
+
+from .reference import reference
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_import_prefetch_pulls_in_neither_ray_nor_lightning():
+    code = ("import sys, prefetch; heavy = [m for m in ('ray', 'lightning', 'pytorch_lightning') "
+            "if m in sys.modules]; print(heavy); assert not heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ddp_example_under_torchrun_gives_each_rank_disjoint_covering_data(tmp_path):
+    samples, epochs = 500, 2
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(ROOT, "examples", "ddp_train.py"), "--samples", str(samples),
+           "--epochs", str(epochs), "--batch-size", "32", "--image-size", "16",
+           "--out", str(tmp_path)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("torchrun hung; output:\n%s\n%s" % (exc.stdout, exc.stderr))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = [json.loads((tmp_path / ("rank%d.json" % r)).read_text()) for r in range(2)]
+    assert [r["rank"] for r in records] == [0, 1]
+    assert all(r["world_size"] == 2 and r["device"] == "cpu" for r in records)
+    for loader in ("arrays", "dataloader"):
+        for epoch in range(epochs):
+            shards = [r[loader][str(epoch)] for r in records]
+            assert len(shards[0]) == len(shards[1]) == samples // 2, (loader, epoch)
+            assert not set(shards[0]) & set(shards[1]), (loader, epoch)
+            assert sorted(shards[0] + shards[1]) == list(range(samples)), (loader, epoch)
+        # A new order every epoch.
+        assert records[0][loader]["0"] != records[0][loader]["1"]
+
+
+MEAN, STD = [0.5, 0.45, 0.4], [0.22, 0.25, 0.2]
+
+
+def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_device():
+    pl = pytest.importorskip("lightning.pytorch")
+    from prefetch.lightning import PrefetchDataModule
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (48, 10, 10, 3), dtype=torch.uint8, generator=g)
+    labels = torch.arange(48)
+    dataset = torch.utils.data.TensorDataset(images, labels)
+
+    class Data(pl.LightningDataModule):
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(dataset, batch_size=8, shuffle=False)
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
+            self.seen = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            assert x.device == self.device and y.device == self.device
+            self.seen.append((self.current_epoch, batch_idx, x.detach().cpu().clone(), y.cpu().clone()))
+            return self.layer(x.flatten(1)).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, vflip=0.5, seed=4)
+    dm = PrefetchDataModule(Data(), train_transform=aug, depth=2)
+    model = Model()
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(model, datamodule=dm)
+    assert [(e, i) for e, i, _, _ in model.seen] == [(e, i) for e in range(2) for i in range(6)]
+    for epoch, index, x, y in model.seen:
+        # Plain iteration of the source, then the documented draws for (epoch, index) applied by
+        # the float64 reference.
+        src_x, src_y = images[index * 8:(index + 1) * 8], labels[index * 8:(index + 1) * 8]
+        d = aug.draws(8, 10, 10, epoch, index)
+        ref = reference(src_x, MEAN, STD, hflip=d["hflip"], vflip=d["vflip"], crop=d["crop"],
+                        offsets=d["offsets"])
+        assert torch.equal(y, src_y)
+        assert x.dtype == torch.float32 and x.shape == ref.shape
+        assert torch.allclose(x.double(), ref, atol=1e-5), (epoch, index)
+    # The two epochs drew differently: the Trainer's epoch reached the transform.
+    assert not torch.equal(model.seen[0][2], model.seen[6][2])
+    assert dm._open == []  # teardown closed the Prefetchers
