@@ -5,7 +5,7 @@ threads into a reused ring of pinned buffers, copied on a side stream and handed
 device while the previous training step still runs.
 """
 from ._extension import _C
-from . import collate, ops, sharding
+from . import collate, ops, ray, sharding  # prefetch.ray imports no Ray (a Ray dataset brings it)
 from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader

@@ -277,7 +277,8 @@ class Prefetcher:
     Args:
         source: any iterable of batches; a batch is a tensor, ndarray, number, or nested
             tuples/lists/dicts/namedtuples of them (``default_collate``'s output), optionally
-            with :class:`prefetch.Samples` leaves (see :func:`prefetch.collate.samples`).
+            with :class:`prefetch.Samples` leaves (see :func:`prefetch.collate.samples`). A Ray
+            Data ``Dataset`` is read through :class:`prefetch.ray.RaySource` (numpy batches).
         device: target device; ``None`` means the current CUDA device when CUDA is available,
             otherwise the CPU.
         depth: number of batches prepared ahead of the consumer (ring slots).
@@ -307,6 +308,11 @@ class Prefetcher:
             raise ValueError("prefetch: timeout must be > 0 seconds or None, got %r" % (timeout,))
         if max_batch_bytes is not None and max_batch_bytes < 1:
             raise ValueError("prefetch: max_batch_bytes must be >= 1 or None, got %r" % (max_batch_bytes,))
+        if type(source).__module__.startswith("ray.data"):
+            from .ray import RaySource, is_ray_dataset  # no Ray import: the dataset brings it
+
+            if is_ray_dataset(source):
+                source = RaySource(source)
         self.source = source
         self.device = _resolve_device(device)
         self.depth = depth

@@ -30,19 +30,28 @@ for mod in ninja pybind11 numpy pytest hypothesis setuptools wheel; do
 done
 if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
 
-# Optional test dependencies: their tests skip without them. CI sets PREFETCH_REQUIRE_EXTRAS=1 so
-# a failed install fails there instead of skipping silently. `pip install` never replaces torch
-# here: each of them accepts the installed one.
-for pair in "torchdata==0.11.0:torchdata.stateful_dataloader"; do
-  pkg=${pair%%:*}; mod=${pair#*:}
-  "$PY" -c "import $mod" 2>/dev/null && continue
-  if ! "$PY" -m pip install -q "$pkg"; then
-    if [ "${PREFETCH_REQUIRE_EXTRAS:-0}" = 1 ]; then
-      echo "install.sh: could not install $pkg" >&2; exit 1
+# Optional dependencies whose tests skip without them: torchdata (StatefulDataLoader resume),
+# Lightning and Ray (the scaling integrations). CI sets PREFETCH_REQUIRE_EXTRAS=1 so that a
+# failed install fails there instead of skipping silently; PREFETCH_SKIP_EXTRAS=1 skips them
+# (machines without a package index, such as the GPU image). A constraints file pins torch to
+# the installed build, so none of them can pull another torch.
+if [ "${PREFETCH_SKIP_EXTRAS:-0}" != 1 ]; then
+  constraints=$(mktemp)
+  "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$constraints"
+  for pair in "torchdata==0.11.0:torchdata.stateful_dataloader" "lightning==2.6.6:lightning.pytorch" \
+              "ray[data]==2.60.0:ray.data"; do
+    pkg=${pair%%:*}; mod=${pair#*:}
+    "$PY" -c "import $mod" 2>/dev/null && continue
+    echo "install.sh: installing $pkg (optional; its tests skip without it)"
+    if ! "$PY" -m pip install -q -c "$constraints" "$pkg"; then
+      if [ "${PREFETCH_REQUIRE_EXTRAS:-0}" = 1 ]; then
+        echo "install.sh: could not install $pkg" >&2; exit 1
+      fi
+      echo "install.sh: could not install $pkg; its tests will skip" >&2
     fi
-    echo "install.sh: could not install $pkg; its tests will skip" >&2
-  fi
-done
+  done
+  rm -f "$constraints"
+fi
 
 # --no-build-isolation: build against the torch installed above, never a freshly fetched one.
 # --no-deps: every dependency is already here, and pip must not touch torch.
