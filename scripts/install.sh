@@ -13,7 +13,10 @@ command -v cmake >/dev/null 2>&1 || missing_debs+=(cmake)
 if [ ${#missing_debs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "install.sh: installing ${missing_debs[*]} (C++ core tests)"
-    apt-get update -qq && apt-get install -y -qq "${missing_debs[@]}" >/dev/null
+    # Not fatal: a machine without a package index (the GPU image) still builds the extension.
+    if ! { timeout 300 apt-get update -qq && timeout 300 apt-get install -y -qq "${missing_debs[@]}" >/dev/null; }; then
+      echo "install.sh: could not install ${missing_debs[*]}; the C++ tests need them" >&2
+    fi
   else
     echo "install.sh: please install ${missing_debs[*]} for the C++ tests" >&2
   fi

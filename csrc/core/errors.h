@@ -17,7 +17,8 @@ class CollateError : public std::invalid_argument {
   explicit CollateError(const std::string& what) : std::invalid_argument(what) {}
 };
 
-// An asynchronous backend call failed (CUDA error, a task on the host stream threw).
+// A backend call failed (a CUDA error, or CUDA asked of a build without it). Work that throws on
+// the host stream is not wrapped: Event::wait() rethrows its own exception, original type kept.
 class BackendError : public std::runtime_error {
  public:
   explicit BackendError(const std::string& what) : std::runtime_error(what) {}
