@@ -83,6 +83,18 @@ class _TrainerPrefetcher(Prefetcher):
     def __iter__(self):
         return _LazyEpoch(self)
 
+    # Lightning saves the state of every loader that has these two methods in its checkpoints.
+    # A stateful source (StatefulDataLoader) resumes mid-epoch exactly; any other source has no
+    # position to save, and a checkpoint must not fail because of that.
+    def state_dict(self):
+        if callable(getattr(self.source, "state_dict", None)):
+            return super().state_dict()
+        return {}
+
+    def load_state_dict(self, state):
+        if state:
+            super().load_state_dict(state)
+
     def _start_now(self):
         super().set_epoch(self._trainer_epoch)
         return super().__iter__()

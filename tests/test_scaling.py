@@ -51,7 +51,7 @@ def test_ddp_example_under_torchrun_gives_each_rank_disjoint_covering_data(tmp_p
 MEAN, STD = [0.5, 0.45, 0.4], [0.22, 0.25, 0.2]
 
 
-def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_device():
+def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_device(tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
 
@@ -82,10 +82,12 @@ def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_devic
     aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, vflip=0.5, seed=4)
     dm = PrefetchDataModule(Data(), train_transform=aug, depth=2)
     model = Model()
+    # Checkpointing on: Lightning saves the loader's state_dict() with every checkpoint.
     trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
+                         default_root_dir=str(tmp_path), enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(model, datamodule=dm)
+    assert list(tmp_path.rglob("*.ckpt")), "no checkpoint was written"
     assert [(e, i) for e, i, _, _ in model.seen] == [(e, i) for e in range(2) for i in range(6)]
     for epoch, index, x, y in model.seen:
         # Plain iteration of the source, then the documented draws for (epoch, index) applied by
@@ -153,3 +155,59 @@ def test_ray_source_refuses_what_it_cannot_read(ray_runtime):
         prefetch.ray.RaySource(ds, batch_format="pandas")
     with pytest.raises(KeyError, match=r"no column\(s\) \['image'\]; it has \['id'\]"):
         list(prefetch.Prefetcher(prefetch.ray.RaySource(ds, columns=["image"])))
+
+
+def test_lightning_mid_epoch_resume_with_a_stateful_dataloader(tmp_path):
+    """A run restored from a checkpoint taken after 2 of 6 steps continues with exactly the
+    uninterrupted run's batches 2..5 (labels and augmented images), and afterwards sees what
+    Lightning with the same StatefulDataLoader and no prefetch sees after the same restore."""
+    pl = pytest.importorskip("lightning.pytorch")
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    from prefetch.lightning import PrefetchDataModule
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (48, 10, 10, 3), dtype=torch.uint8, generator=g)
+    dataset = torch.utils.data.TensorDataset(images, torch.arange(48))
+
+    class Data(pl.LightningDataModule):
+        def train_dataloader(self):
+            return sdl.StatefulDataLoader(dataset, batch_size=8, shuffle=True,
+                                          generator=torch.Generator().manual_seed(1))
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
+            self.seen = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            if x.dtype == torch.uint8:  # the run without prefetch: crop like the augmentation
+                x = x[:, 1:9, 1:9].permute(0, 3, 1, 2).float()
+            self.seen.append((self.current_epoch, batch_idx, x.detach().cpu().clone(), y.cpu().clone()))
+            return self.layer(x.flatten(1)).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    def fit(root, with_prefetch, ckpt=None):
+        aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, seed=4)
+        dm = PrefetchDataModule(Data(), train_transform=aug, depth=3) if with_prefetch else Data()
+        model = Model()
+        every_2 = pl.callbacks.ModelCheckpoint(dirpath=str(root), every_n_train_steps=2,
+                                               save_top_k=-1, filename="{epoch}-{step}")
+        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                             callbacks=[every_2], enable_progress_bar=False,
+                             enable_model_summary=False)
+        trainer.fit(model, datamodule=dm, ckpt_path=ckpt)
+        return model.seen
+
+    full = fit(tmp_path / "a", True)
+    rest = fit(tmp_path / "b", True, str(tmp_path / "a" / "epoch=0-step=2.ckpt"))
+    assert [s[:2] for s in rest] == [(0, i) for i in range(2, 6)] + [(1, i) for i in range(6)]
+    for a, b in zip(full[2:6], rest[:4]):
+        assert torch.equal(a[3], b[3]) and torch.equal(a[2], b[2]), a[:2]
+    fit(tmp_path / "c", False)
+    plain = fit(tmp_path / "d", False, str(tmp_path / "c" / "epoch=0-step=2.ckpt"))
+    assert [s[:2] for s in plain] == [s[:2] for s in rest]
+    assert all(torch.equal(p[3], r[3]) for p, r in zip(plain, rest))
