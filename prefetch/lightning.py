@@ -51,18 +51,18 @@ class _LazyEpoch:
     ``iter()`` once just to check the loader, and for the first epoch before it sets the epoch;
     an eager start would fetch with the wrong epoch (and prefetch a whole epoch for nothing)."""
 
-    def __init__(self, prefetcher):
-        self._prefetcher, self._it = prefetcher, None
+    def __init__(self, loader):
+        self._loader, self._it = loader, None
 
     def __iter__(self):
         return self
 
     def __len__(self):
-        return len(self._prefetcher)
+        return len(self._loader)
 
     def __next__(self):
         if self._it is None:
-            self._it = self._prefetcher._start_now()
+            self._it = self._loader._start_now()
         return next(self._it)
 
 
@@ -100,6 +100,40 @@ class _TrainerPrefetcher(Prefetcher):
         return super().__iter__()
 
 
+class _TrainerArrays:
+    """An ArrayLoader as the Trainer sees it: the Trainer's epoch (through ``sampler``), a lazy
+    start, and the loader's state in checkpoints."""
+
+    def __init__(self, loader):
+        self.loader, self._epoch = loader, 0
+
+    @property
+    def sampler(self):
+        return self
+
+    def set_epoch(self, epoch):
+        self._epoch = int(epoch)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        return _LazyEpoch(self)
+
+    def _start_now(self):
+        self.loader.set_epoch(self._epoch)  # the saved epoch keeps its resume position
+        return iter(self.loader)
+
+    def state_dict(self):
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state):
+        self.loader.load_state_dict(state)
+
+    def close(self):
+        self.loader.close()
+
+
 class PrefetchDataModule(pl.LightningDataModule):
     """Wraps a LightningDataModule (or plain loaders) so the Trainer's batches come through
     Prefetchers on the LightningModule's device, transformed there on the copy stream.
@@ -115,8 +149,9 @@ class PrefetchDataModule(pl.LightningDataModule):
         **prefetcher_kwargs: passed to every :class:`prefetch.Prefetcher` (depth, num_threads,
             timeout, max_batch_bytes, device_transform).
 
-    A loader that is already an :class:`prefetch.ArrayLoader` is returned as it is: build it in
-    your DataModule with ``device=self.trainer.strategy.root_device``.
+    A loader that is already an :class:`prefetch.ArrayLoader` is only adapted to the Trainer
+    (its epoch, a lazy start, checkpoints): build it in your DataModule with
+    ``device=self.trainer.strategy.root_device``; it shards itself under DDP.
     """
 
     def __init__(self, datamodule=None, *, train=None, val=None, train_transform=None,
@@ -174,8 +209,12 @@ class PrefetchDataModule(pl.LightningDataModule):
         return explicit() if callable(explicit) and not hasattr(explicit, "__iter__") else explicit
 
     def _wrap(self, loader, transform, stage, shuffle):
-        if loader is None or isinstance(loader, (Prefetcher, ArrayLoader)):
+        if loader is None or isinstance(loader, Prefetcher):
             return loader
+        if isinstance(loader, ArrayLoader):
+            adapted = _TrainerArrays(loader)
+            self._open.append(adapted)
+            return adapted
         if isinstance(loader, DataLoader):
             # What the Trainer would have done to this DataLoader: inject its DistributedSampler.
             connector = getattr(self.trainer, "_data_connector", None)

@@ -211,3 +211,49 @@ def test_lightning_mid_epoch_resume_with_a_stateful_dataloader(tmp_path):
     plain = fit(tmp_path / "d", False, str(tmp_path / "c" / "epoch=0-step=2.ckpt"))
     assert [s[:2] for s in plain] == [s[:2] for s in rest]
     assert all(torch.equal(p[3], r[3]) for p, r in zip(plain, rest))
+
+
+def test_lightning_with_an_array_loader_follows_the_trainer_epochs(tmp_path):
+    pl = pytest.importorskip("lightning.pytorch")
+    from prefetch.lightning import PrefetchDataModule
+
+    g = torch.Generator().manual_seed(2)
+    images = torch.randint(0, 256, (40, 10, 10, 3), dtype=torch.uint8, generator=g)
+    labels = torch.arange(40)
+
+    def make_loader(device):
+        aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, seed=6)
+        return prefetch.ArrayLoader((images, labels), 8, seed=3, transform=aug, device=device)
+
+    class Data(pl.LightningDataModule):
+        def train_dataloader(self):
+            return make_loader(self.trainer.strategy.root_device)
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
+            self.seen = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            self.seen.append((x.detach().cpu().clone(), y.cpu().clone()))
+            return self.layer(x.flatten(1)).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    model = Model()
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                         default_root_dir=str(tmp_path), enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(model, datamodule=PrefetchDataModule(Data()))
+    # The reference: the same ArrayLoader iterated by hand, epoch 0 then epoch 1.
+    with make_loader("cpu") as loader:
+        expected = []
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            expected.extend(loader)
+    assert len(model.seen) == len(expected) == 10
+    for (x, y), (ex, ey) in zip(model.seen, expected):
+        assert torch.equal(y, ey) and torch.equal(x, ex)
