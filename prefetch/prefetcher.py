@@ -241,7 +241,10 @@ class _EpochIterator:
             raise StopIteration
         if status == "failed":
             self._finish()
-            error = state.error
+            # Hand the exception over and forget it: the epoch's finalizer keeps `state` alive,
+            # and the exception's traceback holds this iterator (and so the Prefetcher, its
+            # engine and threads); kept in `state`, it would leak all of them for good.
+            error, state.error = state.error, None
             note = (
                 "[prefetch] raised in the Prefetcher's producer thread while fetching batch %d "
                 "of the epoch from the source; %d batches were delivered before it"

@@ -75,6 +75,22 @@ def test_next_epoch_works_after_a_source_error():
         assert [int(b) for b in pf] == list(range(5))
 
 
+def test_a_failed_epoch_leaves_nothing_alive():
+    # The exception travels with a traceback that holds the epoch's iterator; the Prefetcher
+    # must still be collectable (and its threads joined) once the user drops it.
+    import weakref
+
+    before = thread_count()
+    pf = prefetch.Prefetcher(FailingSource(2), device="cpu", depth=2, num_threads=3)
+    ref = weakref.ref(pf)
+    for _ in range(2):
+        with pytest.raises(Boom):
+            list(pf)
+    del pf
+    assert _wait_for_threads(before), "threads left: %d, before: %d" % (thread_count(), before)
+    assert ref() is None, "the Prefetcher is still referenced after a failed epoch"
+
+
 def test_ragged_samples_name_the_sample_and_both_shapes():
     bad = [prefetch.Samples([torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 5)])]
     with prefetch.Prefetcher([bad], device="cpu") as pf:

@@ -290,3 +290,87 @@ def test_property_array_loader_equals_a_reference_gather(arrays, batch_size, shu
         for g, a in zip(batch, arrays):
             assert g.dtype == a.dtype and g.shape == a[idx].shape
             assert torch.equal(g, a[idx])
+
+
+# ---- items 1 and 2 again, each in its own interpreter with a hard timeout ---------------------
+# (tests/test_errors_and_shutdown.py checks the same in-process, with finer messages; here a
+# hang cannot stall the suite: the child dumps every thread's stack and is killed.)
+
+_ERROR_AND_CLEANUP_CHILD = """
+    import gc, os, time, traceback, torch, prefetch
+
+    class Boom(Exception):
+        pass
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
+    class Source:
+        def __init__(self, fail_at, in_iter):
+            self.fail_at, self.in_iter = fail_at, in_iter
+        def __iter__(self):
+            if self.in_iter:
+                raise Boom("broken __iter__")
+            for i in range(20):
+                if i == self.fail_at:
+                    raise Boom("failed at %d" % i)
+                yield torch.full((1000,), i)
+
+    class FailingTransform:
+        positional_draws = True
+        def __call__(self, batch, *, epoch, index):
+            if index == FAIL_AT:
+                raise Boom("failed at %d" % index)
+            return batch
+
+    def make():
+        if KIND == "array_loader":
+            return prefetch.ArrayLoader((torch.zeros(400, 100), torch.arange(400)), 20, depth=2,
+                                        transform=FailingTransform())
+        return prefetch.Prefetcher(Source(FAIL_AT, FAIL_AT is None), depth=2, num_threads=3)
+
+    # torch starts its own intra-op thread at the first tensor op: count from after it.
+    torch.zeros(400, 100).sum(), torch.full((1000,), 1).sum()
+    before = threads()
+    loader = make()
+    for epoch in range(2):  # 1: the error, its type and traceback; the next epoch starts
+        got = 0
+        try:
+            for _ in loader:
+                got += 1
+            raise SystemExit("no error raised")
+        except Boom as exc:
+            # Code run with -c has no source lines: the original frame shows by its name.
+            text = "".join(traceback.format_exception(exc))
+            frame = "in __call__" if KIND == "array_loader" else "in __iter__"
+            assert frame in text and "producer thread" in text, text
+            assert got == (FAIL_AT or 0), (got, FAIL_AT)
+    # 2: break after a few batches, then drop everything: every thread joined within 5 s.
+    if KIND == "array_loader":
+        loader = prefetch.ArrayLoader((torch.zeros(400, 100), torch.arange(400)), 20, depth=2)
+    else:
+        loader = prefetch.Prefetcher([torch.full((1000,), i) for i in range(50)], depth=2, num_threads=3)
+    for i, _ in enumerate(loader):
+        if i == 3:
+            break
+    time.sleep(0.05)
+    assert threads() > before
+    HOW
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and threads() > before:
+        gc.collect()
+        time.sleep(0.02)
+    assert threads() <= before, (threads(), before)
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("kind,fail_at", [("prefetcher", 0), ("prefetcher", 4),
+                                          ("prefetcher", None), ("array_loader", 0),
+                                          ("array_loader", 3)])
+@pytest.mark.parametrize("how", ["del loader", "loader.close(); del loader",
+                                 "with loader:\n    pass\ndel loader"])
+def test_errors_and_cleanup_in_a_child_with_a_hard_timeout(kind, fail_at, how):
+    body = textwrap.dedent(_ERROR_AND_CLEANUP_CHILD).replace("HOW", how)
+    out = run_child("KIND = %r\nFAIL_AT = %r\n" % (kind, fail_at) + body, timeout=60)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
