@@ -339,3 +339,38 @@ def test_an_error_reaches_the_consumer_and_the_next_epoch_works(device, resident
         expected = expected_batches((images, labels), loader.epoch_indices(1), 8, False)
         assert len(got) == 5
         assert all(torch.equal(g[1].cpu(), e[1]) for g, e in zip(got, expected))
+
+
+class SlowOnce:
+    """A transform that stalls batch 1 of every epoch for `seconds`."""
+
+    positional_draws = True
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self, batch, *, epoch, index):
+        if index == 1:
+            import time
+
+            time.sleep(self.seconds)
+        return batch
+
+
+def test_timeout_raises_and_next_can_be_called_again():
+    images, labels = make_arrays(n=40)
+    with ArrayLoader((images, labels), 8, transform=SlowOnce(1.0), timeout=0.2, depth=1) as loader:
+        it = iter(loader)
+        next(it)
+        with pytest.raises(prefetch.PrefetchTimeout, match=r"timeout=0.2s"):
+            next(it)
+        rest = []
+        while True:  # the stalled batch arrives; the epoch completes
+            try:
+                rest.append(next(it))
+            except prefetch.PrefetchTimeout:
+                continue
+            except StopIteration:
+                break
+        assert len(rest) == 4
+        assert loader.state_dict()["epoch"] == 1
