@@ -46,8 +46,14 @@ void normalize_rows(const NormalizeFlipArgs& a, int64_t begin, int64_t end) {
   using T = typename Store::type;
   const Geometry& g = a.g;
   const int64_t C = kC > 0 ? kC : g.C;
-  std::vector<float> buf(static_cast<size_t>(g.w));
-  std::vector<T> scratch(Store::kNeedsScratch ? static_cast<size_t>(g.w) : 0);
+  // channels_last output: the channels of a row are built side by side, interleaved once, and
+  // the whole row (w * C values) is converted and stored contiguously. Stored channel by channel
+  // instead, every store has stride C and the conversion loop cannot be vectorised.
+  const bool interleave = C > 1 && a.oC == 1 && a.oX == C;
+  const int64_t row_len = interleave ? C * g.w : g.w;
+  std::vector<float> buf(static_cast<size_t>(interleave ? C * g.w : g.w));
+  std::vector<float> mixed(static_cast<size_t>(interleave ? row_len : 0));
+  std::vector<T> scratch(Store::kNeedsScratch ? static_cast<size_t>(row_len) : 0);
   T* out = static_cast<T*>(a.out);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / g.h, y = r % g.h;
@@ -57,6 +63,14 @@ void normalize_rows(const NormalizeFlipArgs& a, int64_t begin, int64_t end) {
     if (sy >= 0 && sy < g.H) prefetch::kernels::inside_columns(g, win, &xb, &xe);
     const uint8_t* row = a.images + prefetch::kernels::source_sample(g, n) * g.sN + (xe > xb ? sy * g.sH : 0);
     T* out_row = out + n * a.oN + y * a.oY;
+    if (interleave) {
+      for (int64_t c = 0; c < C; ++c) row_values<kC>(a, win, row, xb, xe, c, buf.data() + c * g.w);
+      for (int64_t x = 0; x < g.w; ++x) {
+        for (int64_t c = 0; c < C; ++c) mixed[x * C + c] = buf[c * g.w + x];
+      }
+      Store::store(out_row, 1, mixed.data(), scratch.data(), row_len);
+      continue;
+    }
     for (int64_t c = 0; c < C; ++c) {
       row_values<kC>(a, win, row, xb, xe, c, buf.data());
       Store::store(out_row + c * a.oC, a.oX, buf.data(), scratch.data(), g.w);
