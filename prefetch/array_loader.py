@@ -111,7 +111,7 @@ class ArrayLoader:
             works too. Batches have the same structure.
         batch_size: samples per batch.
         shuffle: a new order every epoch, a function of ``(seed, epoch)``; otherwise in order.
-        seed: the order's and (unless the transform has its own) nothing else's seed.
+        seed: the shuffling order's seed (a transform's draws use the transform's own seed).
         drop_last: drop the partial last batch, and cut the dataset to a multiple of
             ``world_size`` instead of padding it (see :mod:`prefetch.sharding`).
         rank, world_size: this process's shard; default from ``torch.distributed`` when it is

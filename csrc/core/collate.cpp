@@ -137,12 +137,9 @@ void run_copy(const CopyTask& task) {
     std::byte* dst = task.dest;
     for (int64_t k = task.begin; k < task.end; ++k) {
       const std::byte* src = t.data + task.rows[k] * step;
-      if (dense) {
+      if (dense) {  // 1-D sources (labels) too: a row is one element
         std::memcpy(dst, src, row);
         dst += row;
-      } else if (t.sizes.size() == 1) {
-        std::memcpy(dst, src, t.itemsize);
-        dst += t.itemsize;
       } else {
         dst = copy_strided(t, 1, src, dst);
       }
