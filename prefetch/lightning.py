@@ -76,6 +76,9 @@ class _TrainerPrefetcher(Prefetcher):
     def sampler(self):
         return _EpochSetter(self, getattr(self.source, "sampler", None))
 
+    # Lightning reads both attributes of anything that has a sampler (shuffle checks, epochs).
+    batch_sampler = None
+
     def set_epoch(self, epoch):
         self._trainer_epoch = int(epoch)
         super().set_epoch(epoch)
@@ -110,6 +113,8 @@ class _TrainerArrays:
     @property
     def sampler(self):
         return self
+
+    batch_sampler = None
 
     def set_epoch(self, epoch):
         self._epoch = int(epoch)
@@ -166,6 +171,13 @@ class PrefetchDataModule(pl.LightningDataModule):
         self.train_transform, self.val_transform = train_transform, val_transform
         self._kwargs = prefetcher_kwargs
         self._open = []
+        # Lightning runs validation when val_dataloader is overridden: offer it only when there
+        # is validation data, so a DataModule without it gets no validation loop (and no warning).
+        has_val = val is not None or (
+            datamodule is not None
+            and type(datamodule).val_dataloader is not pl.LightningDataModule.val_dataloader)
+        if has_val:
+            self.val_dataloader = self._val_dataloader
 
     # -- delegated to the wrapped DataModule -----------------------------------------------------
 
@@ -234,11 +246,6 @@ class PrefetchDataModule(pl.LightningDataModule):
         return self._wrap(self._source("train_dataloader", self._train), self.train_transform,
                           RunningStage.TRAINING, shuffle=True)
 
-    def val_dataloader(self):
-        if self.datamodule is None and self._val is None:
-            return []
-        if self.datamodule is not None and (
-                type(self.datamodule).val_dataloader is pl.LightningDataModule.val_dataloader):
-            return []  # the wrapped DataModule has no validation data
+    def _val_dataloader(self):
         return self._wrap(self._source("val_dataloader", self._val), self.val_transform,
                           RunningStage.VALIDATING, shuffle=False)

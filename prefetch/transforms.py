@@ -63,6 +63,8 @@ class FusedAugment:
         mean, std: per-channel, torchvision's convention (fractions of 1).
         hflip, vflip: probability of mirroring each sample horizontally / vertically.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
+        center_crop: take the centred window instead of a random one (validation); the window is
+            ``((H - h) // 2, (W - w) // 2)``, as torchvision's ``CenterCrop`` for ``h <= H``.
         padding: as torchvision's ``RandomCrop(padding=...)``: the window is drawn from the image
             padded by this many ``fill`` pixels on every side. With ``crop=None`` and
             ``padding=0`` the window is the whole image.
@@ -77,9 +79,9 @@ class FusedAugment:
     #: The Prefetcher passes ``epoch=`` and ``index=`` (the batch's position in the epoch).
     positional_draws = True
 
-    def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, padding=0, fill=0,
-                 dtype=torch.float32, channels_last=False, seed=None, image_key=0, mask_key=None,
-                 mask_fill=0, layout="auto"):
+    def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
+                 padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
+                 image_key=0, mask_key=None, mask_fill=0, layout="auto"):
         self.mean = [float(m) for m in mean]
         self.std = [float(s) for s in std]
         if len(self.mean) != len(self.std):
@@ -97,14 +99,16 @@ class FusedAugment:
             raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
         self.hflip, self.vflip = float(hflip), float(vflip)
         self.crop = None if crop is None else (int(crop[0]), int(crop[1]))
+        self.center_crop = bool(center_crop)
         self.padding, self.fill, self.mask_fill = padding, int(fill), int(mask_fill)
         self.dtype, self.channels_last = dtype, bool(channels_last)
         self.seed = secrets.randbits(63) if seed is None else int(seed)
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
 
     def __repr__(self):
-        return ("FusedAugment(crop=%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
-                % (self.crop, self.padding, self.hflip, self.vflip, self.dtype, self.seed))
+        return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
+                % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
+                   self.vflip, self.dtype, self.seed))
 
     def _layout(self, images):
         if images.dim() != 4:
@@ -123,7 +127,7 @@ class FusedAugment:
         hflip = torch.rand(n, generator=g) < self.hflip
         vflip = torch.rand(n, generator=g) < self.vflip
         h, w = self.crop if self.crop is not None else (height, width)
-        if self.crop is None and self.padding == 0:
+        if self.center_crop or (self.crop is None and self.padding == 0):
             return {"hflip": hflip, "vflip": vflip, "crop": (h, w), "offsets": None}
         span_h = height + 2 * self.padding - h
         span_w = width + 2 * self.padding - w

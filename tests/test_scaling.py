@@ -257,3 +257,68 @@ def test_lightning_with_an_array_loader_follows_the_trainer_epochs(tmp_path):
     assert len(model.seen) == len(expected) == 10
     for (x, y), (ex, ey) in zip(model.seen, expected):
         assert torch.equal(y, ey) and torch.equal(x, ex)
+
+
+def test_lightning_validation_goes_through_a_prefetcher_too():
+    pl = pytest.importorskip("lightning.pytorch")
+    from prefetch.lightning import PrefetchDataModule
+
+    g = torch.Generator().manual_seed(5)
+    images = torch.randint(0, 256, (16, 10, 10, 3), dtype=torch.uint8, generator=g)
+    dataset = torch.utils.data.TensorDataset(images, torch.arange(16))
+
+    class Data(pl.LightningDataModule):
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(dataset, batch_size=4)
+
+        def val_dataloader(self):
+            return torch.utils.data.DataLoader(dataset, batch_size=8)
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            self.val = []
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0].float().mean().view(1, 1)).sum()
+
+        def validation_step(self, batch, batch_idx):
+            self.val.append((batch[0].cpu(), batch[1].cpu()))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    val_aug = prefetch.FusedAugment(MEAN, STD, crop=8, center_crop=True, hflip=0.0, seed=1)
+    model = Model()
+    pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, num_sanity_val_steps=0,
+               enable_checkpointing=False, enable_progress_bar=False,
+               enable_model_summary=False).fit(model, datamodule=PrefetchDataModule(
+                   Data(), val_transform=val_aug))
+    assert len(model.val) == 2
+    for i, (x, y) in enumerate(model.val):
+        ref = reference(images[i * 8:(i + 1) * 8], MEAN, STD, crop=(8, 8))
+        assert torch.equal(y, torch.arange(i * 8, (i + 1) * 8))
+        assert torch.allclose(x.double(), ref, atol=1e-5)
+
+
+def test_lightning_ddp_under_torchrun_injects_the_distributed_sampler(tmp_path):
+    pytest.importorskip("lightning.pytorch")
+    samples = 256
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(ROOT, "examples", "lightning_train.py"), "--samples", str(samples),
+           "--image-size", "16", "--out", str(tmp_path)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("torchrun hung; output:\n%s\n%s" % (exc.stdout, exc.stderr))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    records = [json.loads((tmp_path / ("rank%d.json" % r)).read_text()) for r in range(2)]
+    assert all(r["world_size"] == 2 and r["device"] == "cpu" for r in records)
+    for epoch in ("0", "1"):
+        a, b = records[0]["seen"][epoch], records[1]["seen"][epoch]
+        assert len(a) == len(b) == samples // 2 and not set(a) & set(b)
+        assert sorted(a + b) == list(range(samples))
+    # The Trainer's epoch reached the injected sampler: each epoch has its own order.
+    assert records[0]["seen"]["0"] != records[0]["seen"]["1"]

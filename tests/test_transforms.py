@@ -41,6 +41,7 @@ def run(device, workers=0, seed=5, epochs=2, **aug_kwargs):
     dict(crop=10, padding=3, hflip=0.5, vflip=0.5, fill=17),
     dict(hflip=1.0),
     dict(crop=(14, 12), padding=4, dtype=torch.bfloat16, channels_last=True),
+    dict(crop=(9, 7), center_crop=True, hflip=0.5, padding=2),
 ])
 def test_matches_reference_with_the_same_draws(device, kwargs):
     epochs, aug = run(device, **kwargs)
@@ -123,3 +124,14 @@ def test_bad_augment_arguments():
         aug(torch.zeros(2, 8, 8, 3, dtype=torch.uint8))
     with pytest.raises(TypeError, match="callable"):
         prefetch.Prefetcher([], transform=3)
+
+
+def test_center_crop_takes_the_centred_window_every_time():
+    aug = prefetch.FusedAugment(MEAN, STD, crop=(9, 7), center_crop=True, hflip=0.0, seed=1)
+    g = torch.Generator().manual_seed(3)
+    images = torch.randint(0, 256, (4, 16, 12, 3), dtype=torch.uint8, generator=g)
+    offsets = torch.tensor([[(16 - 9) // 2, (12 - 7) // 2]] * 4)  # torchvision's CenterCrop
+    ref = reference(images, MEAN, STD, crop=(9, 7), offsets=offsets)
+    for epoch, index in ((0, 0), (3, 5)):
+        out = aug((images,), epoch=epoch, index=index)[0]
+        assert torch.allclose(out.double(), ref, atol=1e-5)
