@@ -35,14 +35,21 @@ __all__ = ["PrefetchDataModule"]
 
 class _EpochSetter:
     """What Lightning finds as the loader's ``sampler``: its ``set_epoch(e)`` reaches the source's
-    sampler (a DistributedSampler reshuffles) and the Prefetcher's epoch (the transform's draws)."""
+    samplers (a DistributedSampler reshuffles) and the Prefetcher's epoch (the transform's draws)."""
 
-    def __init__(self, prefetcher, sampler):
-        self._prefetcher, self._sampler = prefetcher, sampler
+    def __init__(self, prefetcher, source):
+        self._prefetcher, self._source = prefetcher, source
 
     def set_epoch(self, epoch):
-        if self._sampler is not None and callable(getattr(self._sampler, "set_epoch", None)):
-            self._sampler.set_epoch(epoch)
+        samplers = {}  # by id: the sampler and the batch sampler's may be the same object
+        for owner, name in ((self._source, "sampler"),
+                            (getattr(self._source, "batch_sampler", None), "sampler")):
+            sampler = getattr(owner, name, None) if owner is not None else None
+            if sampler is not None:
+                samplers[id(sampler)] = sampler
+        for sampler in samplers.values():
+            if callable(getattr(sampler, "set_epoch", None)):
+                sampler.set_epoch(epoch)
         self._prefetcher.set_epoch(epoch)
 
 
@@ -74,7 +81,7 @@ class _TrainerPrefetcher(Prefetcher):
 
     @property
     def sampler(self):
-        return _EpochSetter(self, getattr(self.source, "sampler", None))
+        return _EpochSetter(self, self.source)
 
     # Lightning reads both attributes of anything that has a sampler (shuffle checks, epochs).
     batch_sampler = None
