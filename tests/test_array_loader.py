@@ -171,18 +171,22 @@ def check_shards(shards, num_samples, world_size, drop_last):
         assert len(flat) - num_samples <= world_size - 1 or num_samples < world_size
 
 
-def test_rank_and_world_size_default_to_torch_distributed(tmp_path):
+def test_rank_and_world_size_default_to_torch_distributed(monkeypatch):
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method="file://%s" % (tmp_path / "store"), rank=0,
-                            world_size=1)
-    try:
-        loader = ArrayLoader(torch.arange(10), 4, resident="device")
-        assert (loader.rank, loader.world_size) == (0, 1)
-        with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\) = \[0, 2\), got 2"):
-            ArrayLoader(torch.arange(10), 4, rank=2, world_size=2)
-    finally:
-        dist.destroy_process_group()
+    # An initialised process group of 4 in which this process is rank 3 (faked: one process).
+    monkeypatch.setattr(dist, "is_available", lambda: True)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 3)
+    loader = ArrayLoader(torch.arange(10), 2, shuffle=False, resident="device")
+    assert (loader.rank, loader.world_size) == (3, 4)
+    sampler = DistributedSampler(range(10), num_replicas=4, rank=3, shuffle=False)
+    assert loader.epoch_indices(0).tolist() == list(sampler) == [3, 7, 1]
+    # Explicit arguments win over the process group.
+    assert ArrayLoader(torch.arange(10), 2, rank=0, world_size=2, resident="device").rank == 0
+    with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\) = \[0, 2\), got 2"):
+        ArrayLoader(torch.arange(10), 4, rank=2, world_size=2)
 
 
 def uninterrupted(make, epochs=2):
