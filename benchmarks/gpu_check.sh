@@ -4,7 +4,11 @@
 # Logs and results go to $OUT (the device tool's folder; default ./gpu-out), at most 8 files:
 #   env.txt build.log tests.log memcheck.log bench.log bench/results.json bench/e2e.png bench/ops.png
 # Usage (device tool): bash benchmarks/gpu_check.sh [steps]   steps: build,tests,memcheck,bench
-# Planned to end inside the tool's 10-minute limit: each step has its own timeout.
+# Each step has its own timeout (build 300 s, tests 240, memcheck 200, bench 240), which together
+# exceed one device call's 10 minutes in the worst case. Unless a first run shows the whole
+# script well inside 10 minutes, use two calls on the warm machine (the build is then a no-op):
+#   bash benchmarks/gpu_check.sh build,tests,memcheck      then      bash benchmarks/gpu_check.sh build,bench
+# Never run on a GPU yet (written without one): expect the first run to need fixes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
