@@ -10,7 +10,8 @@ Workload (the fast-sources issue): CIFAR-size uint8 images ``[N, 32, 32, 3]`` an
   epoch's order (one call), its bytes moved (uint8 read + float32 written) per second over a
   device-to-device copy moving as many bytes — the kernel's efficiency, apart from the per-batch
   launches that bound small batches.
-Timed after a warm-up of a few batches (DataLoader worker start-up excluded), median of repeats.
+Timed after one untimed pass and a warm-up of a few batches (DataLoader worker start-up excluded),
+median of repeats.
 """
 import statistics
 import time
