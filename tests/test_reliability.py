@@ -125,24 +125,28 @@ def _rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def assert_flat_over_epochs(loader, warmup=10, epochs=90):
+    """Threads and file descriptors must not grow at all (they may shrink: threads left by
+    earlier tests finish meanwhile); resident memory may move by the allocator's noise, bounded
+    at 16 MiB (the loaders here move ~3 MiB an epoch, so leaking one batch per epoch would
+    exceed it over 90 epochs)."""
+    for _ in range(warmup):
+        for _ in loader:
+            pass
+    threads, fds, rss = thread_count(), len(os.listdir("/proc/self/fd")), _rss_bytes()
+    for _ in range(epochs):
+        for _ in loader:
+            pass
+    assert thread_count() <= threads
+    assert len(os.listdir("/proc/self/fd")) <= fds
+    assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+
+
 def test_hundred_epochs_stay_flat():
-    # Tolerances: threads and file descriptors must not grow at all (they may shrink: threads
-    # left by earlier tests finish meanwhile); resident memory may move by the allocator's noise,
-    # bounded at 16 MiB (one epoch moves 3 MiB through the ring, so a per-epoch leak of even one
-    # batch would exceed it over 90 epochs).
     batches = [torch.full((256 * 1024,), i, dtype=torch.uint8) for i in range(12)]
     gc.collect()
     with prefetch.Prefetcher(batches, device="cpu", depth=3) as pf:
-        for _ in range(10):
-            for _ in pf:
-                pass
-        threads, fds, rss = thread_count(), len(os.listdir("/proc/self/fd")), _rss_bytes()
-        for _ in range(90):
-            for _ in pf:
-                pass
-        assert thread_count() <= threads
-        assert len(os.listdir("/proc/self/fd")) <= fds
-        assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+        assert_flat_over_epochs(pf)
 
 
 _DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
@@ -230,23 +234,12 @@ def test_array_loader_break_then_cleanup_joins_every_thread(how):
 
 @pytest.mark.parametrize("resident", ["host", "device"])
 def test_array_loader_hundred_epochs_stay_flat(resident):
-    # Tolerances as test_hundred_epochs_stay_flat: no thread or fd growth; RSS within 16 MiB
-    # (an epoch moves 3 MiB, so leaking one batch per epoch would exceed it).
     images = torch.randint(0, 256, (1000, 32, 32, 3), dtype=torch.uint8)
     aug = prefetch.FusedAugment([0.5] * 3, [0.2] * 3, crop=32, padding=4, seed=0)
     gc.collect()
     with prefetch.ArrayLoader((images, torch.arange(1000)), 100, resident=resident,
                               transform=aug) as loader:
-        for _ in range(10):
-            for _ in loader:
-                pass
-        threads, fds, rss = thread_count(), len(os.listdir("/proc/self/fd")), _rss_bytes()
-        for _ in range(90):
-            for _ in loader:
-                pass
-        assert thread_count() <= threads
-        assert len(os.listdir("/proc/self/fd")) <= fds
-        assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+        assert_flat_over_epochs(loader)
 
 
 _ARRAY_DTYPES = [torch.uint8, torch.int16, torch.int64, torch.float16, torch.float32, torch.bool]

@@ -16,6 +16,18 @@ from .reference import reference
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def run_torchrun(script, args, timeout):
+    """Runs examples/<script> with 2 CPU ranks under torchrun; fails the test on a hang or error."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(ROOT, "examples", script)] + [str(a) for a in args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("torchrun hung; output:\n%s\n%s" % (exc.stdout, exc.stderr))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+
 def test_import_prefetch_pulls_in_neither_ray_nor_lightning():
     code = ("import sys, prefetch; heavy = [m for m in ('ray', 'lightning', 'pytorch_lightning') "
             "if m in sys.modules]; print(heavy); assert not heavy")
@@ -25,16 +37,8 @@ def test_import_prefetch_pulls_in_neither_ray_nor_lightning():
 
 def test_ddp_example_under_torchrun_gives_each_rank_disjoint_covering_data(tmp_path):
     samples, epochs = 500, 2
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           os.path.join(ROOT, "examples", "ddp_train.py"), "--samples", str(samples),
-           "--epochs", str(epochs), "--batch-size", "32", "--image-size", "16",
-           "--out", str(tmp_path)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail("torchrun hung; output:\n%s\n%s" % (exc.stdout, exc.stderr))
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    run_torchrun("ddp_train.py", ["--samples", samples, "--epochs", epochs, "--batch-size", 32,
+                                  "--image-size", 16, "--out", tmp_path], timeout=240)
     records = [json.loads((tmp_path / ("rank%d.json" % r)).read_text()) for r in range(2)]
     assert [r["rank"] for r in records] == [0, 1]
     assert all(r["world_size"] == 2 and r["device"] == "cpu" for r in records)
@@ -305,15 +309,8 @@ def test_lightning_validation_goes_through_a_prefetcher_too():
 def test_lightning_ddp_under_torchrun_injects_the_distributed_sampler(tmp_path):
     pytest.importorskip("lightning.pytorch")
     samples = 256
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           os.path.join(ROOT, "examples", "lightning_train.py"), "--samples", str(samples),
-           "--image-size", "16", "--out", str(tmp_path)]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail("torchrun hung; output:\n%s\n%s" % (exc.stdout, exc.stderr))
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    run_torchrun("lightning_train.py", ["--samples", samples, "--image-size", 16,
+                                        "--out", tmp_path], timeout=300)
     records = [json.loads((tmp_path / ("rank%d.json" % r)).read_text()) for r in range(2)]
     assert all(r["world_size"] == 2 and r["device"] == "cpu" for r in records)
     for epoch in ("0", "1"):

@@ -20,12 +20,9 @@ import torch
 
 import prefetch
 
+from .ops import _median_seconds, _sync
+
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _images_per_second(make_iter, device, batches, warmup=3, repeats=3):
@@ -119,14 +116,3 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     row["device_loop_fraction_of_kernel"] = rate / (n / row["kernel_s"])
     return row
 
-
-def _median_seconds(fn, device, repeats):
-    fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
