@@ -1,5 +1,5 @@
 """Lightning integration: a DataModule wrapper that feeds the Trainer through Prefetchers on the
-LightningModule's device (optional extra: ``pip install prefetch[lightning]``).
+LightningModule's device (optional extra: ``pip install lightning``).
 
     dm = prefetch.lightning.PrefetchDataModule(MyDataModule(), train_transform=FusedAugment(...))
     trainer.fit(model, datamodule=dm)
@@ -22,7 +22,7 @@ except ImportError:  # the standalone package
         from pytorch_lightning.trainer.states import RunningStage
     except ImportError as exc:
         raise ImportError(
-            "prefetch.lightning needs Lightning: pip install lightning (or prefetch[lightning])"
+            "prefetch.lightning needs Lightning: pip install lightning (the 'lightning' extra)"
         ) from exc
 
 from torch.utils.data import DataLoader

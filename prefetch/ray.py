@@ -1,4 +1,4 @@
-"""Ray Data as a Prefetcher source (optional extra: ``pip install prefetch[ray]``).
+"""Ray Data as a Prefetcher source (optional extra: ``pip install 'ray[data]'``).
 
 Decoding and heavy per-sample CPU work scale out over a Ray cluster (``Dataset.map_batches``);
 collation into the pinned ring, the copy and the augmentation on the GPU stay in prefetch:
