@@ -378,3 +378,31 @@ def test_timeout_raises_and_next_can_be_called_again():
                 break
         assert len(rest) == 4
         assert loader.state_dict()["epoch"] == 1
+
+
+def _rss_bytes():
+    import os
+
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_memmap_is_not_read_up_front(tmp_path):
+    # 128 MiB on disk: building the loader maps the file and reads none of it (a touched mapped
+    # page counts in RSS). How much a batch then maps is the kernel's business: this VM's maps
+    # large folios, ~0.7 MiB per random row even for numpy alone, so no bound is asserted there.
+    n, shape = 16384, (64, 64, 2)
+    path = tmp_path / "big.u8"
+    data = np.memmap(path, dtype=np.uint8, mode="w+", shape=(n,) + shape)
+    for start in range(0, n, 4096):
+        data[start:start + 4096] = (np.arange(start, start + 4096) % 251).astype(np.uint8)[:, None, None, None]
+    data.flush()
+    del data
+    images = np.memmap(path, dtype=np.uint8, mode="r", shape=(n,) + shape)
+    before = _rss_bytes()
+    with ArrayLoader((images, np.arange(n)), 64, seed=0, depth=2) as loader:
+        assert _rss_bytes() - before < 16 * 2**20, "constructing the loader read the file"
+        it = iter(loader)
+        for _ in range(4):
+            img, ids = next(it)
+            assert np.array_equal(img[:, 0, 0, 0].numpy(), (ids.numpy() % 251).astype(np.uint8))
