@@ -261,7 +261,7 @@ class ArrayLoader:
         transform = self.transform
         fused = isinstance(transform, FusedAugment)
         if fused:
-            # Every draw of the epoch at once, uploaded in one copy: no host-to-device copy per step.
+            # Every draw of the epoch at once, uploaded in one copy, not one per step.
             images = _get(self._device_structure, transform.image_key)
             height, width = transform.image_size(images)
             draws = [transform.draws(min(bs, order.numel() - b * bs), height, width, epoch, b)
