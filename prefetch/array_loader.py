@@ -4,7 +4,7 @@ No Python runs per sample. With ``resident="host"`` the engine's C++ threads gat
 rows from the arrays into the pinned ring (a memmap's pages are read there, with the GIL
 released), then the copy and the transform run as in a :class:`Prefetcher`. With
 ``resident="device"`` the arrays are uploaded once, as they are, and every batch is gathered on
-the device — the images by the fused gather + crop + flip + normalize kernel — so no data
+the device — the images by the fused gather + crop + flip + normalize kernel — so no batch data
 crosses PCIe during the epoch (one upload of the epoch's indices and draws per epoch).
 
 The order of an epoch is a function of ``(seed, epoch)`` sharded across ranks as in
