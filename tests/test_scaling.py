@@ -55,6 +55,42 @@ def test_ddp_example_under_torchrun_gives_each_rank_disjoint_covering_data(tmp_p
 MEAN, STD = [0.5, 0.45, 0.4], [0.22, 0.25, 0.2]
 
 
+def recording_model(pl):
+    """A LightningModule class that records every batch it gets, for training and validation:
+    (epoch, batch index, images, labels) on the CPU. A uint8 batch (a run without prefetch) is
+    cropped and cast as the augmentation would, so the same linear layer takes both."""
+
+    class Model(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
+            self.seen, self.val = [], []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            assert x.device == self.device and y.device == self.device
+            if x.dtype == torch.uint8:
+                x = x[:, 1:9, 1:9].permute(0, 3, 1, 2).float()
+            self.seen.append((self.current_epoch, batch_idx, x.detach().cpu().clone(), y.cpu().clone()))
+            return self.layer(x.flatten(1)).sum()
+
+        def validation_step(self, batch, batch_idx):
+            self.val.append((batch[0].cpu(), batch[1].cpu()))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Model
+
+
+def cpu_trainer(pl, **kwargs):
+    """A quiet single-process CPU Trainer; `kwargs` add to or override the defaults."""
+    options = dict(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                   enable_progress_bar=False, enable_model_summary=False)
+    options.update(kwargs)
+    return pl.Trainer(**options)
+
+
 def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_device(tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
@@ -68,29 +104,11 @@ def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_devic
         def train_dataloader(self):
             return torch.utils.data.DataLoader(dataset, batch_size=8, shuffle=False)
 
-    class Model(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
-            self.seen = []
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            assert x.device == self.device and y.device == self.device
-            self.seen.append((self.current_epoch, batch_idx, x.detach().cpu().clone(), y.cpu().clone()))
-            return self.layer(x.flatten(1)).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, vflip=0.5, seed=4)
     dm = PrefetchDataModule(Data(), train_transform=aug, depth=2)
-    model = Model()
+    model = recording_model(pl)()
     # Checkpointing on: Lightning saves the loader's state_dict() with every checkpoint.
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                         default_root_dir=str(tmp_path), enable_progress_bar=False,
-                         enable_model_summary=False)
-    trainer.fit(model, datamodule=dm)
+    cpu_trainer(pl, default_root_dir=str(tmp_path)).fit(model, datamodule=dm)
     assert list(tmp_path.rglob("*.ckpt")), "no checkpoint was written"
     assert [(e, i) for e, i, _, _ in model.seen] == [(e, i) for e in range(2) for i in range(6)]
     for epoch, index, x, y in model.seen:
@@ -178,32 +196,13 @@ def test_lightning_mid_epoch_resume_with_a_stateful_dataloader(tmp_path):
             return sdl.StatefulDataLoader(dataset, batch_size=8, shuffle=True,
                                           generator=torch.Generator().manual_seed(1))
 
-    class Model(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
-            self.seen = []
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            if x.dtype == torch.uint8:  # the run without prefetch: crop like the augmentation
-                x = x[:, 1:9, 1:9].permute(0, 3, 1, 2).float()
-            self.seen.append((self.current_epoch, batch_idx, x.detach().cpu().clone(), y.cpu().clone()))
-            return self.layer(x.flatten(1)).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     def fit(root, with_prefetch, ckpt=None):
         aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, seed=4)
         dm = PrefetchDataModule(Data(), train_transform=aug, depth=3) if with_prefetch else Data()
-        model = Model()
+        model = recording_model(pl)()
         every_2 = pl.callbacks.ModelCheckpoint(dirpath=str(root), every_n_train_steps=2,
                                                save_top_k=-1, filename="{epoch}-{step}")
-        trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                             callbacks=[every_2], enable_progress_bar=False,
-                             enable_model_summary=False)
-        trainer.fit(model, datamodule=dm, ckpt_path=ckpt)
+        cpu_trainer(pl, callbacks=[every_2]).fit(model, datamodule=dm, ckpt_path=ckpt)
         return model.seen
 
     full = fit(tmp_path / "a", True)
@@ -233,25 +232,8 @@ def test_lightning_with_an_array_loader_follows_the_trainer_epochs(tmp_path):
         def train_dataloader(self):
             return make_loader(self.trainer.strategy.root_device)
 
-    class Model(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(3 * 8 * 8, 2)
-            self.seen = []
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            self.seen.append((x.detach().cpu().clone(), y.cpu().clone()))
-            return self.layer(x.flatten(1)).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
-    model = Model()
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                         default_root_dir=str(tmp_path), enable_progress_bar=False,
-                         enable_model_summary=False)
-    trainer.fit(model, datamodule=PrefetchDataModule(Data()))
+    model = recording_model(pl)()
+    cpu_trainer(pl, default_root_dir=str(tmp_path)).fit(model, datamodule=PrefetchDataModule(Data()))
     # The reference: the same ArrayLoader iterated by hand, epoch 0 then epoch 1.
     with make_loader("cpu") as loader:
         expected = []
@@ -259,7 +241,7 @@ def test_lightning_with_an_array_loader_follows_the_trainer_epochs(tmp_path):
             loader.set_epoch(epoch)
             expected.extend(loader)
     assert len(model.seen) == len(expected) == 10
-    for (x, y), (ex, ey) in zip(model.seen, expected):
+    for (_, _, x, y), (ex, ey) in zip(model.seen, expected):
         assert torch.equal(y, ey) and torch.equal(x, ex)
 
 
@@ -278,27 +260,10 @@ def test_lightning_validation_goes_through_a_prefetcher_too():
         def val_dataloader(self):
             return torch.utils.data.DataLoader(dataset, batch_size=8)
 
-    class Model(pl.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.layer = torch.nn.Linear(1, 1)
-            self.val = []
-
-        def training_step(self, batch, batch_idx):
-            return self.layer(batch[0].float().mean().view(1, 1)).sum()
-
-        def validation_step(self, batch, batch_idx):
-            self.val.append((batch[0].cpu(), batch[1].cpu()))
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
     val_aug = prefetch.FusedAugment(MEAN, STD, crop=8, center_crop=True, hflip=0.0, seed=1)
-    model = Model()
-    pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, num_sanity_val_steps=0,
-               enable_checkpointing=False, enable_progress_bar=False,
-               enable_model_summary=False).fit(model, datamodule=PrefetchDataModule(
-                   Data(), val_transform=val_aug))
+    model = recording_model(pl)()
+    cpu_trainer(pl, max_epochs=1, num_sanity_val_steps=0, enable_checkpointing=False).fit(
+        model, datamodule=PrefetchDataModule(Data(), val_transform=val_aug))
     assert len(model.val) == 2
     for i, (x, y) in enumerate(model.val):
         ref = reference(images[i * 8:(i + 1) * 8], MEAN, STD, crop=(8, 8))
