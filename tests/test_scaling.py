@@ -20,7 +20,11 @@ def run_torchrun(script, args, timeout):
     """Runs examples/<script> with 2 CPU ranks under torchrun; fails the test on a hang or error."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            os.path.join(ROOT, "examples", script)] + [str(a) for a in args]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # The ranks import the prefetch under test, installed or not (the scripts' own folder is
+    # examples/, which does not hold it).
+    tested = os.path.dirname(os.path.dirname(os.path.abspath(prefetch.__file__)))
+    path = os.pathsep.join(p for p in (tested, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired as exc:
