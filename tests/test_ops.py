@@ -89,6 +89,60 @@ def test_non_contiguous_inputs(device):
         assert_matches(out, reference(images, MEAN, STD, hflip, crop=(5, 4)), torch.float32)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_training_sizes_padding_crop_and_flips(device, dtype, channels_last):
+    # Rows of 56 and 168 elements: long and aligned enough for the CUDA kernel's 16-byte stores,
+    # which the odd small sizes above rarely reach.
+    images, hflip, vflip, g = random_case(device, 6, 3, 64, 64, "NHWC", seed=21)
+    offsets = (torch.randint(0, 17, (6, 2), generator=g) - 4).to(device)  # RandomCrop(56, padding=4)
+    kwargs = {"hflip": hflip, "crop": (56, 56), "offsets": offsets}
+    out = normalize_flip(images, MEAN[:3], STD[:3], dtype=dtype, channels_last=channels_last, **kwargs)
+    assert_matches(out, reference(images, MEAN, STD, **kwargs), dtype)
+
+
+@pytest.mark.parametrize("C", [64, 65, 130])
+def test_many_channels(device, C):
+    # Up to 64 channels' constants reach the CUDA kernel by value, more through device memory.
+    images, hflip, vflip, g = random_case(device, 3, C, 6, 7, "NHWC", seed=C)
+    mean = (torch.rand(C, generator=g) * 0.5 + 0.25).tolist()
+    std = (torch.rand(C, generator=g) * 0.3 + 0.1).tolist()
+    for channels_last in (False, True):
+        out = normalize_flip(images, mean, std, hflip=hflip, vflip=vflip, crop=(5, 5),
+                             channels_last=channels_last)
+        assert_matches(out, reference(images, mean, std, hflip, vflip, crop=(5, 5)), torch.float32)
+
+
+@pytest.mark.cuda
+def test_cuda_graph_replay_reads_the_new_inputs_with_the_captured_constants():
+    from .conftest import require_cuda
+    require_cuda()
+    images, hflip, _, g = random_case("cuda", 8, 3, 32, 32, "NHWC", seed=30)
+    offsets = (torch.randint(0, 9, (8, 2), generator=g) - 4).to("cuda")
+    static = images.clone()
+
+    def op():
+        return normalize_flip(static, MEAN[:3], STD[:3], hflip=hflip, crop=(28, 28), offsets=offsets,
+                              dtype=torch.float16)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        op()  # warm-up outside the capture, as torch.cuda.graphs asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = op()
+    # Constants that had travelled through a pinned block would now read whatever reused it.
+    churn = [torch.full((64,), 1e4).pin_memory() for _ in range(16)]
+    new = torch.randint(0, 256, static.shape, dtype=torch.uint8, generator=g)
+    static.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    del churn
+    assert_matches(out, reference(new, MEAN, STD, hflip, crop=(28, 28), offsets=offsets), torch.float16)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_reduced_precision_is_the_float32_result_rounded(device, dtype):
     # Our float->half/bfloat16 conversion must round exactly as torch does (nearest even).

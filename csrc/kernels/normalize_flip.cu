@@ -1,112 +1,40 @@
 // CUDA kernels for the fused augment ops. Torch-free: raw pointers, sizes and a cudaStream_t, so
 // CMake compiles and links them with nvcc on machines without a GPU or a CUDA torch. The index
-// math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp.
+// math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp, and each
+// normalize_flip thread runs normalize_flip_thread.h, which the CPU tests also run.
 //
-// One pass: each output element is written once, by one thread, with one vector store of 4
-// elements where the row allows it; each input byte is read from DRAM once (neighbouring threads
-// read neighbouring bytes of the same lines, served by L1/L2).
+// One pass: each output element is written once, by one thread, with 16-byte stores where the
+// row allows it; each input byte is read from DRAM once (neighbouring threads read neighbouring
+// bytes of the same lines, served by L1/L2).
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "normalize_flip.h"
+#include "normalize_flip_thread.h"
 
 namespace prefetch {
 namespace kernels {
 namespace {
 
-constexpr int kVec = 4;  // output elements per thread
 constexpr int kThreads = 256;
 
-// The gathered sample, checked: the op cannot check a device index tensor without a host
-// synchronisation, and a bad index must stop the kernel, never read another allocation (the
-// same contract as torch's own index kernels' device-side assertions).
-__device__ __forceinline__ int64_t checked_source(const Geometry& g, int64_t n) {
-  const int64_t s = source_sample(g, n);
-  if (g.rows != nullptr && (s < 0 || s >= g.sources)) {
-    printf("prefetch: indices[%lld] = %lld is out of range for %lld samples\n",
-           static_cast<long long>(n), static_cast<long long>(s), static_cast<long long>(g.sources));
-    __trap();
+// The per-channel constants arrive by value (`table`, C <= kInlineChannels) or from device
+// memory (`a.affine_device`); either way each block reads them into shared memory once, where
+// the threads of a warp read different channels without serialising as constant-bank reads would.
+template <typename Conv, bool kChannelsLast>
+__global__ void normalize_flip_kernel(NormalizeFlipArgs a, NormalizeFlipLaunch l, AffineTable table) {
+  __shared__ Affine inline_affine[kInlineChannels];
+  const Affine* affine = a.affine_device;
+  if (a.g.C <= kInlineChannels) {
+    for (int c = threadIdx.x; c < a.g.C; c += blockDim.x) inline_affine[c] = table.c[c];
+    __syncthreads();
+    affine = inline_affine;
   }
-  return s;
-}
-
-struct ToFloat32 {
-  using type = float;
-  __device__ float operator()(float v) const { return v; }
-};
-struct ToFloat16 {
-  using type = uint16_t;
-  __device__ uint16_t operator()(float v) const { return float_to_half_bits(v); }
-};
-struct ToBFloat16 {
-  using type = uint16_t;
-  __device__ uint16_t operator()(float v) const { return float_to_bfloat16_bits(v); }
-};
-
-// Stores 4 elements at once when `dst` is aligned for it.
-__device__ __forceinline__ void store4(float* dst, const float (&v)[kVec]) {
-  if ((reinterpret_cast<uintptr_t>(dst) & 15u) == 0) {
-    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    for (int k = 0; k < kVec; ++k) dst[k] = v[k];
-  }
-}
-__device__ __forceinline__ void store4(uint16_t* dst, const uint16_t (&v)[kVec]) {
-  if ((reinterpret_cast<uintptr_t>(dst) & 7u) == 0) {
-    uint2 packed;
-    packed.x = static_cast<uint32_t>(v[0]) | (static_cast<uint32_t>(v[1]) << 16);
-    packed.y = static_cast<uint32_t>(v[2]) | (static_cast<uint32_t>(v[3]) << 16);
-    *reinterpret_cast<uint2*>(dst) = packed;
-  } else {
-    for (int k = 0; k < kVec; ++k) dst[k] = v[k];
-  }
-}
-
-// Output rows are contiguous in memory: (n, c, y) rows of w elements for NCHW, or (n, y) rows of
-// w * C elements (x major, c minor) for channels_last.
-template <typename Conv>
-__global__ void normalize_flip_kernel(NormalizeFlipArgs a, int64_t rows, int64_t row_len,
-                                      int64_t vecs_per_row, bool channels_last) {
-  using T = typename Conv::type;
-  const Conv conv;
-  const Geometry g = a.g;
-  T* out = static_cast<T*>(a.out);
-  const int64_t total = rows * vecs_per_row;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = t / vecs_per_row;
-    const int64_t first = (t % vecs_per_row) * kVec;
-    int64_t n, y, c_row = 0;
-    if (channels_last) {
-      n = row / g.h;
-      y = row % g.h;
-    } else {
-      n = row / (g.C * g.h);
-      c_row = (row / g.h) % g.C;
-      y = row % g.h;
-    }
-    const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
-    const int64_t sy = source_row(g, win, y);
-    const bool row_inside = sy >= 0 && sy < g.H;
-    const uint8_t* src = a.images + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
-    T values[kVec];
-    int count = 0;
-    for (int k = 0; k < kVec && first + k < row_len; ++k, ++count) {
-      const int64_t e = first + k;
-      const int64_t c = channels_last ? e % g.C : c_row;
-      const int64_t x = channels_last ? e / g.C : e;
-      const int64_t sx = source_col(g, win, x);
-      const uint8_t px =
-          (row_inside && sx >= 0 && sx < g.W) ? __ldg(src + sx * g.sW + c * g.sC) : a.fill;
-      values[k] = conv(normalize(px, a.affine[c]));
-    }
-    T* dst = out + n * a.oN + y * a.oY + (channels_last ? 0 : c_row * a.oC) + first;
-    if (count == kVec) {
-      store4(dst, values);
-    } else {
-      for (int k = 0; k < count; ++k) dst[k] = values[k];
-    }
+  for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < l.work; t += gridDim.x * blockDim.x) {
+    normalize_flip_thread<Conv, kChannelsLast>(a, l, affine, t);
   }
 }
 
@@ -134,30 +62,45 @@ int blocks_for(int64_t work) {
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
+template <typename Conv>
+void launch_normalize_flip(const NormalizeFlipArgs& a, const NormalizeFlipLaunch& l,
+                           const AffineTable& table, cudaStream_t s) {
+  if (l.channels_last) {
+    normalize_flip_kernel<Conv, true><<<blocks_for(l.work), kThreads, 0, s>>>(a, l, table);
+  } else {
+    normalize_flip_kernel<Conv, false><<<blocks_for(l.work), kThreads, 0, s>>>(a, l, table);
+  }
+}
+
 }  // namespace
 
 int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream) {
-  const Geometry& g = args.g;
-  if (g.N == 0 || g.h == 0 || g.w == 0 || g.C == 0) return cudaSuccess;
-  // Outputs are allocated by the op: contiguous NCHW (oX == 1) or channels_last (oC == 1).
-  const bool channels_last = args.oC == 1 && g.C > 1;
-  const int64_t rows = channels_last ? g.N * g.h : g.N * g.C * g.h;
-  const int64_t row_len = channels_last ? g.w * g.C : g.w;
-  const int64_t vecs = (row_len + kVec - 1) / kVec;
-  auto s = static_cast<cudaStream_t>(stream);
-  const int blocks = blocks_for(rows * vecs);
-  switch (args.dtype) {
-    case OutDType::kFloat32:
-      normalize_flip_kernel<ToFloat32><<<blocks, kThreads, 0, s>>>(args, rows, row_len, vecs, channels_last);
-      break;
-    case OutDType::kFloat16:
-      normalize_flip_kernel<ToFloat16><<<blocks, kThreads, 0, s>>>(args, rows, row_len, vecs, channels_last);
-      break;
-    case OutDType::kBFloat16:
-      normalize_flip_kernel<ToBFloat16><<<blocks, kThreads, 0, s>>>(args, rows, row_len, vecs, channels_last);
-      break;
+  std::vector<NormalizeFlipLaunch> launches;
+  if (!plan_normalize_flip_launches(args, &launches)) return cudaErrorInvalidValue;
+  if (launches.empty()) return cudaSuccess;
+  AffineTable table{};
+  if (args.g.C <= kInlineChannels) {
+    std::memcpy(table.c, args.affine, static_cast<size_t>(args.g.C) * sizeof(Affine));
+  } else if (args.affine_device == nullptr) {
+    return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
+  auto s = static_cast<cudaStream_t>(stream);
+  for (const NormalizeFlipLaunch& l : launches) {
+    switch (args.dtype) {
+      case OutDType::kFloat32:
+        launch_normalize_flip<ToFloat32>(args, l, table, s);
+        break;
+      case OutDType::kFloat16:
+        launch_normalize_flip<ToFloat16>(args, l, table, s);
+        break;
+      case OutDType::kBFloat16:
+        launch_normalize_flip<ToBFloat16>(args, l, table, s);
+        break;
+    }
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
 }
 
 int flip_crop_cuda(const FlipCropArgs& args, void* stream) {

@@ -8,6 +8,10 @@
 namespace prefetch {
 namespace kernels {
 
+// Channel counts up to this travel by value in the CUDA kernel's arguments (no upload per call,
+// and safe to capture in a CUDA graph); more channels are read from NormalizeFlipArgs::affine_device.
+constexpr int kInlineChannels = 64;
+
 enum class OutDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
 struct NormalizeFlipArgs {
@@ -16,7 +20,9 @@ struct NormalizeFlipArgs {
   const int64_t* offsets = nullptr;  // [N, 2] (top, left) or null: centred
   const uint8_t* hflip = nullptr;    // [N] or null
   const uint8_t* vflip = nullptr;    // [N] or null
-  const Affine* affine = nullptr;    // [C]
+  const Affine* affine = nullptr;    // [C], host memory: the CPU kernel reads it, and the CUDA
+                                     // launcher passes up to kInlineChannels of it by value
+  const Affine* affine_device = nullptr;  // [C] on the device; CUDA reads it only for C > kInlineChannels
   uint8_t fill = 0;
   void* out = nullptr;
   OutDType dtype = OutDType::kFloat32;

@@ -1,6 +1,6 @@
 // CUDA registration of the fused ops: checks and plans as on the CPU (ops.cpp), then the
 // torch-free kernels of csrc/kernels/normalize_flip.cu on torch's current stream. No host
-// synchronisation: the per-channel constants travel through pinned memory asynchronously.
+// synchronisation, and for up to 64 channels nothing but the launch itself.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -28,12 +28,17 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
   c10::cuda::CUDAGuard guard(images.device());
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
                                                dtype, std::string(layout), channels_last, indices);
+  // Up to kInlineChannels channels' constants travel in the kernel's arguments (plan.args.affine
+  // is the host copy): nothing to upload, and a CUDA graph captures them by value. More channels
+  // go through pinned memory; the caching host allocator keeps that block until the copy has run.
+  at::Tensor affine;
   const int64_t C = static_cast<int64_t>(plan.affine.size());
-  // The caching host allocator keeps the pinned block until the copy reading it has run.
-  at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
-  std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
-  at::Tensor affine = host.to(images.device(), /*non_blocking=*/true);
-  plan.args.affine = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
+  if (C > kernels::kInlineChannels) {
+    at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
+    affine = host.to(images.device(), /*non_blocking=*/true);
+    plan.args.affine_device = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
+  }
   check_launch(kernels::normalize_flip_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
                "normalize_flip");
   return plan.out;

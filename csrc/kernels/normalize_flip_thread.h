@@ -1,0 +1,196 @@
+// One CUDA thread's share of normalize_flip: kVec consecutive output elements of one output row.
+// __host__ __device__, so the CPU tests run this exact code over every thread index and compare
+// it with the CPU kernel; normalize_flip.cu only maps threads onto it.
+//
+// The work of a launch is numbered t = row * vecs_per_row + vec, in 32 bits, with every division
+// by a launch-wide constant done by FastDivmod. A batch whose numbering would not fit in 32 bits
+// is split by samples into several launches (plan_normalize_flip_launches).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "fast_divmod.h"
+#include "geometry.h"
+#include "normalize_flip.h"
+
+namespace prefetch {
+namespace kernels {
+
+constexpr int kVec = 8;  // output elements per thread: one 16-byte store for 16-bit outputs
+
+// The first kInlineChannels channels' constants, a kernel argument.
+struct AffineTable {
+  Affine c[kInlineChannels];
+};
+
+// One launch: samples [n0, n0 + samples) of the batch.
+struct NormalizeFlipLaunch {
+  int64_t n0 = 0, samples = 0;
+  uint32_t work = 0;           // rows * vecs_per_row, the thread items of this launch
+  FastDivmod vecs_per_row;     // t -> (row, vec)
+  FastDivmod h;                // row -> (rest, y)
+  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
+  int32_t row_len = 0;         // output elements per row: w, or w * C for channels_last
+  bool channels_last = false;
+};
+
+// Output rows are contiguous in memory: (n, c, y) rows of w elements for NCHW, or (n, y) rows of
+// w * C elements (x major, c minor) for channels_last; the op allocates outputs so.
+inline bool channels_last_rows(const NormalizeFlipArgs& a) { return a.oC == 1 && a.g.C > 1; }
+
+// The launches covering the batch, each numbering at most `max_work` thread items (the tests
+// pass a small bound to exercise the split). False when a single sample's items, or its output
+// rows, do not fit in that numbering (outside anything the op accepts).
+inline bool plan_normalize_flip_launches(const NormalizeFlipArgs& a,
+                                         std::vector<NormalizeFlipLaunch>* launches,
+                                         int64_t max_work = INT32_MAX) {
+  launches->clear();
+  const Geometry& g = a.g;
+  if (g.N == 0 || g.h == 0 || g.w == 0 || g.C == 0) return true;
+  const bool cl = channels_last_rows(a);
+  const int64_t row_len = cl ? g.w * g.C : g.w;
+  const int64_t vecs = (row_len + kVec - 1) / kVec;
+  const int64_t rows_per_sample = cl ? g.h : g.C * g.h;
+  const int64_t work_per_sample = rows_per_sample * vecs;
+  if (work_per_sample > max_work || row_len > INT32_MAX - kVec) return false;
+  const int64_t per_launch = max_work / work_per_sample;
+  for (int64_t n0 = 0; n0 < g.N; n0 += per_launch) {
+    NormalizeFlipLaunch l;
+    l.n0 = n0;
+    l.samples = g.N - n0 < per_launch ? g.N - n0 : per_launch;
+    l.work = static_cast<uint32_t>(l.samples * work_per_sample);
+    l.vecs_per_row = FastDivmod(static_cast<uint32_t>(vecs));
+    l.h = FastDivmod(static_cast<uint32_t>(g.h));
+    l.C = FastDivmod(static_cast<uint32_t>(g.C));
+    l.row_len = static_cast<int32_t>(row_len);
+    l.channels_last = cl;
+    launches->push_back(l);
+  }
+  return true;
+}
+
+// The gathered sample, checked on the device: the op cannot check a device index tensor without
+// a host synchronisation, and a bad index must stop the kernel, never read another allocation
+// (the contract of torch's own index kernels' device-side assertions). The CPU op checks indices
+// before it runs.
+PF_HD int64_t checked_source(const Geometry& g, int64_t n) {
+  const int64_t s = source_sample(g, n);
+#if defined(__CUDA_ARCH__)
+  if (g.rows != nullptr && (s < 0 || s >= g.sources)) {
+    printf("prefetch: indices[%lld] = %lld is out of range for %lld samples\n",
+           static_cast<long long>(n), static_cast<long long>(s), static_cast<long long>(g.sources));
+    __trap();
+  }
+#endif
+  return s;
+}
+
+PF_HD uint8_t load_byte(const uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+struct ToFloat32 {
+  using type = float;
+  PF_HD float operator()(float v) const { return v; }
+};
+struct ToFloat16 {
+  using type = uint16_t;
+  PF_HD uint16_t operator()(float v) const { return float_to_half_bits(v); }
+};
+struct ToBFloat16 {
+  using type = uint16_t;
+  PF_HD uint16_t operator()(float v) const { return float_to_bfloat16_bits(v); }
+};
+
+// Stores `count` values; all kVec of them with 16-byte stores where `dst` is aligned for it.
+PF_HD void store_values(float* dst, const float (&v)[kVec], int count) {
+#if defined(__CUDA_ARCH__)
+  if (count == kVec && (reinterpret_cast<uintptr_t>(dst) & 15u) == 0) {
+    reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    return;
+  }
+#endif
+  for (int k = 0; k < kVec; ++k)
+    if (k < count) dst[k] = v[k];
+}
+PF_HD void store_values(uint16_t* dst, const uint16_t (&v)[kVec], int count) {
+#if defined(__CUDA_ARCH__)
+  if (count == kVec && (reinterpret_cast<uintptr_t>(dst) & 15u) == 0) {
+    uint4 packed;
+    packed.x = static_cast<uint32_t>(v[0]) | (static_cast<uint32_t>(v[1]) << 16);
+    packed.y = static_cast<uint32_t>(v[2]) | (static_cast<uint32_t>(v[3]) << 16);
+    packed.z = static_cast<uint32_t>(v[4]) | (static_cast<uint32_t>(v[5]) << 16);
+    packed.w = static_cast<uint32_t>(v[6]) | (static_cast<uint32_t>(v[7]) << 16);
+    *reinterpret_cast<uint4*>(dst) = packed;
+    return;
+  }
+#endif
+  for (int k = 0; k < kVec; ++k)
+    if (k < count) dst[k] = v[k];
+}
+
+// Thread item t of launch l (whose channels_last is kChannelsLast). `affine` holds the C
+// channels' constants (shared memory on the GPU).
+template <typename Conv, bool kChannelsLast>
+PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlipLaunch& l,
+                                 const Affine* affine, uint32_t t) {
+  using T = typename Conv::type;
+  const Conv conv;
+  const Geometry& g = a.g;
+  uint32_t row, vec, rest, y, n_local, c_row = 0;
+  l.vecs_per_row.divmod(t, &row, &vec);
+  l.h.divmod(row, &rest, &y);
+  if (kChannelsLast) {
+    n_local = rest;
+  } else {
+    l.C.divmod(rest, &n_local, &c_row);
+  }
+  const int64_t n = l.n0 + n_local;
+  const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
+  const int64_t sy = source_row(g, win, y);
+  const bool row_inside = sy >= 0 && sy < g.H;
+  const uint8_t* src = a.images + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
+  const int32_t first = static_cast<int32_t>(vec) * kVec;
+  const int count = l.row_len - first < kVec ? l.row_len - first : kVec;
+  // The first element's column and channel; the loop steps them without dividing again.
+  uint32_t x, c;
+  if (kChannelsLast) {
+    l.C.divmod(static_cast<uint32_t>(first), &x, &c);
+  } else {
+    x = static_cast<uint32_t>(first);
+    c = c_row;
+  }
+  int64_t sx = source_col(g, win, x);
+  const int64_t step = win.hflip ? -1 : 1;
+  T values[kVec] = {};
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int k = 0; k < kVec; ++k) {
+    if (k < count) {
+      const bool inside = row_inside && sx >= 0 && sx < g.W;
+      const uint8_t px = inside ? load_byte(src + sx * g.sW + static_cast<int64_t>(c) * g.sC) : a.fill;
+      values[k] = conv(normalize(px, affine[c]));
+    }
+    if (kChannelsLast) {
+      if (++c == l.C.divisor) {
+        c = 0;
+        sx += step;
+      }
+    } else {
+      sx += step;
+    }
+  }
+  T* dst = static_cast<T*>(a.out) + n * a.oN + static_cast<int64_t>(y) * a.oY +
+           (kChannelsLast ? 0 : static_cast<int64_t>(c_row) * a.oC) + first;
+  store_values(dst, values, count);
+}
+
+}  // namespace kernels
+}  // namespace prefetch

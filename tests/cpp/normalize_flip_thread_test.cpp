@@ -1,0 +1,187 @@
+// The CUDA normalize_flip kernel's per-thread code (normalize_flip_thread.h), run on the CPU over
+// every thread index of every launch, must write exactly what the CPU kernel writes; and the
+// launch-wide divisions it relies on (FastDivmod) must be exact. No GPU needed: only the mapping
+// of threads onto these calls is left to the GPU tests.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fast_divmod.h"
+#include "normalize_flip.h"
+#include "normalize_flip_thread.h"
+
+using namespace prefetch::kernels;
+
+TEST(FastDivmod, ExactForSmallDivisorsAndEveryNumeratorClass) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> numerators = {0u, 1u, 2u, 3u, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu};
+  for (int i = 0; i < 2000; ++i) numerators.push_back(static_cast<uint32_t>(rng()));
+  for (uint32_t n = 0; n < 5000; ++n) numerators.push_back(n);
+  std::vector<uint32_t> divisors;
+  for (uint32_t d = 1; d <= 1100; ++d) divisors.push_back(d);
+  for (int s = 11; s <= 31; ++s) {  // around every power of two up to the bound
+    const uint32_t p = 1u << s;
+    for (uint32_t d : {p - 1, p, p + 1}) divisors.push_back(d);
+  }
+  for (uint32_t d : divisors) {
+    const FastDivmod f(d);
+    for (uint32_t n : numerators) {
+      uint32_t q, r;
+      f.divmod(n, &q, &r);
+      ASSERT_EQ(q, n / d) << n << " / " << d;
+      ASSERT_EQ(r, n % d) << n << " % " << d;
+    }
+  }
+}
+
+namespace {
+
+struct Case {
+  int64_t N, C, H, W, h, w;
+  bool nchw_input, channels_last, gather, centred;
+  OutDType dtype;
+};
+
+std::string describe(const Case& c) {
+  return "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " H=" + std::to_string(c.H) +
+         " W=" + std::to_string(c.W) + " h=" + std::to_string(c.h) + " w=" + std::to_string(c.w) +
+         " nchw_in=" + std::to_string(c.nchw_input) + " cl=" + std::to_string(c.channels_last) +
+         " gather=" + std::to_string(c.gather) + " centred=" + std::to_string(c.centred) +
+         " dtype=" + std::to_string(static_cast<int>(c.dtype));
+}
+
+// Runs the CUDA thread body over every launch and thread index, split into launches of at most
+// `max_work` items, into `out`.
+void run_threads(const NormalizeFlipArgs& a, int64_t max_work) {
+  std::vector<NormalizeFlipLaunch> launches;
+  ASSERT_TRUE(plan_normalize_flip_launches(a, &launches, max_work));
+  int64_t samples = 0;
+  for (const NormalizeFlipLaunch& l : launches) {
+    ASSERT_EQ(l.n0, samples);
+    ASSERT_LE(static_cast<int64_t>(l.work), max_work);
+    samples += l.samples;
+    for (uint32_t t = 0; t < l.work; ++t) {
+      const bool cl = l.channels_last;
+      switch (a.dtype) {
+        case OutDType::kFloat32:
+          cl ? normalize_flip_thread<ToFloat32, true>(a, l, a.affine, t)
+             : normalize_flip_thread<ToFloat32, false>(a, l, a.affine, t);
+          break;
+        case OutDType::kFloat16:
+          cl ? normalize_flip_thread<ToFloat16, true>(a, l, a.affine, t)
+             : normalize_flip_thread<ToFloat16, false>(a, l, a.affine, t);
+          break;
+        case OutDType::kBFloat16:
+          cl ? normalize_flip_thread<ToBFloat16, true>(a, l, a.affine, t)
+             : normalize_flip_thread<ToBFloat16, false>(a, l, a.affine, t);
+          break;
+      }
+    }
+  }
+  ASSERT_EQ(samples, a.g.N);
+}
+
+void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
+  SCOPED_TRACE(describe(k) + " max_work=" + std::to_string(max_work));
+  const int64_t sources = k.gather ? k.N + 3 : k.N;
+  std::vector<uint8_t> img(static_cast<size_t>(sources * k.C * k.H * k.W));
+  for (auto& v : img) v = static_cast<uint8_t>(rng());
+  std::vector<int64_t> offsets(2 * k.N), rows(k.N);
+  std::vector<uint8_t> hflip(k.N), vflip(k.N);
+  for (int64_t n = 0; n < k.N; ++n) {
+    offsets[2 * n] = static_cast<int64_t>(rng() % (k.H + 5)) - 3;
+    offsets[2 * n + 1] = static_cast<int64_t>(rng() % (k.W + 5)) - 3;
+    hflip[n] = rng() % 2;
+    vflip[n] = rng() % 2;
+    rows[n] = static_cast<int64_t>(rng() % sources);
+  }
+  std::vector<Affine> affine(k.C);
+  for (int64_t c = 0; c < k.C; ++c) affine[c] = {1.0f / (255.0f * (0.2f + 0.01f * c)), -0.5f - 0.1f * c};
+
+  NormalizeFlipArgs a;
+  a.images = img.data();
+  a.g.N = k.N;
+  a.g.C = k.C;
+  a.g.H = k.H;
+  a.g.W = k.W;
+  a.g.h = k.h;
+  a.g.w = k.w;
+  if (k.nchw_input) {
+    a.g.sN = k.C * k.H * k.W, a.g.sC = k.H * k.W, a.g.sH = k.W, a.g.sW = 1;
+  } else {
+    a.g.sN = k.H * k.W * k.C, a.g.sC = 1, a.g.sH = k.W * k.C, a.g.sW = k.C;
+  }
+  if (k.gather) {
+    a.g.rows = rows.data();
+    a.g.sources = sources;
+  }
+  a.offsets = k.centred ? nullptr : offsets.data();
+  a.hflip = hflip.data();
+  a.vflip = k.centred ? nullptr : vflip.data();
+  a.affine = affine.data();
+  a.fill = 17;
+  a.dtype = k.dtype;
+  // Output strides as the op allocates them: contiguous NCHW, or channels_last when C > 1.
+  if (k.channels_last && k.C > 1) {
+    a.oN = k.h * k.w * k.C, a.oC = 1, a.oY = k.w * k.C, a.oX = k.C;
+  } else {
+    a.oN = k.C * k.h * k.w, a.oC = k.h * k.w, a.oY = k.w, a.oX = 1;
+  }
+  const size_t elems = static_cast<size_t>(k.N * k.C * k.h * k.w);
+  const size_t bytes = elems * (k.dtype == OutDType::kFloat32 ? 4 : 2);
+  // Poisoned, so an element no thread writes shows up.
+  std::vector<uint8_t> expected(bytes, 0xA5), got(bytes, 0x5A);
+  a.out = expected.data();
+  const bool previous = set_cpu_avx2_allowed(false);  // same roundings as this host code: mul, add
+  normalize_flip_cpu(a, 0, k.N * k.h);
+  set_cpu_avx2_allowed(previous);
+  a.out = got.data();
+  run_threads(a, max_work);
+  for (size_t i = 0; i < bytes; ++i) {
+    ASSERT_EQ(got[i], expected[i]) << "byte " << i << " of " << bytes;
+  }
+}
+
+}  // namespace
+
+TEST(NormalizeFlipThread, MatchesCpuKernelOverEveryThread) {
+  std::mt19937 rng(11);
+  for (OutDType dtype : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+    for (bool cl : {false, true}) {
+      for (int64_t C : {1, 3, 4, 5}) {
+        for (bool nchw_input : {false, true}) {
+          // Rows shorter than, equal to and not a multiple of a thread's 8 elements; crops
+          // inside, equal to and larger than the image (fill); gathered and centred windows.
+          check_case({4, C, 9, 11, 7, 13, nchw_input, cl, false, false, dtype}, INT32_MAX, rng);
+          check_case({3, C, 6, 5, 9, 3, nchw_input, cl, true, false, dtype}, INT32_MAX, rng);
+          check_case({2, C, 16, 16, 16, 16, nchw_input, cl, false, true, dtype}, INT32_MAX, rng);
+          check_case({5, C, 10, 12, 8, 8, nchw_input, cl, true, true, dtype}, INT32_MAX, rng);
+        }
+      }
+    }
+  }
+}
+
+TEST(NormalizeFlipThread, SplitLaunchesCoverEverySampleOnce) {
+  std::mt19937 rng(13);
+  for (bool cl : {false, true}) {
+    // Work per sample: NCHW 3 * 7 rows * 2 vectors = 42; channels_last 7 rows * 5 vectors = 35.
+    // Bounds of one sample, two and a half samples, and a prime.
+    for (int64_t max_work : {42, 105, 97, 1000}) {
+      check_case({7, 3, 9, 11, 7, 13, false, cl, true, false, OutDType::kFloat16}, max_work, rng);
+    }
+  }
+}
+
+TEST(NormalizeFlipThread, RefusesASampleTooLargeForOneLaunch) {
+  NormalizeFlipArgs a;
+  a.g.N = 2, a.g.C = 3, a.g.H = 8, a.g.W = 8, a.g.h = 8, a.g.w = 8;
+  a.oN = 3 * 64, a.oC = 64, a.oY = 8, a.oX = 1;
+  std::vector<NormalizeFlipLaunch> launches;
+  EXPECT_FALSE(plan_normalize_flip_launches(a, &launches, 23));  // 24 items per sample
+  EXPECT_TRUE(plan_normalize_flip_launches(a, &launches, 24));
+  EXPECT_EQ(launches.size(), 2u);
+}
