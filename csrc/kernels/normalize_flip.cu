@@ -1,7 +1,7 @@
 // CUDA kernels for the fused augment ops. Torch-free: raw pointers, sizes and a cudaStream_t, so
 // CMake compiles and links them with nvcc on machines without a GPU or a CUDA torch. The index
 // math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp, and each
-// normalize_flip thread runs normalize_flip_thread.h, which the CPU tests also run.
+// normalize_flip thread runs cuda_thread_work.h, which the CPU tests also run.
 //
 // One pass: each output element is written once, by one thread, with 16-byte stores where the
 // row allows it; each input byte is read from DRAM once (neighbouring threads read neighbouring
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "normalize_flip.h"
-#include "normalize_flip_thread.h"
+#include "cuda_thread_work.h"
 
 namespace prefetch {
 namespace kernels {
@@ -39,20 +39,9 @@ __global__ void normalize_flip_kernel(NormalizeFlipArgs a, NormalizeFlipLaunch l
 }
 
 template <typename T>
-__global__ void flip_crop_kernel(FlipCropArgs a, int64_t total) {
-  const Geometry g = a.g;
-  const T* masks = static_cast<const T*>(a.masks);
-  T* out = static_cast<T*>(a.out);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t x = i % g.w;
-    const int64_t y = (i / g.w) % g.h;
-    const int64_t n = i / (g.w * g.h);
-    const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
-    const int64_t sy = source_row(g, win, y);
-    const int64_t sx = source_col(g, win, x);
-    const bool inside = sy >= 0 && sy < g.H && sx >= 0 && sx < g.W;
-    out[i] = inside ? masks[checked_source(g, n) * g.sN + sy * g.sH + sx * g.sW] : static_cast<T>(a.fill);
+__global__ void flip_crop_kernel(FlipCropArgs a, FlipCropLaunch l) {
+  for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < l.work; t += gridDim.x * blockDim.x) {
+    flip_crop_thread<T>(a, l, t);
   }
 }
 
@@ -104,27 +93,31 @@ int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream) {
 }
 
 int flip_crop_cuda(const FlipCropArgs& args, void* stream) {
-  const int64_t total = args.g.N * args.g.h * args.g.w;
-  if (total == 0) return cudaSuccess;
+  std::vector<FlipCropLaunch> launches;
+  if (!plan_flip_crop_launches(args, &launches)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  const int blocks = blocks_for(total);
-  switch (args.itemsize) {
-    case 1:
-      flip_crop_kernel<uint8_t><<<blocks, kThreads, 0, s>>>(args, total);
-      break;
-    case 2:
-      flip_crop_kernel<int16_t><<<blocks, kThreads, 0, s>>>(args, total);
-      break;
-    case 4:
-      flip_crop_kernel<int32_t><<<blocks, kThreads, 0, s>>>(args, total);
-      break;
-    case 8:
-      flip_crop_kernel<int64_t><<<blocks, kThreads, 0, s>>>(args, total);
-      break;
-    default:
-      return cudaErrorInvalidValue;
+  for (const FlipCropLaunch& l : launches) {
+    const int blocks = blocks_for(l.work);
+    switch (args.itemsize) {
+      case 1:
+        flip_crop_kernel<uint8_t><<<blocks, kThreads, 0, s>>>(args, l);
+        break;
+      case 2:
+        flip_crop_kernel<int16_t><<<blocks, kThreads, 0, s>>>(args, l);
+        break;
+      case 4:
+        flip_crop_kernel<int32_t><<<blocks, kThreads, 0, s>>>(args, l);
+        break;
+      case 8:
+        flip_crop_kernel<int64_t><<<blocks, kThreads, 0, s>>>(args, l);
+        break;
+      default:
+        return cudaErrorInvalidValue;
+    }
+    const cudaError_t status = cudaGetLastError();
+    if (status != cudaSuccess) return status;
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace kernels

@@ -1,4 +1,4 @@
-// The CUDA normalize_flip kernel's per-thread code (normalize_flip_thread.h), run on the CPU over
+// The CUDA normalize_flip kernel's per-thread code (cuda_thread_work.h), run on the CPU over
 // every thread index of every launch, must write exactly what the CPU kernel writes; and the
 // launch-wide divisions it relies on (FastDivmod) must be exact. No GPU needed: only the mapping
 // of threads onto these calls is left to the GPU tests.
@@ -11,7 +11,7 @@
 
 #include "fast_divmod.h"
 #include "normalize_flip.h"
-#include "normalize_flip_thread.h"
+#include "cuda_thread_work.h"
 
 using namespace prefetch::kernels;
 
@@ -184,4 +184,71 @@ TEST(NormalizeFlipThread, RefusesASampleTooLargeForOneLaunch) {
   EXPECT_FALSE(plan_normalize_flip_launches(a, &launches, 23));  // 24 items per sample
   EXPECT_TRUE(plan_normalize_flip_launches(a, &launches, 24));
   EXPECT_EQ(launches.size(), 2u);
+}
+
+namespace {
+
+template <typename T>
+void check_flip_crop(int64_t N, int64_t H, int64_t W, int64_t h, int64_t w, bool gather, bool centred,
+                     int64_t max_work, std::mt19937& rng) {
+  SCOPED_TRACE("itemsize=" + std::to_string(sizeof(T)) + " N=" + std::to_string(N) + " H=" +
+               std::to_string(H) + " W=" + std::to_string(W) + " h=" + std::to_string(h) + " w=" +
+               std::to_string(w) + " gather=" + std::to_string(gather) + " centred=" +
+               std::to_string(centred) + " max_work=" + std::to_string(max_work));
+  const int64_t sources = gather ? N + 2 : N;
+  std::vector<T> masks(static_cast<size_t>(sources * H * W));
+  for (auto& v : masks) v = static_cast<T>(rng());
+  std::vector<int64_t> offsets(2 * N), rows(N);
+  std::vector<uint8_t> hflip(N), vflip(N);
+  for (int64_t n = 0; n < N; ++n) {
+    offsets[2 * n] = static_cast<int64_t>(rng() % (H + 5)) - 3;
+    offsets[2 * n + 1] = static_cast<int64_t>(rng() % (W + 5)) - 3;
+    hflip[n] = rng() % 2;
+    vflip[n] = rng() % 2;
+    rows[n] = static_cast<int64_t>(rng() % sources);
+  }
+  FlipCropArgs a;
+  a.masks = masks.data();
+  a.itemsize = sizeof(T);
+  a.g = Geometry{N, 1, H, W, H * W, 0, W, 1, h, w};
+  if (gather) {
+    a.g.rows = rows.data();
+    a.g.sources = sources;
+  }
+  a.offsets = centred ? nullptr : offsets.data();
+  a.hflip = hflip.data();
+  a.vflip = centred ? nullptr : vflip.data();
+  a.fill = -3;
+  std::vector<T> expected(static_cast<size_t>(N * h * w), static_cast<T>(0x5A)), got(expected.size(), static_cast<T>(0x3C));
+  a.out = expected.data();
+  flip_crop_cpu(a, 0, N * h);
+  a.out = got.data();
+  if (max_work == 0) max_work = h * ((w + kVec - 1) / kVec);
+  std::vector<FlipCropLaunch> launches;
+  ASSERT_TRUE(plan_flip_crop_launches(a, &launches, max_work));
+  ASSERT_EQ(launches.size(), static_cast<size_t>(max_work == INT32_MAX ? 1 : N));
+  int64_t samples = 0;
+  for (const FlipCropLaunch& l : launches) {
+    ASSERT_EQ(l.n0, samples);
+    samples += l.samples;
+    for (uint32_t t = 0; t < l.work; ++t) flip_crop_thread<T>(a, l, t);
+  }
+  ASSERT_EQ(samples, N);
+  ASSERT_EQ(got, expected);
+}
+
+}  // namespace
+
+TEST(FlipCropThread, MatchesCpuKernelOverEveryThread) {
+  std::mt19937 rng(17);
+  for (bool gather : {false, true}) {
+    for (bool centred : {false, true}) {
+      for (int64_t max_work : {int64_t{INT32_MAX}, int64_t{0}}) {  // 0: one launch per sample
+        check_flip_crop<uint8_t>(4, 9, 11, 7, 13, gather, centred, max_work, rng);
+        check_flip_crop<int16_t>(3, 6, 5, 9, 3, gather, centred, max_work, rng);
+        check_flip_crop<int32_t>(2, 16, 16, 16, 16, gather, centred, max_work, rng);
+        check_flip_crop<int64_t>(3, 10, 12, 8, 8, gather, centred, max_work, rng);
+      }
+    }
+  }
 }

@@ -1,10 +1,11 @@
-// One CUDA thread's share of normalize_flip: kVec consecutive output elements of one output row.
-// __host__ __device__, so the CPU tests run this exact code over every thread index and compare
-// it with the CPU kernel; normalize_flip.cu only maps threads onto it.
+// One CUDA thread's share of each fused op (normalize_flip, flip_crop): kVec consecutive output
+// elements of one output row. __host__ __device__, so the CPU tests run this exact code over
+// every thread index and compare it with the CPU kernels; normalize_flip.cu only maps threads
+// onto it.
 //
 // The work of a launch is numbered t = row * vecs_per_row + vec, in 32 bits, with every division
 // by a launch-wide constant done by FastDivmod. A batch whose numbering would not fit in 32 bits
-// is split by samples into several launches (plan_normalize_flip_launches).
+// is split by samples into several launches (plan_*_launches).
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -190,6 +191,64 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
   T* dst = static_cast<T*>(a.out) + n * a.oN + static_cast<int64_t>(y) * a.oY +
            (kChannelsLast ? 0 : static_cast<int64_t>(c_row) * a.oC) + first;
   store_values(dst, values, count);
+}
+
+
+// flip_crop: rows are (n, y), of w mask elements; the same numbering with C = 1.
+struct FlipCropLaunch {
+  int64_t n0 = 0, samples = 0;
+  uint32_t work = 0;
+  FastDivmod vecs_per_row;  // t -> (row, vec)
+  FastDivmod h;             // row -> (n, y)
+  int32_t row_len = 0;
+};
+
+inline bool plan_flip_crop_launches(const FlipCropArgs& a, std::vector<FlipCropLaunch>* launches,
+                                    int64_t max_work = INT32_MAX) {
+  launches->clear();
+  const Geometry& g = a.g;
+  if (g.N == 0 || g.h == 0 || g.w == 0) return true;
+  const int64_t vecs = (g.w + kVec - 1) / kVec;
+  const int64_t work_per_sample = g.h * vecs;
+  if (work_per_sample > max_work || g.w > INT32_MAX - kVec) return false;
+  const int64_t per_launch = max_work / work_per_sample;
+  for (int64_t n0 = 0; n0 < g.N; n0 += per_launch) {
+    FlipCropLaunch l;
+    l.n0 = n0;
+    l.samples = g.N - n0 < per_launch ? g.N - n0 : per_launch;
+    l.work = static_cast<uint32_t>(l.samples * work_per_sample);
+    l.vecs_per_row = FastDivmod(static_cast<uint32_t>(vecs));
+    l.h = FastDivmod(static_cast<uint32_t>(g.h));
+    l.row_len = static_cast<int32_t>(g.w);
+    launches->push_back(l);
+  }
+  return true;
+}
+
+// Thread item t of a flip_crop launch; T is the mask element type (itemsize bytes).
+template <typename T>
+PF_HD void flip_crop_thread(const FlipCropArgs& a, const FlipCropLaunch& l, uint32_t t) {
+  const Geometry& g = a.g;
+  uint32_t row, vec, n_local, y;
+  l.vecs_per_row.divmod(t, &row, &vec);
+  l.h.divmod(row, &n_local, &y);
+  const int64_t n = l.n0 + n_local;
+  const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
+  const int64_t sy = source_row(g, win, y);
+  const bool row_inside = sy >= 0 && sy < g.H;
+  const T* src = static_cast<const T*>(a.masks) + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
+  const int32_t first = static_cast<int32_t>(vec) * kVec;
+  const int count = l.row_len - first < kVec ? l.row_len - first : kVec;
+  int64_t sx = source_col(g, win, first);
+  const int64_t step = win.hflip ? -1 : 1;
+  T* dst = static_cast<T*>(a.out) + (n * g.h + y) * g.w + first;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int k = 0; k < kVec; ++k) {
+    if (k < count) dst[k] = (row_inside && sx >= 0 && sx < g.W) ? src[sx * g.sW] : static_cast<T>(a.fill);
+    sx += step;
+  }
 }
 
 }  // namespace kernels
