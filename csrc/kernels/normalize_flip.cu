@@ -1,14 +1,14 @@
 // CUDA kernels for the fused augment ops. Torch-free: raw pointers, sizes and a cudaStream_t, so
 // CMake compiles and links them with nvcc on machines without a GPU or a CUDA torch. The index
-// math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp, and each
-// normalize_flip thread runs cuda_thread_work.h, which the CPU tests also run.
+// math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp; a thread's whole
+// work is its op's function in cuda_thread_work.h, which the CPU tests also run, so the kernels
+// here only map threads and launches onto it.
 //
 // One pass: each output element is written once, by one thread, with 16-byte stores where the
 // row allows it; each input byte is read from DRAM once (neighbouring threads read neighbouring
 // bytes of the same lines, served by L1/L2).
 #include <cuda_runtime.h>
 
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
