@@ -78,6 +78,20 @@ def test_edge_sizes(device, N, H, W, crop):
     assert_matches(out, reference(images, MEAN, STD, hflip, vflip, crop, fill=9), torch.float32)
 
 
+@pytest.mark.parametrize("flipped", [False, True])
+def test_windows_wholly_beside_the_image_are_fill(device, flipped):
+    # Once wrote fill past the end of a row on the CPU (the inside-columns bound exceeded w when
+    # a flipped window started right of the image); found by ASan, fixed in geometry.h.
+    images, _, _, _ = random_case(device, 4, 3, 5, 6, "NHWC", seed=40)
+    offsets = torch.tensor([[0, 20], [0, -20], [20, 0], [-20, 1]], device=device)
+    hflip = torch.full((4,), flipped, device=device)
+    kwargs = {"crop": (3, 4), "offsets": offsets, "hflip": hflip, "fill": 7}
+    out = normalize_flip(images, MEAN[:3], STD[:3], **kwargs)
+    assert_matches(out, reference(images, MEAN, STD, **kwargs), torch.float32)
+    masks = flip_crop(images[..., 0].contiguous(), **kwargs)
+    assert bool((masks == 7).all())
+
+
 def test_non_contiguous_inputs(device):
     g = torch.Generator().manual_seed(3)
     base = torch.randint(0, 256, (6, 20, 30, 5), dtype=torch.uint8, generator=g).to(device)

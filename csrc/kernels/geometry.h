@@ -70,8 +70,9 @@ PF_HD int64_t source_col(const Geometry& g, const Window& win, int64_t x) {
   return win.left + (win.hflip ? g.w - 1 - x : x);
 }
 
-// The output columns [*begin, *end) whose source column lies inside the image; the others take
-// `fill`. Lets the CPU loops run their middle part without a bounds test per element.
+// The output columns [*begin, *end), 0 <= begin <= end <= w, whose source column lies inside
+// the image; the others take `fill`. Lets the CPU loops run their middle part without a bounds
+// test per element.
 PF_HD void inside_columns(const Geometry& g, const Window& win, int64_t* begin, int64_t* end) {
   int64_t b, e;
   if (!win.hflip) {  // 0 <= left + x < W
@@ -81,7 +82,9 @@ PF_HD void inside_columns(const Geometry& g, const Window& win, int64_t* begin, 
     b = win.left + g.w - g.W;
     e = win.left + g.w;
   }
-  b = b < 0 ? 0 : b;
+  // Both ends within [0, w]: a window wholly beside the image puts b past w (hflip with
+  // left > W, or left < -w), and the callers' fill loops run up to b.
+  b = b < 0 ? 0 : (b > g.w ? g.w : b);
   e = e > g.w ? g.w : e;
   *begin = b;
   *end = e < b ? b : e;

@@ -35,6 +35,9 @@ TEST(Geometry, InsideColumnsMatchesBruteForce) {
           win.hflip = hflip;
           int64_t b, e;
           inside_columns(g, win, &b, &e);
+          // The callers fill [0, b) and [e, w) of a w-element row.
+          ASSERT_TRUE(0 <= b && b <= e && e <= w) << "W=" << W << " w=" << w << " left=" << left
+                                                  << " hflip=" << hflip << ": [" << b << ", " << e << ")";
           for (int64_t x = 0; x < w; ++x) {
             int64_t sx = source_col(g, win, x);
             bool inside = sx >= 0 && sx < W;
