@@ -2,7 +2,8 @@
 
 CUDA sources are compiled when the installed torch is a CUDA build and nvcc is found; a visible
 GPU is never required. PREFETCH_FORCE_CPU=1 opts out, FORCE_CUDA=1 forces CUDA on (and fails
-loudly if it cannot). TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured.
+loudly if it cannot). TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured;
+PREFETCH_SANITIZE=address,undefined instruments the C++ code (scripts/sanitize.sh python).
 """
 import glob
 import os
@@ -55,6 +56,13 @@ with_cuda, why = resolve_cuda()
 debug = flag("DEBUG")
 cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
 cxx_flags += ["-std=c++17", "-Wall", "-Wno-unused-parameter"]
+# PREFETCH_SANITIZE=address,undefined: the extension instrumented, for scripts/sanitize.sh python
+# (run with the sanitizer runtimes preloaded into an uninstrumented Python).
+sanitize = os.environ.get("PREFETCH_SANITIZE", "")
+link_flags = []
+if sanitize:
+    cxx_flags += ["-fsanitize=" + sanitize, "-fno-omit-frame-pointer", "-g"]
+    link_flags += ["-fsanitize=" + sanitize]
 define_macros = [("PREFETCH_WITH_CUDA", None)] if with_cuda else []
 
 srcs = sources("csrc/core/*.cpp") + sources("csrc/kernels/*.cpp") + sources("csrc/torch/*_binding.cpp") + ["csrc/torch/ops.cpp"]
@@ -67,6 +75,7 @@ if with_cuda:
         include_dirs=[os.path.join(ROOT, d) for d in ("csrc/core", "csrc/kernels", "csrc/torch")],
         define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags + ["-std=c++17"]},
+        extra_link_args=link_flags,
     )
 else:
     srcs += ["csrc/torch/cuda_support_stub.cpp"]
@@ -76,12 +85,14 @@ else:
         include_dirs=[os.path.join(ROOT, d) for d in ("csrc/core", "csrc/kernels", "csrc/torch")],
         define_macros=define_macros,
         extra_compile_args={"cxx": cxx_flags},
+        extra_link_args=link_flags,
     )
 
 print(
-    "prefetch build: torch %s | CUDA %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s"
+    "prefetch build: torch %s | CUDA %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s%s"
     % (torch.__version__, why, os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch default)"),
-       os.environ.get("MAX_JOBS", "(ninja default)"), int(debug)),
+       os.environ.get("MAX_JOBS", "(ninja default)"), int(debug),
+       " | sanitizers: " + sanitize if sanitize else ""),
     flush=True,
 )
 

@@ -1,9 +1,18 @@
+import multiprocessing
 import os
 
 import pytest
 import torch
 
 FAIL_WITHOUT_CUDA = os.environ.get("FAIL_WITHOUT_CUDA", "0") == "1"
+
+# Set by scripts/sanitize.sh python (the extension under ASan + UBSan). There fork() from this
+# threaded process can deadlock the child inside ASan's allocator, whose lock another thread may
+# hold at the fork (GCC 12's runtime takes no lock around fork): DataLoader workers start by
+# forkserver instead, and the test of fork itself is skipped. The regular run covers fork.
+SANITIZED = os.environ.get("PREFETCH_SANITIZED", "0") == "1"
+if SANITIZED:
+    multiprocessing.set_start_method("forkserver", force=True)
 
 
 def cuda_ready():

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 import prefetch
 
-from .conftest import thread_count
+from .conftest import SANITIZED, thread_count
 from .helpers import assert_same
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,6 +108,8 @@ def test_a_killed_dataloader_worker_surfaces_as_an_error():
 
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 def test_worker_start_methods_with_the_pool_alive(context):
+    if context == "fork" and SANITIZED:
+        pytest.skip("fork() of a threaded process can deadlock in ASan's allocator (conftest.py)")
     # The engine's C++ pool and stream thread exist (a first epoch ran) before workers start.
     ds = [(torch.full((3, 4), i, dtype=torch.uint8), i) for i in range(24)]
     expected = list(DataLoader(ds, batch_size=5))
@@ -146,7 +148,10 @@ def assert_flat_over_epochs(loader, warmup=10, epochs=90):
         time.sleep(0.02)
     assert thread_count() <= threads
     assert len(os.listdir("/proc/self/fd")) <= fds
-    assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
+    # Under ASan freed memory waits in its quarantine (256 MiB) before reuse, so resident memory
+    # grows by design there; the regular run checks it.
+    if not SANITIZED:
+        assert _rss_bytes() - rss < 16 * 2**20, "RSS grew by %d bytes" % (_rss_bytes() - rss)
 
 
 def test_hundred_epochs_stay_flat():
