@@ -3,6 +3,8 @@ import itertools
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import prefetch
 from prefetch.ops import flip_crop, normalize_flip
@@ -101,6 +103,60 @@ def test_non_contiguous_inputs(device):
         hflip = torch.arange(N, device=device) % 2 == 0
         out = normalize_flip(images, MEAN[:3], STD[:3], hflip=hflip, crop=(5, 4))
         assert_matches(out, reference(images, MEAN, STD, hflip, crop=(5, 4)), torch.float32)
+
+
+@st.composite
+def op_cases(draw):
+    """Random geometry: sizes from 0 samples and 1 pixel up, windows anywhere (inside, across
+    an edge, wholly beside the image), any flips, gathers, fills, layouts, output dtypes."""
+    N, C = draw(st.integers(0, 4)), draw(st.integers(1, 5))
+    H, W = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+    crop = draw(st.none() | st.tuples(st.integers(1, 16), st.integers(1, 16)))
+    sources = N + draw(st.integers(0, 2))
+    indices = draw(st.none() | st.lists(st.integers(0, max(sources - 1, 0)), min_size=N, max_size=N))
+    if sources == 0:
+        indices = None
+    if indices is None:
+        sources = N
+    flags = st.lists(st.booleans(), min_size=N, max_size=N)
+    return {
+        "sources": sources, "C": C, "H": H, "W": W, "crop": crop, "indices": indices,
+        "offsets": draw(st.none() | st.lists(st.tuples(st.integers(-20, 20), st.integers(-20, 20)),
+                                             min_size=N, max_size=N)) if crop else None,
+        "hflip": draw(st.none() | flags), "vflip": draw(st.none() | flags),
+        "fill": draw(st.integers(0, 255)), "layout": draw(st.sampled_from(["NHWC", "NCHW"])),
+        "dtype": draw(st.sampled_from([torch.float32, torch.float16, torch.bfloat16])),
+        "channels_last": draw(st.booleans()), "seed": draw(st.integers(0, 2**31 - 1)),
+    }
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(case=op_cases())
+def test_property_ops_equal_the_reference(device, case):
+    g = torch.Generator().manual_seed(case["seed"])
+    S, C, H, W = case["sources"], case["C"], case["H"], case["W"]
+    shape = (S, H, W, C) if case["layout"] == "NHWC" else (S, C, H, W)
+    images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).to(device)
+
+    idx = None if case["indices"] is None else torch.tensor(case["indices"], dtype=torch.int64).to(device)
+    offsets = None if case["offsets"] is None else torch.tensor(case["offsets"], dtype=torch.int64).reshape(-1, 2).to(device)
+    hflip = None if case["hflip"] is None else torch.tensor(case["hflip"], dtype=torch.bool).to(device)
+    vflip = None if case["vflip"] is None else torch.tensor(case["vflip"], dtype=torch.bool).to(device)
+    geometry = {"hflip": hflip, "vflip": vflip, "crop": case["crop"], "offsets": offsets, "fill": case["fill"]}
+    picked = images if idx is None else images[idx]
+    mean, std = (MEAN[:3] + [0.3, 0.7])[:C], (STD[:3] + [0.2, 0.4])[:C]
+    out = normalize_flip(images, mean, std, dtype=case["dtype"], layout=case["layout"],
+                         channels_last=case["channels_last"], indices=idx, **geometry)
+    assert_matches(out, reference(picked, mean, std, layout=case["layout"], **geometry), case["dtype"])
+
+    masks = images[..., 0] if case["layout"] == "NHWC" else images[:, 0]
+    got = flip_crop(masks, indices=idx, **geometry)
+    expected = reference_geometry((masks if idx is None else masks[idx]).cpu()[:, None],
+                                  None if hflip is None else hflip.cpu(),
+                                  None if vflip is None else vflip.cpu(), case["crop"],
+                                  None if offsets is None else offsets.cpu(), case["fill"])[:, 0]
+    assert torch.equal(got.cpu().double(), expected)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
