@@ -421,6 +421,8 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<prefetch::Cancelled>(m, "Cancelled", PyExc_RuntimeError);
   py::register_exception<prefetch::BackendError>(m, "BackendError", PyExc_RuntimeError);
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
+  m.def("cuda_view_of_pinned", &prefetch::cuda_view_of_pinned, py::arg("host"), py::arg("device"),
+        "A CUDA tensor over a pinned CPU tensor's memory (zero-copy reads; benchmark use).");
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const std::string&, int, int, int, int64_t>(), py::arg("device_type"),
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),

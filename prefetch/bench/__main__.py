@@ -217,6 +217,16 @@ def main(argv=None):
                   " | ring/raw %.2f" % (row["batch_mib"], row["h2d_gbps"], row["pin_memory_gbps"],
                                         row["h2d_raw_gbps"], row["h2d_fraction_of_raw"]))
             metrics.update({k: row[k] for k in ("h2d_gbps", "h2d_raw_gbps", "h2d_fraction_of_raw")})
+            n = 64 if args.quick else max(batch_sizes)
+            progress("h2d: zero-copy (the op reading pinned memory) against copy, then op")
+            zrows = h2d.measure_zero_copy(device, n=n, size=args.image_size, crop=args.image_size,
+                                          repeats=2 if args.quick else 5)
+            details["h2d_zero_copy"] = zrows
+            for z in zrows:
+                print("zero-copy fp16%s: %.3f ms | copy, then op %.3f ms | copy-then-op / zero-copy %.2f"
+                      % (" channels_last" if z["channels_last"] else "", z["zero_copy_s"] * 1e3,
+                         z["copy_then_op_s"] * 1e3, z["zero_copy_vs_copy_then_op"]))
+            metrics["zero_copy_vs_copy_then_op"] = zrows[0]["zero_copy_vs_copy_then_op"]
         if section == "e2e":
             bs = 64 if args.quick else max(batch_sizes)
             size = 112 if args.quick else args.image_size
