@@ -25,50 +25,60 @@ struct AffineTable {
   Affine c[kInlineChannels];
 };
 
-// One launch: samples [n0, n0 + samples) of the batch.
-struct NormalizeFlipLaunch {
+// One launch: samples [n0, n0 + samples) of the batch. What every op's launch holds.
+struct SampleLaunch {
   int64_t n0 = 0, samples = 0;
   uint32_t work = 0;           // rows * vecs_per_row, the thread items of this launch
   FastDivmod vecs_per_row;     // t -> (row, vec)
   FastDivmod h;                // row -> (rest, y)
-  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
-  int32_t row_len = 0;         // output elements per row: w, or w * C for channels_last
-  bool channels_last = false;
+  int32_t row_len = 0;         // output elements per row
 };
+
+struct NormalizeFlipLaunch : SampleLaunch {
+  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
+  bool channels_last = false;  // rows of w * C elements instead of w
+};
+
+// Fills `launches` with copies of `prototype` covering N samples of `rows_per_sample` rows of
+// `row_len` elements (h rows per image), each launch numbering at most `max_work` thread items
+// (the tests pass a small bound to exercise the split). False when a single sample's items, or
+// a row, do not fit in that numbering (outside anything the ops accept).
+template <typename Launch>
+inline bool split_by_samples(int64_t N, int64_t h, int64_t rows_per_sample, int64_t row_len,
+                             int64_t max_work, Launch prototype, std::vector<Launch>* launches) {
+  launches->clear();
+  if (N == 0 || rows_per_sample == 0 || row_len == 0) return true;
+  const int64_t vecs = (row_len + kVec - 1) / kVec;
+  const int64_t work_per_sample = rows_per_sample * vecs;
+  if (work_per_sample > max_work || row_len > INT32_MAX - kVec) return false;
+  const int64_t per_launch = max_work / work_per_sample;
+  prototype.vecs_per_row = FastDivmod(static_cast<uint32_t>(vecs));
+  prototype.h = FastDivmod(static_cast<uint32_t>(h));
+  prototype.row_len = static_cast<int32_t>(row_len);
+  for (int64_t n0 = 0; n0 < N; n0 += per_launch) {
+    Launch l = prototype;
+    l.n0 = n0;
+    l.samples = N - n0 < per_launch ? N - n0 : per_launch;
+    l.work = static_cast<uint32_t>(l.samples * work_per_sample);
+    launches->push_back(l);
+  }
+  return true;
+}
 
 // Output rows are contiguous in memory: (n, c, y) rows of w elements for NCHW, or (n, y) rows of
 // w * C elements (x major, c minor) for channels_last; the op allocates outputs so.
 inline bool channels_last_rows(const NormalizeFlipArgs& a) { return a.oC == 1 && a.g.C > 1; }
 
-// The launches covering the batch, each numbering at most `max_work` thread items (the tests
-// pass a small bound to exercise the split). False when a single sample's items, or its output
-// rows, do not fit in that numbering (outside anything the op accepts).
 inline bool plan_normalize_flip_launches(const NormalizeFlipArgs& a,
                                          std::vector<NormalizeFlipLaunch>* launches,
                                          int64_t max_work = INT32_MAX) {
-  launches->clear();
   const Geometry& g = a.g;
-  if (g.N == 0 || g.h == 0 || g.w == 0 || g.C == 0) return true;
-  const bool cl = channels_last_rows(a);
-  const int64_t row_len = cl ? g.w * g.C : g.w;
-  const int64_t vecs = (row_len + kVec - 1) / kVec;
-  const int64_t rows_per_sample = cl ? g.h : g.C * g.h;
-  const int64_t work_per_sample = rows_per_sample * vecs;
-  if (work_per_sample > max_work || row_len > INT32_MAX - kVec) return false;
-  const int64_t per_launch = max_work / work_per_sample;
-  for (int64_t n0 = 0; n0 < g.N; n0 += per_launch) {
-    NormalizeFlipLaunch l;
-    l.n0 = n0;
-    l.samples = g.N - n0 < per_launch ? g.N - n0 : per_launch;
-    l.work = static_cast<uint32_t>(l.samples * work_per_sample);
-    l.vecs_per_row = FastDivmod(static_cast<uint32_t>(vecs));
-    l.h = FastDivmod(static_cast<uint32_t>(g.h));
-    l.C = FastDivmod(static_cast<uint32_t>(g.C));
-    l.row_len = static_cast<int32_t>(row_len);
-    l.channels_last = cl;
-    launches->push_back(l);
-  }
-  return true;
+  NormalizeFlipLaunch prototype;
+  prototype.channels_last = channels_last_rows(a);
+  prototype.C = FastDivmod(static_cast<uint32_t>(g.C > 0 ? g.C : 1));
+  const int64_t row_len = prototype.channels_last ? g.w * g.C : g.w;
+  const int64_t rows_per_sample = prototype.channels_last ? g.h : g.C * g.h;
+  return split_by_samples(g.N, g.h, rows_per_sample, row_len, max_work, prototype, launches);
 }
 
 // The gathered sample, checked on the device: the op cannot check a device index tensor without
@@ -195,34 +205,11 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
 
 
 // flip_crop: rows are (n, y), of w mask elements; the same numbering with C = 1.
-struct FlipCropLaunch {
-  int64_t n0 = 0, samples = 0;
-  uint32_t work = 0;
-  FastDivmod vecs_per_row;  // t -> (row, vec)
-  FastDivmod h;             // row -> (n, y)
-  int32_t row_len = 0;
-};
+struct FlipCropLaunch : SampleLaunch {};
 
 inline bool plan_flip_crop_launches(const FlipCropArgs& a, std::vector<FlipCropLaunch>* launches,
                                     int64_t max_work = INT32_MAX) {
-  launches->clear();
-  const Geometry& g = a.g;
-  if (g.N == 0 || g.h == 0 || g.w == 0) return true;
-  const int64_t vecs = (g.w + kVec - 1) / kVec;
-  const int64_t work_per_sample = g.h * vecs;
-  if (work_per_sample > max_work || g.w > INT32_MAX - kVec) return false;
-  const int64_t per_launch = max_work / work_per_sample;
-  for (int64_t n0 = 0; n0 < g.N; n0 += per_launch) {
-    FlipCropLaunch l;
-    l.n0 = n0;
-    l.samples = g.N - n0 < per_launch ? g.N - n0 : per_launch;
-    l.work = static_cast<uint32_t>(l.samples * work_per_sample);
-    l.vecs_per_row = FastDivmod(static_cast<uint32_t>(vecs));
-    l.h = FastDivmod(static_cast<uint32_t>(g.h));
-    l.row_len = static_cast<int32_t>(g.w);
-    launches->push_back(l);
-  }
-  return true;
+  return split_by_samples(a.g.N, a.g.h, a.g.h, a.g.w, max_work, FlipCropLaunch{}, launches);
 }
 
 // Thread item t of a flip_crop launch; T is the mask element type (itemsize bytes).
