@@ -70,7 +70,8 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
         raise ValueError("the zero-copy variant needs a CUDA device")
     g = torch.Generator().manual_seed(0)
     pinned = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).pin_memory()
-    view = prefetch._C.cuda_view_of_pinned(pinned, device.index if device.index is not None else torch.cuda.current_device())
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    view = prefetch._C.cuda_view_of_pinned(pinned, index)
     staged = torch.empty(pinned.shape, dtype=torch.uint8, device=device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
     draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v
