@@ -139,11 +139,14 @@ def test_property_ops_equal_the_reference(device, case):
     shape = (S, H, W, C) if case["layout"] == "NHWC" else (S, C, H, W)
     images = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).to(device)
 
-    idx = None if case["indices"] is None else torch.tensor(case["indices"], dtype=torch.int64).to(device)
-    offsets = None if case["offsets"] is None else torch.tensor(case["offsets"], dtype=torch.int64).reshape(-1, 2).to(device)
-    hflip = None if case["hflip"] is None else torch.tensor(case["hflip"], dtype=torch.bool).to(device)
-    vflip = None if case["vflip"] is None else torch.tensor(case["vflip"], dtype=torch.bool).to(device)
-    geometry = {"hflip": hflip, "vflip": vflip, "crop": case["crop"], "offsets": offsets, "fill": case["fill"]}
+    def tensor(values, dtype, shape=(-1,)):
+        return None if values is None else torch.tensor(values, dtype=dtype).reshape(shape).to(device)
+
+    idx = tensor(case["indices"], torch.int64)
+    offsets = tensor(case["offsets"], torch.int64, (-1, 2))
+    hflip, vflip = tensor(case["hflip"], torch.bool), tensor(case["vflip"], torch.bool)
+    geometry = {"hflip": hflip, "vflip": vflip, "crop": case["crop"], "offsets": offsets,
+                "fill": case["fill"]}
     picked = images if idx is None else images[idx]
     mean, std = (MEAN[:3] + [0.3, 0.7])[:C], (STD[:3] + [0.2, 0.4])[:C]
     out = normalize_flip(images, mean, std, dtype=case["dtype"], layout=case["layout"],
