@@ -11,9 +11,14 @@ collation into the pinned ring, the copy and the augmentation on the GPU stay in
 
 A Ray ``Dataset`` (or a ``DataIterator``, e.g. one of ``ds.streaming_split(world_size)`` per DDP
 rank) is consumed through ``iter_batches(batch_format="numpy")``: each batch is a dict of column
-name to ndarray, which the Prefetcher copies as it copies any dict of arrays. Nothing here
-imports Ray: the dataset brings it, and ``import prefetch`` stays free of it.
+name to ndarray, which the Prefetcher copies as it copies any dict of arrays. Columns that are not
+numeric arrays are made into what a Prefetcher carries (see :class:`RaySource`): strings arrive as
+lists of ``str``. Nothing here imports Ray: the dataset brings it, and ``import prefetch`` stays
+free of it.
 """
+import numpy as np
+
+from .errors import CollateError
 
 __all__ = ["RaySource", "is_ray_dataset"]
 
@@ -24,14 +29,72 @@ def is_ray_dataset(obj):
     return module.startswith("ray.data") and callable(getattr(obj, "iter_batches", None))
 
 
+def _array_column(name, values, batch):
+    """An object column whose rows are ndarrays (Ray's variable-shaped tensor columns, lists):
+    stacked into one array when every row has one shape and dtype, refused otherwise."""
+    rows = list(values.flat)
+    first = rows[0]
+    for i, row in enumerate(rows):
+        if not isinstance(row, np.ndarray):
+            raise CollateError(
+                "prefetch: Ray column %r holds arrays, but sample %d is a %s (sample 0 is an "
+                "ndarray of shape %s); give every row an array of one shape in map_batches, or "
+                "leave the column out with RaySource(ds, columns=[...])"
+                % (name, i, type(row).__name__, tuple(first.shape)))
+        if row.shape != first.shape or row.dtype != first.dtype:
+            where = ""
+            paths = batch.get("path") if isinstance(batch.get("path"), np.ndarray) else None
+            if paths is not None and paths.shape[:1] == values.shape[:1] and values.ndim == 1:
+                where = " (paths %r and %r)" % (paths[0], paths[i])
+            what = "different shapes" if row.shape != first.shape else "different dtypes"
+            raise CollateError(
+                "prefetch: Ray column %r holds arrays of %s: sample 0 is %s %s but sample %d is "
+                "%s %s%s, and one batch tensor needs one shape and dtype. Resize (or cast) them "
+                "in the dataset, e.g. ray.data.read_images(..., size=(H, W)) or a resize in "
+                "ds.map_batches(fn); or leave the column out with RaySource(ds, columns=[...])"
+                % (name, what, tuple(first.shape), first.dtype, i, tuple(row.shape), row.dtype,
+                   where))
+    return np.stack(rows).reshape(values.shape + first.shape)
+
+
+def _column(name, values, batch):
+    """One column of a Ray numpy batch as a Prefetcher carries it: numeric arrays as they are,
+    strings (``<U``, ``S``, or objects) as (nested) lists of str/bytes, an object column of
+    same-shape arrays stacked, any other object column as a list of its Python objects."""
+    if not isinstance(values, np.ndarray):
+        return values
+    if values.dtype.kind in "US":
+        return values.tolist()
+    if not values.dtype.hasobject:
+        return values
+    if values.size and any(isinstance(v, np.ndarray) for v in values.flat):
+        return _array_column(name, values, batch)
+    return values.tolist()
+
+
+def _numpy_batch(batch):
+    return {name: _column(name, values, batch) for name, values in batch.items()}
+
+
 class RaySource:
     """Iterates ``dataset.iter_batches(batch_format="numpy", ...)`` once per epoch.
+
+    Each batch is a dict of column name to: the column's ndarray when it is numeric or bool (a
+    tensor on the device after the Prefetcher); a ``list`` of ``str`` (or ``bytes``) for a string
+    column, row for row, where plain ``iter_batches`` gives an ndarray of dtype object or ``<U``
+    (strings pass through a Prefetcher unchanged, as ``default_collate`` gives them); a stacked
+    array for an object column whose rows are ndarrays of one shape and dtype (a list column);
+    and a ``list`` of the rows' Python objects for any other object column (dicts, ``None``
+    mixed with strings). A column whose rows are arrays of different shapes (e.g.
+    ``read_images`` of images of different sizes) raises :class:`prefetch.CollateError` naming
+    the column and the fix: resize in ``map_batches`` (or ``read_images(size=...)``), or
+    ``columns=`` without it.
 
     Args:
         dataset: a Ray ``Dataset`` or ``DataIterator``.
         batch_size: rows per batch (Ray's default is 256).
         drop_last: drop a partial last batch.
-        columns: keep only these columns (e.g. drop string columns, which cannot go to a device).
+        columns: keep only these columns.
         **iter_kwargs: passed to ``iter_batches`` (``local_shuffle_buffer_size``,
             ``local_shuffle_seed``, ``prefetch_batches``, ...).
     """
@@ -57,7 +120,7 @@ class RaySource:
                     raise KeyError("prefetch: the Ray batch has no column(s) %s; it has %s"
                                    % (missing, sorted(batch)))
                 batch = {c: batch[c] for c in self.columns}
-            yield batch
+            yield _numpy_batch(batch)
 
     def __repr__(self):
         return "RaySource(%s, batch_size=%s)" % (type(self.dataset).__name__, self.batch_size)
