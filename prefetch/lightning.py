@@ -16,21 +16,59 @@ finds every tensor already there (a no-op).
 try:
     import lightning.pytorch as pl
     from lightning.pytorch.trainer.states import RunningStage
+    from lightning.pytorch.utilities.model_helpers import is_overridden
 except ImportError:  # the standalone package
     try:
         import pytorch_lightning as pl
         from pytorch_lightning.trainer.states import RunningStage
+        from pytorch_lightning.utilities.model_helpers import is_overridden
     except ImportError as exc:
         raise ImportError(
             "prefetch.lightning needs Lightning: pip install lightning (the 'lightning' extra)"
         ) from exc
 
+import collections.abc
+
+import numpy as np
+import torch
 from torch.utils.data import DataLoader
 
 from .array_loader import ArrayLoader
 from .prefetcher import Prefetcher
 
 __all__ = ["PrefetchDataModule"]
+
+# The Trainer's stages: the hook that returns their loaders, Lightning's stage, and whether the
+# Trainer's DistributedSampler shuffles.
+_STAGES = {
+    "train": ("train_dataloader", RunningStage.TRAINING, True),
+    "val": ("val_dataloader", RunningStage.VALIDATING, False),
+    "test": ("test_dataloader", RunningStage.TESTING, False),
+    "predict": ("predict_dataloader", RunningStage.PREDICTING, False),
+}
+
+
+class _SameAs:
+    """The default of ``test_transform`` / ``predict_transform``: another stage's transform."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "<same as %s>" % self.name
+
+
+_SAME_AS_VAL, _SAME_AS_TEST = _SameAs("val_transform"), _SameAs("test_transform")
+
+
+def _is_loader(obj):
+    """An iterable of batches rather than a batch: what a ``*_dataloader`` hook's list or dict
+    of several loaders holds (a list of tensors or tuples is one loader's batches)."""
+    if isinstance(obj, (DataLoader, ArrayLoader, Prefetcher)):
+        return True
+    return (isinstance(obj, collections.abc.Iterable)
+            and not isinstance(obj, (torch.Tensor, np.ndarray, str, bytes, tuple, list,
+                                     collections.abc.Mapping)))
 
 
 class _EpochSetter:
@@ -153,38 +191,59 @@ class PrefetchDataModule(pl.LightningDataModule):
     Args:
         datamodule: the DataModule whose ``*_dataloader()`` to wrap (its ``prepare_data``,
             ``setup``, ``teardown`` and state are delegated to it); or None with ``train`` /
-            ``val``.
-        train, val: loaders (any iterable of batches) or zero-argument callables returning one,
-            used when there is no datamodule.
+            ``val`` / ``test`` / ``predict``.
+        train, val, test, predict: loaders (any iterable of batches) or zero-argument callables
+            returning one, used when there is no datamodule.
         train_transform, val_transform: e.g. :class:`prefetch.FusedAugment`; applied on the
             device. The training draws follow the Trainer's epoch.
+        test_transform: for ``trainer.test``; by default the ``val_transform`` (evaluation sees
+            what validation sees). Pass None for none.
+        predict_transform: for ``trainer.predict``; by default the ``test_transform`` (so, if
+            that is not given either, the ``val_transform``). Pass None for none.
         **prefetcher_kwargs: passed to every :class:`prefetch.Prefetcher` (depth, num_threads,
             timeout, max_batch_bytes, device_transform).
+
+    A stage's loader is offered to the Trainer only when there is one (the datamodule defines
+    its ``*_dataloader``, or the argument is given): a DataModule without validation data gets
+    no validation loop, and ``trainer.test`` without test data fails with Lightning's own
+    message. A hook that returns a list or dict of loaders (Lightning's several dataloaders)
+    gets one Prefetcher per loader. Every Prefetcher a stage opened is closed when the stage
+    ends (``teardown``) or fails (``on_exception``).
 
     A loader that is already an :class:`prefetch.ArrayLoader` is only adapted to the Trainer
     (its epoch, a lazy start, checkpoints): build it in your DataModule with
     ``device=self.trainer.strategy.root_device``; it shards itself under DDP.
     """
 
-    def __init__(self, datamodule=None, *, train=None, val=None, train_transform=None,
-                 val_transform=None, **prefetcher_kwargs):
+    def __init__(self, datamodule=None, *, train=None, val=None, test=None, predict=None,
+                 train_transform=None, val_transform=None, test_transform=_SAME_AS_VAL,
+                 predict_transform=_SAME_AS_TEST, **prefetcher_kwargs):
         super().__init__()
-        if datamodule is None and train is None and val is None:
-            raise ValueError("prefetch: PrefetchDataModule needs a datamodule or train=/val= loaders")
+        explicit = {"train": train, "val": val, "test": test, "predict": predict}
+        if datamodule is None and all(v is None for v in explicit.values()):
+            raise ValueError("prefetch: PrefetchDataModule needs a datamodule or "
+                             "train=/val=/test=/predict= loaders")
         if "device" in prefetcher_kwargs:
             raise TypeError("prefetch: PrefetchDataModule takes the device from the Trainer; "
                             "do not pass device=")
-        self.datamodule, self._train, self._val = datamodule, train, val
+        self.datamodule, self._explicit = datamodule, explicit
+        if test_transform is _SAME_AS_VAL:
+            test_transform = val_transform
+        if predict_transform is _SAME_AS_TEST:
+            predict_transform = test_transform
         self.train_transform, self.val_transform = train_transform, val_transform
+        self.test_transform, self.predict_transform = test_transform, predict_transform
         self._kwargs = prefetcher_kwargs
         self._open = []
-        # Lightning runs validation when val_dataloader is overridden: offer it only when there
-        # is validation data, so a DataModule without it gets no validation loop (and no warning).
-        has_val = val is not None or (
-            datamodule is not None
-            and type(datamodule).val_dataloader is not pl.LightningDataModule.val_dataloader)
-        if has_val:
-            self.val_dataloader = self._val_dataloader
+        # Lightning runs a stage's loop when its *_dataloader is overridden: offer each only when
+        # there is data for it, so a DataModule without validation data gets no validation loop
+        # (and no warning), and one without test data gets Lightning's own "no test_dataloader".
+        # is_overridden also finds loaders set on the instance (LightningDataModule.from_datasets).
+        for stage, (hook, _, _) in _STAGES.items():
+            if explicit[stage] is not None or (
+                    datamodule is not None
+                    and is_overridden(hook, datamodule, parent=pl.LightningDataModule)):
+                setattr(self, hook, getattr(self, "_%s_loader" % stage))
 
     # -- delegated to the wrapped DataModule -----------------------------------------------------
 
@@ -198,12 +257,20 @@ class PrefetchDataModule(pl.LightningDataModule):
                 self.datamodule.trainer = self.trainer
             self.datamodule.setup(stage)
 
+    def _close_all(self):
+        while self._open:
+            self._open.pop().close()
+
     def teardown(self, stage=None):
-        for p in self._open:
-            p.close()
-        self._open.clear()
+        self._close_all()
         if self.datamodule is not None:
             self.datamodule.teardown(stage)
+
+    def on_exception(self, exception):
+        # A stage that raised ends without the teardown hook: close its Prefetchers here.
+        self._close_all()
+        if self.datamodule is not None and callable(getattr(self.datamodule, "on_exception", None)):
+            self.datamodule.on_exception(exception)
 
     def state_dict(self):
         return self.datamodule.state_dict() if self.datamodule is not None else {}
@@ -228,6 +295,13 @@ class PrefetchDataModule(pl.LightningDataModule):
         return explicit() if callable(explicit) and not hasattr(explicit, "__iter__") else explicit
 
     def _wrap(self, loader, transform, stage, shuffle):
+        # Several loaders (a list or dict of them, as Lightning takes): one Prefetcher each.
+        if isinstance(loader, collections.abc.Mapping) and loader and all(
+                _is_loader(v) for v in loader.values()):
+            return type(loader)((k, self._wrap(v, transform, stage, shuffle))
+                                for k, v in loader.items())
+        if isinstance(loader, (list, tuple)) and loader and all(_is_loader(v) for v in loader):
+            return type(loader)(self._wrap(v, transform, stage, shuffle) for v in loader)
         if loader is None or isinstance(loader, Prefetcher):
             return loader
         if isinstance(loader, ArrayLoader):
@@ -249,10 +323,20 @@ class PrefetchDataModule(pl.LightningDataModule):
         self._open.append(prefetcher)
         return prefetcher
 
-    def train_dataloader(self):
-        return self._wrap(self._source("train_dataloader", self._train), self.train_transform,
-                          RunningStage.TRAINING, shuffle=True)
+    def _loader(self, stage):
+        hook, running_stage, shuffle = _STAGES[stage]
+        return self._wrap(self._source(hook, self._explicit[stage]),
+                          getattr(self, stage + "_transform"), running_stage, shuffle=shuffle)
 
-    def _val_dataloader(self):
-        return self._wrap(self._source("val_dataloader", self._val), self.val_transform,
-                          RunningStage.VALIDATING, shuffle=False)
+    # Bound as train_dataloader, val_dataloader, ... when the stage has data (see __init__).
+    def _train_loader(self):
+        return self._loader("train")
+
+    def _val_loader(self):
+        return self._loader("val")
+
+    def _test_loader(self):
+        return self._loader("test")
+
+    def _predict_loader(self):
+        return self._loader("predict")
