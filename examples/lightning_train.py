@@ -4,9 +4,11 @@ DDP (the Trainer reads torchrun's environment):
     python examples/lightning_train.py                                   # one process
     torchrun --standalone --nproc_per_node=2 examples/lightning_train.py # DDP, CPU (gloo) or GPUs
 
-The DataModule returns a plain DataLoader; the wrapper lets the Trainer inject its
+The DataModule returns plain DataLoaders; the wrapper lets the Trainer inject its
 DistributedSampler, builds a Prefetcher on the LightningModule's device, and runs FusedAugment
-there. With ``--out DIR`` each rank writes the sample ids it trained on to ``DIR/rank<r>.json``.
+there: random crops and flips for training, a center crop for ``trainer.test`` after the fit.
+With ``--out DIR`` each rank writes the sample ids it trained and tested on to
+``DIR/rank<r>.json``.
 """
 import argparse
 import json
@@ -38,13 +40,17 @@ class Data(pl.LightningDataModule):
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True,
                           collate_fn=prefetch.collate.samples)
 
+    def test_dataloader(self):
+        return DataLoader(self.dataset, batch_size=self.batch_size,
+                          collate_fn=prefetch.collate.samples)
+
 
 class Model(pl.LightningModule):
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
         self.head = torch.nn.Linear(16, 10)
-        self.seen = {}
+        self.seen, self.tested = {}, []
 
     def training_step(self, batch, batch_idx):
         images, ids = batch
@@ -52,6 +58,11 @@ class Model(pl.LightningModule):
         self.seen.setdefault(self.current_epoch, []).extend(ids.tolist())
         logits = self.head(F.relu(self.conv(images)).mean(dim=(2, 3)))
         return F.cross_entropy(logits, ids % 10)
+
+    def test_step(self, batch, batch_idx):
+        images, ids = batch
+        assert images.device == self.device and images.dtype == torch.float32
+        self.tested.extend(ids.tolist())
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.05)
@@ -68,8 +79,10 @@ def main():
 
     world = int(os.environ.get("WORLD_SIZE", 1))
     aug = prefetch.FusedAugment(MEAN, STD, crop=args.image_size, padding=4, hflip=0.5, seed=0)
+    center = prefetch.FusedAugment(MEAN, STD, crop=args.image_size - 4, center_crop=True,
+                                   hflip=0.0)
     dm = PrefetchDataModule(Data(args.samples, args.image_size, args.batch_size),
-                            train_transform=aug)
+                            train_transform=aug, test_transform=center)
     model = Model()
     trainer = pl.Trainer(max_epochs=args.epochs, devices=world,
                          accelerator="gpu" if torch.cuda.is_available() else "cpu",
@@ -77,11 +90,13 @@ def main():
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(model, datamodule=dm)
+    trainer.test(model, datamodule=dm, verbose=False)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "rank%d.json" % trainer.global_rank), "w") as f:
             json.dump({"rank": trainer.global_rank, "world_size": trainer.world_size,
-                       "device": str(model.device), "seen": model.seen}, f)
+                       "device": str(model.device), "seen": model.seen,
+                       "tested": model.tested}, f)
 
 
 if __name__ == "__main__":

@@ -411,3 +411,21 @@ def test_lightning_teardown_leaves_no_thread(fail):
         print("ok", flush=True)
     """ % fail, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
+    """examples/lightning_train.py fits, then runs trainer.test, with 2 CPU ranks: the Trainer's
+    DistributedSampler reached the test loader through the wrapper (disjoint shards that cover
+    the dataset, in order)."""
+    pytest.importorskip("lightning.pytorch")
+    import json
+
+    from .test_scaling import run_torchrun
+
+    samples = 64
+    run_torchrun("lightning_train.py", ["--samples", samples, "--image-size", 12, "--epochs", 1,
+                                        "--batch-size", 8, "--out", tmp_path], timeout=300)
+    tested = [json.loads((tmp_path / ("rank%d.json" % r)).read_text())["tested"] for r in range(2)]
+    assert len(tested[0]) == len(tested[1]) == samples // 2
+    assert sorted(tested[0] + tested[1]) == list(range(samples))
+    assert tested[0] == list(range(0, samples, 2))  # DistributedSampler(shuffle=False)'s shard
