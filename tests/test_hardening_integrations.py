@@ -365,10 +365,12 @@ def test_lightning_several_eval_loaders_are_each_wrapped():
     assert dm._open == []
 
 
-@pytest.mark.parametrize("fail", ["none", "test", "predict", "val"])
+@pytest.mark.parametrize("fail", ["none", "test", "predict", "val", "limit"])
 def test_lightning_teardown_leaves_no_thread(fail):
-    """Every Prefetcher opened for validate/test/predict is closed when the stage ends, and when a
-    step raises (Lightning calls no teardown hook then): the process has the threads it had."""
+    """Every Prefetcher opened for validate/test/predict is closed when the stage ends, when a
+    step raises (Lightning calls no teardown hook then), and when the stage stops mid-epoch
+    (limit_*_batches=1: the producer is blocked on a full ring): the process has the threads it
+    had."""
     pytest.importorskip("lightning.pytorch")
     out = run_child("""
         import os, torch, prefetch, lightning.pytorch as pl
@@ -388,7 +390,9 @@ def test_lightning_teardown_leaves_no_thread(fail):
 
         fail = %r
         def run(dm, fail_at=None):
-            trainer = cpu_trainer(pl, max_epochs=1, enable_checkpointing=False)
+            limits = {"limit_" + s + "_batches": 1 for s in ("val", "test", "predict")}
+            trainer = cpu_trainer(pl, max_epochs=1, enable_checkpointing=False,
+                                  **(limits if fail == "limit" else {}))
             model = eval_model(pl, fail_at)
             for stage, call in (("val", trainer.validate), ("test", trainer.test),
                                 ("predict", trainer.predict)):
@@ -403,7 +407,7 @@ def test_lightning_teardown_leaves_no_thread(fail):
             list(pf)
         before = tasks()
         dm = PrefetchDataModule(Data(), num_threads=2, depth=2)
-        run(dm, None if fail == "none" else (fail, 1))
+        run(dm, (fail, 1) if fail in ("val", "test", "predict") else None)
         after = tasks()
         print("tasks", before, after, len(dm._open), flush=True)
         assert dm._open == [], dm._open
