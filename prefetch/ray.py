@@ -29,47 +29,58 @@ def is_ray_dataset(obj):
     return module.startswith("ray.data") and callable(getattr(obj, "iter_batches", None))
 
 
-def _array_column(name, values, batch):
-    """An object column whose rows are ndarrays (Ray's variable-shaped tensor columns, lists):
-    stacked into one array when every row has one shape and dtype, refused otherwise."""
-    rows = list(values.flat)
+def _array_rows(label, shape, rows, batch):
+    """An object column whose rows are numeric arrays (Ray's variable-shaped tensor columns,
+    list columns): stacked into one array when every row has one shape and dtype, refused
+    otherwise with the column, the two samples and the fix."""
     first = rows[0]
     for i, row in enumerate(rows):
         if not isinstance(row, np.ndarray):
             raise CollateError(
-                "prefetch: Ray column %r holds arrays, but sample %d is a %s (sample 0 is an "
+                "prefetch: Ray column %s holds arrays, but sample %d is a %s (sample 0 is an "
                 "ndarray of shape %s); give every row an array of one shape in map_batches, or "
                 "leave the column out with RaySource(ds, columns=[...])"
-                % (name, i, type(row).__name__, tuple(first.shape)))
+                % (label, i, type(row).__name__, tuple(first.shape)))
         if row.shape != first.shape or row.dtype != first.dtype:
             where = ""
-            paths = batch.get("path") if isinstance(batch.get("path"), np.ndarray) else None
-            if paths is not None and paths.shape[:1] == values.shape[:1] and values.ndim == 1:
+            paths = batch.get("path")
+            if isinstance(paths, np.ndarray) and paths.shape == shape == (len(rows),):
                 where = " (paths %r and %r)" % (paths[0], paths[i])
             what = "different shapes" if row.shape != first.shape else "different dtypes"
             raise CollateError(
-                "prefetch: Ray column %r holds arrays of %s: sample 0 is %s %s but sample %d is "
+                "prefetch: Ray column %s holds arrays of %s: sample 0 is %s %s but sample %d is "
                 "%s %s%s, and one batch tensor needs one shape and dtype. Resize (or cast) them "
                 "in the dataset, e.g. ray.data.read_images(..., size=(H, W)) or a resize in "
                 "ds.map_batches(fn); or leave the column out with RaySource(ds, columns=[...])"
-                % (name, what, tuple(first.shape), first.dtype, i, tuple(row.shape), row.dtype,
+                % (label, what, tuple(first.shape), first.dtype, i, tuple(row.shape), row.dtype,
                    where))
-    return np.stack(rows).reshape(values.shape + first.shape)
+    return np.stack(rows).reshape(shape + first.shape)
 
 
-def _column(name, values, batch):
-    """One column of a Ray numpy batch as a Prefetcher carries it: numeric arrays as they are,
-    strings (``<U``, ``S``, or objects) as (nested) lists of str/bytes, an object column of
-    same-shape arrays stacked, any other object column as a list of its Python objects."""
-    if not isinstance(values, np.ndarray):
-        return values
+def _convert(label, values, batch):
     if values.dtype.kind in "US":
         return values.tolist()
     if not values.dtype.hasobject:
         return values
-    if values.size and any(isinstance(v, np.ndarray) for v in values.flat):
-        return _array_column(name, values, batch)
-    return values.tolist()
+    # Rows that are arrays themselves (list columns, nested lists, lists of str) first.
+    rows = [_convert("%s row %d" % (label, i), v, batch) if isinstance(v, np.ndarray) else v
+            for i, v in enumerate(values.flat)]
+    if any(isinstance(v, np.ndarray) for v in rows):  # numeric rows: one tensor, or a clear error
+        return _array_rows(label, values.shape, rows, batch)
+    out = np.empty(len(rows), dtype=object)  # strings, None, dicts, lists of str: a (nested) list
+    for i, row in enumerate(rows):  # one by one: numpy would read equal-length lists as a dim
+        out[i] = row
+    return out.reshape(values.shape).tolist()
+
+
+def _column(name, values, batch):
+    """One column of a Ray numpy batch as a Prefetcher carries it: numeric arrays as they are;
+    strings (``<U``, ``S``, or objects) as (nested) lists of str/bytes; an object column whose
+    rows are numeric arrays of one shape and dtype (list columns, nested lists) stacked; any
+    other object column as a list of its rows (lists of str, None, dicts) as Python objects."""
+    if not isinstance(values, np.ndarray):
+        return values
+    return _convert(repr(name), values, batch)
 
 
 def _numpy_batch(batch):
@@ -83,9 +94,9 @@ class RaySource:
     tensor on the device after the Prefetcher); a ``list`` of ``str`` (or ``bytes``) for a string
     column, row for row, where plain ``iter_batches`` gives an ndarray of dtype object or ``<U``
     (strings pass through a Prefetcher unchanged, as ``default_collate`` gives them); a stacked
-    array for an object column whose rows are ndarrays of one shape and dtype (a list column);
-    and a ``list`` of the rows' Python objects for any other object column (dicts, ``None``
-    mixed with strings). A column whose rows are arrays of different shapes (e.g.
+    array for an object column whose rows are numeric ndarrays of one shape and dtype (a list
+    column, nested lists); and a ``list`` of the rows as Python objects for any other object
+    column (lists of str as lists, dicts, ``None`` mixed with strings). A column whose rows are arrays of different shapes (e.g.
     ``read_images`` of images of different sizes) raises :class:`prefetch.CollateError` naming
     the column and the fix: resize in ``map_batches`` (or ``read_images(size=...)``), or
     ``columns=`` without it.

@@ -130,6 +130,17 @@ def test_ray_object_columns_pass_through_or_stack_or_fail_clearly(ray_runtime):
     ragged = ray_runtime.data.from_items([{"id": i, "tokens": list(range(i + 1))} for i in range(4)])
     with pytest.raises(ValueError, match=r"'tokens'.*different shapes.*\(1,\).*\(2,\)"):
         list(prefetch.Prefetcher(ragged, device="cpu"))
+    # Lists of strings (Ray: object arrays of object arrays of str), of any lengths, or None, pass
+    # through as lists of lists of str; nested lists of numbers are stacked.
+    items = [{"id": i, "tags": ["t"] * (i % 3 + 1), "pairs": ["a%d" % i, "b"],
+              "opt": None if i % 2 else ["x%d" % i], "grid": [[i, 1], [2, 3]]} for i in range(n)]
+    with prefetch.Prefetcher(ray_runtime.data.from_items(items), device="cpu") as pf:
+        rows = _epoch_rows(pf)
+    assert sorted(rows) == list(range(n))
+    for i, (batch, r) in rows.items():
+        for key in ("tags", "pairs", "opt"):
+            assert type(batch[key]) is list and batch[key][r] == items[i][key], (key, i)
+        assert batch["grid"].shape[1:] == (2, 2) and batch["grid"][r].tolist() == items[i]["grid"]
 
 
 def test_ray_numpy_string_columns_from_map_batches(ray_runtime):
