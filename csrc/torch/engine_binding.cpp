@@ -202,7 +202,10 @@ class PyEngine {
   // Returns (status, seq, tensors); status is "batch", "end", "failed", "timeout" or "cancelled".
   py::tuple next(uint64_t token, double timeout_s) {
     EngineRef engine = get();
-    const bool forever = timeout_s < 0;
+    // Negative: wait forever. So do NaN and timeouts past what the clock can hold (inf, 1e300:
+    // now + timeout would overflow into a deadline in the past); 1e9 s is over 31 years.
+    constexpr double kLongestTimeoutS = 1e9;
+    const bool forever = !(timeout_s >= 0.0 && timeout_s <= kLongestTimeoutS);
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(forever ? 0.0 : timeout_s));
