@@ -1,12 +1,18 @@
 """Splits a batch into the leaves the engine copies and a spec that rebuilds the same structure.
 
 Structure follows ``default_collate``'s output: mappings, namedtuples, tuples and lists are
-structure; tensors and ndarrays are leaves; a :class:`Samples` is one leaf collated from its
-samples; anything else (numbers, strings, None) is carried through unchanged.
+structure, and so are dataclass instances (rebuilt as the same dataclass); tensors and ndarrays
+are leaves; a :class:`Samples` is one leaf collated from its samples; anything else (numbers,
+strings, None) is carried through unchanged, with a one-time :class:`PassThroughWarning` for a
+type that is not a known immutable (tensors inside it would stay where they are).
 """
 import collections.abc
 import copy
+import dataclasses
+import datetime
+import enum
 import numbers
+import pathlib
 import warnings
 
 import numpy as np
@@ -15,7 +21,34 @@ import torch
 from .errors import CollateError
 from .samples import Samples
 
-_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST = range(7)
+_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS = range(8)
+
+
+class PassThroughWarning(UserWarning):
+    """An object of a type prefetch does not know is passed through unchanged: nothing inside it
+    is moved to the device. Issued once per type; filter it with ``warnings.filterwarnings``."""
+
+
+# Passed through without a warning: values with nothing to move.
+_KNOWN_CONSTANTS = (
+    numbers.Number, str, bytes, bytearray, type(None), type(Ellipsis), type(NotImplemented),
+    torch.dtype, torch.device, torch.layout, torch.memory_format, np.generic, np.dtype,
+    enum.Enum, range, slice, frozenset, type, pathlib.PurePath, datetime.date, datetime.time,
+    datetime.timedelta,
+)
+_warned_types = set()
+
+
+def _warn_pass_through(obj, name):
+    typ = type(obj)
+    if isinstance(obj, _KNOWN_CONSTANTS) or typ in _warned_types:
+        return
+    _warned_types.add(typ)
+    warnings.warn(
+        "prefetch: %s is a %s.%s, passed through unchanged: prefetch only walks tensors, "
+        "ndarrays, mappings, tuples, lists and dataclasses, so any tensor inside it stays where "
+        "it is (warned once per type)" % (name, typ.__module__, typ.__qualname__),
+        PassThroughWarning, stacklevel=2)
 
 
 def _ndarray_to_tensor(array, name):
@@ -115,6 +148,12 @@ def _flatten(obj, name, leaves, moves):
     if isinstance(obj, list):
         children = [_flatten(v, "%s[%d]" % (name, i), leaves, moves) for i, v in enumerate(obj)]
         return (_LIST, type(obj), children)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # Every field, init=False ones too (one never set is left out, and stays unset).
+        names = [f.name for f in dataclasses.fields(obj) if hasattr(obj, f.name)]
+        children = [_flatten(getattr(obj, n), "%s.%s" % (name, n), leaves, moves) for n in names]
+        return (_DATACLASS, obj, names, children)
+    _warn_pass_through(obj, name)
     return (_CONST, obj)
 
 
@@ -126,6 +165,14 @@ def unflatten(spec, tensors, moves, device):
         return moves[spec[1]].to(device, non_blocking=True)
     if kind == _CONST:
         return spec[1]
+    if kind == _DATACLASS:
+        # A shallow copy of the source's object with the delivered fields: no __init__ or
+        # __post_init__ runs again, frozen dataclasses included, and the original is untouched.
+        _, original, names, children = spec
+        clone = copy.copy(original)
+        for n, c in zip(names, children):
+            object.__setattr__(clone, n, unflatten(c, tensors, moves, device))
+        return clone
     if kind == _MAP:
         _, original, keys, children = spec
         values = {k: unflatten(c, tensors, moves, device) for k, c in zip(keys, children)}
