@@ -5,8 +5,12 @@ One producer thread per epoch pulls batches from the source and submits them to 
 takes them in order. The engine (ring, pool, copy stream) lives as long as the Prefetcher and is
 reused by every epoch.
 """
+import atexit
 import contextlib
+import ctypes
+import dataclasses
 import os
+import re
 import threading
 import time
 import weakref
@@ -15,12 +19,52 @@ import torch
 
 from ._extension import _C
 from ._tree import flatten, unflatten
-from .errors import PrefetchTimeout
+from .errors import CollateError, PrefetchTimeout
 
 __all__ = ["Prefetcher"]
 
 # How long close() waits for a producer thread that is stuck inside the source's own next().
+# At interpreter exit this is the bound for all Prefetchers together, not for each (_at_exit).
 _JOIN_TIMEOUT_S = 5.0
+_exit_deadline = [None]  # set by _at_exit: every join from then on shares this one deadline
+_LIVE = weakref.WeakSet()  # Prefetchers not closed yet, for _at_exit
+
+
+def _join(thread):
+    """Joins a producer thread for at most _JOIN_TIMEOUT_S (at exit: until the shared deadline);
+    a thread stuck inside the source's own next() is a daemon and is left behind."""
+    if thread is None or thread is threading.current_thread() or thread.ident is None:
+        return  # not started (close() raced iter()), or the caller is that thread
+    deadline = _exit_deadline[0]
+    thread.join(_JOIN_TIMEOUT_S if deadline is None else max(0.0, deadline - time.monotonic()))
+
+
+def _abandon(engine):
+    """Keeps an engine inherited across fork() from ever being destroyed: its threads do not
+    exist in this process and its mutexes may be held by them, so cancelling, closing or
+    destroying it (which joins those threads) could block forever. It is leaked on purpose."""
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(engine))
+
+
+def _at_exit():
+    """Interpreter exit (also after Ctrl-C): stops every live Prefetcher's epoch first, so all
+    their producers wind down at once, then closes each, all within one _JOIN_TIMEOUT_S."""
+    _exit_deadline[0] = time.monotonic() + _JOIN_TIMEOUT_S
+    live = list(_LIVE)
+    pid = os.getpid()
+    for pf in live:
+        state = pf._current[0]
+        if state is not None and not state.done and state.pid == pid:
+            state.stop.set()
+            try:
+                pf._engine.cancel(state.token)
+            except Exception:  # noqa: BLE001 - closed meanwhile
+                pass
+    for pf in live:
+        pf._finalizer()
+
+
+atexit.register(_at_exit)
 
 
 def _default_num_threads():
@@ -94,6 +138,7 @@ class _EpochState:
         self.stop = threading.Event()
         self.thread = None
         self.done = False
+        self.pid = os.getpid()  # a forked child must not touch this epoch's engine or thread
 
 
 class _DeviceWork:
@@ -157,6 +202,8 @@ def _produce(engine, source, state, counters, device, work):
     except _C.Cancelled:
         pass
     except BaseException as exc:  # noqa: BLE001 - everything goes to the consumer
+        if isinstance(exc, CollateError):
+            _note_dataset_index(exc, source, seq)
         state.error, state.error_batch = exc, seq
         try:
             engine.finish(state.token, True)
@@ -167,6 +214,42 @@ def _produce(engine, source, state, counters, device, work):
         # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
         # the batch out of the traceback that travels to the consumer.
         it = batch = leaves = None
+
+
+def _in_order_batch_size(source):
+    """The batch size when batch k of a fresh iteration of ``source`` holds exactly dataset
+    indices k*b .. k*b+b-1: a torch DataLoader itself (a subclass may resume mid-epoch) whose
+    batch sampler is the plain BatchSampler over a SequentialSampler, delivering in order (with
+    workers too). None when the indices cannot be known for certain."""
+    from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+    if type(source) is not DataLoader or not getattr(source, "in_order", True):
+        return None
+    batch_sampler = source.batch_sampler
+    if type(batch_sampler) is not BatchSampler or type(batch_sampler.sampler) is not SequentialSampler:
+        return None
+    return batch_sampler.batch_size
+
+
+def _note_dataset_index(exc, source, seq):
+    """Adds the dataset index of the sample a CollateError names, where it is known exactly."""
+    try:
+        batch_size = _in_order_batch_size(source)
+    except Exception:  # noqa: BLE001 - an exotic DataLoader: say nothing rather than guess
+        return
+    if batch_size is None:
+        return
+    first = seq * batch_size
+    match = re.search(r"\bsample (\d+)\b", str(exc))
+    if match is not None and int(match.group(1)) < batch_size:
+        position = int(match.group(1))
+        exc.add_note("[prefetch] sample %d of batch %d is dataset index %d (the DataLoader reads "
+                     "its dataset in order, batch_size=%d)" % (position, seq, first + position,
+                                                                batch_size))
+    else:
+        exc.add_note("[prefetch] batch %d holds dataset indices %d to %d (the DataLoader reads "
+                     "its dataset in order, batch_size=%d)" % (seq, first, first + batch_size - 1,
+                                                                batch_size))
 
 
 def _protect(obj, stream):
@@ -180,6 +263,9 @@ def _protect(obj, stream):
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             _protect(v, stream)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for field in dataclasses.fields(obj):
+            _protect(getattr(obj, field.name, None), stream)
 
 
 def _stop_epoch(engine, state):
@@ -187,16 +273,21 @@ def _stop_epoch(engine, state):
         return
     state.done = True
     state.stop.set()
+    if state.pid != os.getpid():
+        return  # started before a fork: its engine and producer thread are the parent's
     engine.cancel(state.token)
-    thread = state.thread
-    if thread is not None and thread is not threading.current_thread():
-        thread.join(_JOIN_TIMEOUT_S)
+    _join(state.thread)
 
 
-def _shutdown(engine, current):
-    _stop_epoch(engine, current[0])
-    current[0] = None
-    engine.close()
+def _shutdown(engine, current, lock, pid):
+    if pid != os.getpid():  # a forked child: never wait on the parent's threads or locks
+        current[0] = None
+        _abandon(engine)
+        return
+    with lock:  # not while iter() is between starting an epoch and starting its thread
+        _stop_epoch(engine, current[0])
+        current[0] = None
+        engine.close()
 
 
 class _EpochIterator:
@@ -208,7 +299,8 @@ class _EpochIterator:
         self._timeout = owner._timeout
         self._device = owner.device
         self._delivered = 0
-        weakref.finalize(self, _stop_epoch, self._engine, state)
+        # Not at exit: _at_exit stops every epoch there, within one deadline for all.
+        weakref.finalize(self, _stop_epoch, self._engine, state).atexit = False
 
     def __iter__(self):
         return self
@@ -218,6 +310,11 @@ class _EpochIterator:
 
     def __next__(self):
         state = self._state
+        if state.pid != os.getpid():
+            raise RuntimeError(
+                "prefetch: this epoch was started in process %d, before a fork; its producer "
+                "thread does not exist in this process (%d). Call iter() on the Prefetcher again "
+                "here to start a new epoch in this process." % (state.pid, os.getpid()))
         if state.done:
             raise StopIteration
         t0 = time.perf_counter()
@@ -266,8 +363,7 @@ class _EpochIterator:
     def _finish(self):
         state = self._state
         state.done = True
-        if state.thread is not None:
-            state.thread.join(_JOIN_TIMEOUT_S)
+        _join(state.thread)
 
     def close(self):
         _stop_epoch(self._engine, self._state)
@@ -320,41 +416,70 @@ class Prefetcher:
         self.device = _resolve_device(device)
         self.depth = depth
         self._timeout = timeout
-        self._engine = _C.Engine(
-            self.device.type, self.device.index if self.device.index is not None else -1,
-            depth, num_threads, int(max_batch_bytes or 0),
-        )
         self.transform, self.device_transform = transform, device_transform
-        self._work = None
-        if transform is not None or device_transform is not None:
-            self._work = _DeviceWork(transform, device_transform, self.device,
-                                     self._engine.stream_handle)
+        self._engine_args = (self.device.type,
+                             self.device.index if self.device.index is not None else -1,
+                             depth, num_threads, int(max_batch_bytes or 0))
+        self._open_engine()
         self._next_epoch = 0
         self._resume_index = 0  # the next epoch's first batch index, after load_state_dict()
         # Where the consumer stands: (epoch, batches consumed, the source's state there).
         self._position = None
         self._loaded_source_state = None
         self._counters = _Counters()
+
+    def _open_engine(self):
+        """The engine, its transform runner and the finalizer that closes them, for this process."""
+        self._engine = _C.Engine(*self._engine_args)
+        self._work = None
+        if self.transform is not None or self.device_transform is not None:
+            self._work = _DeviceWork(self.transform, self.device_transform, self.device,
+                                     self._engine.stream_handle)
+        self._pid = os.getpid()
+        self._lock = threading.RLock()  # iter() against close(): an epoch starts whole or not
         self._current = [None]  # the live epoch's state, shared with the finalizer
-        self._finalizer = weakref.finalize(self, _shutdown, self._engine, self._current)
+        # Not at exit: _at_exit closes every live Prefetcher there, within one deadline for all.
+        self._finalizer = weakref.finalize(self, _shutdown, self._engine, self._current,
+                                           self._lock, self._pid)
+        self._finalizer.atexit = False
+        _LIVE.add(self)
+
+    def _after_fork(self):
+        """In a forked child the inherited engine's threads do not exist and its locks may be
+        held: it is abandoned, never waited on, and (CPU) a fresh engine takes its place."""
+        if self._pid == os.getpid():
+            return
+        if not self._finalizer.alive:
+            return  # closed before the fork: iter() says so
+        self._finalizer()  # _shutdown in the child: abandons the parent's engine
+        if self.device.type == "cuda":
+            raise RuntimeError(
+                "prefetch: this Prefetcher (on %s) was created in process %d and this process "
+                "(%d) is a fork of it; CUDA cannot be used in a forked child (as torch says). "
+                "Create the Prefetcher in the child, or start it with the 'spawn' or "
+                "'forkserver' method." % (self.device, self._pid, os.getpid()))
+        self._counters.lock = threading.Lock()  # a parent's thread may have held it at the fork
+        self._open_engine()
 
     def __iter__(self):
-        if not self._finalizer.alive:
-            raise RuntimeError("prefetch: this Prefetcher is closed")
-        _stop_epoch(self._engine, self._current[0])
-        state = _EpochState(self._engine.start_epoch(), self._next_epoch, self._resume_index,
-                            _is_stateful(self.source))
-        self._next_epoch += 1
-        self._resume_index = 0
-        self._position = state  # until its first batch: "at the start of this epoch"
-        self._current[0] = state
-        iterator = _EpochIterator(self, state)
-        state.thread = threading.Thread(
-            target=_produce,
-            args=(self._engine, self.source, state, self._counters, self.device, self._work),
-            name="prefetch-producer", daemon=True,
-        )
-        state.thread.start()
+        self._after_fork()
+        with self._lock:
+            if not self._finalizer.alive:
+                raise RuntimeError("prefetch: this Prefetcher is closed")
+            _stop_epoch(self._engine, self._current[0])
+            state = _EpochState(self._engine.start_epoch(), self._next_epoch, self._resume_index,
+                                _is_stateful(self.source))
+            self._next_epoch += 1
+            self._resume_index = 0
+            self._position = state  # until its first batch: "at the start of this epoch"
+            self._current[0] = state
+            iterator = _EpochIterator(self, state)
+            state.thread = threading.Thread(
+                target=_produce,
+                args=(self._engine, self.source, state, self._counters, self.device, self._work),
+                name="prefetch-producer", daemon=True,
+            )
+            state.thread.start()
         self._counters.add(epochs=1)
         return iterator
 
@@ -370,6 +495,24 @@ class Prefetcher:
             raise TypeError(
                 "prefetch: the source (%s) has no len()" % type(self.source).__name__
             ) from None
+
+    # The source's DataLoader attributes, for training scripts that read them off the loader
+    # (``loader.sampler.set_epoch(epoch)`` reaches the DataLoader's own sampler).
+    def _source_attribute(self, name):
+        try:
+            return getattr(self.source, name)
+        except AttributeError:
+            raise AttributeError("prefetch: the source (%s) has no %r"
+                                 % (type(self.source).__name__, name)) from None
+
+    dataset = property(lambda self: self._source_attribute("dataset"),
+                       doc="The source's ``dataset`` (AttributeError if it has none).")
+    sampler = property(lambda self: self._source_attribute("sampler"),
+                       doc="The source's ``sampler`` (AttributeError if it has none).")
+    batch_sampler = property(lambda self: self._source_attribute("batch_sampler"),
+                             doc="The source's ``batch_sampler`` (AttributeError if it has none).")
+    batch_size = property(lambda self: self._source_attribute("batch_size"),
+                          doc="The source's ``batch_size`` (AttributeError if it has none).")
 
     def set_epoch(self, epoch):
         """Sets the epoch number the next ``iter()`` passes to the transform's draws (epochs
@@ -472,7 +615,7 @@ class Prefetcher:
         with c.lock:
             out = {"batches": c.batches, "epochs": c.epochs, "wait_s": c.wait_s,
                    "produce_s": c.produce_s}
-        if not self.closed:
+        if not self.closed and self._pid == os.getpid():  # (not the engine a fork inherited)
             out.update(self._engine.stats())
             out["collate_gbps"] = (
                 out["bytes_collated"] / out["collate_s"] / 1e9 if out["collate_s"] > 0 else 0.0
