@@ -208,7 +208,8 @@ class PrefetchDataModule(pl.LightningDataModule):
     no validation loop, and ``trainer.test`` without test data fails with Lightning's own
     message. A hook that returns a list or dict of loaders (Lightning's several dataloaders)
     gets one Prefetcher per loader. Every Prefetcher a stage opened is closed when the stage
-    ends (``teardown``) or fails (``on_exception``).
+    ends (``teardown``), fails (``on_exception``), or when the Trainer replaces its loaders
+    (``reload_dataloaders_every_n_epochs``).
 
     A loader that is already an :class:`prefetch.ArrayLoader` is only adapted to the Trainer
     (its epoch, a lazy start, checkpoints): build it in your DataModule with
@@ -234,7 +235,8 @@ class PrefetchDataModule(pl.LightningDataModule):
         self.train_transform, self.val_transform = train_transform, val_transform
         self.test_transform, self.predict_transform = test_transform, predict_transform
         self._kwargs = prefetcher_kwargs
-        self._open = []
+        self._open = []  # every Prefetcher (or adapted ArrayLoader) not yet closed
+        self._by_stage = {}  # stage -> those its last *_dataloader call opened
         # Lightning runs a stage's loop when its *_dataloader is overridden: offer each only when
         # there is data for it, so a DataModule without validation data gets no validation loop
         # (and no warning), and one without test data gets Lightning's own "no test_dataloader".
@@ -258,6 +260,7 @@ class PrefetchDataModule(pl.LightningDataModule):
             self.datamodule.setup(stage)
 
     def _close_all(self):
+        self._by_stage.clear()
         while self._open:
             self._open.pop().close()
 
@@ -324,9 +327,17 @@ class PrefetchDataModule(pl.LightningDataModule):
         return prefetcher
 
     def _loader(self, stage):
+        # The Trainer asks again for a stage's loaders only to replace them
+        # (reload_dataloaders_every_n_epochs): close the ones it drops, or their threads pile up.
+        for old in self._by_stage.pop(stage, []):
+            old.close()
+            self._open.remove(old)
         hook, running_stage, shuffle = _STAGES[stage]
-        return self._wrap(self._source(hook, self._explicit[stage]),
-                          getattr(self, stage + "_transform"), running_stage, shuffle=shuffle)
+        opened = len(self._open)
+        loader = self._wrap(self._source(hook, self._explicit[stage]),
+                            getattr(self, stage + "_transform"), running_stage, shuffle=shuffle)
+        self._by_stage[stage] = self._open[opened:]
+        return loader
 
     # Bound as train_dataloader, val_dataloader, ... when the stage has data (see __init__).
     def _train_loader(self):

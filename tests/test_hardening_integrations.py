@@ -395,9 +395,12 @@ def test_lightning_teardown_leaves_no_thread(fail):
         _, dataset = _data()
 
         class Data(pl.LightningDataModule):
+            raised = []
             def val_dataloader(self):
                 return torch.utils.data.DataLoader(dataset, batch_size=4)
             test_dataloader = predict_dataloader = val_dataloader
+            def on_exception(self, exception):  # forwarded by the wrapper
+                self.raised.append(str(exception))
 
         fail = %r
         def run(dm, fail_at=None):
@@ -419,6 +422,8 @@ def test_lightning_teardown_leaves_no_thread(fail):
         before = tasks()
         dm = PrefetchDataModule(Data(), num_threads=2, depth=2)
         run(dm, (fail, 1) if fail in ("val", "test", "predict") else None)
+        failed = fail in ("val", "test", "predict")
+        assert dm.datamodule.raised == (["step failed on purpose"] if failed else []), dm.datamodule.raised
         after = tasks()
         print("tasks", before, after, len(dm._open), flush=True)
         assert dm._open == [], dm._open
@@ -444,3 +449,36 @@ def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
     assert len(tested[0]) == len(tested[1]) == samples // 2
     assert sorted(tested[0] + tested[1]) == list(range(samples))
     assert tested[0] == list(range(0, samples, 2))  # DistributedSampler(shuffle=False)'s shard
+
+
+def test_lightning_reloaded_loaders_close_the_ones_they_replace():
+    """reload_dataloaders_every_n_epochs=1: the Trainer asks for new train and val loaders every
+    epoch and drops the old ones; their Prefetchers (and threads) must not pile up until the end
+    of the fit. Every epoch still gets the plain loader's batches."""
+    pl = pytest.importorskip("lightning.pytorch")
+    from prefetch.lightning import PrefetchDataModule
+
+    _, dataset = _data(8, seed=11)
+
+    class Data(pl.LightningDataModule):
+        def train_dataloader(self):
+            return torch.utils.data.DataLoader(dataset, batch_size=4)
+
+        val_dataloader = train_dataloader
+
+    live = []
+
+    class Count(pl.Callback):
+        def on_train_epoch_end(self, trainer, module):
+            live.append(sum(not p.closed for p in dm._open))
+
+    dm = PrefetchDataModule(Data(), num_threads=1, depth=2)
+    model = eval_model(pl)
+    cpu_trainer(pl, max_epochs=4, reload_dataloaders_every_n_epochs=1, num_sanity_val_steps=0,
+                enable_checkpointing=False, callbacks=[Count()]).fit(model, datamodule=dm)
+    assert live and max(live) <= 2, live  # the epoch's train and val Prefetchers, no more
+    assert dm._open == []
+    expected = list(torch.utils.data.DataLoader(dataset, batch_size=4))
+    assert len(model.got["val"]) == 4 * len(expected)
+    for i, (_, x, y) in enumerate(model.got["val"]):
+        assert torch.equal(x, expected[i % 2][0]) and torch.equal(y, expected[i % 2][1])
