@@ -60,6 +60,12 @@ def _array_rows(label, shape, rows, batch):
 def _convert(label, values, batch):
     if values.dtype.kind in "US":
         return values.tolist()
+    if values.dtype.kind in "mM":  # Ray's timestamp and duration columns: no tensor dtype
+        raise CollateError(
+            "prefetch: Ray column %s is a numpy array of dtype %s, which has no tensor dtype; "
+            "convert it in ds.map_batches(fn), e.g. to integers with .astype(np.int64) (units of "
+            "%s), or leave the column out with RaySource(ds, columns=[...])"
+            % (label, values.dtype, np.datetime_data(values.dtype)[0]))
     if not values.dtype.hasobject:
         return values
     # Rows that are arrays themselves (list columns, nested lists, lists of str) first.
@@ -99,7 +105,8 @@ class RaySource:
     column (lists of str as lists, dicts, ``None`` mixed with strings). A column whose rows are arrays of different shapes (e.g.
     ``read_images`` of images of different sizes) raises :class:`prefetch.CollateError` naming
     the column and the fix: resize in ``map_batches`` (or ``read_images(size=...)``), or
-    ``columns=`` without it.
+    ``columns=`` without it; so does a timestamp column (``datetime64``: cast it in
+    ``map_batches``).
 
     Args:
         dataset: a Ray ``Dataset`` or ``DataIterator``.

@@ -141,6 +141,13 @@ def test_ray_object_columns_pass_through_or_stack_or_fail_clearly(ray_runtime):
         for key in ("tags", "pairs", "opt"):
             assert type(batch[key]) is list and batch[key][r] == items[i][key], (key, i)
         assert batch["grid"].shape[1:] == (2, 2) and batch["grid"][r].tolist() == items[i]["grid"]
+    # A timestamp column (Ray: datetime64) has no tensor dtype: a clear error naming it and a fix.
+    import datetime
+
+    dated = ray_runtime.data.from_items([{"id": i, "when": datetime.datetime(2020, 1, 1 + i)}
+                                         for i in range(3)])
+    with pytest.raises(ValueError, match=r"'when'.*datetime64.*astype\(np.int64\).*columns="):
+        list(prefetch.Prefetcher(dated, device="cpu"))
 
 
 def test_ray_numpy_string_columns_from_map_batches(ray_runtime):
@@ -187,6 +194,8 @@ def test_ray_source_converts_columns_without_ray():
         _numpy_batch({"m": objects(np.zeros(3, np.uint8), np.zeros(3, np.float32))})
     with pytest.raises(ValueError, match=r"'h'.*sample 1 is a NoneType"):
         _numpy_batch({"h": objects(np.zeros(3), None)})
+    with pytest.raises(ValueError, match=r"'d'.*timedelta64"):
+        _numpy_batch({"d": np.array([1, 2], dtype="timedelta64[s]")})
     # A column without rows, and a 2-D object column of str, keep their shapes.
     assert _numpy_batch({"e": np.empty(0, dtype=object)})["e"] == []
     assert _numpy_batch({"t": np.array([["a", "b"], ["c", "d"]], dtype=object)})["t"] == [
