@@ -289,7 +289,7 @@ class PrefetchDataModule(pl.LightningDataModule):
         """The LightningModule's device, as the Trainer's strategy placed it (each rank's own)."""
         if self.trainer is None:
             raise RuntimeError("prefetch: PrefetchDataModule's loaders are built by a Trainer "
-                               "(trainer.fit(model, datamodule=...))")
+                               "(trainer.fit/validate/test/predict(model, datamodule=...))")
         return self.trainer.strategy.root_device
 
     def _source(self, name, explicit):
@@ -301,10 +301,11 @@ class PrefetchDataModule(pl.LightningDataModule):
         # Several loaders (a list or dict of them, as Lightning takes): one Prefetcher each.
         if isinstance(loader, collections.abc.Mapping) and loader and all(
                 _is_loader(v) for v in loader.values()):
-            return type(loader)((k, self._wrap(v, transform, stage, shuffle))
-                                for k, v in loader.items())
+            return (type(loader) if isinstance(loader, dict) else dict)(
+                (k, self._wrap(v, transform, stage, shuffle)) for k, v in loader.items())
         if isinstance(loader, (list, tuple)) and loader and all(_is_loader(v) for v in loader):
-            return type(loader)(self._wrap(v, transform, stage, shuffle) for v in loader)
+            return (list if isinstance(loader, list) else tuple)(
+                self._wrap(v, transform, stage, shuffle) for v in loader)
         if loader is None or isinstance(loader, Prefetcher):
             return loader
         if isinstance(loader, ArrayLoader):
