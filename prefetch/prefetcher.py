@@ -226,7 +226,8 @@ def _in_order_batch_size(source):
     if type(source) is not DataLoader or not getattr(source, "in_order", True):
         return None
     batch_sampler = source.batch_sampler
-    if type(batch_sampler) is not BatchSampler or type(batch_sampler.sampler) is not SequentialSampler:
+    if (type(batch_sampler) is not BatchSampler
+            or type(batch_sampler.sampler) is not SequentialSampler):
         return None
     return batch_sampler.batch_size
 
@@ -375,9 +376,11 @@ class Prefetcher:
 
     Args:
         source: any iterable of batches; a batch is a tensor, ndarray, number, or nested
-            tuples/lists/dicts/namedtuples of them (``default_collate``'s output), optionally
-            with :class:`prefetch.Samples` leaves (see :func:`prefetch.collate.samples`). A Ray
-            Data ``Dataset`` is read through :class:`prefetch.ray.RaySource` (numpy batches).
+            tuples/lists/dicts/namedtuples/dataclasses of them (``default_collate``'s output;
+            other objects pass through with a one-time :class:`prefetch.PassThroughWarning`),
+            optionally with :class:`prefetch.Samples` leaves (see
+            :func:`prefetch.collate.samples`). A Ray Data ``Dataset`` is read through
+            :class:`prefetch.ray.RaySource` (numpy batches).
         device: target device; ``None`` means the current CUDA device when CUDA is available,
             otherwise the CPU.
         depth: number of batches prepared ahead of the consumer (ring slots).
@@ -388,8 +391,12 @@ class Prefetcher:
         device_transform: any ``fn(batch) -> batch``, run after ``transform`` on the device, on
             the copy stream.
         timeout: seconds ``next()`` waits for a batch before raising
-            :class:`prefetch.PrefetchTimeout` (``None``: wait forever).
+            :class:`prefetch.PrefetchTimeout` (``None`` or ``float("inf")``: wait forever).
         max_batch_bytes: refuse (with :class:`prefetch.CollateError`) a batch larger than this.
+
+    ``dataset``, ``sampler``, ``batch_sampler`` and ``batch_size`` are the source's (a
+    DataLoader's), so ``loader.sampler.set_epoch(e)`` reaches its sampler. A forked child (CPU)
+    iterates an inherited Prefetcher with an engine of its own.
     """
 
     def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
@@ -598,6 +605,13 @@ class Prefetcher:
     @property
     def closed(self):
         return not self._finalizer.alive
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "prefetch: a Prefetcher cannot be pickled or copied: it owns threads, a pinned ring "
+            "and (CUDA) a stream of this process. Pickle its source instead and build the "
+            "Prefetcher where it is iterated (e.g. not inside a Dataset that DataLoader workers "
+            "receive).")
 
     def __enter__(self):
         return self

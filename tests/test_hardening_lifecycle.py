@@ -281,6 +281,17 @@ def test_close_from_the_producer_thread_and_from_a_transform():
     assert _wait_for_threads(before)
 
 
+def test_pickling_a_prefetcher_says_why_it_cannot():
+    import copy
+    import pickle
+
+    with prefetch.Prefetcher([torch.ones(1)], device="cpu") as pf:
+        for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match="Prefetcher cannot be pickled"):
+                attempt(pf)
+        assert len(list(pf)) == 1
+
+
 # ---- item 14: infinite and huge timeouts mean wait ------------------------------------------
 
 @pytest.mark.parametrize("timeout", [float("inf"), 1e10, 1e300, 2.0 ** 63])
