@@ -321,7 +321,8 @@ class PrefetchDataModule(pl.LightningDataModule):
             elif self.trainer.world_size > 1:
                 raise RuntimeError(
                     "prefetch: cannot let this Lightning version inject its DistributedSampler; "
-                    "give the DataLoader a DistributedSampler yourself, or use prefetch.ArrayLoader")
+                    "give the DataLoader a DistributedSampler yourself, or use "
+                    "prefetch.ArrayLoader")
         prefetcher = _TrainerPrefetcher(loader, device=self.device, transform=transform,
                                         **self._kwargs)
         self._open.append(prefetcher)

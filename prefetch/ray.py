@@ -102,11 +102,11 @@ class RaySource:
     (strings pass through a Prefetcher unchanged, as ``default_collate`` gives them); a stacked
     array for an object column whose rows are numeric ndarrays of one shape and dtype (a list
     column, nested lists); and a ``list`` of the rows as Python objects for any other object
-    column (lists of str as lists, dicts, ``None`` mixed with strings). A column whose rows are arrays of different shapes (e.g.
-    ``read_images`` of images of different sizes) raises :class:`prefetch.CollateError` naming
-    the column and the fix: resize in ``map_batches`` (or ``read_images(size=...)``), or
-    ``columns=`` without it; so does a timestamp column (``datetime64``: cast it in
-    ``map_batches``).
+    column (lists of str as lists, dicts, ``None`` mixed with strings). A column whose rows are
+    arrays of different shapes (e.g. ``read_images`` of images of different sizes) raises
+    :class:`prefetch.CollateError` naming the column and the fix: resize in ``map_batches`` (or
+    ``read_images(size=...)``), or ``columns=`` without it; so does a timestamp column
+    (``datetime64``: cast it in ``map_batches``).
 
     Args:
         dataset: a Ray ``Dataset`` or ``DataIterator``.

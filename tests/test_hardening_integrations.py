@@ -10,13 +10,20 @@ import prefetch
 
 from .reference import reference
 from .test_reliability import run_child
-from .test_scaling import MEAN, STD, cpu_trainer, ray_runtime  # noqa: F401 (a module-scoped fixture)
+from .conftest import SANITIZED
+from .test_scaling import MEAN, STD, cpu_trainer, ray_runtime  # noqa: F401 (a fixture)
 
-# -- Ray Data: string and object columns (item 17) ---------------------------------------------------
+# Ray, Lightning and torchrun start other processes and threads of their own; under the
+# sanitized extension (scripts/sanitize.sh python) they are left to the regular run, as .ci/run
+# leaves tests/test_scaling.py.
+multiprocess = pytest.mark.skipif(SANITIZED, reason="Ray/Lightning/torchrun: regular run only")
+
+# -- Ray Data: string and object columns (item 17) ------------------------------------------
 
 
 def _image(i, h=5, w=6):
-    return ((np.arange(h * w * 3, dtype=np.int64) * 3 + i * 17) % 256).astype(np.uint8).reshape(h, w, 3)
+    flat = (np.arange(h * w * 3, dtype=np.int64) * 3 + i * 17) % 256
+    return flat.astype(np.uint8).reshape(h, w, 3)
 
 
 def _epoch_rows(pf, key="id"):
@@ -29,6 +36,7 @@ def _epoch_rows(pf, key="id"):
     return rows
 
 
+@multiprocess
 def test_ray_string_column_passes_through_as_a_list_of_str(ray_runtime):
     items = [{"id": i, "name": "sample-%02d" % i, "image": _image(i)} for i in range(11)]
     ds = ray_runtime.data.from_items(items)
@@ -66,6 +74,7 @@ def _decoded(path):
         return torch.from_numpy(np.asarray(img.convert("RGB")).copy())
 
 
+@multiprocess
 def test_ray_read_images_with_paths_delivers_images_and_path_strings(ray_runtime, tmp_path):
     pytest.importorskip("PIL")
     paths = _write_images(tmp_path / "imgs", [(10, 10)] * 5, formats=("png", "jpg"))
@@ -85,6 +94,7 @@ def test_ray_read_images_with_paths_delivers_images_and_path_strings(ray_runtime
     assert sorted(seen) == sorted(p.rsplit("/", 1)[-1] for p in paths)
 
 
+@multiprocess
 def test_ray_ragged_images_fail_naming_the_column_and_the_fix(ray_runtime, tmp_path):
     pytest.importorskip("PIL")
     _write_images(tmp_path / "ragged", [(10, 10), (12, 10), (10, 14), (10, 10)])
@@ -110,6 +120,7 @@ def test_ray_ragged_images_fail_naming_the_column_and_the_fix(ray_runtime, tmp_p
         assert sum(b["image"].shape[0] for b in pf) == 4
 
 
+@multiprocess
 def test_ray_object_columns_pass_through_or_stack_or_fail_clearly(ray_runtime):
     n = 6
     items = [{"id": i, "meta": {"k": i, "tag": "t%d" % i}, "maybe": ("s%d" % i) if i % 2 else None,
@@ -127,7 +138,8 @@ def test_ray_object_columns_pass_through_or_stack_or_fail_clearly(ray_runtime):
         assert isinstance(batch["pair"], torch.Tensor) and batch["pair"].shape[1:] == (2,)
         assert batch["pair"][r].tolist() == items[i]["pair"]
     # Ragged list columns fail as ragged images do, naming the column.
-    ragged = ray_runtime.data.from_items([{"id": i, "tokens": list(range(i + 1))} for i in range(4)])
+    ragged = ray_runtime.data.from_items([{"id": i, "tokens": list(range(i + 1))}
+                                          for i in range(4)])
     with pytest.raises(ValueError, match=r"'tokens'.*different shapes.*\(1,\).*\(2,\)"):
         list(prefetch.Prefetcher(ragged, device="cpu"))
     # Lists of strings (Ray: object arrays of object arrays of str), of any lengths, or None, pass
@@ -150,6 +162,7 @@ def test_ray_object_columns_pass_through_or_stack_or_fail_clearly(ray_runtime):
         list(prefetch.Prefetcher(dated, device="cpu"))
 
 
+@multiprocess
 def test_ray_numpy_string_columns_from_map_batches(ray_runtime):
     """A `<U`/`S` column a map_batches function returns (Ray may keep or convert it) and a 2-D
     string column arrive as (nested) lists of str/bytes, row for row."""
@@ -202,7 +215,7 @@ def test_ray_source_converts_columns_without_ray():
         ["a", "b"], ["c", "d"]]
 
 
-# -- Lightning: test, predict, validate (item 19) ----------------------------------------------------
+# -- Lightning: test, predict, validate (item 19) -------------------------------------------
 
 
 def _data(n=16, seed=5):
@@ -262,6 +275,7 @@ def _assert_plain(got, loader, idx=0):
         assert d == idx and torch.equal(x, ex) and torch.equal(y, ey)
 
 
+@multiprocess
 def test_lightning_test_predict_and_validate_through_prefetchers():
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
@@ -296,7 +310,8 @@ def test_lightning_test_predict_and_validate_through_prefetchers():
     _assert_transformed(model.got["val"], images, 8)
     assert dm._open == []
     # Their own transforms, and None for none: then the batches are the plain loader's.
-    dm = PrefetchDataModule(Data(), val_transform=val_aug, test_transform=None, predict_transform=None)
+    dm = PrefetchDataModule(Data(), val_transform=val_aug, test_transform=None,
+                            predict_transform=None)
     model = eval_model(pl)
     trainer.test(model, datamodule=dm)
     _assert_plain(model.got["test"], Data().test_dataloader())
@@ -312,6 +327,7 @@ def test_lightning_test_predict_and_validate_through_prefetchers():
     assert dm._open == []
 
 
+@multiprocess
 def test_lightning_test_only_data_and_loaders_given_directly():
     pl = pytest.importorskip("lightning.pytorch")
     from lightning.fabric.utilities.exceptions import MisconfigurationException
@@ -356,6 +372,7 @@ def test_lightning_test_only_data_and_loaders_given_directly():
     _assert_plain(model.got["test"], torch.utils.data.DataLoader(dataset, batch_size=6))
 
 
+@multiprocess
 def test_lightning_several_eval_loaders_are_each_wrapped():
     """A *_dataloader returning a list or dict of loaders (Lightning's multiple dataloaders):
     each loader goes through its own Prefetcher, and each step gets its loader's batches."""
@@ -379,12 +396,14 @@ def test_lightning_several_eval_loaders_are_each_wrapped():
     trainer = cpu_trainer(pl, max_epochs=1, enable_checkpointing=False)
     trainer.validate(model, datamodule=dm)
     trainer.test(model, datamodule=dm)
-    for stage, loaders in (("val", Data().val_dataloader()), ("test", list(Data().test_dataloader().values()))):
+    for stage, loaders in (("val", Data().val_dataloader()),
+                           ("test", list(Data().test_dataloader().values()))):
         for idx, loader in enumerate(loaders):
             _assert_plain([g for g in model.got[stage] if g[0] == idx], loader, idx)
     assert dm._open == []
 
 
+@multiprocess
 @pytest.mark.parametrize("fail", ["none", "test", "predict", "val", "limit"])
 def test_lightning_teardown_leaves_no_thread(fail):
     """Every Prefetcher opened for validate/test/predict is closed when the stage ends, when a
@@ -432,7 +451,8 @@ def test_lightning_teardown_leaves_no_thread(fail):
         dm = PrefetchDataModule(Data(), num_threads=2, depth=2)
         run(dm, (fail, 1) if fail in ("val", "test", "predict") else None)
         failed = fail in ("val", "test", "predict")
-        assert dm.datamodule.raised == (["step failed on purpose"] if failed else []), dm.datamodule.raised
+        raised = dm.datamodule.raised
+        assert raised == (["step failed on purpose"] if failed else []), raised
         after = tasks()
         print("tasks", before, after, len(dm._open), flush=True)
         assert dm._open == [], dm._open
@@ -442,6 +462,7 @@ def test_lightning_teardown_leaves_no_thread(fail):
     assert out.returncode == 0 and "ok" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
 
 
+@multiprocess
 def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
     """examples/lightning_train.py fits, then runs trainer.test, with 2 CPU ranks: the Trainer's
     DistributedSampler reached the test loader through the wrapper (disjoint shards that cover
@@ -460,6 +481,7 @@ def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
     assert tested[0] == list(range(0, samples, 2))  # DistributedSampler(shuffle=False)'s shard
 
 
+@multiprocess
 def test_lightning_reloaded_loaders_close_the_ones_they_replace():
     """reload_dataloaders_every_n_epochs=1: the Trainer asks for new train and val loaders every
     epoch and drops the old ones; their Prefetchers (and threads) must not pile up until the end
