@@ -8,8 +8,8 @@ the device — the images by the fused gather + crop + flip + normalize kernel �
 crosses PCIe during the epoch (one upload of the epoch's indices and draws per epoch).
 
 The order of an epoch is a function of ``(seed, epoch)`` sharded across ranks as in
-:mod:`prefetch.sharding`; the augmentation draws are a function of ``(seed, epoch, batch
-index)``. So both paths yield the same batches, and a run resumed from :meth:`state_dict` yields
+:mod:`prefetch.sharding`; the augmentation draws are a function of ``(seed, rank, epoch,
+batch index)``. So both paths yield the same batches, and a run resumed from :meth:`state_dict` yields
 exactly the batches the interrupted run had not consumed.
 """
 import logging
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ._tree import _ndarray_to_tensor, flatten, unflatten
-from .prefetcher import PreparedBatch, Prefetcher, _resolve_device
+from .prefetcher import PreparedBatch, Prefetcher, _is_stateful, _resolve_device
 from .sharding import distributed_rank_and_size, epoch_indices, shard_size
 from .transforms import FusedAugment, _get
 
@@ -126,8 +126,9 @@ class ArrayLoader:
             called ``torch.cuda.set_device``), else the CPU.
         depth, num_threads, timeout: the host path's, as in :class:`Prefetcher`.
         transform: applied to every batch on the device — typically a
-            :class:`prefetch.FusedAugment`, whose draws are keyed by ``(seed, epoch, batch
-            index)`` and which the device path fuses with the gather.
+            :class:`prefetch.FusedAugment`, whose draws are keyed by ``(seed, rank, epoch, batch
+            index)`` (this loader's rank: ranks with the same seed draw differently) and which
+            the device path fuses with the gather. Its seed is saved by :meth:`state_dict`.
         memory_fraction: the share of free device memory ``resident="auto"`` may fill.
     """
 
@@ -163,7 +164,7 @@ class ArrayLoader:
                                  % (", ".join(off_host), self._leaves[0][1].device))
             self._prefetcher = Prefetcher(None, device=self.device, depth=depth,
                                           num_threads=num_threads, transform=transform,
-                                          timeout=timeout)
+                                          timeout=timeout, rank=self.rank)
         else:
             self._device_leaves = [t.to(self.device) for _, t in self._leaves]
             self._device_structure = unflatten(self._spec, self._device_leaves, [], self.device)
@@ -264,8 +265,8 @@ class ArrayLoader:
             # Every draw of the epoch at once, uploaded in one copy, not one per step.
             images = _get(self._device_structure, transform.image_key)
             height, width = transform.image_size(images)
-            draws = [transform.draws(min(bs, order.numel() - b * bs), height, width, epoch, b)
-                     for b in range(start, count)]
+            draws = [transform.draws(min(bs, order.numel() - b * bs), height, width, epoch, b,
+                                     self.rank) for b in range(start, count)]
             crop = draws[0]["crop"]
             epoch_draws = {k: self._upload(torch.cat([d[k] for d in draws]))
                            for k in ("hflip", "vflip", "offsets") if draws[0][k] is not None}
@@ -287,7 +288,9 @@ class ArrayLoader:
                 leaves = [t.index_select(0, idx) for t in self._device_leaves]
                 batch = unflatten(self._spec, leaves, [], self.device)
                 if transform is not None:
-                    if getattr(transform, "positional_draws", False):
+                    if getattr(transform, "ranked_draws", False):
+                        batch = transform(batch, epoch=epoch, index=b, rank=self.rank)
+                    elif getattr(transform, "positional_draws", False):
                         batch = transform(batch, epoch=epoch, index=b)
                     else:
                         batch = transform(batch)
@@ -306,11 +309,14 @@ class ArrayLoader:
                 epoch, consumed = epoch + 1, 0
         state = {"epoch": epoch, "batches_consumed": consumed}
         state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
+        if _is_stateful(self.transform):  # a FusedAugment's seed, drawn when built with seed=None
+            state["transform"] = self.transform.state_dict()
         return state
 
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
-        batches already consumed, with the same order and augmentation draws."""
+        batches already consumed, with the same order and augmentation draws (a FusedAugment
+        built with ``seed=None`` adopts the saved seed; one with another explicit seed refuses)."""
         mismatched = ["%s: saved %r, this loader %r" % (k, state[k], getattr(self, k))
                       for k in _LAYOUT_KEYS if k in state and state[k] != getattr(self, k)]
         if mismatched:
@@ -319,6 +325,9 @@ class ArrayLoader:
         consumed = int(state["batches_consumed"])
         if not 0 <= consumed <= len(self):
             raise ValueError("prefetch: batches_consumed=%d is outside [0, %d]" % (consumed, len(self)))
+        if _is_stateful(self.transform) and ("transform" in state
+                                             or isinstance(self.transform, FusedAugment)):
+            self.transform.load_state_dict(state.get("transform"))
         self._next_epoch, self._resume_index = int(state["epoch"]), consumed
         self._position = None
 

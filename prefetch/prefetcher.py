@@ -20,6 +20,7 @@ import torch
 from ._extension import _C
 from ._tree import flatten, unflatten
 from .errors import CollateError, PrefetchTimeout
+from .transforms import FusedAugment, distributed_rank
 
 __all__ = ["Prefetcher"]
 
@@ -144,15 +145,19 @@ class _EpochState:
 class _DeviceWork:
     """What the producer runs on a batch once it is on the device, on the copy stream."""
 
-    def __init__(self, transform, device_transform, device, stream_handle):
+    def __init__(self, transform, device_transform, device, stream_handle, rank=None):
         self.transform, self.device_transform, self.device = transform, device_transform, device
+        self.rank = rank  # None: torch.distributed's, read at every batch
         self.stream = (torch.cuda.ExternalStream(stream_handle, device=device)
                        if device.type == "cuda" else None)
 
     def __call__(self, batch, epoch, index):
         with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
             if self.transform is not None:
-                if getattr(self.transform, "positional_draws", False):
+                if getattr(self.transform, "ranked_draws", False):
+                    rank = self.rank if self.rank is not None else distributed_rank()
+                    batch = self.transform(batch, epoch=epoch, index=index, rank=rank)
+                elif getattr(self.transform, "positional_draws", False):
                     batch = self.transform(batch, epoch=epoch, index=index)
                 else:
                     batch = self.transform(batch)
@@ -393,6 +398,9 @@ class Prefetcher:
         timeout: seconds ``next()`` waits for a batch before raising
             :class:`prefetch.PrefetchTimeout` (``None`` or ``float("inf")``: wait forever).
         max_batch_bytes: refuse (with :class:`prefetch.CollateError`) a batch larger than this.
+        rank: this process's DDP rank, passed to the transform's draws so that ranks with the
+            same seed draw differently; default torch.distributed's rank when it is initialised
+            (read at every batch), else 0.
 
     ``dataset``, ``sampler``, ``batch_sampler`` and ``batch_size`` are the source's (a
     DataLoader's), so ``loader.sampler.set_epoch(e)`` reaches its sampler. A forked child (CPU)
@@ -400,7 +408,7 @@ class Prefetcher:
     """
 
     def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
-                 device_transform=None, timeout=None, max_batch_bytes=None):
+                 device_transform=None, timeout=None, max_batch_bytes=None, rank=None):
         for name, fn in (("transform", transform), ("device_transform", device_transform)):
             if fn is not None and not callable(fn):
                 raise TypeError("prefetch: %s must be callable, got %r" % (name, fn))
@@ -424,6 +432,9 @@ class Prefetcher:
         self.depth = depth
         self._timeout = timeout
         self.transform, self.device_transform = transform, device_transform
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise ValueError("prefetch: rank must be an int >= 0, got %r" % (rank,))
+        self.rank = rank
         self._engine_args = (self.device.type,
                              self.device.index if self.device.index is not None else -1,
                              depth, num_threads, int(max_batch_bytes or 0))
@@ -441,7 +452,7 @@ class Prefetcher:
         self._work = None
         if self.transform is not None or self.device_transform is not None:
             self._work = _DeviceWork(self.transform, self.device_transform, self.device,
-                                     self._engine.stream_handle)
+                                     self._engine.stream_handle, self.rank)
         self._pid = os.getpid()
         self._lock = threading.RLock()  # iter() against close(): an epoch starts whole or not
         self._current = [None]  # the live epoch's state, shared with the finalizer
@@ -562,9 +573,10 @@ class Prefetcher:
                 "the source is a %s" % type(self.source).__name__)
         position = self._position
         if position is None:  # nothing iterated since construction or load_state_dict()
-            return {"epoch": self._next_epoch, "batches_consumed": self._resume_index,
-                    "source": self._loaded_source_state if self._loaded_source_state is not None
-                    else self.source.state_dict()}
+            return self._with_transform_state({
+                "epoch": self._next_epoch, "batches_consumed": self._resume_index,
+                "source": self._loaded_source_state if self._loaded_source_state is not None
+                else self.source.state_dict()})
         if isinstance(position, _EpochState):  # an epoch started, none of its batches consumed
             position.started.wait()
             source_state = position.snapshots.get(-1) if position.snapshots else None
@@ -579,7 +591,14 @@ class Prefetcher:
             pass  # no len(): the resumed epoch ends at once and the next one follows
         if source_state is None:
             source_state = self.source.state_dict()
-        return {"epoch": epoch, "batches_consumed": consumed, "source": source_state}
+        return self._with_transform_state(
+            {"epoch": epoch, "batches_consumed": consumed, "source": source_state})
+
+    def _with_transform_state(self, state):
+        """Adds the transform's state (a FusedAugment's seed, drawn when built with seed=None)."""
+        if _is_stateful(self.transform):
+            state["transform"] = self.transform.state_dict()
+        return state
 
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
@@ -592,6 +611,10 @@ class Prefetcher:
             raise KeyError("prefetch: the state lacks %s; expected Prefetcher.state_dict()'s output"
                            % sorted(missing))
         _stop_epoch(self._engine, self._current[0])
+        # The transform's seed first: it refuses a state of another explicit seed.
+        if _is_stateful(self.transform) and ("transform" in state
+                                             or isinstance(self.transform, FusedAugment)):
+            self.transform.load_state_dict(state.get("transform"))
         self.source.load_state_dict(state["source"])
         self._next_epoch = int(state["epoch"])
         self._resume_index = int(state["batches_consumed"])

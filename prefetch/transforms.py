@@ -1,11 +1,15 @@
 """FusedAugment: the transform a Prefetcher applies on the device, on its copy stream.
 
 It draws every sample's flips and crop window itself, from a generator keyed by
-``(seed, epoch, batch index)``, so a run is reproducible whatever the number of DataLoader
-workers, and applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same
+``(seed, rank, epoch, batch index)``, so a run is reproducible whatever the number of DataLoader
+workers, every DDP rank draws its own, and it applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same
 geometry, through :func:`prefetch.ops.flip_crop`, to a mask leaf) in one pass.
 """
+import math
+import numbers
+import operator
 import secrets
+import threading
 
 import torch
 
@@ -14,6 +18,10 @@ from .ops import flip_crop, normalize_flip
 __all__ = ["FusedAugment"]
 
 _MASK64 = (1 << 64) - 1
+_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
+# The epoch of a direct call's draws (no epoch/index given): never an epoch a loader passes.
+DIRECT_EPOCH = -1
 
 
 def _mix(*values):
@@ -56,6 +64,38 @@ def _set(batch, key, value):
     return batch
 
 
+def distributed_rank():
+    """This process's rank in torch.distributed's default group, or 0 when not initialised."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return int(torch.distributed.get_rank())
+    return 0
+
+
+def _whole(value, name):
+    """An integral value (Python or numpy int, not bool) as an int, else TypeError naming it."""
+    if isinstance(value, bool):
+        raise TypeError("prefetch: %s must be an int, got %r" % (name, value))
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("prefetch: %s must be an int, got %r" % (name, value)) from None
+
+
+def _finite(values, name, positive=False):
+    out = []
+    for i, v in enumerate(values):
+        f = float(v)
+        if not math.isfinite(f) or (positive and not f > 0):
+            raise ValueError("prefetch: %s[%d] must be a finite number%s, got %r"
+                             % (name, i, " > 0" if positive else "", v))
+        out.append(f)
+    return out
+
+
+def _name(key):
+    return "%r" % (key,)
+
+
 class FusedAugment:
     """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
 
@@ -76,34 +116,58 @@ class FusedAugment:
         layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels).
     """
 
-    #: The Prefetcher passes ``epoch=`` and ``index=`` (the batch's position in the epoch).
+    #: The Prefetcher passes ``epoch=`` and ``index=`` (the batch's position in the epoch)...
     positional_draws = True
+    #: ... and ``rank=`` (its DDP rank), so ranks with the same seed draw differently.
+    ranked_draws = True
 
     def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
                  image_key=0, mask_key=None, mask_fill=0, layout="auto"):
-        self.mean = [float(m) for m in mean]
-        self.std = [float(s) for s in std]
+        self.mean = _finite(mean, "mean")
+        self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
             raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
         for name, p in (("hflip", hflip), ("vflip", vflip)):
             if not 0.0 <= float(p) <= 1.0:
                 raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
-        if isinstance(crop, int):
+        if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
             crop = (crop, crop)
-        if crop is not None and (len(crop) != 2 or min(crop) < 1):
-            raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
-        if not isinstance(padding, int) or padding < 0:
+        if crop is not None:
+            try:
+                crop = tuple(_whole(c, "crop") for c in crop)
+            except TypeError:
+                crop = ()
+            if len(crop) != 2 or min(crop) < 1:
+                raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
+        if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
             raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
+        fill = _whole(fill, "fill")
+        if not 0 <= fill <= 255:
+            raise ValueError("prefetch: fill must be an int in [0, 255] (a uint8 pixel value), "
+                             "got %d" % fill)
+        if dtype not in _OUT_DTYPES:
+            raise ValueError("prefetch: dtype must be torch.float32, float16 or bfloat16, got %s"
+                             % (dtype,))
         if layout not in ("auto", "NHWC", "NCHW"):
             raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
         self.hflip, self.vflip = float(hflip), float(vflip)
-        self.crop = None if crop is None else (int(crop[0]), int(crop[1]))
+        self.crop = crop
         self.center_crop = bool(center_crop)
-        self.padding, self.fill, self.mask_fill = padding, int(fill), int(mask_fill)
+        self.padding, self.fill = int(padding), fill
+        self.mask_fill = _whole(mask_fill, "mask_fill")
         self.dtype, self.channels_last = dtype, bool(channels_last)
-        self.seed = secrets.randbits(63) if seed is None else int(seed)
+        if seed is None:
+            self.seed, self.seed_given = secrets.randbits(63), False
+        else:
+            seed = _whole(seed, "seed")
+            if not -(1 << 63) <= seed < (1 << 64):
+                raise ValueError("prefetch: seed must be in [-2**63, 2**64) (as torch.manual_seed; "
+                                 "larger seeds would alias smaller ones), got %d" % seed)
+            self.seed, self.seed_given = seed, True
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
+        self._calls = 0  # direct calls so far (no epoch/index): the next one's index
+        self._calls_lock = threading.Lock()
 
     def __repr__(self):
         return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
@@ -115,15 +179,26 @@ class FusedAugment:
             raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s"
                              % (tuple(images.shape),))
         if self.layout != "auto":
+            c = len(self.mean)
+            dim = -1 if self.layout == "NHWC" else 1
+            other = 1 if self.layout == "NHWC" else -1
+            if images.shape[dim] != c and images.shape[other] == c:
+                raise ValueError(
+                    "prefetch: FusedAugment(layout=%r) got images of shape %s whose %s dimension "
+                    "has the %d channels of mean/std: the layout looks wrong; these look %s "
+                    "(pass layout=%r, or 'auto')" % (
+                        self.layout, tuple(images.shape), "second" if other == 1 else "last", c,
+                        "NCHW" if other == 1 else "NHWC", "NCHW" if other == 1 else "NHWC"))
             return self.layout
         channels = (1, 2, 3, 4)
         if images.shape[-1] not in channels and images.shape[1] in channels:
             return "NCHW"
         return "NHWC"
 
-    def draws(self, n, height, width, epoch=0, index=0):
-        """The geometry of batch `index` of `epoch`: dict(hflip, vflip, crop, offsets), on the CPU."""
-        g = torch.Generator().manual_seed(_mix(self.seed, epoch, index))
+    def draws(self, n, height, width, epoch=0, index=0, rank=0):
+        """The geometry of batch `index` of `epoch` on DDP rank `rank`: dict(hflip, vflip, crop,
+        offsets), on the CPU; a pure function of ``(seed, rank, epoch, index)``."""
+        g = torch.Generator().manual_seed(_mix(self.seed, rank, epoch, index))
         hflip = torch.rand(n, generator=g) < self.hflip
         vflip = torch.rand(n, generator=g) < self.vflip
         h, w = self.crop if self.crop is not None else (height, width)
@@ -145,10 +220,52 @@ class FusedAugment:
         layout = self._layout(images)
         return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
 
-    def __call__(self, batch, *, epoch=0, index=0):
+    def state_dict(self):
+        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
+        what a resumed run needs to draw as the interrupted one would have."""
+        with self._calls_lock:
+            return {"seed": self.seed, "seed_given": self.seed_given, "calls": self._calls}
+
+    def load_state_dict(self, state):
+        """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
+        seed; one built with another explicit seed refuses the state (its draws would differ)."""
+        saved = state.get("seed") if state is not None else None
+        if saved is None:
+            if not self.seed_given:
+                raise ValueError(
+                    "prefetch: the state has no seed for this FusedAugment, whose seed was drawn "
+                    "(seed=None), so its augmentation draws cannot be resumed; pass seed= "
+                    "explicitly (the same in both runs)")
+            return
+        saved = int(saved)
+        if self.seed_given and saved != self.seed:
+            raise ValueError(
+                "prefetch: the state was saved by a FusedAugment with seed %d (saved %d), this one "
+                "has seed=%d; a resume would draw different flips and crops. Build it with "
+                "seed=%d or seed=None (which adopts the saved seed)" % (saved, saved, self.seed, saved))
+        with self._calls_lock:
+            self.seed = saved
+            self._calls = int(state.get("calls", 0))
+
+    def __call__(self, batch, *, epoch=None, index=None, rank=None):
+        """Draws and applies. A loader passes ``epoch``, ``index`` (the batch's position in the
+        epoch) and ``rank``. Without ``index`` the call is a direct one: call ``k`` of this
+        transform (counting from 0) draws as batch ``k`` of epoch ``-1`` (``epoch`` if given),
+        so successive calls draw afresh and as reproducibly as the seed. ``rank`` defaults to
+        torch.distributed's (0 when not initialised)."""
+        if index is None:
+            with self._calls_lock:
+                index = self._calls
+                self._calls += 1
+            if epoch is None:
+                epoch = DIRECT_EPOCH
+        elif epoch is None:
+            epoch = 0
+        if rank is None:
+            rank = distributed_rank()
         images = _get(batch, self.image_key)
         height, width = self.image_size(images)
-        d = self.draws(images.shape[0], height, width, epoch, index)
+        d = self.draws(images.shape[0], height, width, epoch, index, rank)
         device = images.device
         if device.type == "cuda":  # through pinned memory: no host synchronisation
             d = {k: (v.pin_memory().to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
@@ -161,14 +278,57 @@ class FusedAugment:
         pass (the ArrayLoader's device-resident path); the caller gathers the other leaves."""
         images = _get(batch, self.image_key)
         layout = self._layout(images)
+        masks = None if self.mask_key is None else _get(batch, self.mask_key)
+        if masks is not None:
+            masks = self._check_masks(images, layout, masks)
+        channels = images.shape[-1] if layout == "NHWC" else images.shape[1]
+        if channels != len(self.mean):
+            raise ValueError("prefetch: mean and std have %d values but the images (leaf %s, shape "
+                             "%s, layout %s) have %d channels"
+                             % (len(self.mean), _name(self.image_key), tuple(images.shape), layout,
+                                channels))
         out = normalize_flip(images, self.mean, self.std, hflip=d["hflip"], vflip=d["vflip"],
                              crop=d["crop"], offsets=d["offsets"], fill=self.fill, dtype=self.dtype,
                              layout=layout, channels_last=self.channels_last, indices=indices)
         batch = _set(batch, self.image_key, out)
-        if self.mask_key is not None:
-            masks = _get(batch, self.mask_key)
-            squeeze = masks.dim() == 4 and masks.shape[1] == 1
+        if masks is not None:
+            squeeze = masks.dim() == 4
             m = flip_crop(masks[:, 0] if squeeze else masks, hflip=d["hflip"], vflip=d["vflip"],
                           crop=d["crop"], offsets=d["offsets"], fill=self.mask_fill, indices=indices)
             batch = _set(batch, self.mask_key, m.unsqueeze(1) if squeeze else m)
         return batch
+
+    def _check_masks(self, images, layout, masks):
+        """The mask leaf gets the image's geometry: it must be an integer [N, H, W] or
+        [N, 1, H, W] tensor with the image's N, H and W, on its device."""
+        mk, ik = _name(self.mask_key), _name(self.image_key)
+        if not isinstance(masks, torch.Tensor):
+            raise TypeError("prefetch: the mask leaf %s is a %s, not a tensor"
+                            % (mk, type(masks).__name__))
+        if masks.dim() not in (3, 4) or (masks.dim() == 4 and masks.shape[1] != 1):
+            raise ValueError("prefetch: the mask leaf %s must be [N, H, W] or [N, 1, H, W] (one "
+                             "label per pixel), got shape %s" % (mk, tuple(masks.shape)))
+        if masks.dtype not in _MASK_DTYPES:
+            raise TypeError("prefetch: the mask leaf %s is %s; masks must be uint8, int16, int32 "
+                            "or int64" % (mk, str(masks.dtype).replace("torch.", "")))
+        if masks.device != images.device:
+            raise ValueError("prefetch: the mask leaf %s is on %s, the image leaf %s on %s"
+                             % (mk, masks.device, ik, images.device))
+        n, mh, mw = masks.shape[0], masks.shape[-2], masks.shape[-1]
+        h, w = (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
+        if n != images.shape[0]:
+            raise ValueError("prefetch: the mask leaf %s has %d samples, the image leaf %s has %d"
+                             % (mk, n, ik, images.shape[0]))
+        if (mh, mw) != (h, w):
+            raise ValueError("prefetch: the mask leaf %s is %dx%d (HxW, shape %s) but the image "
+                             "leaf %s is %dx%d (shape %s, layout %s); the mask would be cropped "
+                             "and flipped with the image's offsets" % (
+                                 mk, mh, mw, tuple(masks.shape), ik, h, w, tuple(images.shape),
+                                 layout))
+        info = torch.iinfo(masks.dtype)
+        if not info.min <= self.mask_fill <= info.max:
+            raise ValueError("prefetch: mask_fill=%d does not fit the mask leaf %s's dtype %s "
+                             "([%d, %d]); it would be written as another label"
+                             % (self.mask_fill, mk, str(masks.dtype).replace("torch.", ""),
+                                info.min, info.max))
+        return masks
