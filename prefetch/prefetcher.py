@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import ctypes
 import dataclasses
+import numbers
 import os
 import re
 import threading
@@ -20,7 +21,7 @@ import torch
 from ._extension import _C
 from ._tree import flatten, unflatten
 from .errors import CollateError, PrefetchTimeout
-from .transforms import FusedAugment, distributed_rank
+from .transforms import FusedAugment, _whole, distributed_rank
 
 __all__ = ["Prefetcher"]
 
@@ -418,7 +419,8 @@ class Prefetcher:
             num_threads = _default_num_threads()
         if not isinstance(num_threads, int) or num_threads < 1:
             raise ValueError("prefetch: num_threads must be an int >= 1, got %r" % (num_threads,))
-        if timeout is not None and not timeout > 0:
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+                                    or not timeout > 0):  # NaN too; inf means wait forever
             raise ValueError("prefetch: timeout must be > 0 seconds or None, got %r" % (timeout,))
         if max_batch_bytes is not None and max_batch_bytes < 1:
             raise ValueError("prefetch: max_batch_bytes must be >= 1 or None, got %r" % (max_batch_bytes,))
@@ -432,8 +434,10 @@ class Prefetcher:
         self.depth = depth
         self._timeout = timeout
         self.transform, self.device_transform = transform, device_transform
-        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
-            raise ValueError("prefetch: rank must be an int >= 0, got %r" % (rank,))
+        if rank is not None:
+            rank = _whole(rank, "rank")
+            if rank < 0:
+                raise ValueError("prefetch: rank must be an int >= 0, got %r" % (rank,))
         self.rank = rank
         self._engine_args = (self.device.type,
                              self.device.index if self.device.index is not None else -1,

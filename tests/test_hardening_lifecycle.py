@@ -307,7 +307,7 @@ def test_infinite_and_huge_timeouts_wait(timeout):
     assert len(got) == 2 and torch.equal(got[1], torch.arange(3) + 1)
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), -1.0, 0, -float("inf")])
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0, 0, -float("inf"), "5", True, [1]])
 def test_nonsense_timeouts_are_refused(timeout):
     with pytest.raises(ValueError, match="timeout"):
         prefetch.Prefetcher([torch.zeros(1)], device="cpu", timeout=timeout)
