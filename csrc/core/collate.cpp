@@ -3,15 +3,26 @@
 #include <algorithm>
 #include <cstring>
 
+#include "checked_math.h"
 #include "errors.h"
 #include "streaming_copy.h"
 
 namespace prefetch {
 
-int64_t HostTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+namespace {
+size_t checked_bytes(size_t n) {
+  if (n > kMaxBatchBytes) {
+    throw CollateError("prefetch: a size of " + std::to_string(n) + " bytes is past the largest " +
+                       std::to_string(kMaxBatchBytes) + " a batch can have");
+  }
   return n;
+}
+}  // namespace
+
+int64_t HostTensor::numel() const { return checked_numel(sizes, "the element count"); }
+
+size_t HostTensor::nbytes() const {
+  return checked_bytes(checked_mul(static_cast<size_t>(numel()), itemsize, "the byte size"));
 }
 
 bool HostTensor::is_contiguous() const {
@@ -25,9 +36,13 @@ bool HostTensor::is_contiguous() const {
 }
 
 size_t LeafPlan::nbytes() const {
-  if (gather) return pieces.empty() ? 0 : rows.size() * row_bytes(pieces[0]);
+  if (gather) {
+    return pieces.empty() ? 0
+                          : checked_bytes(checked_mul(rows.size(), row_bytes(pieces[0]),
+                                                      "the gathered rows' byte size"));
+  }
   size_t n = 0;
-  for (const auto& p : pieces) n += p.nbytes();
+  for (const auto& p : pieces) n = checked_bytes(checked_add(n, p.nbytes(), "the samples' byte size"));
   return n;
 }
 
@@ -36,19 +51,25 @@ std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t*
   layout.reserve(leaves.size());
   size_t offset = 0;
   for (const auto& leaf : leaves) {
-    offset = (offset + kLeafAlignment - 1) / kLeafAlignment * kLeafAlignment;
+    offset = checked_bytes(checked_round_up(offset, kLeafAlignment, "the batch's byte size"));
     size_t n = leaf.nbytes();
     layout.push_back({offset, n});
-    offset += n;
+    offset = checked_bytes(checked_add(offset, n, "the batch's byte size"));
   }
   *total_bytes = offset;
   return layout;
 }
 
 size_t row_bytes(const HostTensor& t) {
+  for (size_t d = 1; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] == 0) return 0;  // an empty row, whatever the other sizes
+  }
   size_t n = t.itemsize;
-  for (size_t d = 1; d < t.sizes.size(); ++d) n *= static_cast<size_t>(t.sizes[d]);
-  return n;
+  for (size_t d = 1; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] < 0) throw CollateError("prefetch: a negative size " + std::to_string(t.sizes[d]));
+    n = checked_mul(n, static_cast<size_t>(t.sizes[d]), "the row's byte size");
+  }
+  return checked_bytes(n);
 }
 
 namespace {

@@ -19,8 +19,9 @@ struct HostTensor {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
 
+  // Both checked: a CollateError when the count or the byte size does not fit (see checked_math.h).
   int64_t numel() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * itemsize; }
+  size_t nbytes() const;
   // True when the elements are laid out densely in row-major order (dims of size 1 ignored).
   bool is_contiguous() const;
 };
@@ -35,10 +36,13 @@ struct LeafPlan {
   bool gather = false;
   int64_t dtype_code = 0;
   std::vector<int64_t> shape;
-  size_t nbytes() const;
+  size_t nbytes() const;  // checked, like every size below: never wraps, at most kMaxBatchBytes
 };
 
-// Bytes of one step along the first dimension of `t`, once packed.
+// The largest byte size of a leaf or a batch: offsets are int64 in torch and in the copy tasks.
+constexpr size_t kMaxBatchBytes = static_cast<size_t>(INT64_MAX);
+
+// Bytes of one step along the first dimension of `t`, once packed (checked).
 size_t row_bytes(const HostTensor& t);
 
 struct LeafLayout {
@@ -46,7 +50,8 @@ struct LeafLayout {
   size_t nbytes = 0;
 };
 
-// Offsets of every leaf in the packed buffer, and the total size.
+// Offsets of every leaf in the packed buffer, and the total size (checked: the true size, or a
+// CollateError when it would pass kMaxBatchBytes).
 std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t* total_bytes);
 
 // A unit of copying that a thread can run on its own.

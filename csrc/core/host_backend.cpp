@@ -8,6 +8,9 @@
 #include <exception>
 #include <mutex>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 
 #include "aligned_buffer.h"
@@ -158,6 +161,13 @@ class HostBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_host_backend() { return std::make_unique<HostBackend>(); }
+std::unique_ptr<Backend> make_host_backend() {
+  try {
+    return std::make_unique<HostBackend>();
+  } catch (const std::system_error& e) {  // std::thread could not start (pid or memory limits)
+    throw std::runtime_error(std::string("prefetch: could not start the host copy thread (") +
+                             e.what() + "); raise the limit on threads or address space");
+  }
+}
 
 }  // namespace prefetch

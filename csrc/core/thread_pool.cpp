@@ -1,20 +1,43 @@
 #include "thread_pool.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace prefetch {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, const ThreadStarter& start_thread) {
   int spawn = num_threads > 1 ? num_threads - 1 : 0;
   workers_.reserve(spawn);
-  for (int i = 0; i < spawn; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 0; i < spawn; ++i) {
+    try {
+      std::function<void()> body = [this] { worker_loop(); };
+      workers_.push_back(start_thread ? start_thread(i, std::move(body)) : std::thread(std::move(body)));
+    } catch (const std::exception& e) {
+      // The destructor does not run for a constructor that throws: stop and join here, or the
+      // joinable threads' destructors would call std::terminate.
+      stop_and_join();
+      throw std::runtime_error("prefetch: could not start collation thread " + std::to_string(i + 2) +
+                               " of " + std::to_string(num_threads) + " (" + e.what() +
+                               "); lower num_threads, or raise the limit on threads or address "
+                               "space (ulimit -u / -v, the container's pids limit)");
+    } catch (...) {
+      stop_and_join();
+      throw;
+    }
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_cv_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void ThreadPool::drain(std::unique_lock<std::mutex>& lock) {

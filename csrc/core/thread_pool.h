@@ -13,7 +13,13 @@ namespace prefetch {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // Starts thread `index` running `body`; the default is std::thread's constructor. Tests inject
+  // one that fails, as the OS does under pid or address-space limits.
+  using ThreadStarter = std::function<std::thread(int index, std::function<void()> body)>;
+
+  // When a thread cannot be started, the threads already started are stopped and joined and a
+  // std::runtime_error naming the thread and the OS's reason is thrown (never std::terminate).
+  explicit ThreadPool(int num_threads, const ThreadStarter& start_thread = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -33,6 +39,7 @@ class ThreadPool {
     std::exception_ptr error;
   };
   void worker_loop();
+  void stop_and_join();
   // Takes and runs indices of the current job until none are left. Needs `lock` held on entry
   // and returns with it held.
   void drain(std::unique_lock<std::mutex>& lock);

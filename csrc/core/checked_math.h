@@ -1,0 +1,61 @@
+// Size arithmetic that cannot wrap: every product and sum of element counts and byte sizes in
+// collation goes through these, and an overflow is a CollateError instead of a small number
+// (a wrapped size would let a huge, expanded tensor be copied into a small buffer).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "errors.h"
+
+namespace prefetch {
+
+[[noreturn]] inline void throw_size_overflow(const char* what, const std::string& a, const char* op,
+                                             const std::string& b) {
+  throw CollateError(std::string("prefetch: ") + what + " overflows: " + a + " " + op + " " + b +
+                     " does not fit in 64 bits");
+}
+
+inline size_t checked_mul(size_t a, size_t b, const char* what) {
+  size_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "*", std::to_string(b));
+  return r;
+}
+
+inline size_t checked_add(size_t a, size_t b, const char* what) {
+  size_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "+", std::to_string(b));
+  return r;
+}
+
+inline int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "*", std::to_string(b));
+  return r;
+}
+
+inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "+", std::to_string(b));
+  return r;
+}
+
+// x rounded up to a multiple of `alignment` (> 0), checked.
+inline size_t checked_round_up(size_t x, size_t alignment, const char* what) {
+  return checked_add(x, alignment - 1, what) / alignment * alignment;
+}
+
+// The product of `sizes` as an element count; 0 when any size is 0 (even if the others alone
+// would overflow, as torch counts them), an error for a negative size or a product past int64.
+template <typename Sizes>
+int64_t checked_numel(const Sizes& sizes, const char* what) {
+  for (int64_t s : sizes) {
+    if (s < 0) throw CollateError(std::string("prefetch: ") + what + " has a negative size " + std::to_string(s));
+    if (s == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t s : sizes) n = checked_mul(n, s, what);
+  return n;
+}
+
+}  // namespace prefetch

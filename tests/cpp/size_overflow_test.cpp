@@ -1,0 +1,171 @@
+// Issue 13, items 2 and 3: size arithmetic in collation never wraps, and a thread pool whose
+// thread cannot be started throws (with the threads already started joined) instead of aborting.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "checked_math.h"
+#include "collate.h"
+#include "errors.h"
+#include "thread_pool.h"
+
+namespace prefetch {
+namespace {
+
+constexpr size_t kSizeMax = std::numeric_limits<size_t>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+TEST(CheckedMath, ProductsAndSumsThatFitAreExact) {
+  EXPECT_EQ(checked_mul(size_t{1} << 31, size_t{1} << 32, "x"), size_t{1} << 63);
+  EXPECT_EQ(checked_add(kSizeMax - 1, size_t{1}, "x"), kSizeMax);
+  EXPECT_EQ(checked_mul(int64_t{1} << 31, int64_t{1} << 31, "x"), int64_t{1} << 62);
+  EXPECT_EQ(checked_add(kInt64Max - 1, int64_t{1}, "x"), kInt64Max);
+  EXPECT_EQ(checked_round_up(257, 256, "x"), 512u);
+  EXPECT_EQ(checked_round_up(0, 256, "x"), 0u);
+}
+
+TEST(CheckedMath, OverflowsThrowCollateError) {
+  EXPECT_THROW(checked_mul(size_t{1} << 32, size_t{1} << 32, "x"), CollateError);
+  EXPECT_THROW(checked_add(kSizeMax, size_t{1}, "x"), CollateError);
+  EXPECT_THROW(checked_mul(int64_t{1} << 32, int64_t{1} << 31, "x"), CollateError);
+  EXPECT_THROW(checked_add(kInt64Max, int64_t{1}, "x"), CollateError);
+  EXPECT_THROW(checked_round_up(kSizeMax - 10, 256, "x"), CollateError);
+  try {
+    checked_mul(size_t{1} << 40, size_t{1} << 40, "the row's byte size");
+    FAIL() << "no exception";
+  } catch (const CollateError& e) {
+    EXPECT_NE(std::string(e.what()).find("the row's byte size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckedMath, NumelIsZeroWhenAnyDimIsZeroEvenNextToHugeDims) {
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(checked_numel(std::vector<int64_t>{huge, huge, 0}, "x"), 0);
+  EXPECT_EQ(checked_numel(std::vector<int64_t>{0, huge, huge}, "x"), 0);
+  EXPECT_EQ(checked_numel(std::vector<int64_t>{}, "x"), 1);
+  EXPECT_THROW(checked_numel(std::vector<int64_t>{huge, huge}, "x"), CollateError);
+  EXPECT_THROW(checked_numel(std::vector<int64_t>{3, -1}, "x"), CollateError);
+}
+
+// A tensor of `sizes` whose strides are 0 (an expanded scalar): its true size is huge, its
+// memory is one element.
+HostTensor expanded(const std::byte* data, size_t itemsize, std::vector<int64_t> sizes) {
+  HostTensor t;
+  t.data = data;
+  t.itemsize = itemsize;
+  t.strides.assign(sizes.size(), 0);
+  t.sizes = std::move(sizes);
+  return t;
+}
+
+TEST(SizeOverflow, ByteSizeOfAnExpandedTensorDoesNotWrap) {
+  std::byte one[8] = {};
+  // 2^62 elements of 8 bytes: numel fits int64, the byte size (2^65) would wrap to 0.
+  HostTensor t = expanded(one, 8, {int64_t{1} << 62});
+  EXPECT_EQ(t.numel(), int64_t{1} << 62);
+  EXPECT_THROW(t.nbytes(), CollateError);
+  // 2^61 + 1 elements: the wrapped size would be a small 8 bytes, and the copy would run past it.
+  HostTensor u = expanded(one, 8, {(int64_t{1} << 61) + 1});
+  EXPECT_THROW(u.nbytes(), CollateError);
+  // Element counts past int64.
+  HostTensor v = expanded(one, 1, {int64_t{1} << 32, int64_t{1} << 32});
+  EXPECT_THROW(v.numel(), CollateError);
+}
+
+TEST(SizeOverflow, RowBytesAndGatheredLeavesDoNotWrap) {
+  std::byte one[8] = {};
+  HostTensor rows = expanded(one, 8, {4, int64_t{1} << 31, int64_t{1} << 31});
+  EXPECT_THROW(row_bytes(rows), CollateError);
+  HostTensor empty_rows = expanded(one, 8, {4, int64_t{1} << 40, int64_t{1} << 40, 0});
+  EXPECT_EQ(row_bytes(empty_rows), 0u);
+  // Rows that fit, times many rows, do not.
+  LeafPlan gather;
+  gather.gather = true;
+  gather.pieces.push_back(expanded(one, 8, {4, int64_t{1} << 30}));
+  gather.rows.assign(size_t{1} << 10, 0);
+  EXPECT_EQ(row_bytes(gather.pieces[0]), size_t{1} << 33);
+  EXPECT_EQ(gather.nbytes(), size_t{1} << 43);
+  gather.rows.assign(size_t{1} << 31, 0);  // 2^64 bytes
+  EXPECT_THROW(gather.nbytes(), CollateError);
+}
+
+TEST(SizeOverflow, SamplesAndLeavesSummingPastTheLimitThrow) {
+  std::byte one[8] = {};
+  LeafPlan samples;
+  for (int i = 0; i < 4; ++i) samples.pieces.push_back(expanded(one, 8, {int64_t{1} << 59}));
+  EXPECT_THROW(samples.nbytes(), CollateError);  // 4 * 2^62 bytes
+  // Many leaves whose sizes fit one by one, but whose aligned offsets sum past the limit.
+  std::vector<LeafPlan> leaves(3);
+  for (auto& leaf : leaves) leaf.pieces.push_back(expanded(one, 1, {(int64_t{1} << 62) - 1}));
+  size_t total = 0;
+  EXPECT_THROW(pack_layout(leaves, &total), CollateError);
+  leaves.resize(1);
+  EXPECT_NO_THROW(pack_layout(leaves, &total));
+  EXPECT_EQ(total, (size_t{1} << 62) - 1);
+}
+
+TEST(SizeOverflow, ShapesWithAZeroDimNextToHugeDimsAreEmpty) {
+  std::byte one[8] = {};
+  std::vector<LeafPlan> leaves(1);
+  leaves[0].pieces.push_back(expanded(one, 8, {int64_t{1} << 40, 0, int64_t{1} << 40}));
+  size_t total = 1;
+  auto layout = pack_layout(leaves, &total);
+  EXPECT_EQ(total, 0u);
+  EXPECT_TRUE(plan_copies(leaves, layout, nullptr, 4096).empty());
+}
+
+// A starter that fails at thread `fail_at`, as std::thread does when the OS refuses (EAGAIN).
+struct FailingStarter {
+  int fail_at;
+  std::atomic<int>* started;
+  std::atomic<int>* finished;
+  std::thread operator()(int index, std::function<void()> body) const {
+    if (index == fail_at) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "thread creation refused");
+    }
+    started->fetch_add(1);
+    auto* done = finished;
+    return std::thread([body = std::move(body), done] {
+      body();
+      done->fetch_add(1);
+    });
+  }
+};
+
+TEST(ThreadPoolStart, AFailedThreadStartThrowsAndJoinsTheStartedThreads) {
+  for (int fail_at : {0, 1, 5}) {
+    std::atomic<int> started{0}, finished{0};
+    try {
+      ThreadPool pool(8, FailingStarter{fail_at, &started, &finished});
+      FAIL() << "no exception for fail_at=" << fail_at;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("could not start collation thread " + std::to_string(fail_at + 2) + " of 8"),
+                std::string::npos) << what;
+      EXPECT_NE(what.find("thread creation refused"), std::string::npos) << what;
+    }
+    EXPECT_EQ(started.load(), fail_at);
+    // Every started thread has returned from its loop: joined before the exception left.
+    EXPECT_EQ(finished.load(), fail_at);
+  }
+  // A pool that starts works as before.
+  std::atomic<int> started{0}, finished{0};
+  {
+    ThreadPool pool(4, FailingStarter{100, &started, &finished});
+    std::atomic<int> ran{0};
+    pool.run(50, [&](size_t) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 50);
+  }
+  EXPECT_EQ(started.load(), 3);
+  EXPECT_EQ(finished.load(), 3);
+}
+
+}  // namespace
+}  // namespace prefetch
