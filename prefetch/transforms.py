@@ -129,17 +129,18 @@ class FusedAugment:
         if len(self.mean) != len(self.std):
             raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
         for name, p in (("hflip", hflip), ("vflip", vflip)):
-            if not 0.0 <= float(p) <= 1.0:
+            if isinstance(p, (str, bytes)) or not 0.0 <= float(p) <= 1.0:
                 raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
         if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
             crop = (crop, crop)
         if crop is not None:
             try:
-                crop = tuple(_whole(c, "crop") for c in crop)
+                sizes = tuple(_whole(c, "crop") for c in crop)
             except TypeError:
-                crop = ()
-            if len(crop) != 2 or min(crop) < 1:
+                sizes = ()
+            if len(sizes) != 2 or min(sizes) < 1:
                 raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
+            crop = sizes
         if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
             raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
         fill = _whole(fill, "fill")

@@ -153,6 +153,10 @@ def test_a_prefetcher_draws_with_its_rank_argument():
     assert not all(torch.equal(a, b) for a, b in zip(flat(runs[0]), flat(runs[1])))
     with pytest.raises(ValueError, match="rank must be an int >= 0, got -1"):
         Prefetcher([], rank=-1)
+    with pytest.raises(TypeError, match="rank must be an int, got 1.5"):
+        Prefetcher([], rank=1.5)
+    assert_drawn_with_rank(prefetched(images, masks, augment(mask_key=1), rank=np.int64(1)),
+                           images, augment(), 1)
 
 
 def test_a_prefetcher_takes_its_rank_from_torch_distributed(monkeypatch):
@@ -346,8 +350,9 @@ def test_argument_neighbours():
         FusedAugment(MEAN, STD, fill=300)
     # Probabilities as numpy floats and 0-d tensors work; NaN does not.
     assert FusedAugment(MEAN, STD, hflip=np.float32(0.25), vflip=torch.tensor(0.5)).vflip == 0.5
-    with pytest.raises(ValueError, match="probability"):
-        FusedAugment(MEAN, STD, hflip=float("nan"))
+    for p in (float("nan"), "0.5"):
+        with pytest.raises(ValueError, match="probability"):
+            FusedAugment(MEAN, STD, hflip=p)
     # Seeds: numpy ints are ints; fractions and seeds past 64 bits (which would alias) are not.
     assert FusedAugment(MEAN, STD, seed=np.int64(9)).seed == 9
     with pytest.raises(TypeError, match=r"seed must be an int.*2.5"):
@@ -355,11 +360,60 @@ def test_argument_neighbours():
     with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64\)"):
         FusedAugment(MEAN, STD, seed=2**64)
     # crop and padding: whole numbers only (7.5 was truncated to 7).
-    with pytest.raises(ValueError, match=r"crop must be \(h, w\) of positive ints"):
-        FusedAugment(MEAN, STD, crop=(7.5, 3))
+    for crop in ((7.5, 3), 3.0, "ab", (4, 4, 4)):
+        with pytest.raises(ValueError, match=r"crop must be \(h, w\) of positive ints, got"):
+            FusedAugment(MEAN, STD, crop=crop)
+    assert FusedAugment(MEAN, STD, crop=np.int64(5)).crop == (5, 5)
     with pytest.raises(ValueError, match="padding must be an int"):
         FusedAugment(MEAN, STD, padding=True)
     # mean/std against the images' channels: named at the first batch.
     images, _ = images_and_masks()
     with pytest.raises(ValueError, match=r"mean and std have 4 values.*3 channels"):
         FusedAugment(MEAN + [0.5], STD + [0.2])(images, epoch=0, index=0)
+
+
+RANK_SCRIPT = r'''
+import sys, torch, torch.distributed as dist
+import prefetch
+
+rank, init, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+g = torch.Generator().manual_seed(0)
+images = torch.randint(0, 256, (8, 10, 8, 3), dtype=torch.uint8, generator=g)
+aug = lambda: prefetch.FusedAugment(%r, %r, crop=6, padding=2, hflip=0.5, vflip=0.5, seed=7)
+with prefetch.Prefetcher([images[:4], images[4:]], device="cpu", transform=aug()) as pf:
+    prefetched = list(pf)  # the same batches on both ranks: only the draws can differ
+with prefetch.ArrayLoader(images, 4, shuffle=False, transform=aug()) as loader:
+    arrays = [(b, loader.epoch_indices(0)[4 * i:4 * i + 4]) for i, b in enumerate(loader)]
+torch.save({"prefetched": prefetched, "arrays": arrays, "images": images}, out)
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
+def test_two_gloo_ranks_with_the_same_seed_draw_differently(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT % (MEAN, STD))
+    init = "file://%s" % (tmp_path / "store")
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), init, str(tmp_path / ("%d.pt" % r))],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    try:
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), logs
+    got = [torch.load(tmp_path / ("%d.pt" % r)) for r in range(2)]
+    images = got[0]["images"]
+    aug = augment()
+    for r in range(2):
+        for index, out in enumerate(got[r]["prefetched"]):
+            d = aug.draws(4, 10, 8, 0, index, rank=r)
+            assert_close(out, expected(aug, images[4 * index:4 * index + 4], d))
+        for index, (out, idx) in enumerate(got[r]["arrays"]):
+            assert_close(out, expected(aug, images[idx], aug.draws(len(idx), 10, 8, 0, index, rank=r)))
+    assert not torch.equal(got[0]["prefetched"][0], got[1]["prefetched"][0])
