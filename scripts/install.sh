@@ -34,15 +34,16 @@ done
 if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
 
 # Optional dependencies whose tests skip without them: torchdata (StatefulDataLoader resume),
-# Lightning and Ray (the scaling integrations). CI sets PREFETCH_REQUIRE_EXTRAS=1 so that a
-# failed install fails there instead of skipping silently; PREFETCH_SKIP_EXTRAS=1 skips them
-# (machines without a package index, such as the GPU image). A constraints file pins torch to
+# Lightning and Ray (the scaling integrations), Pillow (Ray's read_images in the Ray tests). CI
+# sets PREFETCH_REQUIRE_EXTRAS=1 so that a failed install fails there instead of skipping
+# silently; PREFETCH_SKIP_EXTRAS=1 skips them (machines without a package index, such as the GPU
+# image). A constraints file pins torch to
 # the installed build, so none of them can pull another torch.
 if [ "${PREFETCH_SKIP_EXTRAS:-0}" != 1 ]; then
   constraints=$(mktemp)
   "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$constraints"
   for pair in "torchdata==0.11.0:torchdata.stateful_dataloader" "lightning==2.6.6:lightning.pytorch" \
-              "ray[data]==2.60.0:ray.data"; do
+              "ray[data]==2.60.0:ray.data" "pillow==13.0.0:PIL"; do
     pkg=${pair%%:*}; mod=${pair#*:}
     "$PY" -c "import $mod" 2>/dev/null && continue
     echo "install.sh: installing $pkg (optional; its tests skip without it)"
