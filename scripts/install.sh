@@ -37,8 +37,8 @@ if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
 # Lightning and Ray (the scaling integrations), Pillow (Ray's read_images in the Ray tests). CI
 # sets PREFETCH_REQUIRE_EXTRAS=1 so that a failed install fails there instead of skipping
 # silently; PREFETCH_SKIP_EXTRAS=1 skips them (machines without a package index, such as the GPU
-# image). A constraints file pins torch to
-# the installed build, so none of them can pull another torch.
+# image). A constraints file pins torch to the installed build, so none of them can pull another
+# torch.
 if [ "${PREFETCH_SKIP_EXTRAS:-0}" != 1 ]; then
   constraints=$(mktemp)
   "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$constraints"
