@@ -20,7 +20,7 @@ import torch
 from ._tree import _ndarray_to_tensor, flatten, unflatten
 from .prefetcher import PreparedBatch, Prefetcher, _is_stateful, _resolve_device
 from .sharding import distributed_rank_and_size, epoch_indices, shard_size
-from .transforms import FusedAugment, _get
+from .transforms import FusedAugment, _check_seed, _get
 
 __all__ = ["ArrayLoader"]
 
@@ -144,7 +144,7 @@ class ArrayLoader:
             raise TypeError("prefetch: transform must be callable, got %r" % (transform,))
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError("prefetch: memory_fraction must be in (0, 1], got %r" % (memory_fraction,))
-        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), int(seed)
+        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), _check_seed(seed)
         self.drop_last, self.transform = bool(drop_last), transform
         self.rank, self.world_size = distributed_rank_and_size(rank, world_size)
         self.device = _resolve_device(device)

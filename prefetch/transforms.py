@@ -81,7 +81,19 @@ def _whole(value, name):
         raise TypeError("prefetch: %s must be an int, got %r" % (name, value)) from None
 
 
+def _check_seed(seed, name="seed"):
+    """An int seed in torch.manual_seed's range [-2**63, 2**64): larger ones would alias."""
+    seed = _whole(seed, name)
+    if not -(1 << 63) <= seed < (1 << 64):
+        raise ValueError("prefetch: %s must be in [-2**63, 2**64) (as torch.manual_seed; larger "
+                         "seeds would alias smaller ones), got %d" % (name, seed))
+    return seed
+
+
 def _finite(values, name, positive=False):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError("prefetch: %s must be a sequence of per-channel values, got %r"
+                        % (name, values))
     out = []
     for i, v in enumerate(values):
         f = float(v)
@@ -161,11 +173,7 @@ class FusedAugment:
         if seed is None:
             self.seed, self.seed_given = secrets.randbits(63), False
         else:
-            seed = _whole(seed, "seed")
-            if not -(1 << 63) <= seed < (1 << 64):
-                raise ValueError("prefetch: seed must be in [-2**63, 2**64) (as torch.manual_seed; "
-                                 "larger seeds would alias smaller ones), got %d" % seed)
-            self.seed, self.seed_given = seed, True
+            self.seed, self.seed_given = _check_seed(seed), True
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
         self._calls = 0  # direct calls so far (no epoch/index): the next one's index
         self._calls_lock = threading.Lock()
@@ -176,9 +184,16 @@ class FusedAugment:
                    self.vflip, self.dtype, self.seed))
 
     def _layout(self, images):
+        if not isinstance(images, torch.Tensor):
+            raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
+                            % (_name(self.image_key), type(images).__name__))
         if images.dim() != 4:
             raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s"
                              % (tuple(images.shape),))
+        if images.dtype != torch.uint8:
+            raise TypeError("prefetch: FusedAugment's image leaf %s is %s; it takes uint8 images "
+                            "(0-255, normalized by it)" % (_name(self.image_key),
+                                                           str(images.dtype).replace("torch.", "")))
         if self.layout != "auto":
             c = len(self.mean)
             dim = -1 if self.layout == "NHWC" else 1

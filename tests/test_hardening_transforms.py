@@ -417,3 +417,38 @@ def test_two_gloo_ranks_with_the_same_seed_draw_differently(tmp_path):
         for index, (out, idx) in enumerate(got[r]["arrays"]):
             assert_close(out, expected(aug, images[idx], aug.draws(len(idx), 10, 8, 0, index, rank=r)))
     assert not torch.equal(got[0]["prefetched"][0], got[1]["prefetched"][0])
+
+
+def test_image_leaf_neighbours_are_refused_naming_the_leaf():
+    images, masks = images_and_masks()
+    aug = augment(image_key="image")
+    with pytest.raises(TypeError, match=r"image leaf 'image' is float32; it takes uint8"):
+        aug({"image": images.float()}, epoch=0, index=0)
+    with pytest.raises(TypeError, match=r"image leaf 'image' is a list, not a uint8 tensor"):
+        aug({"image": [1, 2]}, epoch=0, index=0)
+    with pytest.raises(TypeError, match=r"mean must be a sequence of per-channel values, got 0.5"):
+        FusedAugment(0.5, 0.2)
+    # Masks with any strides (expanded, transposed) get exactly the image's geometry.
+    d = augment().draws(6, 10, 8, 0, 0)
+    for m in (torch.arange(80).view(1, 10, 8).expand(6, 10, 8),
+              torch.arange(480).view(6, 8, 10).transpose(1, 2)):
+        out = augment(mask_key=1)((images, m), epoch=0, index=0)[1]
+        ref = reference_geometry(m.unsqueeze(1), d["hflip"], d["vflip"], d["crop"], d["offsets"], 0)
+        assert torch.equal(out.double(), ref.squeeze(1))
+
+
+def test_array_loader_seed_rank_and_world_size_must_be_whole():
+    data = torch.arange(10)
+    with pytest.raises(TypeError, match="seed must be an int, got 2.5"):
+        ArrayLoader(data, 2, seed=2.5, resident="device")  # was truncated to 2
+    with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64\)"):
+        ArrayLoader(data, 2, seed=2**64, resident="device")  # was the order of seed=0
+    with pytest.raises(TypeError, match="rank must be an int, got 1.5"):
+        ArrayLoader(data, 2, rank=1.5, world_size=2, resident="device")
+    with pytest.raises(TypeError, match="world_size must be an int, got 2.0"):
+        ArrayLoader(data, 2, world_size=2.0, resident="device")
+    loader = ArrayLoader(data, 2, seed=np.int64(3), rank=np.int64(1), world_size=np.int64(2),
+                         resident="device")
+    assert (loader.seed, loader.rank, loader.world_size) == (3, 1, 2)
+    assert loader.epoch_indices(0).tolist() == ArrayLoader(data, 2, seed=3, rank=1, world_size=2,
+                                                           resident="device").epoch_indices(0).tolist()
