@@ -122,10 +122,18 @@ class FusedAugment:
             ``padding=0`` the window is the whole image.
         fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
         dtype: float32, float16 or bfloat16 output; ``channels_last`` its memory format.
-        seed: the draws are a function of ``(seed, epoch, batch index)``; None picks a fresh seed.
+        seed: the draws are a function of ``(seed, rank, epoch, batch index)`` — the loader
+            passes its DDP rank, so ranks given the same seed draw differently; None picks a
+            fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
         image_key, mask_key: which leaf of the batch is the uint8 image batch (index or dict
-            key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]``.
-        layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels).
+            key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]`` with
+            the images' N, H and W (anything else is refused, naming both shapes).
+        layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
+            forced layout whose channel dimension does not hold ``len(mean)`` channels while the
+            other one does is refused as looking wrong.
+
+    Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
+    draws as batch ``k`` of epoch ``-1``.
     """
 
     #: The Prefetcher passes ``epoch=`` and ``index=`` (the batch's position in the epoch)...
