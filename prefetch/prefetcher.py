@@ -393,7 +393,7 @@ class Prefetcher:
         num_threads: C++ threads that collate one batch (default: cores, at most 8).
         transform: applied to every batch once it is on the device, on the copy stream, ahead of
             the consumer — typically a :class:`prefetch.FusedAugment`, which also receives the
-            epoch and the batch's index so its random draws are reproducible.
+            epoch, the batch's index and the rank so its random draws are reproducible.
         device_transform: any ``fn(batch) -> batch``, run after ``transform`` on the device, on
             the copy stream.
         timeout: seconds ``next()`` waits for a batch before raising

@@ -149,7 +149,11 @@ class FusedAugment:
         if len(self.mean) != len(self.std):
             raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
         for name, p in (("hflip", hflip), ("vflip", vflip)):
-            if isinstance(p, (str, bytes)) or not 0.0 <= float(p) <= 1.0:
+            try:
+                ok = not isinstance(p, (str, bytes)) and 0.0 <= float(p) <= 1.0
+            except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
+                ok = False
+            if not ok:
                 raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
         if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
             crop = (crop, crop)

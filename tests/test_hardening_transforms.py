@@ -350,7 +350,7 @@ def test_argument_neighbours():
         FusedAugment(MEAN, STD, fill=300)
     # Probabilities as numpy floats and 0-d tensors work; NaN does not.
     assert FusedAugment(MEAN, STD, hflip=np.float32(0.25), vflip=torch.tensor(0.5)).vflip == 0.5
-    for p in (float("nan"), "0.5"):
+    for p in (float("nan"), "0.5", torch.tensor([0.5, 0.5]), None):
         with pytest.raises(ValueError, match="probability"):
             FusedAugment(MEAN, STD, hflip=p)
     # Seeds: numpy ints are ints; fractions and seeds past 64 bits (which would alias) are not.
@@ -452,3 +452,31 @@ def test_array_loader_seed_rank_and_world_size_must_be_whole():
     assert (loader.seed, loader.rank, loader.world_size) == (3, 1, 2)
     assert loader.epoch_indices(0).tolist() == ArrayLoader(data, 2, seed=3, rank=1, world_size=2,
                                                            resident="device").epoch_indices(0).tolist()
+
+
+def test_a_bad_mask_batch_reaches_the_consumer_and_the_next_epoch_works():
+    images, masks = images_and_masks(n=8)
+
+    class Source:
+        epochs = 0
+
+        def __iter__(self):
+            epoch, self.epochs = self.epochs, self.epochs + 1
+            for i in range(0, 8, 2):
+                m = masks[i:i + 2]
+                yield images[i:i + 2], (m[:, :9] if epoch == 0 and i == 2 else m)
+
+    aug = augment(mask_key=1)
+    with Prefetcher(Source(), device="cpu", transform=aug) as pf:
+        it = iter(pf)
+        next(it)
+        with pytest.raises(ValueError, match=r"mask leaf 1 is 9x8.*image leaf 0 is 10x8"):
+            next(it)
+        got = list(pf)  # epoch 1
+    assert len(got) == 4
+    for index, (out, out_mask) in enumerate(got):
+        d = aug.draws(2, 10, 8, 1, index)
+        assert_close(out, expected(aug, images[2 * index:2 * index + 2], d))
+        ref = reference_geometry(masks[2 * index:2 * index + 2].unsqueeze(1), d["hflip"], d["vflip"],
+                                 d["crop"], d["offsets"], 0)
+        assert torch.equal(out_mask.double(), ref.squeeze(1))
