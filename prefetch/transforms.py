@@ -268,9 +268,9 @@ class FusedAugment:
         saved = int(saved)
         if self.seed_given and saved != self.seed:
             raise ValueError(
-                "prefetch: the state was saved by a FusedAugment with seed %d (saved %d), this one "
-                "has seed=%d; a resume would draw different flips and crops. Build it with "
-                "seed=%d or seed=None (which adopts the saved seed)" % (saved, saved, self.seed, saved))
+                "prefetch: the state was saved with FusedAugment seed %d, this one was built with "
+                "seed=%d; a resume would draw different flips and crops. Build it with seed=%d, "
+                "or seed=None (which adopts the saved seed)" % (saved, self.seed, saved))
         with self._calls_lock:
             self.seed = saved
             self._calls = int(state.get("calls", 0))
