@@ -41,6 +41,11 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
             ``vflip``, ``offsets`` have ``n`` rows), so a batch is cut straight out of a whole
             resident dataset. An index out of range raises IndexError on the CPU and stops the
             kernel with a device-side error on CUDA (checking it on the host would synchronise).
+
+    Every tensor argument must be on the images' device: a mismatch (meta included) raises
+    RuntimeError naming the argument, as ``torch.where`` does; all-meta inputs give a meta
+    output of the right shape. An output whose byte size would overflow int64 (stride-0
+    expanded inputs can ask for one) raises RuntimeError naming its sizes.
     """
     return torch.ops.prefetch.normalize_flip.default(
         images, [float(m) for m in mean], [float(s) for s in std], hflip, vflip, _crop_list(crop),
@@ -50,39 +55,109 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
 def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0, indices=None):
     """The geometry of :func:`normalize_flip` for integer masks ``[N, H, W]`` (uint8, int16,
     int32 or int64, preserved), so a segmentation mask gets exactly its image's flips and crop;
-    ``indices`` gathers as in :func:`normalize_flip`."""
+    ``indices`` gathers as in :func:`normalize_flip`. ``fill`` must be a value of the mask dtype
+    (0..255 for uint8, and so on): anything else raises RuntimeError instead of wrapping."""
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
                                                 int(fill), indices)
+
+
+# The fake (meta) kernels: shape inference for torch.compile / FakeTensor and the meta device.
+# They refuse what the real kernels refuse (devices, fill, crop, argument shapes, an output
+# whose size overflows), with the same messages: a meta argument next to CPU images dispatches
+# here, and must raise rather than return an uninitialised CPU tensor.
+
+_ARGS = ("hflip", "vflip", "offsets", "indices")
+_MASK_FILL = {torch.uint8: ("a uint8", "uint8", 0, 2**8 - 1),
+              torch.int16: ("an int16", "int16", -2**15, 2**15 - 1),
+              torch.int32: ("an int32", "int32", -2**31, 2**31 - 1),
+              torch.int64: ("an int64", "int64", -2**63, 2**63 - 1)}
+_MAX_CROP = 65535
+_MAX_SIDE = 2**62
+
+
+def _check_devices(op, x, what, args):
+    for name, t in zip(_ARGS, args):
+        if t is not None:
+            torch._check(t.device == x.device, lambda name=name, t=t: (
+                "%s: %s is on %s but the %s are on %s; every tensor argument must be on the %s' "
+                "device" % (op, name, t.device, what, x.device, what)))
+
+
+def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
+    """Mirrors ops.cpp's geometry_inputs; returns (n, h, w) of the output."""
+    torch._check(H < _MAX_SIDE and W < _MAX_SIDE, lambda: (
+        "the input's height and width must be below 2^62, got H = %s, W = %s" % (H, W)))
+    if indices is not None:
+        torch._check(not indices.dtype.is_floating_point and not indices.dtype.is_complex
+                     and indices.dtype != torch.bool,
+                     lambda: "indices must be an integer tensor of shape [n], got dtype %s" % indices.dtype)
+        torch._check(indices.dim() == 1, lambda: "indices must be 1-D [n], got shape %s" % list(indices.shape))
+        n = indices.shape[0]
+    h, w = H, W
+    if crop is not None:
+        torch._check(len(crop) == 2, lambda: "crop must be (h, w), got %d values: %s" % (len(crop), list(crop)))
+        torch._check(all(1 <= c <= _MAX_CROP for c in crop), lambda: (
+            "crop must be (h, w) with 1 <= h, w <= %d, got %s" % (_MAX_CROP, list(crop))))
+        h, w = crop
+    for name, f in (("hflip", hflip), ("vflip", vflip)):
+        if f is not None:
+            torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
+                "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))
+            torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
+                "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
+    if offsets is not None:
+        torch._check(not offsets.dtype.is_floating_point and not offsets.dtype.is_complex
+                     and offsets.dtype != torch.bool, lambda: (
+                         "offsets must be an integer tensor of shape [N, 2] = [%s, 2], got dtype %s"
+                         % (n, offsets.dtype)))
+        torch._check(offsets.dim() == 2 and offsets.shape[0] == n and offsets.shape[1] == 2,
+                     lambda: "offsets must have shape [N, 2] = [%s, 2], got %s" % (n, list(offsets.shape)))
+    return n, h, w
+
+
+def _check_output_size(op, sizes, dtype):
+    if not all(isinstance(s, int) for s in sizes):
+        return  # symbolic sizes: the real kernel checks when it runs
+    numel = 1
+    for s in sizes:
+        numel *= s
+    torch._check(numel * dtype.itemsize <= 2**63 - 1, lambda: (
+        "%s: the output %s of %s has a size in bytes that overflows int64; reduce the batch "
+        "(N = %d), the crop or the channels" % (op, list(sizes), dtype, sizes[0])))
 
 
 @torch.library.register_fake("prefetch::normalize_flip")
 def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None,
                          fill=0, dtype=torch.float32, layout="NHWC", channels_last=False,
                          indices=None):
+    _check_devices("normalize_flip", images, "images", (hflip, vflip, offsets, indices))
+    torch._check(layout in ("NHWC", "NCHW"), lambda: "layout must be 'NHWC' or 'NCHW', got %r" % layout)
     torch._check(images.dtype == torch.uint8, lambda: "images must be uint8, got %s" % images.dtype)
     torch._check(images.dim() == 4, lambda: "images must be 4-D, got %d-D" % images.dim())
-    torch._check(layout in ("NHWC", "NCHW"), lambda: "layout must be 'NHWC' or 'NCHW', got %r" % layout)
     torch._check(dtype in _OUT_DTYPES, lambda: "dtype must be float32, float16 or bfloat16")
+    torch._check(0 <= fill <= 255, lambda: "fill must be a uint8 value in [0, 255], got %d" % fill)
     if layout == "NHWC":
         n, h, w, c = images.shape
     else:
         n, c, h, w = images.shape
-    if indices is not None:
-        torch._check(indices.dim() == 1, lambda: "indices must be 1-D, got %d-D" % indices.dim())
-        n = indices.shape[0]
-    if crop is not None:
-        h, w = crop
+    torch._check(len(mean) == c and len(std) == c, lambda: (
+        "mean and std have %d and %d values but the images have C = %s channels" % (len(mean), len(std), c)))
+    n, h, w = _check_geometry(n, h, w, hflip, vflip, crop, offsets, indices)
+    _check_output_size("normalize_flip", (n, c, h, w), dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return images.new_empty((n, c, h, w), dtype=dtype).contiguous(memory_format=fmt)
 
 
 @torch.library.register_fake("prefetch::flip_crop")
 def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill=0, indices=None):
+    _check_devices("flip_crop", masks, "masks", (hflip, vflip, offsets, indices))
+    torch._check(masks.dtype in _MASK_FILL,
+                 lambda: "masks must be uint8, int16, int32 or int64, got %s" % masks.dtype)
+    article, name, lo, hi = _MASK_FILL[masks.dtype]
+    torch._check(lo <= fill <= hi, lambda: "fill must be %s value in [%d, %d] for %s masks, got %d"
+                 % (article, lo, hi, name, fill))
     torch._check(masks.dim() == 3, lambda: "masks must be 3-D [N, H, W], got %d-D" % masks.dim())
     n, h, w = masks.shape
-    if indices is not None:
-        torch._check(indices.dim() == 1, lambda: "indices must be 1-D, got %d-D" % indices.dim())
-        n = indices.shape[0]
-    if crop is not None:
-        h, w = crop
+    n, h, w = _check_geometry(n, h, w, hflip, vflip, crop, offsets, indices)
+    _check_output_size("flip_crop", (n, h, w), masks.dtype)
     return masks.new_empty((n, h, w))

@@ -49,8 +49,12 @@ PF_HD Window sample_window(const Geometry& g, const int64_t* offsets, const uint
                            const uint8_t* vflip, int64_t n) {
   Window win;
   if (offsets != nullptr) {
-    win.top = offsets[2 * n];
-    win.left = offsets[2 * n + 1];
+    // Clamped to the window's reach: a window at top <= -h or top >= H reads no row of the
+    // image either way, and with H, W < 2^62 (the op checks) no index sum below can overflow,
+    // whatever int64 offset was given (2^63 - 1 + y would).
+    const int64_t top = offsets[2 * n], left = offsets[2 * n + 1];
+    win.top = top < -g.h ? -g.h : (top > g.H ? g.H : top);
+    win.left = left < -g.w ? -g.w : (left > g.W ? g.W : left);
   } else {
     win.top = floor_div(g.H - g.h, 2);
     win.left = floor_div(g.W - g.w, 2);

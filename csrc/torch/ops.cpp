@@ -1,6 +1,7 @@
 // The fused augment ops as PyTorch ops: schemas, argument checks, and the CPU registration.
 // The CUDA registration is csrc/torch/cuda/ops_cuda.cpp (built only against a CUDA torch).
 #include <ATen/Parallel.h>
+#include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -19,28 +20,37 @@ std::string shape_of(const at::Tensor& t) {
   return out.str();
 }
 
-void check_flip(const std::optional<at::Tensor>& flip, const char* name, const at::Tensor& ref,
-                int64_t n) {
+// The fill of a mask of dtype t must be a value of t (300 would wrap to 44 in uint8).
+void check_mask_fill(at::ScalarType t, int64_t fill) {
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  const char *article = "an", *name = "int64";
+  if (t == at::kByte) {
+    lo = 0, hi = 255, article = "a", name = "uint8";
+  } else if (t == at::kShort) {
+    lo = std::numeric_limits<int16_t>::min(), hi = std::numeric_limits<int16_t>::max(), name = "int16";
+  } else if (t == at::kInt) {
+    lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(), name = "int32";
+  }
+  TORCH_CHECK(fill >= lo && fill <= hi, "fill must be ", article, " ", name, " value in [", lo, ", ",
+              hi, "] for ", name, " masks, got ", fill);
+}
+
+void check_flip(const std::optional<at::Tensor>& flip, const char* name, int64_t n) {
   if (!flip.has_value()) return;
   const at::Tensor& f = *flip;
   TORCH_CHECK(f.scalar_type() == at::kBool, name, " must be a bool tensor of shape [N] = [", n,
               "], got dtype ", f.scalar_type());
   TORCH_CHECK(f.dim() == 1 && f.size(0) == n, name, " must have shape [N] = [", n, "], got ",
               shape_of(f));
-  TORCH_CHECK(f.device() == ref.device(), name, " is on ", f.device(), " but the input is on ",
-              ref.device());
 }
 
 // Gather indices: 1-D integers on the input's device. On the CPU every index is checked here;
 // on CUDA the kernel checks (a check here would synchronise the host with the device).
-at::Tensor gather_rows(const std::optional<at::Tensor>& indices, const at::Tensor& ref,
-                       int64_t sources) {
+at::Tensor gather_rows(const std::optional<at::Tensor>& indices, int64_t sources) {
   const at::Tensor& i = *indices;
   TORCH_CHECK(at::isIntegralType(i.scalar_type(), /*includeBool=*/false),
               "indices must be an integer tensor of shape [n], got dtype ", i.scalar_type());
   TORCH_CHECK(i.dim() == 1, "indices must be 1-D [n], got shape ", shape_of(i));
-  TORCH_CHECK(i.device() == ref.device(), "indices is on ", i.device(), " but the input is on ",
-              ref.device());
   at::Tensor rows = i.to(at::kLong).contiguous();
   if (rows.is_cpu() && rows.numel() > 0) {
     const int64_t* p = rows.const_data_ptr<int64_t>();
@@ -52,15 +62,19 @@ at::Tensor gather_rows(const std::optional<at::Tensor>& indices, const at::Tenso
   return rows;
 }
 
-GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t sources, int64_t H, int64_t W,
+GeometryInputs geometry_inputs(int64_t sources, int64_t H, int64_t W,
                                const std::optional<at::Tensor>& hflip,
                                const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                                const std::optional<at::Tensor>& offsets,
                                const std::optional<at::Tensor>& indices) {
+  // Bounds the kernels' index sums (offsets are clamped into [-h, H] x [-w, W], geometry.h):
+  // no such input fits in memory unless it is a stride-0 expansion.
+  TORCH_CHECK(H < kMaxInputSide && W < kMaxInputSide,
+              "the input's height and width must be below 2^62, got H = ", H, ", W = ", W);
   GeometryInputs in;
   int64_t N = sources;
   if (indices.has_value()) {
-    in.rows = gather_rows(indices, ref, sources);
+    in.rows = gather_rows(indices, sources);
     N = in.rows.numel();
     in.g.rows = in.rows.const_data_ptr<int64_t>();
   }
@@ -78,8 +92,8 @@ GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t sources, int64_t H
     in.g.h = c[0];
     in.g.w = c[1];
   }
-  check_flip(hflip, "hflip", ref, N);
-  check_flip(vflip, "vflip", ref, N);
+  check_flip(hflip, "hflip", N);
+  check_flip(vflip, "vflip", N);
   // bool is stored as one byte per element: the kernels read it as uint8.
   if (hflip.has_value()) in.hflip = hflip->contiguous().view(at::kByte);
   if (vflip.has_value()) in.vflip = vflip->contiguous().view(at::kByte);
@@ -90,14 +104,40 @@ GeometryInputs geometry_inputs(const at::Tensor& ref, int64_t sources, int64_t H
                 o.scalar_type());
     TORCH_CHECK(o.dim() == 2 && o.size(0) == N && o.size(1) == 2,
                 "offsets must have shape [N, 2] = [", N, ", 2], got ", shape_of(o));
-    TORCH_CHECK(o.device() == ref.device(), "offsets is on ", o.device(), " but the input is on ",
-                ref.device());
     in.offsets = o.to(at::kLong).contiguous();
   }
   return in;
 }
 
 }  // namespace
+
+void check_devices(const char* op, const at::Tensor& input, const char* input_name,
+                   const std::optional<at::Tensor>& hflip, const std::optional<at::Tensor>& vflip,
+                   const std::optional<at::Tensor>& offsets,
+                   const std::optional<at::Tensor>& indices) {
+  const std::pair<const char*, const std::optional<at::Tensor>*> args[] = {
+      {"hflip", &hflip}, {"vflip", &vflip}, {"offsets", &offsets}, {"indices", &indices}};
+  for (const auto& [name, arg] : args) {
+    if (!arg->has_value()) continue;
+    const at::Device d = (*arg)->device();
+    TORCH_CHECK(d == input.device(), op, ": ", name, " is on ", d, " but the ", input_name,
+                " are on ", input.device(), "; every tensor argument must be on the ", input_name,
+                "' device");
+  }
+}
+
+int64_t checked_output_bytes(const char* op, at::IntArrayRef sizes, at::ScalarType dtype) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(s), &numel);
+  uint64_t bytes = 0;
+  overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(c10::elementSize(dtype)), &bytes);
+  overflow |= bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  TORCH_CHECK(!overflow, op, ": the output ", sizes, " of ", dtype,
+              " has a size in bytes that overflows int64; reduce the batch (N = ", sizes[0],
+              "), the crop or the channels");
+  return static_cast<int64_t>(bytes);
+}
 
 at::Tensor default_output(at::IntArrayRef sizes, const at::TensorOptions& options,
                           at::MemoryFormat format) {
@@ -112,6 +152,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
                                       at::ScalarType dtype, const std::string& layout,
                                       bool channels_last, const std::optional<at::Tensor>& indices,
                                       const OutputAllocator& allocate) {
+  check_devices("normalize_flip", images, "images", hflip, vflip, offsets, indices);
   TORCH_CHECK(layout == "NHWC" || layout == "NCHW", "layout must be 'NHWC' or 'NCHW', got '",
               layout, "'");
   TORCH_CHECK(images.scalar_type() == at::kByte, "images must be uint8, got ", images.scalar_type());
@@ -137,7 +178,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
     plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
     plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
   }
-  plan.geometry = geometry_inputs(images, images.size(0), H, W, hflip, vflip, crop, offsets, indices);
+  plan.geometry = geometry_inputs(images.size(0), H, W, hflip, vflip, crop, offsets, indices);
   kernels::Geometry& g = plan.geometry.g;
   const int64_t N = g.N;
   g.C = C;
@@ -146,6 +187,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
   g.sH = nhwc ? images.stride(1) : images.stride(2);
   g.sW = nhwc ? images.stride(2) : images.stride(3);
 
+  checked_output_bytes("normalize_flip", {N, C, g.h, g.w}, dtype);
   plan.out = allocate({N, C, g.h, g.w}, images.options().dtype(dtype),
                       channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
   kernels::NormalizeFlipArgs& a = plan.args;
@@ -171,18 +213,21 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
                             const std::optional<at::Tensor>& offsets, int64_t fill,
                             const std::optional<at::Tensor>& indices,
                             const OutputAllocator& allocate) {
+  check_devices("flip_crop", masks, "masks", hflip, vflip, offsets, indices);
   const auto t = masks.scalar_type();
   TORCH_CHECK(t == at::kByte || t == at::kShort || t == at::kInt || t == at::kLong,
               "masks must be uint8, int16, int32 or int64, got ", t);
+  check_mask_fill(t, fill);
   TORCH_CHECK(masks.dim() == 3, "masks must be 3-D [N, H, W], got shape ", shape_of(masks));
   FlipCropPlan plan;
-  plan.geometry = geometry_inputs(masks, masks.size(0), masks.size(1), masks.size(2), hflip, vflip,
-                                  crop, offsets, indices);
+  plan.geometry = geometry_inputs(masks.size(0), masks.size(1), masks.size(2), hflip, vflip, crop,
+                                  offsets, indices);
   kernels::Geometry& g = plan.geometry.g;
   g.C = 1;
   g.sN = masks.stride(0);
   g.sH = masks.stride(1);
   g.sW = masks.stride(2);
+  checked_output_bytes("flip_crop", {g.N, g.h, g.w}, t);
   plan.out = allocate({g.N, g.h, g.w}, masks.options(), at::MemoryFormat::Contiguous);
   kernels::FlipCropArgs& a = plan.args;
   a.masks = masks.const_data_ptr();
@@ -205,9 +250,8 @@ constexpr size_t kPooledOutputMinBytes = size_t{1} << 20;
 
 at::Tensor pooled_empty(at::IntArrayRef sizes, const at::TensorOptions& options,
                         at::MemoryFormat format) {
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(options.dtype().toScalarType());
+  const size_t bytes = static_cast<size_t>(
+      checked_output_bytes("prefetch op", sizes, options.dtype().toScalarType()));
   if (bytes < kPooledOutputMinBytes) return at::empty(sizes, options.memory_format(format));
   static const std::shared_ptr<BufferPool> pool = BufferPool::create(/*max_free=*/2);
   std::shared_ptr<AlignedBuffer> lease = pool->acquire(bytes);

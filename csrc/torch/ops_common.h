@@ -13,6 +13,21 @@
 namespace prefetch {
 
 constexpr int64_t kMaxCrop = 65535;
+// The bound (exclusive) on an input's height and width: with offsets clamped to the window's reach (geometry.h),
+// every index sum of the kernels then stays below 2^63.
+constexpr int64_t kMaxInputSide = int64_t{1} << 62;
+
+// "<op>: <arg> is on <device> but the <input_name> are on <device>" unless every tensor argument
+// is on the input's device (meta included, as torch's TensorIterator ops require). Called first by
+// both registrations: the CUDA one before its device guard, which a CPU input would fail obscurely.
+void check_devices(const char* op, const at::Tensor& input, const char* input_name,
+                   const std::optional<at::Tensor>& hflip, const std::optional<at::Tensor>& vflip,
+                   const std::optional<at::Tensor>& offsets,
+                   const std::optional<at::Tensor>& indices);
+
+// The byte size of an output of `sizes` and `dtype`; a RuntimeError naming them when the element
+// count or the byte count overflows int64 (as a stride-0 expanded input can ask for).
+int64_t checked_output_bytes(const char* op, at::IntArrayRef sizes, at::ScalarType dtype);
 
 // Flip and offset tensors in the form the kernels read: uint8 [N] and int64 [N, 2], contiguous,
 // on the images' device. Kept alive for as long as the kernel may read them.

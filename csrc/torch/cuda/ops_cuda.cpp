@@ -25,6 +25,8 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
                                const std::optional<at::Tensor>& offsets, int64_t fill,
                                at::ScalarType dtype, c10::string_view layout, bool channels_last,
                                const std::optional<at::Tensor>& indices) {
+  // Before the guard, which would refuse a CPU input obscurely.
+  check_devices("normalize_flip", images, "images", hflip, vflip, offsets, indices);
   c10::cuda::CUDAGuard guard(images.device());
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
                                                dtype, std::string(layout), channels_last, indices);
@@ -48,6 +50,8 @@ at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tenso
                           const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
                           const std::optional<at::Tensor>& offsets, int64_t fill,
                           const std::optional<at::Tensor>& indices) {
+  // Before the guard, which would refuse a CPU input obscurely.
+  check_devices("flip_crop", masks, "masks", hflip, vflip, offsets, indices);
   c10::cuda::CUDAGuard guard(masks.device());
   FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, indices);
   check_launch(kernels::flip_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
