@@ -238,6 +238,10 @@ class FusedAugment:
             raise ValueError(
                 "prefetch: crop %s is larger than the image %dx%d padded by %d"
                 % ((h, w), height, width, self.padding))
+        if max(span_h, span_w) >= 1 << 62:  # torch.randint's bound must fit an int64
+            raise ValueError("prefetch: padding=%d around a %dx%d image leaves more window "
+                             "positions than can be drawn (at most 2**62 per side)"
+                             % (self.padding, height, width))
         top = torch.randint(0, span_h + 1, (n,), generator=g) - self.padding
         left = torch.randint(0, span_w + 1, (n,), generator=g) - self.padding
         return {"hflip": hflip, "vflip": vflip, "crop": (h, w),

@@ -368,6 +368,13 @@ def test_argument_neighbours():
         FusedAugment(MEAN, STD, padding=True)
     # mean/std against the images' channels: named at the first batch.
     images, _ = images_and_masks()
+    # A padding so large that the window positions overflow int64 (was "Overflow when unpacking
+    # long long"); 2**40 still works.
+    with pytest.raises(ValueError, match=r"padding=4611686018427387904 around a 10x8 image"):
+        FusedAugment(MEAN, STD, crop=4, padding=2**62)(images, epoch=0, index=0)
+    out = FusedAugment(MEAN, STD, crop=4, padding=2**40, fill=3, seed=1)(images, epoch=0, index=0)
+    assert_close(out, reference(images[:, :4, :4], MEAN, STD, fill=3, crop=(4, 4),
+                                offsets=torch.full((6, 2), -2**40)))
     with pytest.raises(ValueError, match=r"mean and std have 4 values.*3 channels"):
         FusedAugment(MEAN + [0.5], STD + [0.2])(images, epoch=0, index=0)
 
