@@ -471,15 +471,16 @@ class Prefetcher:
         held: it is abandoned, never waited on, and (CPU) a fresh engine takes its place."""
         if self._pid == os.getpid():
             return
-        if not self._finalizer.alive:
-            return  # closed before the fork: iter() says so
+        closed = not self._finalizer.alive
         self._finalizer()  # _shutdown in the child: abandons the parent's engine
-        if self.device.type == "cuda":
+        if self.device.type == "cuda":  # (at every iter() in the child, not only the first)
             raise RuntimeError(
                 "prefetch: this Prefetcher (on %s) was created in process %d and this process "
                 "(%d) is a fork of it; CUDA cannot be used in a forked child (as torch says). "
                 "Create the Prefetcher in the child, or start it with the 'spawn' or "
                 "'forkserver' method." % (self.device, self._pid, os.getpid()))
+        if closed:
+            return  # closed before the fork: iter() says so
         self._counters.lock = threading.Lock()  # a parent's thread may have held it at the fork
         self._open_engine()
 

@@ -17,7 +17,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 import prefetch
 
-from .conftest import thread_count
+from .conftest import require_cuda, thread_count
 from .helpers import assert_same
 from .test_reliability import run_child
 
@@ -164,6 +164,30 @@ def test_a_forked_child_iterates_an_inherited_array_loader(state):
     """.format(state=state), timeout=60)
     assert "child ok" in out.stdout and "child exit code 0" in out.stdout, out.stdout + out.stderr
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.cuda
+def test_a_forked_child_of_a_cuda_prefetcher_gets_a_clear_error():
+    require_cuda()
+    out = run_child(_FORK_PRELUDE + """
+    pf = prefetch.Prefetcher(batches, device="cuda", depth=2)
+    assert len(list(pf)) == len(batches)
+    pid = fork()
+    if pid == 0:
+        try:
+            iter(pf)
+            print("child: no error", flush=True)
+        except RuntimeError as exc:
+            print("child error:", exc, flush=True)
+        pf.close()
+        os._exit(0)
+    print("child exit code", wait_child(pid), flush=True)
+    got = list(pf)
+    assert len(got) == len(batches) and got[0]["x"].is_cuda
+    print("parent ok", flush=True)
+    """, timeout=60)
+    assert "child error:" in out.stdout and "fork" in out.stdout, out.stdout + out.stderr
+    assert "child exit code 0" in out.stdout and "parent ok" in out.stdout, out.stdout + out.stderr
 
 
 # ---- item 12: interpreter exit with several stuck sources: one bound for all ----------------
