@@ -5,6 +5,9 @@
 cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
 ``flip_crop`` applies the same geometry to integer masks.
 """
+import math
+import operator
+
 import torch
 
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
@@ -14,12 +17,27 @@ __all__ = ["normalize_flip", "flip_crop"]
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _whole(value, name):
+    """An int from an int, a numpy integer, a 0-d integer tensor or a whole float; int() would
+    truncate 0.5 to 0 and accept "3"."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+        value = value.item()
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():  # numpy floats too
+        return int(value)
+    raise TypeError("prefetch: %s must be a whole number, got %r" % (name, value))
+
+
 def _crop_list(crop):
     if crop is None:
         return None
-    if isinstance(crop, int):
-        return [crop, crop]
-    return [int(c) for c in crop]
+    if isinstance(crop, (list, tuple)):
+        return [_whole(c, "crop") for c in crop]
+    c = _whole(crop, "crop")
+    return [c, c]
 
 
 def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
@@ -28,12 +46,14 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
 
     Args:
         images: uint8 ``[N, H, W, C]`` (``layout="NHWC"``) or ``[N, C, H, W]`` (``"NCHW"``).
-        mean, std: per-channel values in torchvision's convention (fractions of 1).
+        mean, std: per-channel values in torchvision's convention (fractions of 1); finite,
+            std > 0.
         hflip, vflip: bool ``[N]`` tensors on the images' device, or None.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
         offsets: integer ``[N, 2]`` (top, left) of each window in input coordinates, may lie
-            partly outside the image; None centres the window at ``((H-h)//2, (W-w)//2)``.
-        fill: uint8 value of pixels outside the image.
+            partly or wholly outside the image (any int64; uint64 is refused); None centres the window at ``((H-h)//2, (W-w)//2)``.
+        fill: uint8 value of pixels outside the image, a whole number in [0, 255] (a
+            fractional one raises TypeError rather than being truncated; crop likewise).
         dtype: float32, float16 or bfloat16.
         channels_last: return a channels_last tensor instead of a contiguous one.
         indices: integer ``[n]`` on the images' device, or None. Gathers in the same pass:
@@ -49,7 +69,7 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
     """
     return torch.ops.prefetch.normalize_flip.default(
         images, [float(m) for m in mean], [float(s) for s in std], hflip, vflip, _crop_list(crop),
-        offsets, int(fill), dtype, layout, bool(channels_last), indices)
+        offsets, _whole(fill, "fill"), dtype, layout, bool(channels_last), indices)
 
 
 def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0, indices=None):
@@ -58,7 +78,7 @@ def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
     ``indices`` gathers as in :func:`normalize_flip`. ``fill`` must be a value of the mask dtype
     (0..255 for uint8, and so on): anything else raises RuntimeError instead of wrapping."""
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
-                                                int(fill), indices)
+                                                _whole(fill, "fill"), indices)
 
 
 # The fake (meta) kernels: shape inference for torch.compile / FakeTensor and the meta device.
@@ -75,6 +95,15 @@ _MAX_CROP = 65535
 _MAX_SIDE = 2**62
 
 
+# The C++ spelling of the dtypes the messages name, so both kernels print the same.
+_DTYPE_NAMES = {torch.uint64: "UInt64", torch.float32: "Float", torch.bool: "Bool"}
+
+
+def _integer(dtype):
+    return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool
+                or dtype == torch.uint64)
+
+
 def _check_devices(op, x, what, args):
     for name, t in zip(_ARGS, args):
         if t is not None:
@@ -88,9 +117,9 @@ def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
     torch._check(H < _MAX_SIDE and W < _MAX_SIDE, lambda: (
         "the input's height and width must be below 2^62, got H = %s, W = %s" % (H, W)))
     if indices is not None:
-        torch._check(not indices.dtype.is_floating_point and not indices.dtype.is_complex
-                     and indices.dtype != torch.bool,
-                     lambda: "indices must be an integer tensor of shape [n], got dtype %s" % indices.dtype)
+        torch._check(_integer(indices.dtype), lambda: (
+            "indices must be an integer tensor of shape [n] (not uint64, whose values from 2^63 "
+            "would wrap), got dtype %s" % _DTYPE_NAMES.get(indices.dtype, indices.dtype)))
         torch._check(indices.dim() == 1, lambda: "indices must be 1-D [n], got shape %s" % list(indices.shape))
         n = indices.shape[0]
     h, w = H, W
@@ -106,10 +135,9 @@ def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
             torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
                 "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
     if offsets is not None:
-        torch._check(not offsets.dtype.is_floating_point and not offsets.dtype.is_complex
-                     and offsets.dtype != torch.bool, lambda: (
-                         "offsets must be an integer tensor of shape [N, 2] = [%s, 2], got dtype %s"
-                         % (n, offsets.dtype)))
+        torch._check(_integer(offsets.dtype), lambda: (
+            "offsets must be an integer tensor of shape [N, 2] = [%s, 2] (not uint64, whose values "
+            "from 2^63 would wrap), got dtype %s" % (n, _DTYPE_NAMES.get(offsets.dtype, offsets.dtype))))
         torch._check(offsets.dim() == 2 and offsets.shape[0] == n and offsets.shape[1] == 2,
                      lambda: "offsets must have shape [N, 2] = [%s, 2], got %s" % (n, list(offsets.shape)))
     return n, h, w
@@ -142,6 +170,10 @@ def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, o
         n, c, h, w = images.shape
     torch._check(len(mean) == c and len(std) == c, lambda: (
         "mean and std have %d and %d values but the images have C = %s channels" % (len(mean), len(std), c)))
+    for i, (m, s) in enumerate(zip(mean, std)):
+        torch._check(s > 0, lambda i=i, s=s: "std[%d] must be > 0, got %s" % (i, s))
+        torch._check(math.isfinite(s), lambda i=i, s=s: "std[%d] must be finite, got %s" % (i, s))
+        torch._check(math.isfinite(m), lambda i=i, m=m: "mean[%d] must be finite, got %s" % (i, m))
     n, h, w = _check_geometry(n, h, w, hflip, vflip, crop, offsets, indices)
     _check_output_size("normalize_flip", (n, c, h, w), dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format

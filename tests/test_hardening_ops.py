@@ -281,3 +281,46 @@ def test_torch_compile_fullgraph_still_checks_devices_and_fill(dynamic):
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
     with pytest.raises(Exception, match="hflip is on meta but the images are on cpu"):
         compiled(x, x[..., 0], kw["hflip"].to("meta"), kw["offsets"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("arg", ["offsets", "indices"])
+def test_uint64_offsets_and_indices_refused(device, arg):
+    # 2**64 - 1 used to become -1 on the way to int64: a window beside the image read as one
+    # overlapping it. Every other integer dtype holds only values int64 holds.
+    value = {"offsets": torch.tensor([[2**64 - 1, 0], [0, 0]], dtype=torch.uint64),
+             "indices": torch.tensor([1, 0], dtype=torch.uint64)}[arg].to(device)
+    with pytest.raises(RuntimeError, match=r"%s must be .*got dtype UInt64" % arg):
+        flip_crop(_images(device)[..., 0], **{arg: value})
+
+
+@pytest.mark.parametrize("fill", [0.5, 254.5, -0.25, float("nan"), "3"])
+def test_fractional_fill_and_crop_refused(fill):
+    # int() used to truncate: fill=0.5 (meant as a normalized grey) padded with 0, crop=2.5 gave 2.
+    with pytest.raises(TypeError, match="fill must be a whole number"):
+        flip_crop(_images()[..., 0], crop=6, fill=fill)
+    with pytest.raises(TypeError, match="fill must be a whole number"):
+        normalize_flip(_images(), [0.5] * 3, [0.5] * 3, crop=6, fill=fill)
+
+
+def test_whole_fill_and_crop_of_other_types_accepted():
+    import numpy as np
+    x = _images()
+    want = normalize_flip(x, [0.5] * 3, [0.5] * 3, crop=(6, 5), fill=7)
+    for fill, crop in ((np.uint8(7), (np.int64(6), 5)), (torch.tensor(7), [6, torch.tensor(5)]), (7.0, (6.0, 5))):
+        assert torch.equal(normalize_flip(x, [0.5] * 3, [0.5] * 3, crop=crop, fill=fill), want)
+    with pytest.raises(TypeError, match="crop must be a whole number"):
+        flip_crop(x[..., 0], crop=2.5)
+    with pytest.raises(TypeError, match="crop must be a whole number"):
+        flip_crop(x[..., 0], crop=(3, 2.5))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("mean,std", [([float("nan"), 0.5, 0.5], [0.5] * 3),
+                                      ([0.5] * 3, [0.5, float("inf"), 0.5]),
+                                      ([float("-inf"), 0.5, 0.5], [0.5] * 3),
+                                      ([0.5] * 3, [0.5, 0.5, 0.0])])
+def test_non_finite_mean_or_std_refused(device, mean, std):
+    # NaN gave an all-NaN batch and std=inf an all-zero one, without a word.
+    with pytest.raises(RuntimeError, match=r"(mean|std)\[\d\]"):
+        normalize_flip(_images(device), mean, std)

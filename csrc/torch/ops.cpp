@@ -4,6 +4,7 @@
 #include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 
@@ -48,8 +49,9 @@ void check_flip(const std::optional<at::Tensor>& flip, const char* name, int64_t
 // on CUDA the kernel checks (a check here would synchronise the host with the device).
 at::Tensor gather_rows(const std::optional<at::Tensor>& indices, int64_t sources) {
   const at::Tensor& i = *indices;
-  TORCH_CHECK(at::isIntegralType(i.scalar_type(), /*includeBool=*/false),
-              "indices must be an integer tensor of shape [n], got dtype ", i.scalar_type());
+  TORCH_CHECK(at::isIntegralType(i.scalar_type(), /*includeBool=*/false) && i.scalar_type() != at::kUInt64,
+              "indices must be an integer tensor of shape [n] (not uint64, whose values from 2^63 "
+              "would wrap), got dtype ", i.scalar_type());
   TORCH_CHECK(i.dim() == 1, "indices must be 1-D [n], got shape ", shape_of(i));
   at::Tensor rows = i.to(at::kLong).contiguous();
   if (rows.is_cpu() && rows.numel() > 0) {
@@ -99,9 +101,9 @@ GeometryInputs geometry_inputs(int64_t sources, int64_t H, int64_t W,
   if (vflip.has_value()) in.vflip = vflip->contiguous().view(at::kByte);
   if (offsets.has_value()) {
     const at::Tensor& o = *offsets;
-    TORCH_CHECK(at::isIntegralType(o.scalar_type(), /*includeBool=*/false),
-                "offsets must be an integer tensor of shape [N, 2] = [", N, ", 2], got dtype ",
-                o.scalar_type());
+    TORCH_CHECK(at::isIntegralType(o.scalar_type(), /*includeBool=*/false) && o.scalar_type() != at::kUInt64,
+                "offsets must be an integer tensor of shape [N, 2] = [", N, ", 2] (not uint64, "
+                "whose values from 2^63 would wrap), got dtype ", o.scalar_type());
     TORCH_CHECK(o.dim() == 2 && o.size(0) == N && o.size(1) == 2,
                 "offsets must have shape [N, 2] = [", N, ", 2], got ", shape_of(o));
     in.offsets = o.to(at::kLong).contiguous();
@@ -175,6 +177,9 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
   plan.affine.resize(C);
   for (int64_t c = 0; c < C; ++c) {
     TORCH_CHECK(std[c] > 0, "std[", c, "] must be > 0, got ", std[c]);
+    // NaN gave an all-NaN batch, an infinite std an all-zero one.
+    TORCH_CHECK(std::isfinite(std[c]), "std[", c, "] must be finite, got ", std[c]);
+    TORCH_CHECK(std::isfinite(mean[c]), "mean[", c, "] must be finite, got ", mean[c]);
     plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
     plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
   }
