@@ -7,6 +7,7 @@ import torch
 from prefetch import FusedAugment
 from prefetch.ops import flip_crop, normalize_flip
 
+from .conftest import require_cuda
 from .reference import reference, reference_geometry
 from .test_reliability import run_child
 
@@ -324,3 +325,34 @@ def test_non_finite_mean_or_std_refused(device, mean, std):
     # NaN gave an all-NaN batch and std=inf an all-zero one, without a word.
     with pytest.raises(RuntimeError, match=r"(mean|std)\[\d\]"):
         normalize_flip(_images(device), mean, std)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("op", ["normalize_flip", "flip_crop"])
+@pytest.mark.parametrize("arg", ARGS)
+@pytest.mark.parametrize("inputs_on,arg_on", [("cuda", "cpu"), ("cpu", "cuda"), ("cuda", "meta"),
+                                              ("meta", "cuda")])
+def test_cuda_argument_device_mismatch_raises(op, arg, inputs_on, arg_on):
+    # CPU images with a CUDA argument dispatch to the CUDA registration, which checks before its
+    # device guard; CUDA images with a CPU argument are checked in the shared plan.
+    require_cuda()
+    what = "images" if op == "normalize_flip" else "masks"
+    dev = lambda d: "cuda:0" if d == "cuda" else d  # noqa: E731
+    with pytest.raises(RuntimeError, match=r"%s: %s is on %s but the %s are on %s"
+                       % (op, arg, dev(arg_on), what, dev(inputs_on))):
+        _call(op, _images(inputs_on), **{arg: _args(2, arg_on)[arg]})
+    got = _call(op, _images("cuda"), **{arg: _args(2, "cuda")[arg]})
+    assert torch.equal(got.cpu(), _call(op, _images(), **{arg: _args(2, "cpu")[arg]}))
+
+
+@pytest.mark.cuda
+def test_output_size_overflow_on_cuda():
+    require_cuda()
+    images = torch.zeros(1, 1, 1, 1, dtype=torch.uint8, device="cuda").expand(2**41 + 1, 1, 2**21, 1)
+    with pytest.raises(RuntimeError, match=r"normalize_flip: the output .*2199023255553.*overflow"):
+        normalize_flip(images, [0.5], [0.5])
+    masks = torch.zeros(1, 1, 1, dtype=torch.int64, device="cuda").expand(2**32 + 1, 1, 1)
+    with pytest.raises(RuntimeError, match=r"flip_crop: the output .*4294967297.*overflow"):
+        flip_crop(masks, crop=65535)
+    with pytest.raises(RuntimeError, match=r"fill must be a uint8 value in \[0, 255\] for uint8 masks, got 300"):
+        flip_crop(torch.zeros(2, 4, 4, dtype=torch.uint8, device="cuda"), crop=6, fill=300)
