@@ -2,8 +2,9 @@
 
 It draws every sample's flips and crop window itself, from a generator keyed by
 ``(seed, rank, epoch, batch index)``, so a run is reproducible whatever the number of DataLoader
-workers, every DDP rank draws its own, and it applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same
-geometry, through :func:`prefetch.ops.flip_crop`, to a mask leaf) in one pass.
+workers and every DDP rank draws its own, and applies :func:`prefetch.ops.normalize_flip` to the
+image leaf (and the same geometry, through :func:`prefetch.ops.flip_crop`, to a mask leaf) in
+one pass.
 """
 import math
 import numbers
