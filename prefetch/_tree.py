@@ -51,12 +51,39 @@ def _warn_pass_through(obj, name):
         PassThroughWarning, stacklevel=2)
 
 
-def _ndarray_to_tensor(array, name):
-    if array.dtype.hasobject or array.dtype.kind in "USV":
-        raise CollateError(
-            "prefetch: %s is a numpy array of dtype %s; only numeric and bool arrays can be "
-            "moved to a device" % (name, array.dtype)
-        )
+def _torch_numpy_types():
+    """The numpy scalar types torch.from_numpy takes, asked of torch itself (np.longlong yes,
+    np.ulonglong no; uint16/32/64 only in newer torch)."""
+    types = set()
+    for t in set(np.sctypeDict.values()):
+        try:
+            torch.from_numpy(np.zeros(1, dtype=t))
+        except (TypeError, ValueError, RuntimeError):
+            continue
+        types.add(t)
+    return frozenset(types)
+
+
+_TORCH_NUMPY_TYPES = _torch_numpy_types()
+
+
+def _unsupported_dtype(dtype, name, what="a numpy array"):
+    shown = str(dtype) if str(dtype) == dtype.name else "%s (%s)" % (dtype, dtype.name)
+    return CollateError(
+        "prefetch: %s is %s of dtype %s, which has no torch dtype; only numeric and bool "
+        "arrays can be moved to a device (convert it first, e.g. .astype(np.float64))"
+        % (name, what, shown))
+
+
+def _ndarray_to_tensor(array, name, what="a numpy array"):
+    # Positive: a dtype torch has (datetime64, timedelta64, longdouble, clongdouble, structured,
+    # object and string arrays are all refused here, naming the leaf).
+    if array.dtype.type not in _TORCH_NUMPY_TYPES:
+        # A second name for a supported type (np.ulonglong is uint64's bits): view it as that.
+        canonical = np.dtype(array.dtype.str) if array.dtype.kind in "biufc" else None
+        if canonical is None or canonical.type not in _TORCH_NUMPY_TYPES:
+            raise _unsupported_dtype(array.dtype, name, what)
+        array = array.view(canonical)
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     try:
@@ -77,7 +104,8 @@ def _numbers_to_tensor(values, name):
     """Stacks per-sample numbers with default_collate's dtype rules."""
     first = values[0]
     if isinstance(first, (np.bool_, np.number)):
-        return torch.as_tensor(np.asarray(values))
+        # np.longdouble and np.clongdouble refused, np.ulonglong taken as uint64.
+        return _ndarray_to_tensor(np.asarray(values), name, "a Samples of numpy scalars")
     if isinstance(first, float):
         return torch.tensor(values, dtype=torch.float64)
     try:
@@ -125,6 +153,9 @@ def flatten(batch, name="batch"):
 
 def _flatten(obj, name, leaves, moves):
     if isinstance(obj, torch.Tensor):
+        if obj.device.type == "meta":
+            raise CollateError("prefetch: %s is a meta tensor (shape %s, no data); only tensors "
+                               "with data can be moved to a device" % (name, list(obj.shape)))
         if obj.device.type == "cpu":
             leaves.append((name, obj))
             return (_LEAF, len(leaves) - 1)

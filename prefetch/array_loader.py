@@ -33,9 +33,14 @@ _LAYOUT_KEYS = ("num_samples", "batch_size", "world_size", "seed", "shuffle", "d
 
 def _as_tensor(array, name):
     if isinstance(array, torch.Tensor):
-        if array.layout != torch.strided:
-            raise TypeError("prefetch: %s is a %s tensor; ArrayLoader needs dense tensors"
-                            % (name, array.layout))
+        if array.device.type == "cpu" or array.device.type == "meta" or array.is_nested \
+                or array.layout != torch.strided:
+            # The engine's own check, once: a CollateError naming the array for anything without
+            # ordinary strided CPU memory (subclasses, meta, nested, sparse, resized storages);
+            # zero tensors materialised, conj/neg views resolved.
+            from ._extension import _C
+
+            return _C.readable(array, name)
         return array
     if isinstance(array, np.ndarray):  # np.memmap included: from_numpy maps, it does not read
         return _ndarray_to_tensor(array, name)

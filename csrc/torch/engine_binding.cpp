@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "buffer_pool.h"
+#include "checked_math.h"
 #include "device_support.h"
 #include "engine.h"
 #include "errors.h"
@@ -37,9 +38,29 @@ std::string dtype_str(at::ScalarType type) {
       reinterpret_cast<PyObject*>(torch::getTHPDtype(type))));
 }
 
-// A CPU tensor the core can read: materialises lazy conjugate/negative views, rejects layouts
-// that are not plain strided memory.
-at::Tensor readable(const at::Tensor& t, const std::string& name) {
+// The Python class of a leaf (a tensor subclass's own name), for messages.
+std::string class_name(py::handle obj) {
+  if (!obj) return "Tensor";
+  return std::string(py::str(py::type::handle_of(obj).attr("__qualname__")));
+}
+
+// A CPU tensor whose elements the core can read raw, or a CollateError naming the leaf. The test
+// is positive: a dense strided CPU tensor with a real data pointer into CPU memory and a storage
+// that covers every element its sizes, strides and offset reach. That refuses, without listing
+// them, wrapper subclasses (MaskedTensor, DTensor-style `_make_wrapper_subclass`), FakeTensors,
+// functional tensors and storages resized after the fact, all of which would be read through an
+// invalid pointer. Efficient zero tensors are materialised (the dense zeros clone() gives) and lazy
+// conjugate/negative views resolved.
+at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj = py::handle()) {
+  if (t.is_nested()) {
+    throw CollateError("prefetch: " + name + " is a nested tensor (" + class_name(obj) +
+                       "); only dense tensors are collated: pad it, or pass its components "
+                       "(t.unbind()) as a list");
+  }
+  if (t.is_meta()) {
+    throw CollateError("prefetch: " + name + " is a meta tensor (shape " + shape_str(t.sizes()) +
+                       ", no data); only CPU tensors with data are collated");
+  }
   if (!t.device().is_cpu()) {
     throw CollateError("prefetch: " + name + " is on " + t.device().str() +
                        "; only CPU tensors are collated");
@@ -51,8 +72,60 @@ at::Tensor readable(const at::Tensor& t, const std::string& name) {
     throw CollateError(out.str());
   }
   if (t.is_quantized()) throw CollateError("prefetch: " + name + " is quantized; not supported");
+  if (t._is_zerotensor()) {
+    checked_numel(t.sizes(), "the element count");  // torch's own limit, checked before allocating
+    return at::zeros(t.sizes(), t.options());
+  }
+  auto no_data = [&](const std::string& why) {
+    const std::string cls = class_name(obj);
+    const bool subclass = cls != "Tensor" && cls != "Parameter";
+    return CollateError("prefetch: " + name + " (a " + cls + ", shape " + shape_str(t.sizes()) +
+                        ") has no CPU data to read: " + why +
+                        (subclass ? "; a tensor subclass that keeps its data elsewhere must be "
+                                    "converted to a plain tensor first"
+                                  : ""));
+  };
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (!impl->has_storage()) throw no_data("it has no storage");
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (!storage.device().is_cpu()) throw no_data("its storage is on " + storage.device().str());
+  const int64_t numel = checked_numel(t.sizes(), "the element count");
+  if (numel != 0) {
+    const void* data = nullptr;
+    try {
+      data = storage.data();
+    } catch (const c10::Error&) {
+      throw no_data("its storage's data cannot be accessed");
+    }
+    if (data == nullptr) throw no_data("its storage has no data pointer");
+    int64_t last = t.storage_offset();  // the furthest element the sizes and strides reach
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (t.stride(d) < 0) throw no_data("it has a negative stride");
+      last = checked_add(last, checked_mul(t.size(d) - 1, t.stride(d), "the storage extent"),
+                         "the storage extent");
+    }
+    const size_t needed = checked_mul(static_cast<size_t>(last) + 1,
+                                      static_cast<size_t>(t.element_size()), "the storage extent");
+    if (storage.nbytes() < needed) {
+      throw no_data("its storage holds " + std::to_string(storage.nbytes()) +
+                    " bytes, its sizes, strides " + shape_str(t.strides()) + " and offset " +
+                    std::to_string(t.storage_offset()) + " reach " + std::to_string(needed));
+    }
+  }
   if (t.is_conj() || t.is_neg()) return t.resolve_conj().resolve_neg();
   return t;
+}
+
+// A plan's sizes, checked before any memory is reserved for it: no byte size or element count
+// wraps (see checked_math.h), and the error names the leaf.
+void check_plan_sizes(const LeafPlan& plan, const std::string& name) {
+  try {
+    checked_numel(plan.shape, "the element count");
+    plan.nbytes();
+  } catch (const CollateError& e) {
+    throw CollateError("prefetch: cannot collate " + name + " of shape " + shape_str(plan.shape) +
+                       ": " + e.what());
+  }
 }
 
 HostTensor host_view(const at::Tensor& t) {
@@ -151,7 +224,7 @@ class PyEngine {
       if (pair.size() == 3) {
         add_gathered(value, pair[2], name, &plan, keep);
       } else if (THPVariable_Check(value.ptr())) {
-        at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name);
+        at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name, value);
         plan.pieces.push_back(host_view(t));
         plan.dtype_code = static_cast<int64_t>(t.scalar_type());
         plan.shape.assign(t.sizes().begin(), t.sizes().end());
@@ -159,6 +232,7 @@ class PyEngine {
       } else {
         add_samples(py::reinterpret_borrow<py::list>(value), name, &plan, keep);
       }
+      check_plan_sizes(plan, name);
       plans.push_back(std::move(plan));
     }
     return plans;
@@ -311,7 +385,7 @@ class PyEngine {
                            std::string(py::str(py::type::handle_of(item).attr("__name__"))) +
                            ", expected a tensor");
       }
-      at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name + " sample " + std::to_string(i));
+      at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name + " sample " + std::to_string(i), item);
       if (i == 0) {
         first = t;
       } else if (t.sizes() != first.sizes()) {
@@ -339,7 +413,7 @@ class PyEngine {
     if (!THPVariable_Check(value.ptr()) || !THPVariable_Check(index_obj.ptr())) {
       throw CollateError("prefetch: " + name + ": a gathered leaf needs a tensor and an index tensor");
     }
-    at::Tensor array = readable(THPVariable_Unpack(value.ptr()), name);
+    at::Tensor array = readable(THPVariable_Unpack(value.ptr()), name, value);
     at::Tensor indices = THPVariable_Unpack(index_obj.ptr());
     if (array.dim() < 1) throw CollateError("prefetch: " + name + " is 0-D; rows cannot be gathered");
     if (indices.dim() != 1 || indices.scalar_type() != at::kLong || !indices.device().is_cpu()) {
@@ -423,6 +497,17 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<prefetch::CollateError>(m, "CollateError", PyExc_ValueError);
   py::register_exception<prefetch::Cancelled>(m, "Cancelled", PyExc_RuntimeError);
   py::register_exception<prefetch::BackendError>(m, "BackendError", PyExc_RuntimeError);
+  m.def(
+      "readable",
+      [](py::handle tensor, const std::string& name) {
+        if (!THPVariable_Check(tensor.ptr())) {
+          throw prefetch::CollateError("prefetch: " + name + " is not a tensor");
+        }
+        return prefetch::readable(THPVariable_Unpack(tensor.ptr()), name, tensor);
+      },
+      py::arg("tensor"), py::arg("name"),
+      "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
+      "views resolved), or a CollateError naming it.");
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
   m.def("cuda_view_of_pinned", &prefetch::cuda_view_of_pinned, py::arg("host"), py::arg("device"),
         "A CUDA tensor over a pinned CPU tensor's memory (zero-copy reads; benchmark use).");
