@@ -298,3 +298,25 @@ def test_numpy_aliases_of_torch_dtypes_are_taken(dtype):
     assert got.dtype == expected.dtype and torch.equal(got, expected)
     got = list(prefetch.Prefetcher([{"x": prefetch.Samples(list(array))}], device="cpu"))[0]["x"]
     assert got.dtype == expected.dtype and torch.equal(got, expected)
+
+
+# A true size that fits 64 bits but no memory (2^62 bytes is past any address space, whatever
+# the overcommit policy): a MemoryError naming the size and the leaf; the next epoch works.
+# ASan aborts on such an allocation instead of failing it, so not under the sanitizers.
+@pytest.mark.skipif(SANITIZED, reason="AddressSanitizer aborts on a 2^62-byte allocation")
+def test_a_batch_too_large_to_allocate_is_a_memory_error_naming_the_leaf():
+    out = run_child("""
+import torch, prefetch
+batches = [{"x": torch.zeros(1, dtype=torch.int8).expand(2**62)}]
+pf = prefetch.Prefetcher(batches, device="cpu")
+try:
+    list(pf)
+except MemoryError as exc:
+    print("memory-error:", exc, flush=True)
+    assert "batch['x']" in str(exc) and str(2**62) in str(exc), exc
+batches[0] = {"x": torch.arange(3.)}
+assert torch.equal(list(pf)[0]["x"], torch.arange(3.))
+print("done", flush=True)
+""", timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "memory-error:" in out.stdout and "done" in out.stdout, out.stdout

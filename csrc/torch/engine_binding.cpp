@@ -199,9 +199,14 @@ class PyEngine {
   uint64_t submit(uint64_t token, const py::list& leaves) {
     EngineRef engine = get();
     std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
-    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
-    py::gil_scoped_release nogil;
-    return engine->submit(token, plans, allocate_);
+    std::vector<std::string> names;
+    std::vector<LeafPlan> plans = make_plans(leaves, &keep, &names);
+    try {
+      py::gil_scoped_release nogil;
+      return engine->submit(token, plans, allocate_);
+    } catch (const std::bad_alloc&) {
+      throw_out_of_memory(plans, names);
+    }
   }
 
   // Benchmark hook: seconds the engine takes to collate `leaves` into its ring, nothing else.
@@ -213,7 +218,29 @@ class PyEngine {
     return engine->collate_only(plans) * 1e-9;
   }
 
-  std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep) {
+  // A batch whose buffer could not be allocated (its true size fits 64 bits, not the memory):
+  // a MemoryError that names the batch's size and its largest leaf.
+  [[noreturn]] static void throw_out_of_memory(const std::vector<LeafPlan>& plans,
+                                               const std::vector<std::string>& names) {
+    size_t total = 0;
+    pack_layout(plans, &total);  // checked already, when the engine failed after it
+    size_t largest = 0;
+    for (size_t i = 1; i < plans.size(); ++i) {
+      if (plans[i].nbytes() > plans[largest].nbytes()) largest = i;
+    }
+    std::string message = "prefetch: could not allocate the batch's " + std::to_string(total) + " bytes";
+    if (!plans.empty() && largest < names.size()) {
+      message += " (the largest leaf, " + names[largest] + " of shape " +
+                 shape_str(plans[largest].shape) + ", needs " +
+                 std::to_string(plans[largest].nbytes()) + ")";
+    }
+    message += "; max_batch_bytes refuses such batches up front with a CollateError";
+    PyErr_SetString(PyExc_MemoryError, message.c_str());
+    throw py::error_already_set();
+  }
+
+  std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep,
+                                   std::vector<std::string>* names = nullptr) {
     std::vector<LeafPlan> plans;
     plans.reserve(leaves.size());
     for (const py::handle item : leaves) {
@@ -234,6 +261,7 @@ class PyEngine {
       }
       check_plan_sizes(plan, name);
       plans.push_back(std::move(plan));
+      if (names != nullptr) names->push_back(std::move(name));
     }
     return plans;
   }
@@ -244,12 +272,15 @@ class PyEngine {
   py::tuple stage(uint64_t token, const py::list& leaves) {
     EngineRef engine = get();
     std::vector<at::Tensor> keep;
-    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
+    std::vector<std::string> names;
+    std::vector<LeafPlan> plans = make_plans(leaves, &keep, &names);
     StagedBatch staged;
-    {
+    try {
       py::gil_scoped_release nogil;
       staged = engine->stage(token, plans, allocate_);
       if (!is_cuda_) staged.copied->wait();
+    } catch (const std::bad_alloc&) {
+      throw_out_of_memory(plans, names);
     }
     py::list views = make_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
     const uint64_t seq = staged.batch.seq;
