@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace prefetch {
@@ -9,6 +10,8 @@ namespace prefetch {
 void AlignedBuffer::Free::operator()(std::byte* p) const { std::free(p); }
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
+  // A size within a page of SIZE_MAX would round up to 0 (a one-page buffer claiming `bytes`).
+  if (bytes > std::numeric_limits<size_t>::max() - kPageSize) throw std::bad_alloc();
   size_t rounded = (bytes + kPageSize - 1) / kPageSize * kPageSize;
   if (rounded == 0) rounded = kPageSize;
   void* p = std::aligned_alloc(kPageSize, rounded);

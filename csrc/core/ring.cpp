@@ -1,10 +1,18 @@
 #include "ring.h"
 
+#include <limits>
+#include <new>
+
 namespace prefetch {
 
 size_t grown_capacity(size_t needed) {
   constexpr size_t kGranule = size_t{1} << 20;
-  size_t with_headroom = needed + needed / 8;
+  size_t with_headroom = 0;
+  // Past SIZE_MAX no buffer can be allocated: say so rather than wrap to a small capacity.
+  if (__builtin_add_overflow(needed, needed / 8, &with_headroom) ||
+      with_headroom > std::numeric_limits<size_t>::max() - kGranule) {
+    throw std::bad_alloc();
+  }
   return (with_headroom + kGranule - 1) / kGranule * kGranule;
 }
 

@@ -5,14 +5,17 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 #include <vector>
 
+#include "aligned_buffer.h"
 #include "checked_math.h"
 #include "collate.h"
 #include "errors.h"
+#include "ring.h"
 #include "thread_pool.h"
 
 namespace prefetch {
@@ -165,6 +168,22 @@ TEST(ThreadPoolStart, AFailedThreadStartThrowsAndJoinsTheStartedThreads) {
   }
   EXPECT_EQ(started.load(), 3);
   EXPECT_EQ(finished.load(), 3);
+}
+
+}  // namespace
+}  // namespace prefetch
+
+namespace prefetch {
+namespace {
+
+// Sizes near SIZE_MAX are refused, never rounded up past it to a small buffer.
+TEST(SizeOverflow, BuffersAndRingCapacitiesNearSizeMaxAreRefused) {
+  EXPECT_THROW(AlignedBuffer{kSizeMax}, std::bad_alloc);
+  EXPECT_THROW(AlignedBuffer{kSizeMax - 100}, std::bad_alloc);
+  EXPECT_THROW(grown_capacity(kSizeMax), std::bad_alloc);
+  EXPECT_THROW(grown_capacity(kSizeMax - kSizeMax / 16), std::bad_alloc);  // + 1/8 wraps
+  EXPECT_EQ(grown_capacity(1), size_t{1} << 20);
+  EXPECT_GE(grown_capacity(kSizeMax / 2), kSizeMax / 2);
 }
 
 }  // namespace
