@@ -53,7 +53,8 @@ std::string class_name(py::handle obj) {
 // conjugate/negative views resolved.
 at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj = py::handle()) {
   if (t.is_nested()) {
-    throw CollateError("prefetch: " + name + " is a nested tensor (" + class_name(obj) +
+    throw CollateError("prefetch: " + name + " is a nested tensor (layout " +
+                       (t.layout() == at::kJagged ? std::string("jagged") : std::string("strided")) +
                        "); only dense tensors are collated: pad it, or pass its components "
                        "(t.unbind()) as a list");
   }
@@ -79,7 +80,9 @@ at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj
   auto no_data = [&](const std::string& why) {
     const std::string cls = class_name(obj);
     const bool subclass = cls != "Tensor" && cls != "Parameter";
-    return CollateError("prefetch: " + name + " (a " + cls + ", shape " + shape_str(t.sizes()) +
+    const bool functional = t.key_set().has(c10::DispatchKey::Functionalize);
+    return CollateError("prefetch: " + name + " (a " + (functional ? "functional " : "") + cls +
+                        ", shape " + shape_str(t.sizes()) +
                         ") has no CPU data to read: " + why +
                         (subclass ? "; a tensor subclass that keeps its data elsewhere must be "
                                     "converted to a plain tensor first"
@@ -123,8 +126,11 @@ void check_plan_sizes(const LeafPlan& plan, const std::string& name) {
     checked_numel(plan.shape, "the element count");
     plan.nbytes();
   } catch (const CollateError& e) {
+    std::string why = e.what();
+    const std::string prefix = "prefetch: ";
+    if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
     throw CollateError("prefetch: cannot collate " + name + " of shape " + shape_str(plan.shape) +
-                       ": " + e.what());
+                       ": " + why);
   }
 }
 
