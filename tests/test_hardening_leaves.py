@@ -320,3 +320,32 @@ print("done", flush=True)
 """, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "memory-error:" in out.stdout and "done" in out.stdout, out.stdout
+
+
+# The host backend's copy thread, the first thread an engine starts: with no room for even one
+# more thread stack, a RuntimeError naming it (it was "Resource temporarily unavailable").
+@pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
+def test_a_refused_host_copy_thread_is_a_python_exception_naming_it():
+    out = run_child("""
+import resource, torch, prefetch
+
+def vm_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (2 << 20), resource.RLIM_INFINITY))
+try:
+    prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads=1)
+except RuntimeError as exc:
+    print("refused:", exc, flush=True)
+    assert "host copy thread" in str(exc), exc
+else:
+    raise AssertionError("a thread started under the limit; the test proves nothing")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+assert torch.equal(list(prefetch.Prefetcher([torch.ones(3)], device="cpu"))[0], torch.ones(3))
+print("done", flush=True)
+""", timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "refused:" in out.stdout and "done" in out.stdout, out.stdout
