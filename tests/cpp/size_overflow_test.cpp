@@ -90,11 +90,13 @@ TEST(SizeOverflow, RowBytesAndGatheredLeavesDoNotWrap) {
   // Rows that fit, times many rows, do not.
   LeafPlan gather;
   gather.gather = true;
-  gather.pieces.push_back(expanded(one, 8, {4, int64_t{1} << 30}));
-  gather.rows.assign(size_t{1} << 10, 0);
-  EXPECT_EQ(row_bytes(gather.pieces[0]), size_t{1} << 33);
-  EXPECT_EQ(gather.nbytes(), size_t{1} << 43);
-  gather.rows.assign(size_t{1} << 31, 0);  // 2^64 bytes
+  gather.pieces.push_back(expanded(one, 8, {4, int64_t{1} << 58}));  // rows of 2^61 bytes
+  gather.rows.assign(2, 0);
+  EXPECT_EQ(row_bytes(gather.pieces[0]), size_t{1} << 61);
+  EXPECT_EQ(gather.nbytes(), size_t{1} << 62);
+  gather.rows.assign(4, 0);  // 2^63 bytes: fits size_t, past the int64 limit
+  EXPECT_THROW(gather.nbytes(), CollateError);
+  gather.rows.assign(8, 0);  // 2^64 bytes: wraps size_t
   EXPECT_THROW(gather.nbytes(), CollateError);
 }
 
