@@ -303,6 +303,8 @@ class FusedAugment:
         if device.type == "cuda":  # through pinned memory: no host synchronisation
             d = {k: (v.pin_memory().to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
                  for k, v in d.items()}
+        elif device.type == "meta":  # shape inference: the draws follow the images to meta
+            d = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
         return self.apply(batch, d)
 
     def apply(self, batch, d, indices=None):

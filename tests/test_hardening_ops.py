@@ -159,9 +159,9 @@ def test_fused_augment_under_the_meta_device():
             aug(images, epoch=0, index=0)
         out = aug(torch.zeros(2, 4, 5, 3, dtype=torch.uint8), epoch=0, index=0)  # all meta
     assert out.device.type == "meta" and out.shape == (2, 3, 3, 3)
-    # Meta images with draws on the CPU: mixed devices, refused as well.
-    with pytest.raises(RuntimeError, match="is on cpu but the images are on meta"):
-        aug(images.to("meta"), epoch=0, index=0)
+    # Meta images made outside the context: the draws follow them, the output is meta too.
+    out = aug(images.to("meta"), epoch=0, index=0)
+    assert out.device.type == "meta" and out.shape == (2, 3, 3, 3)
     # And the CPU path is untouched.
     want = aug(images, epoch=0, index=0)
     d = aug.draws(2, 4, 5, epoch=0, index=0)
