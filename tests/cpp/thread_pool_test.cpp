@@ -4,10 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -192,6 +195,53 @@ TEST(ThreadPool, DestroyedRightAfterConstruction) {
     ThreadPool pool(4);
   }
   SUCCEED();
+}
+
+// A starter that fails at thread `fail_at`, as std::thread does when the OS refuses (EAGAIN).
+struct FailingStarter {
+  int fail_at;
+  std::atomic<int>* started;
+  std::atomic<int>* finished;
+  std::thread operator()(int index, std::function<void()> body) const {
+    if (index == fail_at) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "thread creation refused");
+    }
+    started->fetch_add(1);
+    auto* done = finished;
+    return std::thread([body = std::move(body), done] {
+      body();
+      done->fetch_add(1);
+    });
+  }
+};
+
+TEST(ThreadPoolStart, AFailedThreadStartThrowsAndJoinsTheStartedThreads) {
+  for (int fail_at : {0, 1, 5}) {
+    std::atomic<int> started{0}, finished{0};
+    try {
+      ThreadPool pool(8, FailingStarter{fail_at, &started, &finished});
+      FAIL() << "no exception for fail_at=" << fail_at;
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("could not start collation thread " + std::to_string(fail_at + 2) + " of 8"),
+                std::string::npos) << what;
+      EXPECT_NE(what.find("thread creation refused"), std::string::npos) << what;
+    }
+    EXPECT_EQ(started.load(), fail_at);
+    // Every started thread has returned from its loop: joined before the exception left.
+    EXPECT_EQ(finished.load(), fail_at);
+  }
+  // A pool that starts works as before.
+  std::atomic<int> started{0}, finished{0};
+  {
+    ThreadPool pool(4, FailingStarter{100, &started, &finished});
+    std::atomic<int> ran{0};
+    pool.run(50, [&](size_t) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 50);
+  }
+  EXPECT_EQ(started.load(), 3);
+  EXPECT_EQ(finished.load(), 3);
 }
 
 }  // namespace
