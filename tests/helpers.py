@@ -50,3 +50,27 @@ def assert_snapshot_equal(batch, snap):
     elif isinstance(batch, (list, tuple)):
         for b, s in zip(batch, snap):
             assert_snapshot_equal(b, s)
+
+
+class StatefulSource:
+    """The smallest stateful source: batch i is ``make_batch(i)``; its state is the next batch.
+    As StatefulDataLoader, a state saved at the end of an epoch resumes with a new one."""
+
+    def __init__(self, make_batch, batches=12):
+        self.make_batch, self.batches, self.pos, self.start = make_batch, batches, 0, 0
+
+    def __len__(self):
+        return self.batches
+
+    def __iter__(self):
+        self.pos, self.start = (self.start if self.start < self.batches else 0), 0
+        while self.pos < self.batches:
+            i = self.pos
+            self.pos += 1
+            yield self.make_batch(i)
+
+    def state_dict(self):
+        return {"pos": self.pos}
+
+    def load_state_dict(self, state):
+        self.start = state["pos"]

@@ -259,11 +259,8 @@ def test_zero_sized_dim_next_to_huge_dims_is_an_empty_batch():
     assert got.shape == t.shape and got.numel() == 0
 
 
-# ASan reserves terabytes of shadow address space, so RLIMIT_AS cannot be lowered under it; the
-# core's ThreadPoolStart test covers the same path under the sanitizers.
-@pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
-def test_a_thread_the_os_refuses_to_start_is_a_python_exception():
-    out = run_child("""
+# Child scripts that lower RLIMIT_AS start with this: the address space in use now.
+_ADDRESS_SPACE_PRELUDE = """
 import resource, torch, prefetch
 
 def vm_bytes():
@@ -271,7 +268,14 @@ def vm_bytes():
         for line in f:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
+"""
 
+
+# ASan reserves terabytes of shadow address space, so RLIMIT_AS cannot be lowered under it; the
+# core's ThreadPoolStart test covers the same path under the sanitizers.
+@pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
+def test_a_thread_the_os_refuses_to_start_is_a_python_exception():
+    out = run_child(_ADDRESS_SPACE_PRELUDE + """
 # Address space for a few more thread stacks, not for 64 (root ignores RLIMIT_NPROC).
 resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (64 << 20), resource.RLIM_INFINITY))
 try:
@@ -326,15 +330,7 @@ print("done", flush=True)
 # more thread stack, a RuntimeError naming it (it was "Resource temporarily unavailable").
 @pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
 def test_a_refused_host_copy_thread_is_a_python_exception_naming_it():
-    out = run_child("""
-import resource, torch, prefetch
-
-def vm_bytes():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-
+    out = run_child(_ADDRESS_SPACE_PRELUDE + """
 resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (2 << 20), resource.RLIM_INFINITY))
 try:
     prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads=1)

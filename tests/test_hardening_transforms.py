@@ -11,6 +11,7 @@ import torch
 import prefetch
 from prefetch import ArrayLoader, FusedAugment, Prefetcher
 
+from .helpers import StatefulSource
 from .reference import reference, reference_geometry
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -192,27 +193,9 @@ def test_a_direct_call_takes_its_rank_from_torch_distributed(monkeypatch):
 # -- item 9: a drawn seed travels with the state ---------------------------------------------------
 
 
-class StatefulBatches:
+def StatefulBatches(batches=8):
     """A stateful source of uint8 image batches (its state: the next batch)."""
-
-    def __init__(self, batches=8):
-        self.batches, self.pos, self.start = batches, 0, 0
-
-    def __len__(self):
-        return self.batches
-
-    def __iter__(self):
-        self.pos, self.start = (self.start if self.start < self.batches else 0), 0
-        while self.pos < self.batches:
-            i = self.pos
-            self.pos += 1
-            yield images_and_masks(n=4, seed=i)[0]
-
-    def state_dict(self):
-        return {"pos": self.pos}
-
-    def load_state_dict(self, state):
-        self.start = state["pos"]
+    return StatefulSource(lambda i: images_and_masks(n=4, seed=i)[0], batches)
 
 
 def unseeded():

@@ -6,32 +6,19 @@ import torch
 
 from prefetch import FusedAugment, Prefetcher
 
+from .helpers import StatefulSource
+
 MEAN, STD = [0.5, 0.4, 0.3], [0.2, 0.25, 0.3]
 
 
-class StatefulRange:
-    """The smallest stateful source: batch i is (images_i, i); its state is the next batch."""
+def _images_and_index(i):
+    g = torch.Generator().manual_seed(i)
+    return torch.randint(0, 256, (4, 9, 9, 3), dtype=torch.uint8, generator=g), torch.tensor([i] * 4)
 
-    def __init__(self, batches=12):
-        self.batches, self.pos, self.start = batches, 0, 0
 
-    def __len__(self):
-        return self.batches
-
-    def __iter__(self):
-        # As StatefulDataLoader: a state saved at the end of an epoch resumes with a new one.
-        self.pos, self.start = (self.start if self.start < self.batches else 0), 0
-        while self.pos < self.batches:
-            i = self.pos
-            self.pos += 1
-            g = torch.Generator().manual_seed(i)
-            yield torch.randint(0, 256, (4, 9, 9, 3), dtype=torch.uint8, generator=g), torch.tensor([i] * 4)
-
-    def state_dict(self):
-        return {"pos": self.pos}
-
-    def load_state_dict(self, state):
-        self.start = state["pos"]
+def StatefulRange(batches=12):
+    """Batch i is (images_i, i)."""
+    return StatefulSource(_images_and_index, batches)
 
 
 def run(prefetcher, epochs):
