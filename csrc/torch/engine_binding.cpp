@@ -51,28 +51,32 @@ std::string class_name(py::handle obj) {
 // functional tensors and storages resized after the fact, all of which would be read through an
 // invalid pointer. Efficient zero tensors are materialised (the dense zeros clone() gives) and lazy
 // conjugate/negative views resolved.
-at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj = py::handle()) {
+// `sample` >= 0 names sample `sample` of leaf `name`; that name is built only for a message, not
+// for every sample of every batch.
+at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj = py::handle(),
+                    int64_t sample = -1) {
+  auto leaf = [&] { return sample < 0 ? name : name + " sample " + std::to_string(sample); };
   if (t.is_nested()) {
-    throw CollateError("prefetch: " + name + " is a nested tensor (layout " +
+    throw CollateError("prefetch: " + leaf() + " is a nested tensor (layout " +
                        (t.layout() == at::kJagged ? std::string("jagged") : std::string("strided")) +
                        "); only dense tensors are collated: pad it, or pass its components "
                        "(t.unbind()) as a list");
   }
   if (t.is_meta()) {
-    throw CollateError("prefetch: " + name + " is a meta tensor (shape " + shape_str(t.sizes()) +
+    throw CollateError("prefetch: " + leaf() + " is a meta tensor (shape " + shape_str(t.sizes()) +
                        ", no data); only CPU tensors with data are collated");
   }
   if (!t.device().is_cpu()) {
-    throw CollateError("prefetch: " + name + " is on " + t.device().str() +
+    throw CollateError("prefetch: " + leaf() + " is on " + t.device().str() +
                        "; only CPU tensors are collated");
   }
   if (t.layout() != at::kStrided) {
     std::ostringstream out;
-    out << "prefetch: " << name << " has layout " << t.layout()
+    out << "prefetch: " << leaf() << " has layout " << t.layout()
         << "; only dense (strided) tensors are supported";
     throw CollateError(out.str());
   }
-  if (t.is_quantized()) throw CollateError("prefetch: " + name + " is quantized; not supported");
+  if (t.is_quantized()) throw CollateError("prefetch: " + leaf() + " is quantized; not supported");
   if (t._is_zerotensor()) {
     checked_numel(t.sizes(), "the element count");  // torch's own limit, checked before allocating
     return at::zeros(t.sizes(), t.options());
@@ -81,7 +85,7 @@ at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj
     const std::string cls = class_name(obj);
     const bool subclass = cls != "Tensor" && cls != "Parameter";
     const bool functional = t.key_set().has(c10::DispatchKey::Functionalize);
-    return CollateError("prefetch: " + name + " (a " + (functional ? "functional " : "") + cls +
+    return CollateError("prefetch: " + leaf() + " (a " + (functional ? "functional " : "") + cls +
                         ", shape " + shape_str(t.sizes()) +
                         ") has no CPU data to read: " + why +
                         (subclass ? "; a tensor subclass that keeps its data elsewhere must be "
@@ -101,10 +105,11 @@ at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj
       throw no_data("its storage's data cannot be accessed");
     }
     if (data == nullptr) throw no_data("its storage has no data pointer");
+    const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
     int64_t last = t.storage_offset();  // the furthest element the sizes and strides reach
-    for (int64_t d = 0; d < t.dim(); ++d) {
-      if (t.stride(d) < 0) throw no_data("it has a negative stride");
-      last = checked_add(last, checked_mul(t.size(d) - 1, t.stride(d), "the storage extent"),
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (strides[d] < 0) throw no_data("it has a negative stride");
+      last = checked_add(last, checked_mul(sizes[d] - 1, strides[d], "the storage extent"),
                          "the storage extent");
     }
     const size_t needed = checked_mul(static_cast<size_t>(last) + 1,
@@ -422,7 +427,7 @@ class PyEngine {
                            std::string(py::str(py::type::handle_of(item).attr("__name__"))) +
                            ", expected a tensor");
       }
-      at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name + " sample " + std::to_string(i), item);
+      at::Tensor t = readable(THPVariable_Unpack(item.ptr()), name, item, static_cast<int64_t>(i));
       if (i == 0) {
         first = t;
       } else if (t.sizes() != first.sizes()) {
