@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "checked_math.h"
 #include "errors.h"
@@ -46,11 +47,33 @@ size_t LeafPlan::nbytes() const {
   return n;
 }
 
+void check_rows(const LeafPlan& leaf) {
+  if (!leaf.gather) return;
+  if (leaf.pieces.size() > 1) {
+    throw CollateError("prefetch: a gather leaf takes its rows from one source tensor, got " +
+                       std::to_string(leaf.pieces.size()));
+  }
+  if (!leaf.pieces.empty() && leaf.pieces[0].sizes.empty()) {
+    throw CollateError("prefetch: a gather leaf's source is 0-D; rows cannot be gathered");
+  }
+  // No source: nothing to gather from, so any row is out of range (and none is fine).
+  const int64_t count = leaf.pieces.empty() ? 0 : leaf.pieces[0].sizes[0];
+  for (size_t k = 0; k < leaf.rows.size(); ++k) {
+    const int64_t row = leaf.rows[k];
+    if (row < 0 || row >= count) {
+      throw CollateError("prefetch: index " + std::to_string(row) + " (position " +
+                         std::to_string(k) + " of the batch) is out of range for " +
+                         std::to_string(count) + " rows");
+    }
+  }
+}
+
 std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t* total_bytes) {
   std::vector<LeafLayout> layout;
   layout.reserve(leaves.size());
   size_t offset = 0;
   for (const auto& leaf : leaves) {
+    check_rows(leaf);
     offset = checked_bytes(checked_round_up(offset, kLeafAlignment, "the batch's byte size"));
     size_t n = leaf.nbytes();
     layout.push_back({offset, n});

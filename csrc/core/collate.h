@@ -32,7 +32,7 @@ struct HostTensor {
 // `dtype_code` and `shape` are carried through for the binding; the core never interprets them.
 struct LeafPlan {
   std::vector<HostTensor> pieces;
-  std::vector<int64_t> rows;  // gather: indices into pieces[0]'s first dimension, all in range
+  std::vector<int64_t> rows;  // gather: indices into pieces[0]'s first dimension (check_rows)
   bool gather = false;
   int64_t dtype_code = 0;
   std::vector<int64_t> shape;
@@ -50,8 +50,15 @@ struct LeafLayout {
   size_t nbytes = 0;
 };
 
+// A gather leaf's precondition: one source of at least one dimension, and every row in
+// [0, rows of the source). The copy tasks index the source with `rows` unchecked, so a row out
+// of range would read outside it. Throws a CollateError naming the first bad row's position, its
+// value and the row count; does nothing for other leaves.
+void check_rows(const LeafPlan& leaf);
+
 // Offsets of every leaf in the packed buffer, and the total size (checked: the true size, or a
-// CollateError when it would pass kMaxBatchBytes).
+// CollateError when it would pass kMaxBatchBytes). Checks every leaf's rows (check_rows) too:
+// every batch the engine collates is laid out here first.
 std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t* total_bytes);
 
 // A unit of copying that a thread can run on its own.

@@ -124,6 +124,13 @@ at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj
   return t;
 }
 
+// A core message without its "prefetch: ", to be wrapped in one that names the leaf.
+std::string without_prefix(std::string why) {
+  const std::string prefix = "prefetch: ";
+  if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+  return why;
+}
+
 // A plan's sizes, checked before any memory is reserved for it: no byte size or element count
 // wraps (see checked_math.h), and the error names the leaf.
 void check_plan_sizes(const LeafPlan& plan, const std::string& name) {
@@ -131,11 +138,8 @@ void check_plan_sizes(const LeafPlan& plan, const std::string& name) {
     checked_numel(plan.shape, "the element count");
     plan.nbytes();
   } catch (const CollateError& e) {
-    std::string why = e.what();
-    const std::string prefix = "prefetch: ";
-    if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
     throw CollateError("prefetch: cannot collate " + name + " of shape " + shape_str(plan.shape) +
-                       ": " + why);
+                       ": " + without_prefix(e.what()));
   }
 }
 
@@ -462,16 +466,8 @@ class PyEngine {
       throw CollateError("prefetch: " + name + ": indices must be a 1-D int64 CPU tensor");
     }
     indices = indices.contiguous();
-    const int64_t rows = array.size(0);
     const int64_t n = indices.numel();
     const int64_t* idx = indices.const_data_ptr<int64_t>();
-    for (int64_t k = 0; k < n; ++k) {
-      if (idx[k] < 0 || idx[k] >= rows) {
-        throw CollateError("prefetch: " + name + ": index " + std::to_string(idx[k]) +
-                           " (position " + std::to_string(k) + " of the batch) is out of range for " +
-                           std::to_string(rows) + " rows");
-      }
-    }
     plan->gather = true;
     plan->pieces.push_back(host_view(array));
     plan->rows.assign(idx, idx + n);
@@ -479,6 +475,12 @@ class PyEngine {
     plan->shape.push_back(n);
     plan->shape.insert(plan->shape.end(), array.sizes().begin() + 1, array.sizes().end());
     keep->push_back(std::move(array));
+    // The core checks the rows again when it lays the batch out; here the error gets the name.
+    try {
+      check_rows(*plan);
+    } catch (const CollateError& e) {
+      throw CollateError("prefetch: " + name + ": " + without_prefix(e.what()));
+    }
   }
 
   // The packed destination as a uint8 tensor. On the CPU its storage holds the pool lease: the
