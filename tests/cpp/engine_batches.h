@@ -4,7 +4,12 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
@@ -200,6 +205,20 @@ inline void expect_batch(Engine& e, uint64_t token, uint64_t seq, uint64_t tag, 
 }
 
 
+// The kernel's id of the calling thread.
+inline pid_t current_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+
+// True while thread `tid` of this process is asleep in the kernel (state 'S' in
+// /proc/self/task/<tid>/stat): waiting on a futex (a condition variable, a mutex), as a thread
+// blocked inside the engine does. A thread that is running, or ready but not yet scheduled, is 'R'.
+inline bool asleep(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // "tid (comm) S ...": the name may hold spaces and parentheses, the state follows the last ')'.
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'S';
+}
+
 // Owns an engine and the threads a test runs against it. At the end of the test it cancels the
 // epoch (which unblocks a producer or consumer left waiting by a failed test) and joins the
 // threads; a thread still blocked after that (a broken wake-up) is detached and the engine leaked,
@@ -222,6 +241,30 @@ class EngineHarness {
     threads_.push_back(Thread{std::thread(std::move(task)), [result](std::chrono::nanoseconds d) {
                                 return result.wait_for(d) == std::future_status::ready;
                               }});
+    return result;
+  }
+
+  // spawn() for a call the test expects to block: returns once the new thread is inside f() and
+  // asleep in the kernel, or f() has returned (at most 10 s). A "still blocked" check after it is
+  // then deterministic: the thread has had every chance to get through a wait that does not hold
+  // it, however slow the machine, instead of perhaps not having started yet after a sleep. (A
+  // thread of a correct engine that the test has not unblocked sleeps there until it does.)
+  template <class F>
+  auto spawn_blocked(F f) -> std::shared_future<decltype(f())> {
+    auto tid = std::make_shared<std::atomic<pid_t>>(0);
+    auto result = spawn([tid, f = std::move(f)]() mutable {
+      tid->store(current_tid());
+      return f();
+    });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
+           !(tid->load() != 0 && asleep(tid->load()))) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the spawned call neither returned nor went to sleep within 10 s";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
     return result;
   }
 

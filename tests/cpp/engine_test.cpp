@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -37,33 +38,61 @@ int64_t now_ns() {
       .count();
 }
 
-class EngineDepth : public ::testing::TestWithParam<int> {};
+// The setup most tests share: an engine on the host backend (in an EngineHarness, so a broken
+// wake-up fails the test instead of hanging it), its first epoch started, and an Allocator for the
+// destinations. A test calls start() with the options it needs; the harness is built there, not
+// in the constructor, because the options differ from test to test.
+class EngineTest : public ::testing::Test {
+ protected:
+  // Builds the engine with `o` and starts its first epoch, whose token is `token`. A nonzero
+  // `stream_delay_us` makes the host stream sleep a random 0..stream_delay_us (drawn from `seed`)
+  // before every piece of stream work, so that copies are still queued while the test goes on.
+  Engine& start(EngineOptions o, int64_t stream_delay_us = 0, uint64_t seed = 0) {
+    harness_.emplace(o);
+    if (stream_delay_us != 0) (*harness_)->backend().set_debug_delay(stream_delay_us, seed);
+    token = (*harness_)->start_epoch();
+    return **harness_;
+  }
+  EngineHarness& h() { return *harness_; }
+
+  // Submits batch `tag` (spec `s`) into epoch `t` from a harness thread: a submit that blocks
+  // for 10 s fails the test (EngineHarness::call).
+  uint64_t submit(uint64_t t, uint64_t tag, const Spec& s) { return submit_tag(h(), t, tag, s, alloc); }
+
+  Allocator alloc;
+  uint64_t token = 0;
+
+ private:
+  // Last, so it is destroyed first: its threads are cancelled and joined while `alloc` and the
+  // rest of the fixture they may use are still alive.
+  std::optional<EngineHarness> harness_;
+};
+
+class EngineDepth : public EngineTest, public ::testing::WithParamInterface<int> {};
 
 // Batches arrive in order with exact content, epoch after epoch, from a producer thread.
 TEST_P(EngineDepth, InOrderExactContentSeveralEpochs) {
-  Allocator alloc;
-  EngineHarness h(options(GetParam()));
-  Engine& e = *h;
+  Engine& e = start(options(GetParam()));
   const int per_epoch = 25;
   uint64_t total = 0;
   for (uint64_t epoch = 1; epoch <= 4; ++epoch) {
-    const uint64_t token = e.start_epoch();
-    auto producer = h.spawn([&e, &alloc, token, epoch, per_epoch] {
+    const uint64_t t = epoch == 1 ? token : e.start_epoch();
+    auto producer = h().spawn([this, &e, t, epoch, per_epoch] {
       for (int i = 0; i < per_epoch; ++i) {
         uint64_t tag = epoch * 100000 + i;
-        uint64_t seq = submit_tag(e, token, tag, random_spec(tag, false), alloc);
+        uint64_t seq = submit_tag(e, t, tag, random_spec(tag, false), alloc);
         if (seq != static_cast<uint64_t>(i)) throw std::runtime_error("seq " + std::to_string(seq));
       }
-      e.finish(token, false);
+      e.finish(t, false);
     });
     for (int i = 0; i < per_epoch; ++i) {
       uint64_t tag = epoch * 100000 + i;
-      expect_batch(e, token, i, tag, random_spec(tag, false));
+      expect_batch(e, t, i, tag, random_spec(tag, false));
       if (HasFatalFailure()) return;
     }
     ReadyBatch b;
-    EXPECT_EQ(e.next(token, &b, kLongWait), NextStatus::kEnd);
-    EXPECT_EQ(e.next(token, &b, kLongWait), NextStatus::kEnd) << "the end is sticky";
+    EXPECT_EQ(e.next(t, &b, kLongWait), NextStatus::kEnd);
+    EXPECT_EQ(e.next(t, &b, kLongWait), NextStatus::kEnd) << "the end is sticky";
     ASSERT_TRUE(ready_within(producer, 10s));
     EXPECT_NO_THROW(producer.get());
     total += per_epoch;
@@ -79,18 +108,18 @@ TEST_P(EngineDepth, InOrderExactContentSeveralEpochs) {
 void expect_held_batches_intact(EngineHarness& h, Allocator& alloc, int n, bool large) {
   Engine& e = *h;
   for (uint64_t epoch = 1; epoch <= 2; ++epoch) {
-    const uint64_t token = e.start_epoch();
-    h.spawn([&e, &alloc, token, epoch, n, large] {
+    const uint64_t t = e.start_epoch();
+    h.spawn([&e, &alloc, t, epoch, n, large] {
       for (int i = 0; i < n; ++i) {
         uint64_t tag = epoch * 1000 + i;
-        submit_tag(e, token, tag, random_spec(tag, large), alloc);
+        submit_tag(e, t, tag, random_spec(tag, large), alloc);
       }
-      e.finish(token, false);
+      e.finish(t, false);
     });
     std::vector<ReadyBatch> held;
     ReadyBatch b;
     NextStatus st;
-    while ((st = e.next(token, &b, kLongWait)) == NextStatus::kBatch) held.push_back(std::move(b));
+    while ((st = e.next(t, &b, kLongWait)) == NextStatus::kBatch) held.push_back(std::move(b));
     EXPECT_EQ(st, NextStatus::kEnd);
     ASSERT_EQ(held.size(), static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
@@ -103,41 +132,34 @@ void expect_held_batches_intact(EngineHarness& h, Allocator& alloc, int n, bool 
 }
 
 TEST_P(EngineDepth, HeldBatchesAreNeverOverwritten) {
-  Allocator alloc;
-  EngineHarness h(options(GetParam(), 1));
-  h->backend().set_debug_delay(50, 3);
-  expect_held_batches_intact(h, alloc, 30, /*large=*/false);
+  start(options(GetParam(), 1), 50, 3);
+  expect_held_batches_intact(h(), alloc, 30, /*large=*/false);
 }
 
 // The CPU device's mode: collation straight into the destination, no ring and no copy. Order,
 // exact content and held batches as through the ring, with random stream delays.
 TEST_P(EngineDepth, CollateIntoDestinationKeepsOrderContentAndHeldBatches) {
-  Allocator alloc;
   EngineOptions o = options(GetParam(), 3);
   o.collate_into_destination = true;
-  EngineHarness h(o);
-  h->backend().set_debug_delay(50, 11);
-  expect_held_batches_intact(h, alloc, 20, /*large=*/true);
-  EXPECT_EQ(h->slot_capacity(0), 0u) << "the ring is not used in this mode";
+  Engine& e = start(o, 50, 11);
+  expect_held_batches_intact(h(), alloc, 20, /*large=*/true);
+  EXPECT_EQ(e.slot_capacity(0), 0u) << "the ring is not used in this mode";
 }
 
 // With depth d, d batches can wait for the consumer; the next submit blocks until one is taken.
 TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   const int d = GetParam();
-  Allocator alloc;
-  EngineHarness h(options(d));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(d));
   const Spec s{100, 3, 4, 2, 5};
-  for (int i = 0; i < d; ++i) EXPECT_EQ(submit_tag(h, token, i, s, alloc), static_cast<uint64_t>(i));
+  for (int i = 0; i < d; ++i) EXPECT_EQ(submit(token, i, s), static_cast<uint64_t>(i));
 
   const uint64_t wait_before = e.stats().slot_wait_ns;
-  std::atomic<int64_t> started_ns{0};
-  auto extra = h.spawn([&e, &alloc, &s, &started_ns, token, d] {
-    started_ns.store(now_ns());
-    return submit_tag(e, token, d, s, alloc);
+  auto started_ns = std::make_shared<std::atomic<int64_t>>(0);  // shared: the thread may outlive a failed test
+  auto extra = h().spawn_blocked([this, &e, s, started_ns, d] {
+    auto batch = build_batch(d, s);
+    started_ns->store(now_ns());  // just before the call: the wait is most of what follows
+    return e.submit(token, batch->leaves, alloc.fn());
   });
-  std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(ready_within(extra, 0s)) << "submit did not block with " << d << " batches waiting";
   EXPECT_EQ(alloc.calls.load(), d);
 
@@ -147,7 +169,7 @@ TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   EXPECT_EQ(extra.get(), static_cast<uint64_t>(d));
   for (int i = 1; i <= d; ++i) expect_batch(e, token, i, i, s);
   // The blocked submit is accounted as slot wait (it waited from about `started` to `taken`).
-  const int64_t blocked_ns = taken_ns - started_ns.load();
+  const int64_t blocked_ns = taken_ns - started_ns->load();
   EXPECT_GE(static_cast<int64_t>(e.stats().slot_wait_ns - wait_before), blocked_ns / 2);
 }
 
@@ -169,26 +191,28 @@ TEST_P(EngineDepth, BackpressureWithSlowConsumer) {
     auto v = std::make_shared<std::vector<uint8_t>>(bytes);
     return Destination{reinterpret_cast<std::byte*>(v->data()), v};
   };
+  // Its own harness (not the fixture's), declared after the counters its producer thread uses:
+  // the fixture's would outlive them if the test failed with the thread still running.
   EngineHarness h(options(d));
   Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  h.spawn([&e, &alloc, token, n] {
+  const uint64_t t = e.start_epoch();
+  h.spawn([&e, &alloc, t, n] {
     for (int i = 0; i < n; ++i) {
       auto b = build_batch(i, random_spec(i, false));
-      e.submit(token, b->leaves, alloc);
+      e.submit(t, b->leaves, alloc);
     }
-    e.finish(token, false);
+    e.finish(t, false);
   });
   for (int i = 0; i < n; ++i) {
     std::this_thread::sleep_for(2ms);
     ReadyBatch b;
     next_calls.fetch_add(1);
-    ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
+    ASSERT_EQ(e.next(t, &b, kLongWait), NextStatus::kBatch);
     e.backend().wait_on(*b.ready, nullptr);
     EXPECT_EQ(verify(b, i, random_spec(i, false)), "");
   }
   ReadyBatch b;
-  EXPECT_EQ(e.next(token, &b, kLongWait), NextStatus::kEnd);
+  EXPECT_EQ(e.next(t, &b, kLongWait), NextStatus::kEnd);
   EXPECT_LE(max_ahead.load(), d);
   EXPECT_GE(max_ahead.load(), 1);
 }
@@ -213,15 +237,11 @@ std::string submit_outcome(Engine& e, uint64_t token, uint64_t tag, const Spec& 
   }
 }
 
-TEST(Engine, CancelWakesBlockedProducer) {
-  Allocator alloc;
+TEST_F(EngineTest, CancelWakesBlockedProducer) {
   const Spec s{10, 1, 1, 1, 1};
-  EngineHarness h(options(1));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  submit_tag(h, token, 0, s, alloc);
-  auto blocked = h.spawn([&e, &alloc, &s, token] { return submit_outcome(e, token, 1, s, alloc); });
-  std::this_thread::sleep_for(50ms);
+  Engine& e = start(options(1));
+  submit(token, 0, s);
+  auto blocked = h().spawn_blocked([this, &e, s] { return submit_outcome(e, token, 1, s, alloc); });
   ASSERT_FALSE(ready_within(blocked, 0s)) << "submit did not block";
   e.cancel();
   ASSERT_TRUE(ready_within(blocked, 10s)) << "cancel() did not wake the producer";
@@ -231,62 +251,54 @@ TEST(Engine, CancelWakesBlockedProducer) {
   // The cancelled epoch is over for both sides.
   ReadyBatch b;
   EXPECT_EQ(e.next(token, &b, 0ns), NextStatus::kCancelled);
-  EXPECT_THROW(submit_tag(h, token, 2, s, alloc), Cancelled);
+  EXPECT_THROW(submit(token, 2, s), Cancelled);
   e.finish(token, false);  // ignored
 
   // A new epoch works from sequence 0.
   const uint64_t t2 = e.start_epoch();
   EXPECT_NE(t2, token);
-  EXPECT_EQ(submit_tag(h, t2, 7, s, alloc), 0u);
+  EXPECT_EQ(submit(t2, 7, s), 0u);
   expect_batch(e, t2, 0, 7, s);
 }
 
-TEST(Engine, CancelWakesBlockedConsumer) {
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  auto consumer = h.spawn([&e, token] {
+TEST_F(EngineTest, CancelWakesBlockedConsumer) {
+  Engine& e = start(options(2));
+  auto consumer = h().spawn_blocked([&e, t = token] {
     ReadyBatch b;
-    return e.next(token, &b, std::chrono::nanoseconds(-1));  // waits forever
+    return e.next(t, &b, std::chrono::nanoseconds(-1));  // waits forever
   });
-  std::this_thread::sleep_for(50ms);
   ASSERT_FALSE(ready_within(consumer, 0s)) << "next() did not block";
   e.cancel();
   ASSERT_TRUE(ready_within(consumer, 10s)) << "cancel() did not wake the consumer";
   EXPECT_EQ(consumer.get(), NextStatus::kCancelled);
 }
 
-TEST(Engine, NewEpochWakesBlockedConsumerOfTheOldOne) {
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  auto consumer = h.spawn([&e, token] {
+TEST_F(EngineTest, NewEpochWakesBlockedConsumerOfTheOldOne) {
+  Engine& e = start(options(2));
+  auto consumer = h().spawn_blocked([&e, t = token] {
     ReadyBatch b;
-    return e.next(token, &b, std::chrono::nanoseconds(-1));
+    return e.next(t, &b, std::chrono::nanoseconds(-1));
   });
-  std::this_thread::sleep_for(30ms);
+  ASSERT_FALSE(ready_within(consumer, 0s)) << "next() did not block";
   e.start_epoch();
   ASSERT_TRUE(ready_within(consumer, 10s)) << "start_epoch() did not wake the old consumer";
   EXPECT_EQ(consumer.get(), NextStatus::kCancelled);
 }
 
 // cancel(token) ends the epoch only while `token` is current.
-TEST(Engine, CancelWithTokenIgnoresStaleTokens) {
-  Allocator alloc;
+TEST_F(EngineTest, CancelWithTokenIgnoresStaleTokens) {
   const Spec s{64, 2, 2, 1, 2};
-  EngineHarness h(options(1));
-  Engine& e = *h;
-  const uint64_t t1 = e.start_epoch();
+  Engine& e = start(options(1));
+  const uint64_t t1 = token;
   const uint64_t t2 = e.start_epoch();
   e.cancel(t1);  // a stale iterator's cleanup: no effect on t2
-  EXPECT_EQ(submit_tag(h, t2, 1, s, alloc), 0u);
+  EXPECT_EQ(submit(t2, 1, s), 0u);
   expect_batch(e, t2, 0, 1, s);
 
   // The current token: wakes a producer blocked on the full ring and a waiting consumer.
-  EXPECT_EQ(submit_tag(h, t2, 2, s, alloc), 1u);
-  auto producer = h.spawn([&e, &alloc, &s, t2] { return submit_outcome(e, t2, 3, s, alloc); });
-  std::this_thread::sleep_for(30ms);
-  ASSERT_FALSE(ready_within(producer, 0s));
+  EXPECT_EQ(submit(t2, 2, s), 1u);
+  auto producer = h().spawn_blocked([this, &e, s, t2] { return submit_outcome(e, t2, 3, s, alloc); });
+  ASSERT_FALSE(ready_within(producer, 0s)) << "submit did not block";
   e.cancel(t2);
   ASSERT_TRUE(ready_within(producer, 10s)) << "cancel(token) did not wake the producer";
   EXPECT_EQ(producer.get(), "cancelled");
@@ -294,32 +306,31 @@ TEST(Engine, CancelWithTokenIgnoresStaleTokens) {
   EXPECT_EQ(e.next(t2, &b, 0ns), NextStatus::kCancelled);
 
   const uint64_t t3 = e.start_epoch();
-  auto consumer = h.spawn([&e, t3] {
+  auto consumer = h().spawn_blocked([&e, t3] {
     ReadyBatch got;
     return e.next(t3, &got, std::chrono::nanoseconds(-1));
   });
-  std::this_thread::sleep_for(30ms);
+  ASSERT_FALSE(ready_within(consumer, 0s)) << "next() did not block";
   e.cancel(t2);  // stale again: the consumer of t3 keeps waiting
-  std::this_thread::sleep_for(30ms);
-  EXPECT_FALSE(ready_within(consumer, 0s)) << "a stale cancel(token) ended the current epoch";
+  // Asked at once, not after a sleep: t3 is still current (a next() that does not wait says
+  // timeout, not cancelled), so the waiting consumer has nothing to wake for.
+  EXPECT_EQ(e.next(t3, &b, 0ns), NextStatus::kTimeout) << "a stale cancel(token) ended the current epoch";
+  EXPECT_FALSE(ready_within(consumer, 0s)) << "a stale cancel(token) woke the current epoch's consumer";
   e.cancel(t3);
   ASSERT_TRUE(ready_within(consumer, 10s));
   EXPECT_EQ(consumer.get(), NextStatus::kCancelled);
 }
 
-TEST(Engine, CancelDropsUndeliveredBatches) {
-  Allocator alloc;
+TEST_F(EngineTest, CancelDropsUndeliveredBatches) {
   const Spec s{1000, 5, 7, 2, 30};
-  EngineHarness h(options(3));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  for (int i = 0; i < 3; ++i) submit_tag(h, token, i, s, alloc);
+  Engine& e = start(options(3));
+  for (int i = 0; i < 3; ++i) submit(token, i, s);
   e.cancel();
   const uint64_t t2 = e.start_epoch();
   ReadyBatch b;
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout) << "a batch of the cancelled epoch was delivered";
   // All three slots are usable at once: no batch of the old epoch counts against depth.
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(submit_tag(h, t2, 10 + i, s, alloc), static_cast<uint64_t>(i));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(submit(t2, 10 + i, s), static_cast<uint64_t>(i));
   for (int i = 0; i < 3; ++i) expect_batch(e, t2, i, 10 + i, s);
 }
 
@@ -362,20 +373,18 @@ TEST(Engine, DroppedBatchDestinationsLiveUntilTheirCopyLands) {
 }
 
 // A stale token can neither submit, finish nor take batches from a new epoch.
-TEST(Engine, StaleTokenCannotDeliverIntoNewEpoch) {
-  Allocator alloc;
+TEST_F(EngineTest, StaleTokenCannotDeliverIntoNewEpoch) {
   const Spec s{300, 4, 4, 1, 10};
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t t1 = e.start_epoch();
-  submit_tag(h, t1, 1, s, alloc);
+  Engine& e = start(options(2));
+  const uint64_t t1 = token;
+  submit(t1, 1, s);
   const uint64_t t2 = e.start_epoch();
-  EXPECT_THROW(submit_tag(h, t1, 2, s, alloc), Cancelled);
+  EXPECT_THROW(submit(t1, 2, s), Cancelled);
   e.finish(t1, true);  // must not end (or fail) the new epoch
   ReadyBatch b;
   EXPECT_EQ(e.next(t1, &b, 0ns), NextStatus::kCancelled);
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout);
-  EXPECT_EQ(submit_tag(h, t2, 3, s, alloc), 0u);
+  EXPECT_EQ(submit(t2, 3, s), 0u);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 3, s);
   EXPECT_EQ(e.next(t2, &b, 1s), NextStatus::kEnd);
@@ -383,14 +392,12 @@ TEST(Engine, StaleTokenCannotDeliverIntoNewEpoch) {
 
 // The epoch changes while a submit is past its wait (here: inside the allocator): the batch of
 // the old epoch is dropped, not delivered into the new one.
-TEST(Engine, EpochChangeDuringSubmitDropsTheBatch) {
+TEST_F(EngineTest, EpochChangeDuringSubmitDropsTheBatch) {
   const Spec s{5000, 8, 9, 3, 40};
   uint64_t t2 = 0;
   int calls = 0;
-  Allocator alloc;
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t t1 = e.start_epoch();
+  Engine& e = start(options(2));
+  const uint64_t t1 = token;
   DestinationAllocator racing = [&](size_t bytes) {
     ++calls;
     t2 = e.start_epoch();
@@ -398,43 +405,38 @@ TEST(Engine, EpochChangeDuringSubmitDropsTheBatch) {
     return Destination{reinterpret_cast<std::byte*>(v->data()), v};
   };
   auto b1 = build_batch(1, s);
-  EXPECT_THROW(h.call([&] { return e.submit(t1, b1->leaves, racing); }), Cancelled);
+  EXPECT_THROW(h().call([&] { return e.submit(t1, b1->leaves, racing); }), Cancelled);
   EXPECT_EQ(calls, 1);
   ASSERT_NE(t2, 0u);
   ReadyBatch b;
   EXPECT_EQ(e.next(t2, &b, 30ms), NextStatus::kTimeout);
-  EXPECT_EQ(submit_tag(h, t2, 2, s, alloc), 0u);
+  EXPECT_EQ(submit(t2, 2, s), 0u);
   expect_batch(e, t2, 0, 2, s);
 }
 
 // A producer of the old epoch blocked on a full ring is woken by the new epoch and delivers
 // nothing into it, while the new epoch's producer goes through.
-TEST(Engine, StaleBlockedProducerIsCancelledByNewEpoch) {
-  Allocator alloc;
+TEST_F(EngineTest, StaleBlockedProducerIsCancelledByNewEpoch) {
   const Spec s{2000, 3, 3, 1, 3};
-  EngineHarness h(options(1));
-  Engine& e = *h;
-  const uint64_t t1 = e.start_epoch();
-  submit_tag(h, t1, 100, s, alloc);
-  auto stale = h.spawn([&e, &alloc, &s, t1] { return submit_outcome(e, t1, 101, s, alloc); });
-  std::this_thread::sleep_for(30ms);
+  Engine& e = start(options(1));
+  const uint64_t t1 = token;
+  submit(t1, 100, s);
+  auto stale = h().spawn_blocked([this, &e, s, t1] { return submit_outcome(e, t1, 101, s, alloc); });
+  ASSERT_FALSE(ready_within(stale, 0s)) << "submit did not block";
   const uint64_t t2 = e.start_epoch();
   ASSERT_TRUE(ready_within(stale, 10s)) << "the new epoch did not wake the stale producer";
   EXPECT_EQ(stale.get(), "cancelled");
-  EXPECT_EQ(submit_tag(h, t2, 200, s, alloc), 0u);
+  EXPECT_EQ(submit(t2, 200, s), 0u);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 200, s);
   ReadyBatch b;
   EXPECT_EQ(e.next(t2, &b, 1s), NextStatus::kEnd);
 }
 
-TEST(Engine, FinishFailedAfterRemainingBatches) {
-  Allocator alloc;
+TEST_F(EngineTest, FinishFailedAfterRemainingBatches) {
   const Spec s{777, 2, 5, 2, 9};
-  EngineHarness h(options(4));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  for (int i = 0; i < 3; ++i) submit_tag(h, token, i, s, alloc);
+  Engine& e = start(options(4));
+  for (int i = 0; i < 3; ++i) submit(token, i, s);
   e.finish(token, true);
   for (int i = 0; i < 3; ++i) expect_batch(e, token, i, i, s);
   ReadyBatch b;
@@ -443,7 +445,7 @@ TEST(Engine, FinishFailedAfterRemainingBatches) {
 
   // A clean finish of the next epoch is kEnd: the failure does not leak into it.
   const uint64_t t2 = e.start_epoch();
-  submit_tag(h, t2, 9, s, alloc);
+  submit(t2, 9, s);
   e.finish(t2, false);
   expect_batch(e, t2, 0, 9, s);
   EXPECT_EQ(e.next(t2, &b, 1s), NextStatus::kEnd);
@@ -458,12 +460,9 @@ TEST(Engine, FinishFailedAfterRemainingBatches) {
   EXPECT_EQ(e.next(t4, &b, 10ms), NextStatus::kTimeout);
 }
 
-TEST(Engine, NextTimesOut) {
-  Allocator alloc;
+TEST_F(EngineTest, NextTimesOut) {
   const Spec s{50, 1, 2, 0, 0};
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2));
   ReadyBatch b;
   EXPECT_EQ(e.next(token, &b, 0ns), NextStatus::kTimeout);
   auto t0 = std::chrono::steady_clock::now();
@@ -471,14 +470,14 @@ TEST(Engine, NextTimesOut) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 35ms);
 
   // A batch submitted while next() waits with a timeout is returned.
-  auto consumer = h.spawn([&e, token] {
+  auto consumer = h().spawn_blocked([&e, t = token] {
     ReadyBatch got;
-    NextStatus st = e.next(token, &got, 10s);
+    NextStatus st = e.next(t, &got, 10s);
     if (st == NextStatus::kBatch) got.ready->wait();
     return std::make_pair(st, got.seq);
   });
-  std::this_thread::sleep_for(20ms);
-  submit_tag(h, token, 5, s, alloc);
+  ASSERT_FALSE(ready_within(consumer, 0s)) << "next() did not wait";
+  submit(token, 5, s);
   ASSERT_TRUE(ready_within(consumer, 10s));
   auto [st, seq] = consumer.get();
   EXPECT_EQ(st, NextStatus::kBatch);
@@ -489,54 +488,48 @@ TEST(Engine, NextTimesOut) {
 // ---------------------------------------------------------------------------------------------
 // Sizes and errors
 
-TEST(Engine, MaxBatchBytesThrowsCollateError) {
+TEST_F(EngineTest, MaxBatchBytesThrowsCollateError) {
   EngineOptions o = options(8);  // deep enough that a batch wrongly accepted never blocks
   o.max_batch_bytes = 4096;
-  Allocator alloc;
-  EngineHarness h(o);
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(o);
   const Spec big{5000, 0, 1, 0, 0};
   ASSERT_GT(expected_total(big), 4096u);
-  EXPECT_THROW(submit_tag(h, token, 1, big, alloc), CollateError);
+  EXPECT_THROW(submit(token, 1, big), CollateError);
   EXPECT_EQ(alloc.calls.load(), 0) << "nothing is allocated for a rejected batch";
   // The cap is on the packed size: leaves that fit only without alignment padding are refused.
   const Spec padded{4000, 1, 40, 0, 0};  // 4000 + 80 bytes, packed to 4096 + 80
   ASSERT_GT(expected_total(padded), 4096u);
-  EXPECT_THROW(submit_tag(h, token, 2, padded, alloc), CollateError);
+  EXPECT_THROW(submit(token, 2, padded), CollateError);
 
   // The engine goes on working, and a batch of exactly the cap is accepted.
   const Spec exact{4096, 0, 1, 0, 0};
   ASSERT_EQ(expected_total(exact), 4096u);
-  EXPECT_EQ(submit_tag(h, token, 3, exact, alloc), 0u);
+  EXPECT_EQ(submit(token, 3, exact), 0u);
   const Spec small{100, 2, 3, 1, 4};
-  EXPECT_EQ(submit_tag(h, token, 4, small, alloc), 1u);
+  EXPECT_EQ(submit(token, 4, small), 1u);
   expect_batch(e, token, 0, 3, exact);
   expect_batch(e, token, 1, 4, small);
-  EXPECT_THROW(submit_tag(h, token, 5, big, alloc), CollateError);
+  EXPECT_THROW(submit(token, 5, big), CollateError);
   e.finish(token, false);
   ReadyBatch b;
   EXPECT_EQ(e.next(token, &b, 1s), NextStatus::kEnd);
   EXPECT_EQ(e.stats().submitted, 2u);
 }
 
-TEST(Engine, RingGrowsForLargeBatches) {
-  Allocator alloc;
+TEST_F(EngineTest, RingGrowsForLargeBatches) {
   const Spec small{1000, 4, 4, 1, 10};
   const Spec large{3u << 20, 100, 50, 4, 3000};         // ~3 MiB: more than a first 1 MiB slot
   const Spec larger{(5u << 20) + 12345, 10, 10, 1, 1};  // ~5 MiB
-  EngineHarness h(options(2, 3, 64 * 1024));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2, 3, 64 * 1024));
   EXPECT_EQ(e.slot_capacity(0), 0u);
 
-  EXPECT_EQ(submit_tag(h, token, 0, small, alloc), 0u);  // slot 0
+  EXPECT_EQ(submit(token, 0, small), 0u);  // slot 0
   EXPECT_GE(e.slot_capacity(0), expected_total(small));
   const size_t first_capacity = e.slot_capacity(0);
-  EXPECT_EQ(submit_tag(h, token, 1, large, alloc), 1u);  // slot 1
+  EXPECT_EQ(submit(token, 1, large), 1u);  // slot 1
   EXPECT_GE(e.slot_capacity(1), expected_total(large));
   expect_batch(e, token, 0, 0, small);
-  EXPECT_EQ(submit_tag(h, token, 2, larger, alloc), 2u);  // slot 0 again: grows
+  EXPECT_EQ(submit(token, 2, larger), 2u);  // slot 0 again: grows
   EXPECT_GE(e.slot_capacity(0), expected_total(larger));
   EXPECT_GT(e.slot_capacity(0), first_capacity);
   const size_t grown = e.slot_capacity(0);
@@ -545,8 +538,8 @@ TEST(Engine, RingGrowsForLargeBatches) {
   EXPECT_EQ(alloc.last_bytes.load(), expected_total(larger));
 
   // Smaller batches afterwards reuse the grown slots, with the right content.
-  EXPECT_EQ(submit_tag(h, token, 3, small, alloc), 3u);  // slot 1
-  EXPECT_EQ(submit_tag(h, token, 4, small, alloc), 4u);  // slot 0
+  EXPECT_EQ(submit(token, 3, small), 3u);  // slot 1
+  EXPECT_EQ(submit(token, 4, small), 4u);  // slot 0
   EXPECT_EQ(e.slot_capacity(0), grown);
   expect_batch(e, token, 3, 3, small);
   expect_batch(e, token, 4, 4, small);
@@ -568,6 +561,7 @@ TEST(Engine, ZeroByteBatches) {
   Allocator normal;
   const Spec empty{0, 0, 1, 0, 0};
   const Spec some{321, 3, 3, 2, 7};
+  // Its own harness, declared after the allocators its producer thread uses.
   EngineHarness h(options(2));
   Engine& e = *h;
   const uint64_t token = e.start_epoch();
@@ -605,7 +599,7 @@ TEST(Engine, ZeroByteBatches) {
   EXPECT_EQ(zero_byte_requests.load(), 0) << "the allocator is never asked for 0 bytes";
 }
 
-TEST(Engine, AllocatorExceptionPropagatesAndEngineRecovers) {
+TEST_F(EngineTest, AllocatorExceptionPropagatesAndEngineRecovers) {
   const Spec s{3000, 6, 7, 2, 20};
   int calls = 0;
   DestinationAllocator flaky = [&](size_t bytes) {
@@ -613,15 +607,13 @@ TEST(Engine, AllocatorExceptionPropagatesAndEngineRecovers) {
     auto v = std::make_shared<std::vector<uint8_t>>(bytes);
     return Destination{reinterpret_cast<std::byte*>(v->data()), v};
   };
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2));
   std::vector<uint64_t> accepted;
   int failures = 0;
   for (uint64_t tag = 0; tag < 9; ++tag) {
     auto b = build_batch(tag, s);
     try {
-      uint64_t seq = h.call([&] { return e.submit(token, b->leaves, flaky); });
+      uint64_t seq = h().call([&] { return e.submit(token, b->leaves, flaky); });
       EXPECT_EQ(seq, accepted.size()) << "a failed submit must not take a sequence number";
       accepted.push_back(tag);
       expect_batch(e, token, seq, tag, s);  // taken at once, so depth never blocks
@@ -640,33 +632,29 @@ TEST(Engine, AllocatorExceptionPropagatesAndEngineRecovers) {
 
 // An allocator failure must not leave the failed batch counted against depth: with depth 1,
 // the epoch goes on after several failures in a row.
-TEST(Engine, AllocatorFailuresDoNotUseUpDepth) {
+TEST_F(EngineTest, AllocatorFailuresDoNotUseUpDepth) {
   const Spec s{100, 2, 2, 1, 3};
-  bool fail = true;
-  DestinationAllocator alloc = [&](size_t bytes) {
-    if (fail) throw std::bad_alloc();
+  // Shared with the allocator by value: a thread left blocked by a failed test may outlive them.
+  auto fail = std::make_shared<std::atomic<bool>>(true);
+  DestinationAllocator alloc = [fail](size_t bytes) {
+    if (fail->load()) throw std::bad_alloc();
     auto v = std::make_shared<std::vector<uint8_t>>(bytes);
     return Destination{reinterpret_cast<std::byte*>(v->data()), v};
   };
-  EngineHarness h(options(1));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  auto b = build_batch(1, s);
-  for (int i = 0; i < 3; ++i) EXPECT_THROW(h.call([&] { return e.submit(token, b->leaves, alloc); }), std::bad_alloc);
-  fail = false;
-  auto ok = h.spawn([&e, &b, &alloc, token] { return e.submit(token, b->leaves, alloc); });
+  Engine& e = start(options(1));
+  std::shared_ptr<SourceBatch> b = build_batch(1, s);
+  for (int i = 0; i < 3; ++i) EXPECT_THROW(h().call([&] { return e.submit(token, b->leaves, alloc); }), std::bad_alloc);
+  fail->store(false);
+  auto ok = h().spawn([&e, b, alloc, t = token] { return e.submit(t, b->leaves, alloc); });
   ASSERT_TRUE(ready_within(ok, 10s)) << "failed submits were counted against depth";
   EXPECT_EQ(ok.get(), 0u);
   expect_batch(e, token, 0, 1, s);
 }
 
 // Stream work given to submit runs after the copy and before the batch's ready event.
-TEST(Engine, AfterCopyWorkRunsBetweenCopyAndReady) {
+TEST_F(EngineTest, AfterCopyWorkRunsBetweenCopyAndReady) {
   const Spec s{20000, 10, 10, 2, 100};
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  e.backend().set_debug_delay(300, 9);
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2), 300, 9);
   for (int i = 0; i < 5; ++i) {
     auto batch = build_batch(i, s);
     std::atomic<int> ran{0};
@@ -689,7 +677,7 @@ TEST(Engine, AfterCopyWorkRunsBetweenCopyAndReady) {
       std::this_thread::sleep_for(2ms);
       ran.store(1);
     };
-    h.call([&] { return e.submit(token, batch->leaves, alloc, after); });
+    h().call([&] { return e.submit(token, batch->leaves, alloc, after); });
     ReadyBatch b;
     ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
     e.backend().wait_on(*b.ready, nullptr);
@@ -727,16 +715,12 @@ TEST(Engine, BatchesOutliveTheEngine) {
 
 // Work enqueued between stage and publish (a transform) runs after the copy and before ready;
 // the batch is invisible to the consumer until published.
-TEST(Engine, StageThenPublishWithWorkInBetween) {
+TEST_F(EngineTest, StageThenPublishWithWorkInBetween) {
   const Spec s{10000, 6, 8, 2, 50};
-  Allocator alloc;
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  e.backend().set_debug_delay(200, 21);
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2), 200, 21);
   for (uint64_t i = 0; i < 6; ++i) {
     auto batch = build_batch(i, s);
-    StagedBatch staged = h.call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
+    StagedBatch staged = h().call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
     EXPECT_EQ(staged.token, token);
     EXPECT_EQ(staged.batch.seq, i);
     ASSERT_NE(staged.copied, nullptr);
@@ -773,15 +757,11 @@ TEST(Engine, StageThenPublishWithWorkInBetween) {
 }
 
 // The copied event of a staged batch covers the copy: once it completes, the bytes are there.
-TEST(Engine, StagedCopiedEventCoversTheCopy) {
+TEST_F(EngineTest, StagedCopiedEventCoversTheCopy) {
   const Spec s{200000, 30, 30, 3, 1000};
-  Allocator alloc;
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  e.backend().set_debug_delay(2000, 4);
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(2), 2000, 4);
   auto batch = build_batch(3, s);
-  StagedBatch staged = h.call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
+  StagedBatch staged = h().call([&] { return e.stage(token, batch->leaves, alloc.fn()); });
   staged.copied->wait();
   ReadyBatch view;
   view.destination = staged.batch.destination;
@@ -792,20 +772,16 @@ TEST(Engine, StagedCopiedEventCoversTheCopy) {
 }
 
 // A staged batch counts against depth until the consumer takes it.
-TEST(Engine, StagedBatchCountsAgainstDepth) {
+TEST_F(EngineTest, StagedBatchCountsAgainstDepth) {
   const Spec s{500, 2, 2, 1, 5};
-  Allocator alloc;
-  EngineHarness h(options(1));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
+  Engine& e = start(options(1));
   auto b0 = build_batch(0, s);
-  StagedBatch staged = h.call([&] { return e.stage(token, b0->leaves, alloc.fn()); });
-  auto second = h.spawn([&e, &alloc, &s, token] {
+  StagedBatch staged = h().call([&] { return e.stage(token, b0->leaves, alloc.fn()); });
+  auto second = h().spawn_blocked([this, &e, s] {
     auto b1 = build_batch(1, s);
     StagedBatch st = e.stage(token, b1->leaves, alloc.fn());
     return e.publish(std::move(st));
   });
-  std::this_thread::sleep_for(50ms);
   EXPECT_FALSE(ready_within(second, 0s)) << "stage() did not count the unpublished batch";
   EXPECT_EQ(e.publish(std::move(staged)), 0u);
   EXPECT_FALSE(ready_within(second, 20ms)) << "publishing is not delivering: depth is still used";
@@ -816,26 +792,24 @@ TEST(Engine, StagedBatchCountsAgainstDepth) {
 }
 
 // A batch staged in an epoch that has since ended is not published into the next one.
-TEST(Engine, PublishAfterEpochChangeThrowsCancelled) {
+TEST_F(EngineTest, PublishAfterEpochChangeThrowsCancelled) {
   const Spec s{700, 3, 3, 1, 5};
-  Allocator alloc;
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t t1 = e.start_epoch();
+  Engine& e = start(options(2));
+  const uint64_t t1 = token;
   auto b = build_batch(1, s);
-  StagedBatch staged = h.call([&] { return e.stage(t1, b->leaves, alloc.fn()); });
+  StagedBatch staged = h().call([&] { return e.stage(t1, b->leaves, alloc.fn()); });
   const uint64_t t2 = e.start_epoch();
   ASSERT_THROW(e.publish(std::move(staged)), Cancelled);
   ReadyBatch out;
   EXPECT_EQ(e.next(t2, &out, 30ms), NextStatus::kTimeout);
 
-  StagedBatch again = h.call([&] { return e.stage(t2, b->leaves, alloc.fn()); });
+  StagedBatch again = h().call([&] { return e.stage(t2, b->leaves, alloc.fn()); });
   e.cancel();
   ASSERT_THROW(e.publish(std::move(again)), Cancelled);
   EXPECT_EQ(e.next(t2, &out, 0ns), NextStatus::kCancelled);
 
   const uint64_t t3 = e.start_epoch();
-  EXPECT_EQ(submit_tag(h, t3, 1, s, alloc), 0u);
+  EXPECT_EQ(submit(t3, 1, s), 0u);
   expect_batch(e, t3, 0, 1, s);
 }
 
@@ -844,16 +818,12 @@ TEST(Engine, PublishAfterEpochChangeThrowsCancelled) {
 
 // collate_only uses the ring like submit but delivers nothing and never overwrites a slot that
 // a copy still reads.
-TEST(Engine, CollateOnlyDeliversNothingAndCorruptsNothing) {
-  Allocator alloc;
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  e.backend().set_debug_delay(1000, 8);  // copies stay queued while collate_only runs
-  const uint64_t token = e.start_epoch();
+TEST_F(EngineTest, CollateOnlyDeliversNothingAndCorruptsNothing) {
+  Engine& e = start(options(2), 1000, 8);  // copies stay queued while collate_only runs
   std::vector<ReadyBatch> held;
   for (uint64_t i = 0; i < 6; ++i) {
     const Spec s = random_spec(i, false);
-    submit_tag(h, token, i, s, alloc);
+    submit(token, i, s);
     auto other = build_batch(1000 + i, random_spec(1000 + i, false));
     e.collate_only(other->leaves);  // rewrites a ring slot: must wait for its copy first
     ReadyBatch b;
@@ -873,19 +843,17 @@ TEST(Engine, CollateOnlyDeliversNothingAndCorruptsNothing) {
 }
 
 // slot_capacity may be read from any thread while the producer grows the ring.
-TEST(Engine, SlotCapacityReadableWhileProducing) {
-  Allocator alloc;
-  std::atomic<bool> stop{false};
-  std::atomic<int> decreases{0};
-  EngineHarness h(options(2));
-  Engine& e = *h;
-  const uint64_t token = e.start_epoch();
-  auto monitor = h.spawn([&e, &stop, &decreases] {
+TEST_F(EngineTest, SlotCapacityReadableWhileProducing) {
+  // Shared with the monitor by value: a failed test may leave before it stops the monitor.
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  auto decreases = std::make_shared<std::atomic<int>>(0);
+  Engine& e = start(options(2));
+  auto monitor = h().spawn([&e, stop, decreases] {
     size_t last[2] = {0, 0};
-    while (!stop.load()) {
+    while (!stop->load()) {
       for (size_t i = 0; i < 2; ++i) {
         size_t c = e.slot_capacity(i);
-        if (c < last[i]) decreases.fetch_add(1);  // slots never shrink
+        if (c < last[i]) decreases->fetch_add(1);  // slots never shrink
         last[i] = c;
       }
       std::this_thread::yield();
@@ -893,12 +861,12 @@ TEST(Engine, SlotCapacityReadableWhileProducing) {
   });
   for (uint64_t i = 0; i < 8; ++i) {
     const Spec s{(i + 1) * 400000, 3, 3, 1, 3};  // growing past several MiB
-    submit_tag(h, token, i, s, alloc);
+    submit(token, i, s);
     expect_batch(e, token, i, i, s);
   }
-  stop.store(true);
+  stop->store(true);
   ASSERT_TRUE(ready_within(monitor, 10s));
-  EXPECT_EQ(decreases.load(), 0);
+  EXPECT_EQ(decreases->load(), 0);
   EXPECT_GE(e.slot_capacity(0), 7 * 400000u);
   EXPECT_GE(e.slot_capacity(1), 8 * 400000u);
 }
