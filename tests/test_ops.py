@@ -333,30 +333,45 @@ def test_bad_inputs_raise_errors_that_print_the_values(call, match):
         call(x)
 
 
-def _opcheck_cases(device):
-    g = torch.Generator().manual_seed(7)
-    x = torch.randint(0, 256, (3, 9, 8, 3), dtype=torch.uint8, generator=g).to(device)
-    flips = (torch.arange(3, device=device) % 2 == 0)
-    offs = torch.tensor([[0, 0], [-1, 2], [3, -2]], device=device)
-    masks = torch.randint(0, 5, (3, 9, 8), dtype=torch.int64, generator=g).to(device)
-    return [
-        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]), {}),
-        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]),
-         dict(hflip=flips, vflip=flips, crop=[6, 5], offsets=offs, fill=3, dtype=torch.bfloat16,
-              layout="NHWC", channels_last=True)),
-        (torch.ops.prefetch.normalize_flip.default, (x.permute(0, 3, 1, 2).contiguous(), MEAN[:3], STD[:3]),
-         dict(dtype=torch.float16, layout="NCHW")),
-        (torch.ops.prefetch.flip_crop.default, (masks,), dict(hflip=flips, crop=[4, 4], offsets=offs)),
-        (torch.ops.prefetch.normalize_flip.default, (x, MEAN[:3], STD[:3]),
-         dict(hflip=flips[:2], crop=[5, 5], offsets=offs[:2], indices=torch.tensor([2, 0], device=device))),
-        (torch.ops.prefetch.flip_crop.default, (masks,),
-         dict(indices=torch.tensor([1, 1, 2, 0], device=device))),
-    ]
+class _OpcheckInputs:
+    """The tensors the opcheck cases are built from, on `device` (seeded: the same every run)."""
+
+    def __init__(self, device):
+        g = torch.Generator().manual_seed(7)
+        self.device = device
+        self.x = torch.randint(0, 256, (3, 9, 8, 3), dtype=torch.uint8, generator=g).to(device)
+        self.flips = (torch.arange(3, device=device) % 2 == 0)
+        self.offs = torch.tensor([[0, 0], [-1, 2], [3, -2]], device=device)
+        self.masks = torch.randint(0, 5, (3, 9, 8), dtype=torch.int64, generator=g).to(device)
 
 
-def test_opcheck(device):
-    for op, args, kwargs in _opcheck_cases(device):
-        torch.library.opcheck(op, args, kwargs)
+# One case per op and argument combination, by a readable id: (op, args, kwargs) built from the
+# inputs, so that each case is its own test and a failure names the combination.
+_OPCHECK_CASES = {
+    "normalize_flip-defaults": lambda i: (
+        "normalize_flip", (i.x, MEAN[:3], STD[:3]), {}),
+    "normalize_flip-flips-crop-offsets-fill-bf16-channels_last": lambda i: (
+        "normalize_flip", (i.x, MEAN[:3], STD[:3]),
+        dict(hflip=i.flips, vflip=i.flips, crop=[6, 5], offsets=i.offs, fill=3, dtype=torch.bfloat16,
+             layout="NHWC", channels_last=True)),
+    "normalize_flip-NCHW-fp16": lambda i: (
+        "normalize_flip", (i.x.permute(0, 3, 1, 2).contiguous(), MEAN[:3], STD[:3]),
+        dict(dtype=torch.float16, layout="NCHW")),
+    "flip_crop-hflip-crop-offsets": lambda i: (
+        "flip_crop", (i.masks,), dict(hflip=i.flips, crop=[4, 4], offsets=i.offs)),
+    "normalize_flip-gathered-indices": lambda i: (
+        "normalize_flip", (i.x, MEAN[:3], STD[:3]),
+        dict(hflip=i.flips[:2], crop=[5, 5], offsets=i.offs[:2],
+             indices=torch.tensor([2, 0], device=i.device))),
+    "flip_crop-gathered-repeated-indices": lambda i: (
+        "flip_crop", (i.masks,), dict(indices=torch.tensor([1, 1, 2, 0], device=i.device))),
+}
+
+
+@pytest.mark.parametrize("case", list(_OPCHECK_CASES))
+def test_opcheck(device, case):
+    op, args, kwargs = _OPCHECK_CASES[case](_OpcheckInputs(device))
+    torch.library.opcheck(getattr(torch.ops.prefetch, op).default, args, kwargs)
 
 
 def test_torch_compile_fullgraph(device):
