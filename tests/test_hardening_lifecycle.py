@@ -6,6 +6,7 @@ Anything that could hang or crash runs in a child interpreter with a hard timeou
 """
 import dataclasses
 import gc
+import textwrap
 import threading
 import time
 import warnings
@@ -19,7 +20,7 @@ import prefetch
 
 from .conftest import require_cuda, thread_count
 from .helpers import assert_same
-from .test_reliability import run_child
+from .test_reliability import WAIT_PRODUCER_BLOCKED, run_child
 
 
 def _wait_for_threads(before, seconds=5.0):
@@ -68,7 +69,7 @@ _FORK_PRELUDE = """
 @pytest.mark.parametrize("state", ["iterated", "mid-epoch", "blocked-producer", "fresh"])
 @pytest.mark.parametrize("child_exit", ["sys.exit", "os._exit"])
 def test_a_forked_child_gets_its_batches_and_exits(state, child_exit):
-    out = run_child(_FORK_PRELUDE + """
+    out = run_child(WAIT_PRODUCER_BLOCKED + textwrap.dedent(_FORK_PRELUDE + """
     pf = prefetch.Prefetcher(batches, device="cpu", depth=2, num_threads=2)
     if "{state}" == "iterated":
         check(list(pf))
@@ -77,7 +78,7 @@ def test_a_forked_child_gets_its_batches_and_exits(state, child_exit):
         it = iter(pf)
         next(it)
         if "{state}" == "blocked-producer":
-            time.sleep(0.3)  # the producer is blocked on the full ring, holding engine locks
+            wait_producer_blocked(pf, 2)  # blocked on the full ring, holding engine locks
     pid = fork()
     if pid == 0:
         code = 0
@@ -105,7 +106,7 @@ def test_a_forked_child_gets_its_batches_and_exits(state, child_exit):
     check(list(pf))
     pf.close()
     print("parent ok", flush=True)
-    """.format(state=state, child_exit=child_exit), timeout=60)
+    """.format(state=state, child_exit=child_exit)), timeout=60)
     assert "child ok" in out.stdout, out.stdout + out.stderr
     assert "child exit code 0" in out.stdout, out.stdout + out.stderr
     assert "parent ok" in out.stdout and out.returncode == 0, out.stdout + out.stderr
@@ -197,8 +198,11 @@ def test_exit_with_three_stuck_sources_is_bounded_in_total(how):
     out = run_child("""
         import os, signal, threading, time, torch, prefetch
 
+        entered = threading.Semaphore(0)
+
         def stuck():
             yield torch.zeros(1)
+            entered.release()
             time.sleep(120)  # inside the source's own next(): nothing can interrupt it
             yield torch.zeros(1)
 
@@ -206,7 +210,8 @@ def test_exit_with_three_stuck_sources_is_bounded_in_total(how):
         its = [iter(pf) for pf in loaders]
         for it in its:
             next(it)
-        time.sleep(0.2)  # every producer is now inside time.sleep
+        for _ in its:  # every producer is now inside (or entering) time.sleep
+            assert entered.acquire(timeout=10), "a producer did not reach the stuck source"
         if "%s" == "ctrl-c":
             threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
             print("exiting at", time.time(), flush=True)
@@ -338,13 +343,15 @@ def test_nonsense_timeouts_are_refused(timeout):
 
 
 def test_engine_next_treats_an_unrepresentable_deadline_as_forever():
+    from prefetch._tree import Leaf
+
     # The binding itself: a huge or non-finite timeout must not become a deadline in the past.
     engine = prefetch._C.Engine("cpu", -1, 2, 1, 0)
     token = engine.start_epoch()
 
     def later():
         time.sleep(0.3)
-        engine.submit(token, [("x", torch.ones(2))])
+        engine.submit(token, [Leaf("x", torch.ones(2))])
         engine.finish(token, False)
 
     t = threading.Thread(target=later)
@@ -352,7 +359,7 @@ def test_engine_next_treats_an_unrepresentable_deadline_as_forever():
     try:
         for timeout in (float("inf"), 1e300, float("nan")):
             status, _, _ = engine.next(token, timeout)
-            assert status in ("batch", "end"), (timeout, status)
+            assert status in (prefetch._C.NextStatus.BATCH, prefetch._C.NextStatus.END), (timeout, status)
     finally:
         t.join()
         engine.close()

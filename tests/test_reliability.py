@@ -37,9 +37,33 @@ def run_child(body, timeout=60):
         pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
 
 
+# Child code: returns once `depth` batches wait for the consumer (the engine's counters) and every
+# producer thread is asleep in the kernel (/proc: its blocked submit), at most 10 s. A test of the
+# "blocked producer" state then has that state, however slow the machine, where a fixed sleep
+# could leave the producer still filling the ring.
+WAIT_PRODUCER_BLOCKED = """
+def wait_producer_blocked(loader, depth):
+    import threading, time
+
+    def asleep(thread):
+        with open("/proc/self/task/%d/stat" % thread.native_id) as f:
+            return f.read().rpartition(")")[2].split()[0] == "S"
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stats = loader.stats()
+        producers = [t for t in threading.enumerate() if t.name == "prefetch-producer"]
+        if (stats["submitted"] - stats["delivered"] >= depth and producers
+                and all(asleep(t) for t in producers)):
+            return
+        time.sleep(0.001)
+    raise SystemExit("the producer did not block on the full ring within 10 s")
+"""
+
+
 @pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
 def test_interpreter_exit_with_a_live_prefetcher(state):
-    out = run_child("""
+    out = run_child(WAIT_PRODUCER_BLOCKED + textwrap.dedent("""
         import time, torch, prefetch
         batches = [torch.full((100_000,), i) for i in range(50)]
         pf = prefetch.Prefetcher(batches, device="cpu", depth=2)
@@ -47,9 +71,9 @@ def test_interpreter_exit_with_a_live_prefetcher(state):
             it = iter(pf)
             next(it)
         if "%s" == "blocked-producer":
-            time.sleep(0.3)  # the producer is now blocked on a full ring
+            wait_producer_blocked(pf, 2)
         print("exiting", flush=True)
-    """ % (state, state), timeout=30)
+    """ % (state, state)), timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exiting" in out.stdout
 
@@ -199,7 +223,7 @@ def test_property_output_equals_plain_iteration(source):
 
 @pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
 def test_interpreter_exit_with_a_live_array_loader(state):
-    out = run_child("""
+    out = run_child(WAIT_PRODUCER_BLOCKED + textwrap.dedent("""
         import time, torch, prefetch
         images = torch.zeros(5000, 32, 32, 3, dtype=torch.uint8)
         loader = prefetch.ArrayLoader((images, torch.arange(5000)), 64, depth=2)
@@ -207,9 +231,9 @@ def test_interpreter_exit_with_a_live_array_loader(state):
             it = iter(loader)
             next(it)
         if "%s" == "blocked-producer":
-            time.sleep(0.3)  # the producer is now blocked: depth batches wait for the consumer
+            wait_producer_blocked(loader, 2)
         print("exiting", flush=True)
-    """ % (state, state), timeout=30)
+    """ % (state, state)), timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exiting" in out.stdout
 
