@@ -526,14 +526,19 @@ class _Ragged(Dataset):
         return torch.zeros(3 if i != self.bad else 4)
 
 
+def _collate_error_text(pf):
+    """The message and notes of the CollateError that an epoch of `pf` raises."""
+    with pytest.raises(prefetch.CollateError) as info:
+        list(pf)
+    return str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_ragged_sample_names_its_dataset_index(num_workers):
     loader = DataLoader(_Ragged(40, bad=22), batch_size=8, num_workers=num_workers,
                         collate_fn=prefetch.collate.samples)
     with prefetch.Prefetcher(loader, device="cpu") as pf:
-        with pytest.raises(prefetch.CollateError) as info:
-            list(pf)
-        text = str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
+        text = _collate_error_text(pf)
         assert "sample 6" in text and "[4]" in text and "[3]" in text
         assert "dataset index 22" in text, text
         # The next epoch works: the ragged sample is still there, so it fails the same way.
@@ -545,7 +550,5 @@ def test_a_ragged_sample_with_a_shuffled_sampler_names_no_index():
     loader = DataLoader(_Ragged(40, bad=22), batch_size=8, shuffle=True,
                         collate_fn=prefetch.collate.samples)
     with prefetch.Prefetcher(loader, device="cpu") as pf:
-        with pytest.raises(prefetch.CollateError) as info:
-            list(pf)
-    text = str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
+        text = _collate_error_text(pf)
     assert "sample " in text and "dataset index" not in text, text
