@@ -61,21 +61,28 @@ def wait_producer_blocked(loader, depth):
 """
 
 
-@pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
-def test_interpreter_exit_with_a_live_prefetcher(state):
-    out = run_child(WAIT_PRODUCER_BLOCKED + textwrap.dedent("""
-        import time, torch, prefetch
-        batches = [torch.full((100_000,), i) for i in range(50)]
-        pf = prefetch.Prefetcher(batches, device="cpu", depth=2)
+def assert_interpreter_exits_with_a_live_loader(make_loader, state):
+    """A child builds `loader` (depth 2) with the code `make_loader`, leaves it in `state`
+    (held: never iterated; mid-epoch: one batch taken; blocked-producer: and the ring full) and
+    exits: it must exit cleanly, not hang or crash."""
+    out = run_child(WAIT_PRODUCER_BLOCKED + "import time, torch, prefetch\n" + make_loader + "\n"
+                    + textwrap.dedent("""
         if "%s" != "held":
-            it = iter(pf)
+            it = iter(loader)
             next(it)
         if "%s" == "blocked-producer":
-            wait_producer_blocked(pf, 2)
+            wait_producer_blocked(loader, 2)
         print("exiting", flush=True)
     """ % (state, state)), timeout=30)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exiting" in out.stdout
+
+
+@pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
+def test_interpreter_exit_with_a_live_prefetcher(state):
+    assert_interpreter_exits_with_a_live_loader(
+        "batches = [torch.full((100_000,), i) for i in range(50)]\n"
+        "loader = prefetch.Prefetcher(batches, device='cpu', depth=2)", state)
 
 
 def test_keyboard_interrupt_during_next_does_not_hang():
@@ -223,19 +230,9 @@ def test_property_output_equals_plain_iteration(source):
 
 @pytest.mark.parametrize("state", ["held", "mid-epoch", "blocked-producer"])
 def test_interpreter_exit_with_a_live_array_loader(state):
-    out = run_child(WAIT_PRODUCER_BLOCKED + textwrap.dedent("""
-        import time, torch, prefetch
-        images = torch.zeros(5000, 32, 32, 3, dtype=torch.uint8)
-        loader = prefetch.ArrayLoader((images, torch.arange(5000)), 64, depth=2)
-        if "%s" != "held":
-            it = iter(loader)
-            next(it)
-        if "%s" == "blocked-producer":
-            wait_producer_blocked(loader, 2)
-        print("exiting", flush=True)
-    """ % (state, state)), timeout=30)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "exiting" in out.stdout
+    assert_interpreter_exits_with_a_live_loader(
+        "images = torch.zeros(5000, 32, 32, 3, dtype=torch.uint8)\n"
+        "loader = prefetch.ArrayLoader((images, torch.arange(5000)), 64, depth=2)", state)
 
 
 @pytest.mark.parametrize("how", ["del", "close", "with"])
