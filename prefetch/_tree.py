@@ -13,6 +13,7 @@ import datetime
 import enum
 import numbers
 import pathlib
+import typing
 import warnings
 
 import numpy as np
@@ -22,6 +23,28 @@ from .errors import CollateError
 from .samples import Samples
 
 _LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS = range(8)
+
+
+class Leaf(typing.NamedTuple):
+    """One output tensor of a batch, as the engine takes it: ``flatten`` returns a list of these,
+    the ArrayLoader builds gather leaves itself, and ``_C.Engine.submit``, ``stage`` and
+    ``collate_only`` take a list of them. The binding reads the three fields by name.
+
+    - ``name``: where the leaf sits in the batch (``"batch[0]['image']"``); every error about the
+      leaf names it.
+    - ``value``: a CPU tensor, copied as it is; or a list of CPU tensors of one shape and dtype
+      (a ``Samples``), stacked along a new first dimension.
+    - ``rows``: ``None``, or a 1-D int64 CPU tensor: the leaf is then rows ``rows`` of the tensor
+      ``value`` stacked, a gather straight from a dataset's array. Every row must lie in
+      ``[0, len(value))``; the C++ core checks it (``check_rows`` in csrc/core/collate.h) and the
+      error names the leaf, the position and the index.
+
+    A named tuple because one is built per leaf per batch on the producer's hot path.
+    """
+
+    name: str
+    value: typing.Any  # torch.Tensor | list[torch.Tensor]
+    rows: typing.Optional[torch.Tensor] = None
 
 
 class PassThroughWarning(UserWarning):
@@ -144,8 +167,9 @@ def _samples_leaf(samples, name):
 
 
 def flatten(batch, name="batch"):
-    """Returns (spec, leaves, moves): leaves are (name, tensor | list of tensors) for the engine,
-    moves are tensors already on an accelerator, moved by ``unflatten``."""
+    """Returns (spec, leaves, moves): leaves are :class:`Leaf` (name, tensor | list of tensors)
+    for the engine, in the order ``unflatten`` takes their tensors back; moves are tensors already
+    on an accelerator, moved by ``unflatten``; spec rebuilds the structure from both."""
     leaves, moves = [], []
     spec = _flatten(batch, name, leaves, moves)
     return spec, leaves, moves
@@ -157,15 +181,15 @@ def _flatten(obj, name, leaves, moves):
             raise CollateError("prefetch: %s is a meta tensor (shape %s, no data); only tensors "
                                "with data can be moved to a device" % (name, list(obj.shape)))
         if obj.device.type == "cpu":
-            leaves.append((name, obj))
+            leaves.append(Leaf(name, obj))
             return (_LEAF, len(leaves) - 1)
         moves.append(obj)
         return (_MOVE, len(moves) - 1)
     if isinstance(obj, Samples):
-        leaves.append((name, _samples_leaf(obj, name)))
+        leaves.append(Leaf(name, _samples_leaf(obj, name)))
         return (_LEAF, len(leaves) - 1)
     if isinstance(obj, np.ndarray):
-        leaves.append((name, _ndarray_to_tensor(obj, name)))
+        leaves.append(Leaf(name, _ndarray_to_tensor(obj, name)))
         return (_LEAF, len(leaves) - 1)
     if isinstance(obj, collections.abc.Mapping):
         keys = list(obj.keys())

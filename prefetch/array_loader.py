@@ -17,7 +17,7 @@ import logging
 import numpy as np
 import torch
 
-from ._tree import _ndarray_to_tensor, flatten, unflatten
+from ._tree import Leaf, _ndarray_to_tensor, flatten, unflatten
 from .prefetcher import PreparedBatch, Prefetcher, _is_stateful, _resolve_device
 from .sharding import distributed_rank_and_size, epoch_indices, shard_size
 from .transforms import FusedAugment, _check_seed, _get
@@ -72,7 +72,9 @@ class _EpochBatches:
         bs = self.batch_size
         for b in range(self.start, self.count):
             idx = self.order[b * bs:(b + 1) * bs]
-            yield PreparedBatch(self.spec, [(name, t, idx) for name, t in self.leaves], [])
+            # Gather leaves: rows `idx` of each array, copied by the engine's pool.
+            yield PreparedBatch(self.spec, [Leaf(leaf.name, leaf.value, idx) for leaf in self.leaves],
+                                [])
 
 
 class _Epoch:
@@ -163,15 +165,15 @@ class ArrayLoader:
         self._position = None  # (epoch, batches consumed) once an epoch started
         self._prefetcher = None
         if self.resident == "host":
-            off_host = [name for name, t in self._leaves if t.device.type != "cpu"]
+            off_host = [leaf.name for leaf in self._leaves if leaf.value.device.type != "cpu"]
             if off_host:
                 raise ValueError("prefetch: resident='host' needs host arrays; %s on %s"
-                                 % (", ".join(off_host), self._leaves[0][1].device))
+                                 % (", ".join(off_host), self._leaves[0].value.device))
             self._prefetcher = Prefetcher(None, device=self.device, depth=depth,
                                           num_threads=num_threads, transform=transform,
                                           timeout=timeout, rank=self.rank)
         else:
-            self._device_leaves = [t.to(self.device) for _, t in self._leaves]
+            self._device_leaves = [leaf.value.to(self.device) for leaf in self._leaves]
             self._device_structure = unflatten(self._spec, self._device_leaves, [], self.device)
 
     # -- construction helpers ------------------------------------------------------------------
@@ -189,11 +191,11 @@ class ArrayLoader:
         return _as_tensor(arrays, "arrays")
 
     def _check_lengths(self):
-        zero_d = [name for name, t in self._leaves if t.dim() == 0]
+        zero_d = [leaf.name for leaf in self._leaves if leaf.value.dim() == 0]
         if zero_d:
             raise ValueError("prefetch: %s is 0-D; every array needs a first (sample) dimension"
                              % ", ".join(zero_d))
-        lengths = [(name, t.shape[0]) for name, t in self._leaves]
+        lengths = [(leaf.name, leaf.value.shape[0]) for leaf in self._leaves]
         if len({n for _, n in lengths}) > 1:
             raise ValueError("prefetch: ArrayLoader's arrays must share their first dimension; got "
                              + ", ".join("%s: %d" % pair for pair in lengths))
@@ -205,7 +207,7 @@ class ArrayLoader:
     def _choose_residency(self, resident, memory_fraction):
         if resident != "auto":
             return resident
-        nbytes = sum(t.numel() * t.element_size() for _, t in self._leaves)
+        nbytes = sum(leaf.value.numel() * leaf.value.element_size() for leaf in self._leaves)
         if self.device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(self.device)
             choice = "device" if nbytes <= memory_fraction * free else "host"

@@ -25,6 +25,10 @@ from .transforms import FusedAugment, _whole, distributed_rank
 
 __all__ = ["Prefetcher"]
 
+# What the engine's next() returns first (see _C.NextStatus), looked up once.
+_BATCH, _END, _FAILED, _TIMEOUT = (_C.NextStatus.BATCH, _C.NextStatus.END, _C.NextStatus.FAILED,
+                                   _C.NextStatus.TIMEOUT)
+
 # How long close() waits for a producer thread that is stuck inside the source's own next().
 # At interpreter exit this is the bound for all Prefetchers together, not for each (_at_exit).
 _JOIN_TIMEOUT_S = 5.0
@@ -107,8 +111,9 @@ class _Counters:
 
 
 class PreparedBatch:
-    """A batch already split for the engine (``flatten``'s output); sources inside prefetch (the
-    ArrayLoader) yield these so no Python walks a structure or touches a sample."""
+    """A batch already split for the engine (``flatten``'s output; ``leaves`` is a list of
+    ``_tree.Leaf``); sources inside prefetch (the ArrayLoader) yield these so no Python walks a
+    structure or touches a sample."""
 
     __slots__ = ("spec", "leaves", "moves")
 
@@ -328,7 +333,7 @@ class _EpochIterator:
         timeout = -1.0 if self._timeout is None else float(self._timeout)
         status, seq, tensors = self._engine.next(state.token, timeout)
         self._counters.add(wait_s=time.perf_counter() - t0)
-        if status == "batch":
+        if status == _BATCH:
             self._delivered += 1
             self._counters.add(batches=1)
             self._owner._consumed(state, seq, self._delivered)
@@ -339,11 +344,11 @@ class _EpochIterator:
                 return batch
             spec, moves = state.specs.pop(seq)
             return unflatten(spec, tensors, moves, self._device)
-        if status == "end":
+        if status == _END:
             self._finish()
             self._owner._epoch_ended(state)
             raise StopIteration
-        if status == "failed":
+        if status == _FAILED:
             self._finish()
             # Hand the exception over and forget it: the epoch's finalizer keeps `state` alive,
             # and the exception's traceback holds this iterator (and so the Prefetcher, its
@@ -357,13 +362,13 @@ class _EpochIterator:
             if note not in getattr(error, "__notes__", ()):
                 error.add_note(note)
             raise error
-        if status == "timeout":
+        if status == _TIMEOUT:
             raise PrefetchTimeout(
                 "prefetch: no batch arrived within timeout=%ss (after %d batches of this epoch); "
                 "the source is stalled or slower than that. next() can be called again."
                 % (self._timeout, self._delivered)
             )
-        # Cancelled: this epoch was stopped (close(), or a new epoch started with iter()).
+        # CANCELLED: this epoch was stopped (close(), or a new epoch started with iter()).
         state.done = True
         raise StopIteration
 

@@ -69,6 +69,9 @@ struct EngineStats {
   uint64_t ring_growths = 0;
 };
 
+// What Engine::next found: a batch (in `out`); the epoch's end, after every batch (kFailed: the
+// producer called finish(token, true)); nothing within the timeout; or an epoch that is no longer
+// current. The binding exports it as _C.NextStatus (BATCH, END, FAILED, TIMEOUT, CANCELLED).
 enum class NextStatus { kBatch, kEnd, kFailed, kTimeout, kCancelled };
 
 class Engine {

@@ -209,8 +209,8 @@ class PyEngine {
 
   uint64_t start_epoch() { return get()->start_epoch(); }
 
-  // leaves: a list of (name, Tensor), (name, list[Tensor]) or (name, Tensor, indices) — one
-  // output tensor each; the last gathers rows `indices` of the tensor (ArrayLoader).
+  // leaves: a list of prefetch._tree.Leaf(name, value, rows), one output tensor each (see
+  // make_plans).
   uint64_t submit(uint64_t token, const py::list& leaves) {
     EngineRef engine = get();
     std::vector<at::Tensor> keep;  // the sources stay alive until collation has finished
@@ -254,17 +254,43 @@ class PyEngine {
     throw py::error_already_set();
   }
 
+  // One field of a Leaf, read by name (any object with the three attributes will do), or a
+  // TypeError that says what was passed instead.
+  // `interned` is the field's name as an interned str, made once: read per leaf per batch.
+  static py::object leaf_field(py::handle item, PyObject* interned, const char* field,
+                               size_t position) {
+    PyObject* value = PyObject_GetAttr(item.ptr(), interned);
+    if (value == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+      PyErr_Clear();
+      throw py::type_error("prefetch: leaf " + std::to_string(position) + " (a " +
+                           class_name(item) + ") has no attribute '" + field +
+                           "'; the engine takes prefetch._tree.Leaf(name, value, rows=None)");
+    }
+    return py::reinterpret_steal<py::object>(value);
+  }
+
+  // The core's plans for a list of Leaf (prefetch/_tree.py, where the contract is documented):
+  // `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with `rows` (a 1-D
+  // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path).
   std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep,
                                    std::vector<std::string>* names = nullptr) {
     std::vector<LeafPlan> plans;
     plans.reserve(leaves.size());
-    for (const py::handle item : leaves) {
-      auto pair = item.cast<py::tuple>();
-      std::string name = pair[0].cast<std::string>();
-      py::handle value = pair[1];
+    for (size_t position = 0; position < leaves.size(); ++position) {
+      const py::handle item = PyList_GET_ITEM(leaves.ptr(), static_cast<Py_ssize_t>(position));
+      // Made on the first call, with the GIL held, and kept for the process's life (a leak on
+      // purpose: destroying Python objects at C++ exit would run after the interpreter ended).
+      static PyObject* const kName = PyUnicode_InternFromString("name");
+      static PyObject* const kValue = PyUnicode_InternFromString("value");
+      static PyObject* const kRows = PyUnicode_InternFromString("rows");
+      if (kName == nullptr || kValue == nullptr || kRows == nullptr) throw py::error_already_set();
+      std::string name = leaf_field(item, kName, "name", position).cast<std::string>();
+      const py::object value = leaf_field(item, kValue, "value", position);
+      const py::object rows = leaf_field(item, kRows, "rows", position);
       LeafPlan plan;
-      if (pair.size() == 3) {
-        add_gathered(value, pair[2], name, &plan, keep);
+      if (!rows.is_none()) {
+        add_gathered(value, rows, name, &plan, keep);
       } else if (THPVariable_Check(value.ptr())) {
         at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name, value);
         plan.pieces.push_back(host_view(t));
@@ -319,7 +345,8 @@ class PyEngine {
 
   void finish(uint64_t token, bool failed) { get()->finish(token, failed); }
 
-  // Returns (status, seq, tensors); status is "batch", "end", "failed", "timeout" or "cancelled".
+  // Returns (status, seq, tensors): status a NextStatus (exported as _C.NextStatus); seq and
+  // tensors are the batch's for BATCH, 0 and [] otherwise.
   py::tuple next(uint64_t token, double timeout_s) {
     EngineRef engine = get();
     // Negative: wait forever. So do NaN and timeouts past what the clock can hold (inf, 1e300:
@@ -346,19 +373,10 @@ class PyEngine {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
       if (!forever && std::chrono::steady_clock::now() >= deadline) break;
     }
-    switch (status) {
-      case NextStatus::kBatch:
-        return py::make_tuple("batch", batch.seq, deliver(*engine, batch));
-      case NextStatus::kEnd:
-        return py::make_tuple("end", 0, py::list());
-      case NextStatus::kFailed:
-        return py::make_tuple("failed", 0, py::list());
-      case NextStatus::kTimeout:
-        return py::make_tuple("timeout", 0, py::list());
-      case NextStatus::kCancelled:
-        return py::make_tuple("cancelled", 0, py::list());
+    if (status == NextStatus::kBatch) {
+      return py::make_tuple(status, batch.seq, deliver(*engine, batch));
     }
-    throw std::logic_error("unreachable");
+    return py::make_tuple(status, 0, py::list());
   }
 
   void cancel(uint64_t token) {
@@ -555,6 +573,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
   m.def("cuda_view_of_pinned", &prefetch::cuda_view_of_pinned, py::arg("host"), py::arg("device"),
         "A CUDA tensor over a pinned CPU tensor's memory (zero-copy reads; benchmark use).");
+  // What Engine.next returns first; the core's NextStatus, one value per outcome of a wait.
+  py::enum_<prefetch::NextStatus>(m, "NextStatus",
+                                  "The outcome of Engine.next(token, timeout_s): the first item of "
+                                  "the (status, seq, tensors) it returns.")
+      .value("BATCH", prefetch::NextStatus::kBatch, "the next batch of the epoch, in order")
+      .value("END", prefetch::NextStatus::kEnd, "the producer finished the epoch; nothing is left")
+      .value("FAILED", prefetch::NextStatus::kFailed,
+             "the producer finished the epoch with an error; nothing is left")
+      .value("TIMEOUT", prefetch::NextStatus::kTimeout, "nothing arrived within timeout_s")
+      .value("CANCELLED", prefetch::NextStatus::kCancelled,
+             "the epoch was cancelled (close(), cancel(token), or a newer epoch)");
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const std::string&, int, int, int, int64_t>(), py::arg("device_type"),
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),

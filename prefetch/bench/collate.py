@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import default_collate
 
 import prefetch
+from prefetch._tree import Leaf
 
 
 def _times(fn, inputs, warmup=1):
@@ -73,7 +74,7 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     with prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,
                              num_threads=num_threads) as pf:
         engine = pf._engine
-        leaves = [[("batch", prefetch.Samples(g))] for g in groups]
+        leaves = [[Leaf("batch", prefetch.Samples(g))] for g in groups]
         collate_s = _median_seconds(engine.collate_only, leaves)
         for _ in pf:  # first epoch grows the ring
             pass
