@@ -219,6 +219,18 @@ inline bool asleep(pid_t tid) {
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'S';
 }
 
+// How many times thread `tid` of this process has gone to sleep of its own accord
+// (voluntary_ctxt_switches in /proc/self/task/<tid>/status): it grows each time a waiting thread
+// is woken and waits again. -1 if it cannot be read.
+inline long voluntary_switches(pid_t tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  const std::string key = "voluntary_ctxt_switches:";
+  for (std::string line; std::getline(status, line);) {
+    if (line.compare(0, key.size(), key) == 0) return std::stol(line.substr(key.size()));
+  }
+  return -1;
+}
+
 // Owns an engine and the threads a test runs against it. At the end of the test it cancels the
 // epoch (which unblocks a producer or consumer left waiting by a failed test) and joins the
 // threads; a thread still blocked after that (a broken wake-up) is detached and the engine leaked,
@@ -249,8 +261,9 @@ class EngineHarness {
   // then deterministic: the thread has had every chance to get through a wait that does not hold
   // it, however slow the machine, instead of perhaps not having started yet after a sleep. (A
   // thread of a correct engine that the test has not unblocked sleeps there until it does.)
+  // `tid_out`, if given, receives the thread's kernel id.
   template <class F>
-  auto spawn_blocked(F f) -> std::shared_future<decltype(f())> {
+  auto spawn_blocked(F f, pid_t* tid_out = nullptr) -> std::shared_future<decltype(f())> {
     auto tid = std::make_shared<std::atomic<pid_t>>(0);
     auto result = spawn([tid, f = std::move(f)]() mutable {
       tid->store(current_tid());
@@ -265,7 +278,22 @@ class EngineHarness {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
+    if (tid_out) *tid_out = tid->load();
     return result;
+  }
+
+  // After the test woke a thread that spawn_blocked() left waiting (with a notify that should not
+  // let it through): returns once it has run and is waiting again (its voluntary switches grew
+  // past `switches_before` and it is asleep), or has returned. Gives up quietly after 10 s, so
+  // the check that follows is at worst a plain "not yet" check, never a false failure.
+  template <class T>
+  static void wait_until_waiting_again(pid_t tid, long switches_before, const std::shared_future<T>& result) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
+           !(voluntary_switches(tid) > switches_before && asleep(tid)) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   // Runs f() on a harness thread and returns its result (or rethrows its exception). A call that

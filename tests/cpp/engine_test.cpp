@@ -777,14 +777,21 @@ TEST_F(EngineTest, StagedBatchCountsAgainstDepth) {
   Engine& e = start(options(1));
   auto b0 = build_batch(0, s);
   StagedBatch staged = h().call([&] { return e.stage(token, b0->leaves, alloc.fn()); });
-  auto second = h().spawn_blocked([this, &e, s] {
-    auto b1 = build_batch(1, s);
-    StagedBatch st = e.stage(token, b1->leaves, alloc.fn());
-    return e.publish(std::move(st));
-  });
+  pid_t second_tid = 0;
+  auto second = h().spawn_blocked(
+      [this, &e, s] {
+        auto b1 = build_batch(1, s);
+        StagedBatch st = e.stage(token, b1->leaves, alloc.fn());
+        return e.publish(std::move(st));
+      },
+      &second_tid);
   EXPECT_FALSE(ready_within(second, 0s)) << "stage() did not count the unpublished batch";
+  const long switches = voluntary_switches(second_tid);
   EXPECT_EQ(e.publish(std::move(staged)), 0u);
-  EXPECT_FALSE(ready_within(second, 20ms)) << "publishing is not delivering: depth is still used";
+  // publish() wakes the waiting stage(); once that has looked at the count and gone back to
+  // waiting, it is still blocked by decision, not for want of time.
+  EngineHarness::wait_until_waiting_again(second_tid, switches, second);
+  EXPECT_FALSE(ready_within(second, 0s)) << "publishing is not delivering: depth is still used";
   expect_batch(e, token, 0, 0, s);
   ASSERT_TRUE(ready_within(second, 10s));
   EXPECT_EQ(second.get(), 1u);
