@@ -74,9 +74,10 @@ TEST(HostBackend, WorkRunsInEnqueueOrder) {
 TEST(HostBackend, EventsCompleteOnlyAfterPrecedingWork) {
   auto backend = make_host_backend();
   Gate gate;
-  std::atomic<bool> slow_done{false};
+  std::atomic<bool> entered{false}, slow_done{false};
   auto before = backend->record();
   backend->enqueue([&](void*) {
+    entered.store(true);
     gate.wait();
     std::this_thread::sleep_for(2ms);
     slow_done.store(true);
@@ -87,14 +88,21 @@ TEST(HostBackend, EventsCompleteOnlyAfterPrecedingWork) {
   // The event before the slow task completes without it.
   before->wait();
   EXPECT_TRUE(before->complete());
-  std::this_thread::sleep_for(30ms);
+  // Not a sleep: the stream is provably held at the gate, with `after` and `later` queued behind
+  // it, so the checks below hold by construction and fail only if an event ignores the work
+  // before it.
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!entered.load()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the stream never ran the gated task";
+    std::this_thread::sleep_for(50us);
+  }
   EXPECT_FALSE(after->complete());
   EXPECT_FALSE(later->complete());
   EXPECT_FALSE(slow_done.load());
 
   gate.open();
   // Poll complete(): the moment it says true, the slow task must have finished.
-  auto deadline = std::chrono::steady_clock::now() + 10s;
+  deadline = std::chrono::steady_clock::now() + 10s;
   while (!after->complete()) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "event never completed";
     std::this_thread::sleep_for(50us);
