@@ -89,7 +89,7 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
       return token != generation_ || submitted_ - delivered_ < static_cast<uint64_t>(options_.depth);
     });
     if (token != generation_) throw Cancelled();
-    stats_.slot_wait_ns += since_ns(t0);
+    stats_.producer_blocked_ns += since_ns(t0);
   }
 
   size_t total = 0;

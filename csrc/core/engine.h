@@ -60,12 +60,14 @@ struct EngineOptions {
   bool collate_into_destination = false;
 };
 
+// Counters since the engine was made. Each is named as the Prefetcher's stats() key it becomes
+// (times in ns here, in seconds there, `_ns` → `_s`), so the binding converts and renames nothing.
 struct EngineStats {
   uint64_t submitted = 0;
   uint64_t delivered = 0;
   uint64_t bytes_collated = 0;
-  uint64_t collate_ns = 0;     // time the pool spent collating
-  uint64_t slot_wait_ns = 0;   // producer time blocked because `depth` batches were waiting
+  uint64_t collate_ns = 0;           // time the pool spent collating
+  uint64_t producer_blocked_ns = 0;  // producer time blocked because `depth` batches were waiting
   uint64_t ring_growths = 0;
 };
 

@@ -403,6 +403,7 @@ class PyEngine {
     return engine_ == nullptr;
   }
 
+  // The engine's counters under their own names, times converted from ns to s (EngineStats).
   py::dict stats() {
     EngineStats s = get()->stats();
     py::dict d;
@@ -410,7 +411,7 @@ class PyEngine {
     d["delivered"] = s.delivered;
     d["bytes_collated"] = s.bytes_collated;
     d["collate_s"] = s.collate_ns * 1e-9;
-    d["producer_blocked_s"] = s.slot_wait_ns * 1e-9;
+    d["producer_blocked_s"] = s.producer_blocked_ns * 1e-9;
     d["ring_growths"] = s.ring_growths;
     return d;
   }
