@@ -153,7 +153,7 @@ TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   const Spec s{100, 3, 4, 2, 5};
   for (int i = 0; i < d; ++i) EXPECT_EQ(submit(token, i, s), static_cast<uint64_t>(i));
 
-  const uint64_t wait_before = e.stats().slot_wait_ns;
+  const uint64_t wait_before = e.stats().producer_blocked_ns;
   auto started_ns = std::make_shared<std::atomic<int64_t>>(0);  // shared: the thread may outlive a failed test
   auto extra = h().spawn_blocked([this, &e, s, started_ns, d] {
     auto batch = build_batch(d, s);
@@ -168,9 +168,9 @@ TEST_P(EngineDepth, BackpressureBlocksTheProducer) {
   ASSERT_TRUE(ready_within(extra, 10s)) << "taking a batch did not unblock submit";
   EXPECT_EQ(extra.get(), static_cast<uint64_t>(d));
   for (int i = 1; i <= d; ++i) expect_batch(e, token, i, i, s);
-  // The blocked submit is accounted as slot wait (it waited from about `started` to `taken`).
+  // The blocked submit is accounted as producer_blocked_ns (it waited from about `started` to `taken`).
   const int64_t blocked_ns = taken_ns - started_ns->load();
-  EXPECT_GE(static_cast<int64_t>(e.stats().slot_wait_ns - wait_before), blocked_ns / 2);
+  EXPECT_GE(static_cast<int64_t>(e.stats().producer_blocked_ns - wait_before), blocked_ns / 2);
 }
 
 // A slow consumer: at no point is the producer more than d batches ahead of the consumer.
