@@ -590,17 +590,23 @@ PYBIND11_MODULE(_C, m) {
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),
            py::arg("max_batch_bytes") = 0)
       .def("start_epoch", &PyEngine::start_epoch)
-      .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"))
-      .def("collate_only", &PyEngine::collate_only, py::arg("leaves"))
-      .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"))
+      .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"),
+           "Collates and copies a batch, a list of prefetch._tree.Leaf; returns its sequence number.")
+      .def("collate_only", &PyEngine::collate_only, py::arg("leaves"),
+           "Seconds the collation of a list of prefetch._tree.Leaf takes (benchmarks).")
+      .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
+           "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
       .def("publish", &PyEngine::publish, py::arg("token"))
       .def_property_readonly("stream_handle", &PyEngine::stream_handle)
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
-      .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"))
+      .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"),
+           "Waits for the next batch: (NextStatus, seq, tensors); a negative timeout_s waits "
+           "forever.")
       .def("cancel", &PyEngine::cancel, py::arg("token"))
       .def("close", &PyEngine::close)
       .def_property_readonly("closed", &PyEngine::closed)
-      .def("stats", &PyEngine::stats)
+      .def("stats", &PyEngine::stats,
+           "The engine's counters (EngineStats) under their own names, times in seconds.")
       .def("slot_capacities", &PyEngine::slot_capacities)
       .def_property_readonly("num_threads", &PyEngine::num_threads)
       .def_property_readonly("backend", &PyEngine::backend_name)
