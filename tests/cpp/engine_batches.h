@@ -208,16 +208,19 @@ inline void expect_batch(Engine& e, uint64_t token, uint64_t seq, uint64_t tag, 
 // The kernel's id of the calling thread.
 inline pid_t current_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-// True while thread `tid` of this process is asleep in the kernel (state 'S' in
-// /proc/self/task/<tid>/stat): waiting on a futex (a condition variable, a mutex), as a thread
-// blocked inside the engine does. A thread that is running, or ready but not yet scheduled, is 'R'.
-inline bool asleep(pid_t tid) {
+// The scheduler state of thread `tid` of this process (/proc/self/task/<tid>/stat): 'S' while it
+// is asleep in the kernel, waiting on a futex (a condition variable, a mutex) as a thread blocked
+// inside the engine does; 'R' while it runs or is ready but not yet scheduled. 0 if unreadable
+// (no /proc, or the thread has exited).
+inline char thread_state(pid_t tid) {
   std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   // "tid (comm) S ...": the name may hold spaces and parentheses, the state follows the last ')'.
   const size_t close = text.rfind(')');
-  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'S';
+  return close != std::string::npos && close + 2 < text.size() ? text[close + 2] : 0;
 }
+
+inline bool asleep(pid_t tid) { return thread_state(tid) == 'S'; }
 
 // How many times thread `tid` of this process has gone to sleep of its own accord
 // (voluntary_ctxt_switches in /proc/self/task/<tid>/status): it grows each time a waiting thread
@@ -269,6 +272,13 @@ class EngineHarness {
       tid->store(current_tid());
       return f();
     });
+    if (thread_state(current_tid()) == 0) {
+      // No /proc to read a state from: fall back to the old way, a sleep long enough on a
+      // machine that is not overloaded.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (tid_out) *tid_out = tid->load();
+      return result;
+    }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
            !(tid->load() != 0 && asleep(tid->load()))) {
@@ -288,6 +298,10 @@ class EngineHarness {
   // the check that follows is at worst a plain "not yet" check, never a false failure.
   template <class T>
   static void wait_until_waiting_again(pid_t tid, long switches_before, const std::shared_future<T>& result) {
+    if (switches_before < 0) {  // no /proc: the old way, a short sleep
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return;
+    }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (result.wait_for(std::chrono::seconds(0)) != std::future_status::ready &&
            !(voluntary_switches(tid) > switches_before && asleep(tid)) &&
