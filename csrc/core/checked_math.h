@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "errors.h"
@@ -45,17 +46,23 @@ inline size_t checked_round_up(size_t x, size_t alignment, const char* what) {
   return checked_add(x, alignment - 1, what) / alignment * alignment;
 }
 
-// The product of `sizes` as an element count; 0 when any size is 0 (even if the others alone
-// would overflow, as torch counts them), an error for a negative size or a product past int64.
-template <typename Sizes>
-int64_t checked_numel(const Sizes& sizes, const char* what) {
-  for (int64_t s : sizes) {
-    if (s < 0) throw CollateError(std::string("prefetch: ") + what + " has a negative size " + std::to_string(s));
-    if (s == 0) return 0;
+// The product of the sizes in [first, last) as an element count; 0 when any size is 0 (even if
+// the others alone would overflow, as torch counts them), an error for a negative size or a
+// product past int64.
+template <typename It>
+int64_t checked_numel(It first, It last, const char* what) {
+  for (It s = first; s != last; ++s) {
+    if (*s < 0) throw CollateError(std::string("prefetch: ") + what + " has a negative size " + std::to_string(*s));
+    if (*s == 0) return 0;
   }
   int64_t n = 1;
-  for (int64_t s : sizes) n = checked_mul(n, s, what);
+  for (It s = first; s != last; ++s) n = checked_mul(n, static_cast<int64_t>(*s), what);
   return n;
+}
+
+template <typename Sizes>
+int64_t checked_numel(const Sizes& sizes, const char* what) {
+  return checked_numel(std::begin(sizes), std::end(sizes), what);
 }
 
 }  // namespace prefetch

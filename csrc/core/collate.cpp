@@ -84,15 +84,9 @@ std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t*
 }
 
 size_t row_bytes(const HostTensor& t) {
-  for (size_t d = 1; d < t.sizes.size(); ++d) {
-    if (t.sizes[d] == 0) return 0;  // an empty row, whatever the other sizes
-  }
-  size_t n = t.itemsize;
-  for (size_t d = 1; d < t.sizes.size(); ++d) {
-    if (t.sizes[d] < 0) throw CollateError("prefetch: a negative size " + std::to_string(t.sizes[d]));
-    n = checked_mul(n, static_cast<size_t>(t.sizes[d]), "the row's byte size");
-  }
-  return checked_bytes(n);
+  if (t.sizes.size() <= 1) return t.itemsize;
+  const int64_t per_row = checked_numel(t.sizes.begin() + 1, t.sizes.end(), "the row's byte size");
+  return checked_bytes(checked_mul(static_cast<size_t>(per_row), t.itemsize, "the row's byte size"));
 }
 
 namespace {
