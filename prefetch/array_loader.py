@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from ._tree import Leaf, _ndarray_to_tensor, flatten, unflatten
-from .prefetcher import PreparedBatch, Prefetcher, _is_stateful, _resolve_device
+from .prefetcher import PreparedBatch, Prefetcher, _resolve_device
 from .sharding import distributed_rank_and_size, epoch_indices, shard_size
-from .transforms import FusedAugment, _check_seed, _get
+from .transforms import FusedAugment, _check_seed, _get, load_transform_state, save_transform_state
 
 __all__ = ["ArrayLoader"]
 
@@ -316,9 +316,7 @@ class ArrayLoader:
                 epoch, consumed = epoch + 1, 0
         state = {"epoch": epoch, "batches_consumed": consumed}
         state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
-        if _is_stateful(self.transform):  # a FusedAugment's seed, drawn when built with seed=None
-            state["transform"] = self.transform.state_dict()
-        return state
+        return save_transform_state(self.transform, state)
 
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
@@ -332,9 +330,7 @@ class ArrayLoader:
         consumed = int(state["batches_consumed"])
         if not 0 <= consumed <= len(self):
             raise ValueError("prefetch: batches_consumed=%d is outside [0, %d]" % (consumed, len(self)))
-        if _is_stateful(self.transform) and ("transform" in state
-                                             or isinstance(self.transform, FusedAugment)):
-            self.transform.load_state_dict(state.get("transform"))
+        load_transform_state(self.transform, state)
         self._next_epoch, self._resume_index = int(state["epoch"]), consumed
         self._position = None
 

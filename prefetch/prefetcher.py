@@ -21,7 +21,7 @@ import torch
 from ._extension import _C
 from ._tree import flatten, unflatten
 from .errors import CollateError, PrefetchTimeout
-from .transforms import FusedAugment, _whole, distributed_rank
+from .transforms import _whole, distributed_rank, load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
 
@@ -583,7 +583,7 @@ class Prefetcher:
                 "the source is a %s" % type(self.source).__name__)
         position = self._position
         if position is None:  # nothing iterated since construction or load_state_dict()
-            return self._with_transform_state({
+            return save_transform_state(self.transform, {
                 "epoch": self._next_epoch, "batches_consumed": self._resume_index,
                 "source": self._loaded_source_state if self._loaded_source_state is not None
                 else self.source.state_dict()})
@@ -601,14 +601,8 @@ class Prefetcher:
             pass  # no len(): the resumed epoch ends at once and the next one follows
         if source_state is None:
             source_state = self.source.state_dict()
-        return self._with_transform_state(
-            {"epoch": epoch, "batches_consumed": consumed, "source": source_state})
-
-    def _with_transform_state(self, state):
-        """Adds the transform's state (a FusedAugment's seed, drawn when built with seed=None)."""
-        if _is_stateful(self.transform):
-            state["transform"] = self.transform.state_dict()
-        return state
+        return save_transform_state(
+            self.transform, {"epoch": epoch, "batches_consumed": consumed, "source": source_state})
 
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
@@ -622,9 +616,7 @@ class Prefetcher:
                            % sorted(missing))
         _stop_epoch(self._engine, self._current[0])
         # The transform's seed first: it refuses a state of another explicit seed.
-        if _is_stateful(self.transform) and ("transform" in state
-                                             or isinstance(self.transform, FusedAugment)):
-            self.transform.load_state_dict(state.get("transform"))
+        load_transform_state(self.transform, state)
         self.source.load_state_dict(state["source"])
         self._next_epoch = int(state["epoch"])
         self._resume_index = int(state["batches_consumed"])

@@ -109,6 +109,25 @@ def _name(key):
     return "%r" % (key,)
 
 
+def save_transform_state(transform, state):
+    """Adds a stateful transform's state (a FusedAugment's seed, drawn when built with
+    ``seed=None``) to a loader's ``state`` under ``"transform"``; returns ``state``."""
+    if _stateful(transform):
+        state["transform"] = transform.state_dict()
+    return state
+
+
+def load_transform_state(transform, state):
+    """Restores what :func:`save_transform_state` saved. A FusedAugment is asked even when the
+    state has none: it refuses that state if its seed was drawn (the draws could not resume)."""
+    if _stateful(transform) and ("transform" in state or isinstance(transform, FusedAugment)):
+        transform.load_state_dict(state.get("transform"))
+
+
+def _stateful(obj):
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
 class FusedAugment:
     """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
 
