@@ -17,26 +17,17 @@ namespace prefetch {
                      " does not fit in 64 bits");
 }
 
-inline size_t checked_mul(size_t a, size_t b, const char* what) {
-  size_t r = 0;
+// a * b and a + b for size_t (byte sizes) or int64_t (element counts), both operands of one type.
+template <typename T>
+T checked_mul(T a, T b, const char* what) {
+  T r = 0;
   if (__builtin_mul_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "*", std::to_string(b));
   return r;
 }
 
-inline size_t checked_add(size_t a, size_t b, const char* what) {
-  size_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "+", std::to_string(b));
-  return r;
-}
-
-inline int64_t checked_mul(int64_t a, int64_t b, const char* what) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "*", std::to_string(b));
-  return r;
-}
-
-inline int64_t checked_add(int64_t a, int64_t b, const char* what) {
-  int64_t r = 0;
+template <typename T>
+T checked_add(T a, T b, const char* what) {
+  T r = 0;
   if (__builtin_add_overflow(a, b, &r)) throw_size_overflow(what, std::to_string(a), "+", std::to_string(b));
   return r;
 }
