@@ -4,6 +4,11 @@
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
 cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
 ``flip_crop`` applies the same geometry to integer masks.
+
+CPU outputs of 1 MiB or more come from a small process-wide pool of pre-faulted buffers that an
+output returns when it dies (torch's allocator would page-fault a fresh block on every call);
+:func:`output_pool_stats`, :func:`release_output_pool` and :func:`set_output_pool_limit` show,
+empty and bound it (docs/custom_ops.md, "Where CPU outputs come from").
 """
 import math
 import operator
@@ -12,7 +17,8 @@ import torch
 
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop"]
+__all__ = ["normalize_flip", "flip_crop", "output_pool_stats", "release_output_pool",
+           "set_output_pool_limit"]
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -79,6 +85,41 @@ def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
     (0..255 for uint8, and so on): anything else raises RuntimeError instead of wrapping."""
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
                                                 _whole(fill, "fill"), indices)
+
+
+# The order in which ops.cpp's output_pool_stats() returns its values.
+_POOL_STATS = ("idle_buffers", "idle_bytes", "max_idle_buffers", "max_idle_bytes",
+               "in_use_buffers", "in_use_bytes", "allocations", "reuses")
+
+
+def output_pool_stats():
+    """A snapshot of the CPU output pool, as a dict of ints:
+
+    - ``idle_buffers``, ``idle_bytes``: buffers the pool holds for the next outputs;
+    - ``max_idle_buffers``, ``max_idle_bytes``: its bounds on them (a returned buffer that would
+      break one is freed);
+    - ``in_use_buffers``, ``in_use_bytes``: pooled outputs (or views of them) still alive;
+    - ``allocations``, ``reuses``: outputs that needed a new buffer / found an idle one, since
+      the process started.
+
+    Only CPU outputs of at least 1 MiB and at most ``max_idle_bytes`` are pooled; the others,
+    and every CUDA output, come from torch's allocators and are not counted here.
+    """
+    return dict(zip(_POOL_STATS, torch.ops.prefetch._output_pool_stats()))
+
+
+def release_output_pool():
+    """Frees the pool's idle buffers now and returns how many bytes that gave back. Outputs that
+    are still alive are untouched; they return to the pool when they die, as before."""
+    return torch.ops.prefetch._release_output_pool()
+
+
+def set_output_pool_limit(max_idle_bytes):
+    """Bounds the bytes the CPU output pool keeps idle (default 512 MiB; idle buffers beyond the
+    new bound are freed at once) and returns the previous bound. ``0`` turns the pool off:
+    every output then comes from torch's allocator. An output larger than the bound is never
+    pooled."""
+    return torch.ops.prefetch._set_output_pool_limit(_whole(max_idle_bytes, "max_idle_bytes"))
 
 
 # The fake (meta) kernels: shape inference for torch.compile / FakeTensor and the meta device.

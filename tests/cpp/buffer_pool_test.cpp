@@ -128,6 +128,94 @@ TEST(BufferPool, IdleCountNeverExceedsMaxFree) {
   }
 }
 
+TEST(BufferPool, IdleBytesNeverExceedMaxIdleBytes) {
+  // Six pages of idle bytes at most, and up to 8 buffers by count.
+  auto pool = BufferPool::create(8, 3 * 8192);
+  std::vector<std::shared_ptr<AlignedBuffer>> live;
+  for (size_t pages : {1, 2, 3, 1, 2}) live.push_back(pool->acquire(4096 * pages));
+  while (!live.empty()) {
+    live.pop_back();
+    const BufferPool::Stats s = pool->stats();
+    EXPECT_LE(s.idle_bytes, 3u * 8192);
+    EXPECT_LE(s.idle_buffers, 8u);
+  }
+  // The largest kept first: 3 pages + 2 pages + 1 page = 6 pages fits exactly.
+  const BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.idle_bytes, 6u * 4096);
+  EXPECT_EQ(s.idle_buffers, 3u);
+  EXPECT_EQ(s.max_idle_bytes, 3u * 8192);
+  EXPECT_EQ(s.max_idle_buffers, 8u);
+}
+
+TEST(BufferPool, ABufferLargerThanTheByteBoundIsFreedWithoutEvictingOthers) {
+  auto pool = BufferPool::create(4, 8192);
+  { auto small = pool->acquire(4096); }
+  ASSERT_EQ(pool->stats().idle_bytes, 4096u);
+  { auto big = pool->acquire(3 * 4096); }
+  const BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.idle_buffers, 1u);
+  EXPECT_EQ(s.idle_bytes, 4096u);  // the small one stayed
+  EXPECT_EQ(s.allocations, 2u);
+}
+
+TEST(BufferPool, StatsCountLeasesAllocationsAndReuses) {
+  auto pool = BufferPool::create(2);
+  auto a = pool->acquire(5000);
+  auto b = pool->acquire(100);
+  BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.in_use_buffers, 2u);
+  EXPECT_EQ(s.in_use_bytes, 5100u);
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.reuses, 0u);
+  a.reset();
+  s = pool->stats();
+  EXPECT_EQ(s.in_use_buffers, 1u);
+  EXPECT_EQ(s.in_use_bytes, 100u);
+  EXPECT_EQ(s.idle_buffers, 1u);
+  EXPECT_EQ(s.idle_bytes, 5000u);
+  auto c = pool->acquire(4000);  // served by a's buffer
+  s = pool->stats();
+  EXPECT_EQ(s.reuses, 1u);
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.in_use_bytes, 5100u);
+  EXPECT_EQ(s.idle_bytes, 0u);
+}
+
+TEST(BufferPool, ReleaseIdleFreesIdleBuffersOnlyAndLeasesStillComeBack) {
+  auto pool = BufferPool::create(4);
+  auto live = pool->acquire(3000);
+  { auto a = pool->acquire(7000), b = pool->acquire(9000); }
+  ASSERT_EQ(pool->stats().idle_bytes, 16000u);
+  EXPECT_EQ(pool->release_idle(), 16000u);
+  BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.idle_buffers, 0u);
+  EXPECT_EQ(s.idle_bytes, 0u);
+  EXPECT_EQ(s.in_use_buffers, 1u);
+  std::memset(live->data(), 7, 3000);  // the lease is untouched
+  live.reset();
+  s = pool->stats();
+  EXPECT_EQ(s.idle_buffers, 1u);
+  EXPECT_EQ(s.idle_bytes, 3000u);
+  EXPECT_EQ(s.in_use_buffers, 0u);
+  EXPECT_EQ(pool->release_idle(), 3000u);
+  EXPECT_EQ(pool->release_idle(), 0u);
+}
+
+TEST(BufferPool, LoweringTheByteBoundEvictsAtOnceAndZeroKeepsNothing) {
+  auto pool = BufferPool::create(4);
+  { auto a = pool->acquire(4096), b = pool->acquire(2 * 4096), c = pool->acquire(3 * 4096); }
+  ASSERT_EQ(pool->stats().idle_bytes, 6u * 4096);
+  pool->set_max_idle_bytes(4 * 4096);
+  BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.idle_bytes, 3u * 4096);  // the smallest went first, then the 2-page one
+  EXPECT_EQ(s.idle_buffers, 1u);
+  pool->set_max_idle_bytes(0);
+  EXPECT_EQ(pool->stats().idle_buffers, 0u);
+  { auto d = pool->acquire(4096); }
+  EXPECT_EQ(pool->stats().idle_buffers, 0u);
+  EXPECT_EQ(pool->stats().idle_bytes, 0u);
+}
+
 // A lease outliving its pool is freed on its own (ASan reports a leak or use-after-free if not).
 TEST(BufferPool, LeaseOutlivesPool) {
   std::shared_ptr<AlignedBuffer> lease;
@@ -180,6 +268,44 @@ TEST(BufferPool, ConcurrentAcquireRelease) {
   c.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_LE(pool->idle_count(), 4u);
+  const BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.in_use_buffers, 0u);
+  EXPECT_EQ(s.in_use_bytes, 0u);
+  EXPECT_EQ(s.allocations + s.reuses, 3u * static_cast<size_t>(iters));
+}
+
+// Stats, release_idle and set_max_idle_bytes race with acquire/return on other threads: the
+// counters stay consistent and the byte bound holds (TSan checks the locking).
+TEST(BufferPool, ControlsAreThreadSafe) {
+  auto pool = BufferPool::create(4, 64 * 1024);
+  const int iters = prefetch_test::scaled(2000, 200);
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  auto user = [&](int id) {
+    std::mt19937 rng(id);
+    for (int i = 0; i < iters; ++i) {
+      auto b = pool->acquire(1 + rng() % 30000);
+      std::memset(b->data(), id, b->size());
+    }
+  };
+  std::thread controller([&] {
+    size_t k = 0;
+    while (!stop.load()) {
+      const BufferPool::Stats s = pool->stats();
+      if (s.idle_bytes > s.max_idle_bytes || s.idle_buffers > s.max_idle_buffers) errors.fetch_add(1);
+      if (++k % 3 == 0) pool->release_idle();
+      pool->set_max_idle_bytes(k % 2 ? 32 * 1024 : 64 * 1024);
+    }
+  });
+  std::thread a(user, 1), b(user, 2);
+  a.join();
+  b.join();
+  stop.store(true);
+  controller.join();
+  EXPECT_EQ(errors.load(), 0);
+  const BufferPool::Stats s = pool->stats();
+  EXPECT_EQ(s.in_use_buffers, 0u);
+  EXPECT_EQ(s.allocations + s.reuses, 2u * static_cast<size_t>(iters));
 }
 
 }  // namespace
