@@ -1,9 +1,12 @@
 """Builds prefetch._C with torch.utils.cpp_extension (ninja).
 
-CUDA sources are compiled when the installed torch is a CUDA build and nvcc is found; a visible
-GPU is never required. PREFETCH_FORCE_CPU=1 opts out, FORCE_CUDA=1 forces CUDA on (and fails
-loudly if it cannot). TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured;
-PREFETCH_SANITIZE=address,undefined instruments the C++ code (scripts/sanitize.sh python).
+What is compiled and with which flags is csrc/build_config.txt, which CMakeLists.txt reads too;
+this file only decides which of its sections this build uses. CUDA sources are compiled when the
+installed torch is a CUDA build and nvcc is found; a visible GPU is never required.
+PREFETCH_FORCE_CPU=1 opts out, FORCE_CUDA=1 forces CUDA on (and fails loudly if it cannot).
+TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured; PREFETCH_SANITIZE=address|thread
+instruments the C++ code (its meaning is written in csrc/build_config.txt; scripts/sanitize.sh
+python uses address).
 """
 import glob
 import os
@@ -48,45 +51,90 @@ def resolve_cuda():
     return False, "off (torch has CUDA %s but nvcc was not found)" % torch.version.cuda
 
 
-def sources(pattern):
-    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+SOURCE_SECTIONS = ("core", "kernels_cpu", "kernels_cuda", "torch", "torch_cpu_only", "torch_cuda")
+SECTIONS = SOURCE_SECTIONS + ("include_core", "include_torch", "standard", "warnings", "cuda_defines",
+                              "sanitize_address", "sanitize_thread")
 
 
+def read_build_config(path=os.path.join(ROOT, "csrc", "build_config.txt")):
+    """csrc/build_config.txt as {section: [items]} (its format is described at its top)."""
+    config, section = {}, None
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1]
+                if section not in SECTIONS:
+                    sys.exit("%s:%d: unknown section [%s]" % (path, n, section))
+                config.setdefault(section, [])
+            elif section is None:
+                sys.exit("%s:%d: %r is outside any section" % (path, n, line))
+            else:
+                config[section].append(line)
+    listed = {src for s in SOURCE_SECTIONS for src in config.get(s, [])}
+    missing = sorted(src for src in listed if not os.path.isfile(os.path.join(ROOT, src)))
+    on_disk = {os.path.relpath(p, ROOT) for ext in ("cpp", "cu")
+               for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*." + ext), recursive=True)}
+    unlisted = sorted(on_disk - listed)
+    if missing or unlisted:
+        sys.exit("%s does not match csrc/:%s%s" % (
+            path, "".join("\n  listed but missing: " + m for m in missing),
+            "".join("\n  on disk but listed in no section: " + u for u in unlisted)))
+    return config
+
+
+def sanitizer_flags(mode):
+    """PREFETCH_SANITIZE's flags: a mode of csrc/build_config.txt (address, thread) or none."""
+    if not mode:
+        return []
+    if "sanitize_" + mode not in cfg:
+        sys.exit("PREFETCH_SANITIZE=%s: not a mode of csrc/build_config.txt (address: ASan + UBSan, "
+                 "thread: TSan, or empty)" % mode)
+    return cfg["sanitize_" + mode]
+
+
+cfg = read_build_config()
 with_cuda, why = resolve_cuda()
 debug = flag("DEBUG")
-cxx_flags = ["-O0", "-g"] if debug else ["-O3"]
-cxx_flags += ["-std=c++17", "-Wall", "-Wno-unused-parameter"]
-# PREFETCH_SANITIZE=address,undefined: the extension instrumented, for scripts/sanitize.sh python
-# (run with the sanitizer runtimes preloaded into an uninstrumented Python).
 sanitize = os.environ.get("PREFETCH_SANITIZE", "")
-link_flags = []
-if sanitize:
-    cxx_flags += ["-fsanitize=" + sanitize, "-fno-omit-frame-pointer", "-g"]
-    link_flags += ["-fsanitize=" + sanitize]
-define_macros = [("PREFETCH_WITH_CUDA", None)] if with_cuda else []
+std = "-std=c++" + cfg["standard"][0]
+# Given to the compiler and the linker alike (the build's sanitizer runtime is linked in).
+sanitize_flags = sanitizer_flags(sanitize)
+cxx_flags = (["-O0", "-g"] if debug else ["-O3"]) + [std] + cfg["warnings"] + sanitize_flags
+include_dirs = [os.path.join(ROOT, d) for d in cfg["include_core"] + cfg["include_torch"]]
 
-srcs = sources("csrc/core/*.cpp") + sources("csrc/kernels/*.cpp") + sources("csrc/torch/*_binding.cpp") + ["csrc/torch/ops.cpp"]
+srcs = cfg["core"] + cfg["kernels_cpu"] + cfg["torch"]
 if with_cuda:
-    srcs += ["csrc/torch/cuda_support.cpp"] + sources("csrc/kernels/*.cu") + sources("csrc/torch/cuda/*.cpp")
-    nvcc_flags = ["-O0", "-g", "-G"] if debug else ["-O3"]  # no fast-math: CPU and CUDA round alike
+    srcs += cfg["kernels_cuda"] + cfg["torch_cuda"]
+    # No fast-math: CPU and CUDA round alike. The warnings reach nvcc's host compiler.
+    nvcc_flags = (["-O0", "-g", "-G"] if debug else ["-O3"]) + [std, "-Xcompiler=" + ",".join(cfg["warnings"])]
     ext = CUDAExtension(
         "prefetch._C",
         srcs,
-        include_dirs=[os.path.join(ROOT, d) for d in ("csrc/core", "csrc/kernels", "csrc/torch")],
-        define_macros=define_macros,
-        extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags + ["-std=c++17"]},
-        extra_link_args=link_flags,
+        include_dirs=include_dirs,
+        define_macros=[(d, None) for d in cfg["cuda_defines"]],
+        extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+        extra_link_args=sanitize_flags,
     )
 else:
-    srcs += ["csrc/torch/cuda_support_stub.cpp"]
+    srcs += cfg["torch_cpu_only"]
     ext = CppExtension(
         "prefetch._C",
         srcs,
-        include_dirs=[os.path.join(ROOT, d) for d in ("csrc/core", "csrc/kernels", "csrc/torch")],
-        define_macros=define_macros,
+        include_dirs=include_dirs,
         extra_compile_args={"cxx": cxx_flags},
-        extra_link_args=link_flags,
+        extra_link_args=sanitize_flags,
     )
+
+# Torch's headers become system includes (-isystem, as CMake treats imported targets), so that
+# csrc/build_config.txt's warnings report our code, not torch's.
+torch_root = os.path.dirname(os.path.abspath(torch.__file__))
+torch_includes = [d for d in ext.include_dirs if os.path.abspath(d).startswith(torch_root + os.sep)]
+ext.include_dirs = [d for d in ext.include_dirs if d not in torch_includes]
+for compiler_flags in ext.extra_compile_args.values():
+    compiler_flags += [flag for d in torch_includes for flag in ("-isystem", d)]
 
 print(
     "prefetch build: torch %s | CUDA %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s%s"

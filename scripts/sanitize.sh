@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs tests under sanitizers; any report fails the run.
+# Runs tests under sanitizers; any report fails the run. The modes and their flags are
+# csrc/build_config.txt's (PREFETCH_SANITIZE), the same for CMake and setup.py.
 #   scripts/sanitize.sh address   # the C++ core's tests, AddressSanitizer + UndefinedBehaviorSanitizer
 #   scripts/sanitize.sh thread    # the C++ core's tests, ThreadSanitizer
 #   scripts/sanitize.sh python [pytest args]   # the extension under ASan + UBSan, driven by pytest
@@ -16,12 +17,12 @@ if [ "$kind" = python ]; then
   # with the sanitizer runtimes preloaded into the (uninstrumented) interpreter. Leak checking is
   # off: Python and torch keep objects until exit by design; leaks are the flat-memory tests' job.
   tree=build/sanitize-python-tree
-  rm -rf "$tree"
-  mkdir -p "$tree"
-  git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tree"
+  bash scripts/copy_tree.sh "$tree"
   cd "$tree"
   log=$(mktemp)
-  if ! PREFETCH_SANITIZE=address,undefined python3 setup.py build_ext --inplace >"$log" 2>&1; then
+  # PREFETCH_SANITIZE=address: ASan + UBSan, the same mode and flags as the core's address build
+  # below (csrc/build_config.txt).
+  if ! PREFETCH_SANITIZE=address python3 setup.py build_ext --inplace >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     echo "sanitize.sh python: the instrumented build failed (log: $log)" >&2
     exit 1
