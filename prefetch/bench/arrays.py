@@ -13,38 +13,35 @@ Workload (the fast-sources issue): CIFAR-size uint8 images ``[N, 32, 32, 3]`` an
 Timed after one untimed pass and a warm-up of a few batches (DataLoader worker start-up excluded),
 median of repeats.
 """
-import statistics
-import time
-
 import torch
 
 import prefetch
 
-from .ops import _median_seconds, _sync
+from . import timing
+from .section import Section, SectionResult
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
 
 
-def _images_per_second(make_iter, device, batches, warmup=3, repeats=3):
+def _images_per_second(make_iter, device, batch_size, batches, warmup=3, repeats=3):
     """Median images/s over `batches` batches after `warmup`, a fresh iterator per repeat, after
-    one untimed pass (first touches of the dataset's pages and of the loader's buffers)."""
+    one untimed pass (first touches of the dataset's pages and of the loader's buffers). Every
+    loader here drops the last partial batch, so each batch holds `batch_size` images."""
     for _ in zip(range(batches + warmup), make_iter()):
         pass
-    rates = []
-    for _ in range(repeats):
+
+    def warmed_up():
         it = make_iter()
         for _ in range(warmup):
             next(it)
-        _sync(device)
-        t0 = time.perf_counter()
-        images = 0
+        return it
+
+    def consume(it):
         for _ in range(batches):
-            batch = next(it)
-            images += batch[0].shape[0]
-        _sync(device)
-        rates.append(images / (time.perf_counter() - t0))
-        del it, batch
-    return statistics.median(rates)
+            next(it)
+
+    seconds = timing.samples(consume, repeats, device=device, warmup=0, setup=warmed_up)
+    return timing.median([batch_size * batches / s for s in seconds])
 
 
 def _dataloader_iter(images, labels, batch_size, workers, device):
@@ -72,13 +69,13 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     progress("arrays: ArrayLoader(resident='host'), %d x %dx%dx3 uint8" % (n, size, size))
     with prefetch.ArrayLoader((images, labels), batch_size, drop_last=True, resident="host",
                               device=device, num_threads=threads) as loader:
-        row["host_img_per_s"] = _images_per_second(lambda: iter(loader), device, batches,
-                                                   repeats=repeats)
+        row["host_img_per_s"] = _images_per_second(lambda: iter(loader), device, batch_size,
+                                                   batches, repeats=repeats)
     for w in workers:
         progress("arrays: DataLoader(TensorDataset) with %d workers" % w)
         row["dataloader_%dw_img_per_s" % w] = _images_per_second(
-            lambda: _dataloader_iter(images, labels, batch_size, w, device), device, batches,
-            repeats=repeats)
+            lambda: _dataloader_iter(images, labels, batch_size, w, device), device, batch_size,
+            batches, repeats=repeats)
     best = max(row["dataloader_%dw_img_per_s" % w] for w in workers)
     row["arrays_vs_dataloader"] = row["host_img_per_s"] / best
 
@@ -87,7 +84,8 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     with prefetch.ArrayLoader((images, labels), batch_size, drop_last=True, resident="device",
                               device=device, transform=aug) as loader:
         device_batches = min(n // batch_size - 4, batches * 4)
-        rate = _images_per_second(lambda: iter(loader), device, device_batches, repeats=repeats)
+        rate = _images_per_second(lambda: iter(loader), device, batch_size, device_batches,
+                                  repeats=repeats)
     row["device_img_per_s"] = rate
     row["device_batches_per_s"] = rate / batch_size
 
@@ -107,8 +105,8 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     moved = n * size * size * 3 * (1 + 4)
     src = torch.empty(moved // 2, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    row["kernel_s"] = _median_seconds(fused, device, max(3, repeats))
-    row["copy_s"] = _median_seconds(lambda: dst.copy_(src), device, max(3, repeats))
+    row["kernel_s"] = timing.median(timing.kernel_samples(fused, max(3, repeats), device))
+    row["copy_s"] = timing.median(timing.kernel_samples(lambda: dst.copy_(src), max(3, repeats), device))
     row["device_gbps"] = moved / row["kernel_s"] / 1e9
     row["copy_gbps"] = moved / row["copy_s"] / 1e9
     row["arrays_device_fraction_of_copy"] = row["device_gbps"] / row["copy_gbps"]
@@ -116,3 +114,33 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     row["device_loop_fraction_of_kernel"] = rate / (n / row["kernel_s"])
     return row
 
+
+
+def table(r):
+    lines = ["", "arrays (%d uint8 %dx%dx3 images, batch %d)" % (
+        r["num_images"], r["image_size"], r["image_size"], r["batch_size"])]
+    loaders = [("ArrayLoader host", r["host_img_per_s"])] + [
+        ("DataLoader %s workers" % k.split("_")[1][:-1], v) for k, v in r.items()
+        if k.startswith("dataloader_")]
+    for name, rate in loaders:
+        lines.append("  %-22s | %10.0f images/s | %6.1f batches/s" % (name, rate, rate / r["batch_size"]))
+    lines.append("  ArrayLoader host / best DataLoader: %.1fx" % r["arrays_vs_dataloader"])
+    lines.append("  ArrayLoader device + FusedAugment: %.0f images/s (%.1f batches/s), %.2f of the "
+                 "kernel's rate" % (r["device_img_per_s"], r["device_batches_per_s"],
+                                    r["device_loop_fraction_of_kernel"]))
+    lines.append("  fused gather kernel, one epoch: %.2f GB/s moved | copy %.2f GB/s | fraction of copy "
+                 "%.2f" % (r["device_gbps"], r["copy_gbps"], r["arrays_device_fraction_of_copy"]))
+    return "\n".join(lines)
+
+
+def run(config):
+    n = 10000 if config.quick else 50000
+    row = measure(config.device, n=n, batches=8 if config.quick else n // 256, threads=config.threads,
+                  progress=config.progress, repeats=2 if config.quick else 5)
+    metrics = {k: row[k] for k in ("arrays_vs_dataloader", "device_batches_per_s",
+                                   "arrays_device_fraction_of_copy")}
+    return SectionResult(row, metrics, table(row))
+
+
+SECTION = Section("arrays", "ArrayLoader vs DataLoader over the same uint8 arrays; device-resident "
+                            "batches vs copy", run)

@@ -1,14 +1,16 @@
 """Collation: per-sample uint8 images -> one batch, three ways, in the same run.
 
-- engine: the engine's collation step alone (``collate_only``: the same ring, pool and copy plan
-  as every submitted batch, without the copy after it), and the whole CPU pipeline
-  (``pipeline_gbps``: Prefetcher iteration, which on the host backend adds a second memcpy);
+- engine: a Prefetcher on the CPU device over batches of ``Samples``; ``collate_gbps`` is its
+  own collation figure (``stats()``: ``bytes_collated`` over ``collate_s``, timed in C++ around
+  the thread pool's copies into the batch's buffer), ``pipeline_gbps`` the wall time of whole
+  epochs (the producer thread, flattening, the engine and the consumer);
 - default_collate: ``torch.utils.data.default_collate`` on the same samples (fresh memory each
   batch, one intra-op thread, as in a DataLoader worker);
 - copy: one single-threaded ``memcpy`` of the same number of bytes into a preallocated buffer,
   the speed a collation cannot beat on one core.
 """
-import statistics
+import itertools
+import os
 import time
 
 import numpy as np
@@ -16,23 +18,12 @@ import torch
 from torch.utils.data import default_collate
 
 import prefetch
-from prefetch._tree import Leaf
 
+from . import timing
+from .section import Section, SectionResult
 
-def _times(fn, inputs, warmup=1):
-    """Seconds of fn(x) for every x in `inputs`, after `warmup` untimed calls."""
-    for x in inputs[:warmup]:
-        fn(x)
-    times = []
-    for x in inputs:
-        t0 = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def _median_seconds(fn, inputs, warmup=1):
-    return statistics.median(_times(fn, inputs, warmup))
+# Epochs the engine and the pipeline are timed over (one sample each), after one untimed epoch.
+EPOCHS = 5
 
 
 def make_samples(n, image_size, seed=0):
@@ -42,7 +33,25 @@ def make_samples(n, image_size, seed=0):
             for _ in range(n)]
 
 
-def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=None):
+def engine_samples(groups, num_threads, epochs=EPOCHS):
+    """Per epoch over `groups` (lists of samples): the engine's collation seconds per batch
+    (from the public ``Prefetcher.stats()``) and the pipeline's wall seconds per batch."""
+    collate, wall = [], []
+    with prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,
+                             num_threads=num_threads) as pf:
+        for _ in pf:  # untimed: the batch buffers' first touches
+            pass
+        for _ in range(epochs):
+            before = pf.stats()["collate_s"]
+            t0 = time.perf_counter()
+            for _ in pf:
+                pass
+            wall.append((time.perf_counter() - t0) / len(groups))
+            collate.append((pf.stats()["collate_s"] - before) / len(groups))
+    return collate, wall
+
+
+def measure(batch_size, image_size=224, batches=12, num_threads=2, samples=None):
     """GB/s of the engine's collation, default_collate and a plain copy, for one batch size.
 
     Every method reads the same footprint: two alternating groups of distinct samples (a copy
@@ -53,9 +62,9 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     gb = nbytes / 1e9
 
     rng = np.random.default_rng(1)
-    sources = [rng.integers(0, 256, size=nbytes, dtype=np.uint8) for _ in range(2)]
-    dst = np.empty_like(sources[0])
-    copy_s = _median_seconds(lambda src: np.copyto(dst, src), [sources[i % 2] for i in range(batches)])
+    sources = itertools.cycle([rng.integers(0, 256, size=nbytes, dtype=np.uint8) for _ in range(2)])
+    dst = np.empty(nbytes, dtype=np.uint8)
+    copy_s = timing.median(timing.samples(lambda: np.copyto(dst, next(sources)), batches))
 
     # default_collate writes fresh memory every batch; on this kind of VM first-touch faults
     # make it swing from ~3 GB/s to ~0.02 GB/s between runs. The ratio uses its best batch, so
@@ -66,29 +75,19 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        default_times = _times(default_collate, groups)
+        inputs = itertools.cycle(groups[:2])
+        default_times = timing.samples(lambda: default_collate(next(inputs)), batches)
     finally:
         torch.set_num_threads(threads)
-    default_s, default_best_s = statistics.median(default_times), min(default_times)
+    default_s, default_best_s = timing.median(default_times), min(default_times)
 
-    with prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,
-                             num_threads=num_threads) as pf:
-        engine = pf._engine
-        leaves = [[Leaf("batch", prefetch.Samples(g))] for g in groups]
-        collate_s = _median_seconds(engine.collate_only, leaves)
-        for _ in pf:  # first epoch grows the ring
-            pass
-        t0 = time.perf_counter()
-        for _ in pf:
-            pass
-        pipeline_s = (time.perf_counter() - t0) / len(groups)
-        threads = engine.num_threads
-
+    collate, wall = engine_samples(groups, num_threads)
+    collate_s, pipeline_s = timing.median(collate), timing.median(wall)
     return {
         "batch_size": batch_size,
         "image_size": image_size,
         "batch_mib": nbytes / 2**20,
-        "num_threads": threads,
+        "num_threads": num_threads,
         "collate_gbps": gb / collate_s,
         "default_collate_gbps": gb / default_s,
         "default_collate_best_gbps": gb / default_best_s,
@@ -99,10 +98,35 @@ def measure(batch_size, image_size=224, batches=12, num_threads=None, samples=No
     }
 
 
-def run(batch_sizes=(64, 256), image_size=224, batches=12, num_threads=None, progress=None):
+def table(rows):
+    head = ("batch", "MiB", "thr", "engine GB/s", "copy GB/s", "default_collate GB/s (best)",
+            "engine/copy", "engine/default")
+    lines = ["", "collate (uint8 %dx%dx3 images)" % (rows[0]["image_size"], rows[0]["image_size"]),
+             "  " + " | ".join(head)]
+    for r in rows:
+        lines.append("  " + " | ".join([
+            "%5d" % r["batch_size"], "%5.1f" % r["batch_mib"], "%3d" % r["num_threads"],
+            "%11.2f" % r["collate_gbps"], "%9.2f" % r["copy_gbps"],
+            "%11.2f (%.2f)" % (r["default_collate_gbps"], r["default_collate_best_gbps"]),
+            "%11.2f" % r["collate_fraction_of_copy"], "%14.1f" % r["collate_vs_default_collate"],
+        ]))
+    return "\n".join(lines)
+
+
+def run(config):
+    # The Prefetcher's default thread count (cores, at most 8), passed explicitly so that the
+    # table prints the count that ran.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = config.threads or max(1, min(8, cores or 1))
+    batches = 6 if config.quick else 16
     rows = []
-    for bs in batch_sizes:
-        if progress:
-            progress("collate: batch %d x %dx%dx3 uint8" % (bs, image_size, image_size))
-        rows.append(measure(bs, image_size, batches, num_threads))
-    return rows
+    for bs in config.batch_sizes:
+        config.progress("collate: batch %d x %dx%dx3 uint8" % (bs, config.image_size, config.image_size))
+        rows.append(measure(bs, config.image_size, batches, threads))
+    main_row = max(rows, key=lambda r: r["batch_size"])
+    metrics = {k: main_row[k] for k in ("collate_gbps", "copy_gbps", "collate_vs_default_collate",
+                                        "collate_fraction_of_copy")}
+    return SectionResult(rows, metrics, table(rows))
+
+
+SECTION = Section("collate", "samples -> engine -> ring, vs default_collate and a plain copy", run)

@@ -17,6 +17,9 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 
+from . import timing
+from .section import Section, SectionResult
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -52,11 +55,6 @@ def heavy_cnn(classes):
 
 
 MODELS = {"small_cnn": small_cnn, "heavy_cnn": heavy_cnn}
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def _torch_preprocess(images, device, generator):
@@ -123,7 +121,7 @@ def train(batches, model, steps, device, warmup=2):
     wait, count, t_start = 0.0, 0, None
     for step in range(warmup + steps):
         if step == warmup:
-            _sync(device)
+            timing.sync(device)
             wait, t_start = 0.0, time.perf_counter()
         t0 = time.perf_counter()
         images, labels = next(it)
@@ -133,7 +131,7 @@ def train(batches, model, steps, device, warmup=2):
         loss.backward()
         opt.step()
         count += images.shape[0] if step >= warmup else 0
-    _sync(device)
+    timing.sync(device)
     total = time.perf_counter() - t_start
     it.close()
     return {"img_per_s": count / total, "step_s": total / steps, "wait_fraction": wait / total}
@@ -147,8 +145,8 @@ def timm_available():
         return False
 
 
-def run(device, batch_size=256, image_size=224, images=None, classes=100, workers=2, steps=10,
-        threads=None, progress=None):
+def measure(device, batch_size=256, image_size=224, images=None, classes=100, workers=2, steps=10,
+             threads=None, progress=None):
     device = torch.device(device)
     # On a CPU the heavy model at full size takes tens of seconds per step and its timings are
     # dominated by GBs of activations, not by the pipeline: it runs at a quarter of the batch
@@ -203,7 +201,7 @@ def run(device, batch_size=256, image_size=224, images=None, classes=100, worker
                        "shapes": {m: {"batch_size": b, "image_size": z} for m, (b, z) in shapes.items()}}}
 
 
-def summarize(e2e):
+def metrics(e2e):
     """The flat metrics of results.json: small CNN for throughput, heavy CNN for overlap."""
     small, heavy = e2e["results"]["small_cnn"], e2e["results"]["heavy_cnn"]
     m = {
@@ -215,3 +213,28 @@ def summarize(e2e):
     if "timm" in small:
         m["e2e_vs_timm"] = small["prefetch"]["img_per_s"] / small["timm"]["img_per_s"]
     return m
+
+
+def table(result):
+    c = result["config"]
+    lines = ["", "e2e (uint8 images, %d DataLoader workers)" % c["workers"],
+             "  model       batch x size  pipeline  | images/s | step ms | waiting for data"]
+    for model, rows in result["results"].items():
+        shape = c["shapes"][model]
+        for name, r in rows.items():
+            lines.append("  %-11s %5d x %-5d %-9s | %8.0f | %7.1f | %5.1f%%" % (
+                model, shape["batch_size"], shape["image_size"], name, r["img_per_s"],
+                r["step_s"] * 1e3, 100 * r["wait_fraction"]))
+    return "\n".join(lines)
+
+
+def run(config):
+    result = measure(config.device, batch_size=64 if config.quick else max(config.batch_sizes),
+                     image_size=112 if config.quick else config.image_size, workers=config.workers,
+                     steps=config.steps or (4 if config.quick else 10), threads=config.threads,
+                     progress=config.progress)
+    return SectionResult(result, metrics(result), table(result), skipped=result["skipped"])
+
+
+SECTION = Section("e2e", "a training loop fed by each pipeline, vs the same batches already on the "
+                         "device", run)

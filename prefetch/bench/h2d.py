@@ -1,23 +1,20 @@
 """Host -> device: batches through the Prefetcher's ring, against ``tensor.pin_memory().to(dev,
 non_blocking=True)`` per batch, against a raw loop of pinned-memory copies of the same size
-(the limit), in the same run. CUDA only."""
-import time
-
+(the limit), in the same run; and the zero-copy variant (the fused op reading the batch straight
+from pinned memory) against copy-then-op. CUDA only."""
 import torch
 
 import prefetch
 
-
-def _rate(nbytes, count, fn, device):
-    fn(1)  # warm-up: allocations, the ring's first growth
-    torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    fn(count)
-    torch.cuda.synchronize(device)
-    return nbytes * count / (time.perf_counter() - t0) / 1e9
+from . import timing
+from .ops import MEAN, STD
+from .pinned import cuda_view_of_pinned
+from .section import Section, SectionResult, Skipped
 
 
-def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None):
+def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None, repeats=3):
+    """GB/s of `count` batches of `batch_bytes` per timed repetition (median of `repeats`, after
+    one untimed repetition: allocations, the ring's first growth)."""
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError("the h2d section needs a CUDA device")
@@ -27,32 +24,32 @@ def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None):
     dst = torch.empty(batch_bytes, dtype=torch.uint8, device=device)
     stream = torch.cuda.Stream(device)
 
-    def raw(n):
+    def raw():
         with torch.cuda.stream(stream):
-            for _ in range(n):
+            for _ in range(count):
                 dst.copy_(pinned, non_blocking=True)
         stream.synchronize()
 
-    def pin_each(n):
-        for i in range(n):
+    def pin_each():
+        for i in range(count):
             batches[i % 4].pin_memory().to(device, non_blocking=True)
 
-    pf = prefetch.Prefetcher([], device=device, num_threads=threads)
+    def gbps(fn):
+        return batch_bytes * count / timing.median(timing.samples(fn, repeats, device=device)) / 1e9
 
-    def ring(n):
-        pf.source = [batches[i % 4] for i in range(n)]
-        for _ in pf:
-            pass
+    # One epoch of the Prefetcher is the `count` batches.
+    with prefetch.Prefetcher([batches[i % 4] for i in range(count)], device=device,
+                             num_threads=threads) as pf:
+        def ring():
+            for _ in pf:
+                pass
 
-    try:
         out = {
             "batch_mib": batch_bytes / 2**20,
-            "h2d_raw_gbps": _rate(batch_bytes, count, raw, device),
-            "pin_memory_gbps": _rate(batch_bytes, count, pin_each, device),
-            "h2d_gbps": _rate(batch_bytes, count, ring, device),
+            "h2d_raw_gbps": gbps(raw),
+            "pin_memory_gbps": gbps(pin_each),
+            "h2d_gbps": gbps(ring),
         }
-    finally:
-        pf.close()
     out["h2d_fraction_of_raw"] = out["h2d_gbps"] / out["h2d_raw_gbps"]
     out["h2d_vs_pin_memory"] = out["h2d_gbps"] / out["pin_memory_gbps"]
     return out
@@ -63,15 +60,12 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
     uint8 batch straight from pinned host memory across the bus (one pass), against a copy of
     the batch to the device followed by the op (two passes, the Prefetcher's path), for float16
     output in both memory formats. >1 in `zero_copy_vs_copy_then_op` means zero-copy wins."""
-    from .ops import MEAN, STD, _median_seconds
-
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError("the zero-copy variant needs a CUDA device")
     g = torch.Generator().manual_seed(0)
     pinned = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).pin_memory()
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    view = prefetch._C.cuda_view_of_pinned(pinned, index)
+    view = cuda_view_of_pinned(pinned, device)
     staged = torch.empty(pinned.shape, dtype=torch.uint8, device=device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
     draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v
@@ -89,11 +83,44 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
 
         if not torch.equal(op(view), copy_then_op()):
             raise AssertionError("zero-copy and copy-then-op outputs differ")
-        zero_s = _median_seconds(lambda: op(view), device, repeats)
-        two_s = _median_seconds(copy_then_op, device, repeats)
+        zero_s = timing.median(timing.kernel_samples(lambda: op(view), repeats, device))
+        two_s = timing.median(timing.kernel_samples(copy_then_op, repeats, device))
         rows.append({
             "dtype": "float16", "channels_last": channels_last, "images": n,
             "zero_copy_s": zero_s, "copy_then_op_s": two_s,
             "zero_copy_vs_copy_then_op": two_s / zero_s,
         })
     return rows
+
+
+def table(row, zero_copy_rows):
+    lines = ["", "h2d (%.1f MiB batches): ring %.2f GB/s | pin_memory().to() %.2f GB/s | raw pinned %.2f GB/s"
+             " | ring/raw %.2f" % (row["batch_mib"], row["h2d_gbps"], row["pin_memory_gbps"],
+                                   row["h2d_raw_gbps"], row["h2d_fraction_of_raw"])]
+    for z in zero_copy_rows:
+        lines.append("zero-copy fp16%s: %.3f ms | copy, then op %.3f ms | copy-then-op / zero-copy %.2f"
+                     % (" channels_last" if z["channels_last"] else "", z["zero_copy_s"] * 1e3,
+                        z["copy_then_op_s"] * 1e3, z["zero_copy_vs_copy_then_op"]))
+    return "\n".join(lines)
+
+
+def run(config):
+    if config.device.type != "cuda":
+        raise Skipped("no CUDA device: host-to-device copies do not apply; the CPU pipeline's copy "
+                      "is measured by collate (pipeline_gbps) and e2e")
+    size, largest = config.image_size, max(config.batch_sizes)
+    config.progress("h2d: %d-image batches through the ring, pin_memory().to(), raw pinned copies"
+                    % largest)
+    row = measure(config.device, largest * size ** 2 * 3, count=8 if config.quick else 20,
+                  threads=config.threads)
+    n = 64 if config.quick else largest
+    config.progress("h2d: zero-copy (the op reading pinned memory) against copy, then op")
+    zrows = measure_zero_copy(config.device, n=n, size=size, crop=size,
+                              repeats=2 if config.quick else 5)
+    metrics = {k: row[k] for k in ("h2d_gbps", "h2d_raw_gbps", "h2d_fraction_of_raw")}
+    metrics["zero_copy_vs_copy_then_op"] = zrows[0]["zero_copy_vs_copy_then_op"]
+    return SectionResult(row, metrics, table(row, zrows), details={"h2d_zero_copy": zrows})
+
+
+SECTION = Section("h2d", "host -> device through the ring, vs pin_memory().to() and raw pinned "
+                         "copies (GPU)", run)

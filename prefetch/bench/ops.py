@@ -5,47 +5,15 @@ Workload (the fused-ops issue): N uint8 HWC images, random crop of `crop` from t
 channels_last output. GB/s counts bytes moved: uint8 read plus output written. The limit is a
 copy moving as many bytes (memcpy on the CPU, device-to-device on a GPU).
 """
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
 
 import prefetch
 
+from . import timing
+from .section import SectionResult, Section
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _median_seconds(fn, device, repeats, inner=None):
-    """Median seconds per call of fn. On a GPU, `inner` calls (default 10) run back to back
-    between two CUDA events, so the figure is the kernels' time: the host's launch and
-    synchronisation overhead (tens of microseconds, the order of a whole 224x224 batch's kernel
-    on an H100) stays out of it."""
-    fn()  # warm-up
-    _sync(device)
-    times = []
-    if device.type == "cuda":
-        inner = inner or 10
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(repeats):
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / inner)
-        return statistics.median(times)
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def torch_chain(images, draws, padding, dtype, channels_last):
@@ -66,7 +34,7 @@ def torch_chain(images, draws, padding, dtype, channels_last):
     return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
-def measure(device, n=256, size=224, crop=224, padding=4, repeats=5, with_chain=True):
+def measure(device, n=256, size=224, crop=224, padding=4, repeats=5):
     device = torch.device(device)
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
@@ -86,8 +54,8 @@ def measure(device, n=256, size=224, crop=224, padding=4, repeats=5, with_chain=
             moved = images.numel() + out_bytes
             src = torch.empty(out_bytes, dtype=torch.uint8, device=device)
             dst = torch.empty_like(src)
-            copy_s = _median_seconds(lambda: dst.copy_(src), device, repeats)
-            fused_s = _median_seconds(fused, device, repeats)
+            copy_s = timing.median(timing.kernel_samples(lambda: dst.copy_(src), repeats, device))
+            fused_s = timing.median(timing.kernel_samples(fused, repeats, device))
             row = {
                 "dtype": str(dtype).replace("torch.", ""),
                 "channels_last": channels_last,
@@ -96,11 +64,34 @@ def measure(device, n=256, size=224, crop=224, padding=4, repeats=5, with_chain=
                 "copy_gbps": 2 * out_bytes / copy_s / 1e9,
             }
             row["ops_fraction_of_copy"] = row["ops_gbps"] / row["copy_gbps"]
-            if with_chain:
-                chain_s = _median_seconds(
-                    lambda: torch_chain(images, draws, padding, dtype, channels_last), device,
-                    max(2, repeats // 2))
-                row["chain_gbps"] = moved / chain_s / 1e9
-                row["ops_vs_torch_chain"] = chain_s / fused_s
+            chain_s = timing.median(timing.kernel_samples(
+                lambda: torch_chain(images, draws, padding, dtype, channels_last),
+                max(2, repeats // 2), device))
+            row["chain_gbps"] = moved / chain_s / 1e9
+            row["ops_vs_torch_chain"] = chain_s / fused_s
             rows.append(row)
     return rows
+
+
+def table(rows, n, size):
+    lines = ["", "ops (%d uint8 %dx%dx3 images, crop %d, padding 4, random flips)" % (n, size, size, size),
+             "  dtype     layout          | fused GB/s | copy GB/s | chain GB/s | fused/copy | fused/chain"]
+    for r in rows:
+        lines.append("  %-9s %-15s | %10.2f | %9.2f | %10.3f | %10.3f | %11.1f" % (
+            r["dtype"], "channels_last" if r["channels_last"] else "contiguous", r["ops_gbps"],
+            r["copy_gbps"], r["chain_gbps"], r["ops_fraction_of_copy"], r["ops_vs_torch_chain"]))
+    return "\n".join(lines)
+
+
+def run(config):
+    n = 64 if config.quick else max(config.batch_sizes)
+    config.progress("ops: %d images on %s" % (n, config.device))
+    rows = measure(config.device, n=n, size=config.image_size, crop=config.image_size,
+                   repeats=2 if config.quick else 5)
+    main_row = next(r for r in rows if r["dtype"] == "float32" and not r["channels_last"])
+    metrics = {k: main_row[k] for k in ("ops_gbps", "ops_fraction_of_copy", "ops_vs_torch_chain")}
+    return SectionResult(rows, metrics, table(rows, n, config.image_size),
+                         details={"ops_config": {"images": n, "dtype": "float32", "layout": "contiguous"}})
+
+
+SECTION = Section("ops", "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes", run)

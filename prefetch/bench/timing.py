@@ -1,0 +1,87 @@
+"""The bench's one way to time things: every section's figures come from these samples.
+
+``samples`` times repetitions of a call on the host clock, synchronising the device around each,
+and returns every sample (seconds); ``kernel_samples`` does the same for device work, which on a
+GPU is timed between CUDA events around back-to-back calls. ``Summary`` is a list of samples'
+median and spread, the form the NOTES comparisons are written in.
+"""
+import statistics
+import time
+from typing import NamedTuple
+
+import torch
+
+
+def sync(device):
+    """Waits for the device's queued work (a no-op on the CPU)."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def samples(fn, repeats, *, device=None, warmup=1, setup=None):
+    """Seconds of each of `repeats` calls of fn, after `warmup` untimed calls, on the host clock.
+
+    The device is synchronised before the clock starts and before it stops, so a call's queued
+    device work is inside its sample. With `setup`, each call is ``fn(setup())`` and setup's own
+    time (e.g. building an iterator and warming it up) is outside the sample; its result is
+    released before the next setup."""
+    for _ in range(warmup):
+        fn(setup()) if setup else fn()
+    times = []
+    for _ in range(repeats):
+        arg = setup() if setup else None
+        sync(device)
+        t0 = time.perf_counter()
+        fn(arg) if setup else fn()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+        del arg  # e.g. an iterator whose workers must stop before the next one starts
+    return times
+
+
+def kernel_samples(fn, repeats, device, *, warmup=1, inner=10):
+    """Seconds per call of fn, one sample per repetition. On a GPU `inner` calls run back to back
+    between two CUDA events, so a sample is the kernels' time: the host's launch and
+    synchronisation overhead (tens of microseconds, the order of a whole 224x224 batch's kernel on
+    an H100) stays out of it. Elsewhere it is ``samples`` (one call per sample)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return samples(fn, repeats, device=device, warmup=warmup)
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / inner)
+    return times
+
+
+def median(values):
+    return statistics.median(values)
+
+
+class Summary(NamedTuple):
+    """A list of samples as NOTES.md reports them: the median and the range around it."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values):
+        return cls(statistics.median(values), min(values), max(values))
+
+    @property
+    def spread(self):
+        """(high - low) / median: the range relative to the median."""
+        return (self.high - self.low) / self.median if self.median else float("nan")
+
+    def format(self, fmt="%.2f"):
+        """e.g. '20.62 (19.80–21.10)'."""
+        return (fmt + " (" + fmt + "–" + fmt + ")") % self
