@@ -73,7 +73,7 @@ def test_engine_refuses_what_is_not_a_leaf(engine):
     with pytest.raises(TypeError, match=r"leaf 1 \(a tuple\) has no attribute 'name'.*Leaf"):
         engine.submit(token, [Leaf("ok", torch.ones(1)), ("x", torch.ones(2))])
     with pytest.raises(TypeError, match=r"leaf 0 \(a int\) has no attribute 'name'"):
-        engine.collate_only([3])
+        engine.submit(token, [3])
 
 
 def test_gather_rows_out_of_range_name_the_leaf_position_and_index(engine):

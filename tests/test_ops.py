@@ -217,22 +217,31 @@ def test_cuda_graph_replay_reads_the_new_inputs_with_the_captured_constants():
 
 
 def test_cuda_view_of_pinned_refuses_what_it_cannot_map():
-    with pytest.raises(RuntimeError, match="built without CUDA|pinned CPU tensor"):
-        prefetch._C.cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), 0)
+    from prefetch.bench.pinned import cuda_view_of_pinned
+
+    with pytest.raises(ValueError, match=r"needs a pinned CPU tensor .*on cpu that is not pinned"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cuda:0")
+    with pytest.raises(ValueError, match="needs a CUDA device, got cpu"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cpu")
+    with pytest.raises(ValueError, match="needs a pinned CPU tensor .*on meta$"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8, device="meta"), "cuda")
 
 
 @pytest.mark.cuda
 def test_zero_copy_view_gives_what_the_copied_batch_gives():
+    from prefetch.bench.pinned import cuda_view_of_pinned
+
     from .conftest import require_cuda
     require_cuda()
-    dev = torch.cuda.current_device()
+    dev = torch.device("cuda", torch.cuda.current_device())
     images, _, _, g = random_case("cpu", 6, 3, 20, 24, "NHWC", seed=50)
     pinned = images.pin_memory()
     hflip = (torch.rand(4, generator=g) < 0.5).cuda()
     expected = normalize_flip(pinned[2:].cuda(), MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16),
                               dtype=torch.float16)
-    view = prefetch._C.cuda_view_of_pinned(pinned[2:], dev)  # a view with a storage offset
-    assert view.is_cuda and view.shape == (4, 20, 24, 3)
+    view = cuda_view_of_pinned(pinned[2:], dev)  # a view with a storage offset
+    assert view.device == dev and view.shape == (4, 20, 24, 3)
+    assert view.data_ptr() == pinned[2:].data_ptr()  # the host memory itself, not a copy
     del pinned  # the view keeps the host memory alive
     for _ in range(2):
         out = normalize_flip(view, MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16), dtype=torch.float16)

@@ -163,15 +163,6 @@ Slot& Engine::collate_into_ring(const std::vector<LeafPlan>& leaves,
   return slot;
 }
 
-uint64_t Engine::collate_only(const std::vector<LeafPlan>& leaves) {
-  std::lock_guard<std::mutex> producer(producer_mutex_);
-  size_t total = 0;
-  std::vector<LeafLayout> layout = pack_layout(leaves, &total);
-  auto t0 = std::chrono::steady_clock::now();
-  collate_into_ring(leaves, layout, total);
-  return since_ns(t0);
-}
-
 void Engine::finish(uint64_t token, bool failed) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -103,10 +103,6 @@ class Engine {
   // Consumer side: the next batch in submission order. A negative timeout waits forever.
   NextStatus next(uint64_t token, ReadyBatch* out, std::chrono::nanoseconds timeout);
 
-  // Benchmark hook: runs submit()'s collation step alone (same ring slot choice, pool and copy
-  // plan; no copy, no queue) and returns its duration in nanoseconds.
-  uint64_t collate_only(const std::vector<LeafPlan>& leaves);
-
   // Ends the current epoch: wakes the producer (submit throws Cancelled) and the consumer.
   void cancel();
   // The same, but only if `token` is still the current epoch (a stale iterator's cleanup must

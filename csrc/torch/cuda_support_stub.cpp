@@ -18,6 +18,5 @@ bool cuda_support_built() { return false; }
 DestinationAllocator cuda_destination_allocator(int, void*) { no_cuda(); }
 void* cuda_current_stream(int) { no_cuda(); }
 void cuda_protect_for_stream(const at::Tensor&, int, void*) { no_cuda(); }
-at::Tensor cuda_view_of_pinned(const at::Tensor&, int) { no_cuda(); }
 
 }  // namespace prefetch

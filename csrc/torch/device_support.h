@@ -16,8 +16,5 @@ void* cuda_current_stream(int device);
 // Tells the caching allocator that `packed` is used on `stream` (record_stream), so its memory
 // is reused only after the consumer's work on it completes.
 void cuda_protect_for_stream(const at::Tensor& packed, int device, void* stream);
-// A CUDA tensor over the memory of a pinned CPU tensor (which it keeps alive): kernels given it
-// read host memory across the bus, with no copy first. The benchmark's zero-copy variant.
-at::Tensor cuda_view_of_pinned(const at::Tensor& host, int device);
 
 }  // namespace prefetch

@@ -224,15 +224,6 @@ class PyEngine {
     }
   }
 
-  // Benchmark hook: seconds the engine takes to collate `leaves` into its ring, nothing else.
-  double collate_only(const py::list& leaves) {
-    EngineRef engine = get();
-    std::vector<at::Tensor> keep;
-    std::vector<LeafPlan> plans = make_plans(leaves, &keep);
-    py::gil_scoped_release nogil;
-    return engine->collate_only(plans) * 1e-9;
-  }
-
   // A batch whose buffer could not be allocated (its true size fits 64 bits, not the memory):
   // a MemoryError that names the batch's size and its largest leaf.
   [[noreturn]] static void throw_out_of_memory(const std::vector<LeafPlan>& plans,
@@ -572,8 +563,6 @@ PYBIND11_MODULE(_C, m) {
       "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
       "views resolved), or a CollateError naming it.");
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
-  m.def("cuda_view_of_pinned", &prefetch::cuda_view_of_pinned, py::arg("host"), py::arg("device"),
-        "A CUDA tensor over a pinned CPU tensor's memory (zero-copy reads; benchmark use).");
   // What Engine.next returns first; the core's NextStatus, one value per outcome of a wait.
   py::enum_<prefetch::NextStatus>(m, "NextStatus",
                                   "The outcome of Engine.next(token, timeout_s): the first item of "
@@ -592,8 +581,6 @@ PYBIND11_MODULE(_C, m) {
       .def("start_epoch", &PyEngine::start_epoch)
       .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"),
            "Collates and copies a batch, a list of prefetch._tree.Leaf; returns its sequence number.")
-      .def("collate_only", &PyEngine::collate_only, py::arg("leaves"),
-           "Seconds the collation of a list of prefetch._tree.Leaf takes (benchmarks).")
       .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
            "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
       .def("publish", &PyEngine::publish, py::arg("token"))

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -821,32 +822,34 @@ TEST_F(EngineTest, PublishAfterEpochChangeThrowsCancelled) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// collate_only (benchmark hook) and ring capacity
+// Ring slot reuse and ring capacity
 
-// collate_only uses the ring like submit but delivers nothing and never overwrites a slot that
-// a copy still reads.
-TEST_F(EngineTest, CollateOnlyDeliversNothingAndCorruptsNothing) {
-  Engine& e = start(options(2), 1000, 8);  // copies stay queued while collate_only runs
+// The consumer takes every batch as soon as it is queued, before its copy has run (the stream
+// sleeps up to 1 ms before each piece of work), so the producer's next-but-one submit collates
+// into a ring slot whose copy is still queued: it must wait for that copy, or the held batch
+// would hold the later batch's bytes. Then a batch larger than every slot grows the ring.
+TEST_F(EngineTest, RingSlotIsRewrittenOnlyAfterItsCopyHasReadIt) {
+  Engine& e = start(options(2), 1000, 8);
   std::vector<ReadyBatch> held;
-  for (uint64_t i = 0; i < 6; ++i) {
+  for (uint64_t i = 0; i < 8; ++i) {
     const Spec s = random_spec(i, false);
-    submit(token, i, s);
-    auto other = build_batch(1000 + i, random_spec(1000 + i, false));
-    e.collate_only(other->leaves);  // rewrites a ring slot: must wait for its copy first
+    EXPECT_EQ(submit(token, i, s), i);  // ring slot i % 2
     ReadyBatch b;
     ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
     EXPECT_EQ(b.seq, i);
     held.push_back(std::move(b));
   }
-  ReadyBatch none;
-  EXPECT_EQ(e.next(token, &none, 20ms), NextStatus::kTimeout);
-  EXPECT_EQ(e.stats().submitted, 6u);
+  const Spec big{1 << 20, 10, 10, 1, 10};
+  const size_t capacity_before = std::max(e.slot_capacity(0), e.slot_capacity(1));
+  EXPECT_EQ(submit(token, 8, big), 8u);
+  ReadyBatch last;
+  ASSERT_EQ(e.next(token, &last, kLongWait), NextStatus::kBatch);
+  held.push_back(std::move(last));
+  EXPECT_GT(e.slot_capacity(0), capacity_before) << "slot 8 % 2 grew for the larger batch";
   for (uint64_t i = 0; i < held.size(); ++i) {
     held[i].ready->wait();
-    EXPECT_EQ(verify(held[i], i, random_spec(i, false)), "");
+    EXPECT_EQ(verify(held[i], i, i == 8 ? big : random_spec(i, false)), "") << "batch " << i;
   }
-  auto big = build_batch(7, Spec{1 << 20, 10, 10, 1, 10});
-  EXPECT_GT(e.collate_only(big->leaves), 0u);
 }
 
 // slot_capacity may be read from any thread while the producer grows the ring.

@@ -116,7 +116,7 @@ TEST(PlanPreconditions, EngineRefusesRowsOutOfRange) {
             "prefetch: index 6 (position 1 of the batch) is out of range for 6 rows");
   EXPECT_EQ(collate_error([&] { engine.stage(token, {gather(s.tensor, {-3})}, allocate); }),
             "prefetch: index -3 (position 0 of the batch) is out of range for 6 rows");
-  EXPECT_EQ(collate_error([&] { engine.collate_only({gather(s.tensor, {0, 1, 100})}); }),
+  EXPECT_EQ(collate_error([&] { engine.submit(token, {gather(s.tensor, {0, 1, 100})}, allocate); }),
             "prefetch: index 100 (position 2 of the batch) is out of range for 6 rows");
   EXPECT_EQ(engine.stats().submitted, 0u);
 
