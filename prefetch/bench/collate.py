@@ -129,4 +129,5 @@ def run(config):
     return SectionResult(rows, metrics, table(rows))
 
 
-SECTION = Section("collate", "samples -> engine -> ring, vs default_collate and a plain copy", run)
+SECTION = Section("collate", "samples -> engine -> batch buffer (CPU Prefetcher), vs default_collate "
+                             "and a plain copy", run)
