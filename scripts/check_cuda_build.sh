@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA build, checked on a machine without a GPU: installs the CUDA torch the GPU image uses
 # (PREFETCH_CUDA_TORCH, default torch==2.11.0, a CUDA 13.0 build, with its CUDA libraries) into a
-# venv under build/, builds this checkout against it exactly as the GPU machine does
+# venv under build/, builds a copy of this checkout against it as the GPU machine does
 # (scripts/install.sh, FORCE_CUDA=1, TORCH_CUDA_ARCH_LIST=9.0), imports it, and checks that every
 # op has its CUDA kernel registered. With --tests it then runs the Python suite with that build
 # (CUDA cases skip): the GPU image's torch version, on the CPU.
@@ -28,20 +28,20 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch; assert 
   echo "check_cuda_build: installing $spec into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q "$spec" numpy pytest hypothesis ninja pybind11 setuptools wheel
+  "$venv/bin/python" -m pip install -q "$spec"
 fi
 PY=$(cd "$venv" && pwd)/bin/python
 "$PY" -c "import torch; print('check_cuda_build: torch', torch.__version__, 'CUDA', torch.version.cuda)"
 
-# A copy of the checkout (what git would commit, plus new files), so that the build neither
-# replaces nor reuses this checkout's own CPU extension.
-rm -rf "$tree"
-mkdir -p "$tree"
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$tree"
+# A copy of the checkout, so that the build neither replaces nor reuses this checkout's own CPU
+# extension.
+bash scripts/copy_tree.sh "$tree"
 
 cd "$tree"
-FORCE_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PREFETCH_SKIP_EXTRAS=1 PYTHON=$PY \
-  bash scripts/install.sh
+# install.sh installs the build requirements and the [test] extra from pyproject.toml, with torch
+# held at the venv's CUDA build.
+FORCE_CUDA=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} PREFETCH_EXTRAS=test \
+  PREFETCH_REQUIRE_EXTRAS=1 PYTHON=$PY bash scripts/install.sh
 "$PY" - <<'EOF'
 import torch
 import prefetch

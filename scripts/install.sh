@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # Installs prefetch from this checkout, with what it needs to build and test, on a fresh machine.
-# An installed torch is never replaced; without one, the CPU build named by PREFETCH_TORCH is
-# installed (default torch==2.13.0). Nothing already present is reinstalled, so the same script
-# works offline on a machine that has everything (the GPU image).
+# Every Python dependency and its version range is written in pyproject.toml and nowhere else:
+# this script installs its build requirements ([build-system] requires) and then the package with
+# the extras named by PREFETCH_EXTRAS ([project.optional-dependencies]).
+#   PREFETCH_EXTRAS=test,lightning,ray  the extras to install (the default: what scripts/test.sh
+#                                       exercises; "bench" for the benchmark's charts, "" for none)
+#   PREFETCH_REQUIRE_EXTRAS=1           fail when the extras cannot be installed (CI), instead of
+#                                       installing prefetch without them (their tests then skip)
+#   PREFETCH_SKIP_EXTRAS=1              a machine without a package index (the GPU image): fetch
+#                                       nothing, install no extras; what the build needs must be there
+#   PREFETCH_TORCH=torch==2.13.0        installed only when there is no torch
+#   PYTHON=python3                      the interpreter to install into
+# An installed torch is never replaced: a constraints file holds torch at the installed build, so
+# that no dependency can pull another one (an unpinned torch from the index is a CUDA build of
+# several GB). Nothing already present is reinstalled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -27,40 +38,53 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q "${PREFETCH_TORCH:-torch==2.13.0}"
 fi
 
-need=()
-for mod in ninja pybind11 numpy pytest hypothesis setuptools wheel; do
-  "$PY" -c "import $mod" 2>/dev/null || need+=("$mod")
-done
-if [ ${#need[@]} -gt 0 ]; then "$PY" -m pip install -q "${need[@]}"; fi
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+"$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$constraints"
 
-# Optional dependencies whose tests skip without them: torchdata (StatefulDataLoader resume),
-# Lightning and Ray (the scaling integrations), Pillow (Ray's read_images in the Ray tests). CI
-# sets PREFETCH_REQUIRE_EXTRAS=1 so that a failed install fails there instead of skipping
-# silently; PREFETCH_SKIP_EXTRAS=1 skips them (machines without a package index, such as the GPU
-# image). A constraints file pins torch to the installed build, so none of them can pull another
-# torch.
-if [ "${PREFETCH_SKIP_EXTRAS:-0}" != 1 ]; then
-  constraints=$(mktemp)
-  "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$constraints"
-  for pair in "torchdata==0.11.0:torchdata.stateful_dataloader" "lightning==2.6.6:lightning.pytorch" \
-              "ray[data]==2.60.0:ray.data" "pillow==13.0.0:PIL"; do
-    pkg=${pair%%:*}; mod=${pair#*:}
-    "$PY" -c "import $mod" 2>/dev/null && continue
-    echo "install.sh: installing $pkg (optional; its tests skip without it)"
-    if ! "$PY" -m pip install -q -c "$constraints" "$pkg"; then
-      if [ "${PREFETCH_REQUIRE_EXTRAS:-0}" = 1 ]; then
-        echo "install.sh: could not install $pkg" >&2; exit 1
-      fi
-      echo "install.sh: could not install $pkg; its tests will skip" >&2
-    fi
-  done
-  rm -f "$constraints"
+extras=${PREFETCH_EXTRAS-test,lightning,ray}
+if [ "${PREFETCH_SKIP_EXTRAS:-0}" = 1 ]; then
+  echo "install.sh: PREFETCH_SKIP_EXTRAS=1: no extras, nothing fetched from a package index"
+  extras=""
+  pip_from=(--no-index --no-deps)
+else
+  pip_from=(-c "$constraints")
 fi
 
-# --no-build-isolation: build against the torch installed above, never a freshly fetched one.
-# --no-deps: every dependency is already here, and pip must not touch torch.
+# The build requirements: with --no-build-isolation pip does not install them itself.
+# (tomllib is in Python >= 3.11; pip carries tomli for 3.10.)
+mapfile -t build_requires < <("$PY" -c '
+try:
+    import tomllib
+except ImportError:
+    from pip._vendor import tomli as tomllib
+with open("pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["build-system"]["requires"]))')
+"$PY" -m pip install -q "${pip_from[@]}" "${build_requires[@]}"
+
+# --no-build-isolation: the extension is built against the torch installed above, never against
+# a freshly fetched one.
 log=$(mktemp)
-if ! "$PY" -m pip install --no-build-isolation --no-deps -v -e . >"$log" 2>&1; then
+build() {  # build SPEC; pip's output goes to $log
+  echo "install.sh: pip install --no-build-isolation -e '$1' (log: $log)"
+  "$PY" -m pip install --no-build-isolation "${pip_from[@]}" -v -e "$1" >"$log" 2>&1
+}
+if [ -n "$extras" ] && ! build ".[$extras]"; then
+  tail -n 60 "$log" >&2
+  # The extension itself failed to compile: installing without the extras would fail the same way.
+  if grep -q "Building editable for prefetch.*status 'error'" "$log"; then
+    echo "install.sh: building prefetch failed (full log: $log)" >&2
+    exit 1
+  fi
+  if [ "${PREFETCH_REQUIRE_EXTRAS:-0}" = 1 ]; then
+    echo "install.sh: installing prefetch with the extras [$extras] failed (full log: $log)" >&2
+    exit 1
+  fi
+  echo "install.sh: could not install prefetch with the extras [$extras]; installing it" \
+    "without them (their tests will skip)" >&2
+  extras=""
+fi
+if [ -z "$extras" ] && ! build .; then
   tail -n 60 "$log" >&2
   echo "install.sh: building prefetch failed (full log: $log)" >&2
   exit 1
