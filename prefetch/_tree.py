@@ -27,8 +27,8 @@ _LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS = range(8)
 
 class Leaf(typing.NamedTuple):
     """One output tensor of a batch, as the engine takes it: ``flatten`` returns a list of these,
-    the ArrayLoader builds gather leaves itself, and ``_C.Engine.submit``, ``stage`` and
-    ``collate_only`` take a list of them. The binding reads the three fields by name.
+    the ArrayLoader builds gather leaves itself, and ``_C.Engine.submit`` and ``stage`` take a
+    list of them. The binding reads the three fields by name.
 
     - ``name``: where the leaf sits in the batch (``"batch[0]['image']"``); every error about the
       leaf names it.
@@ -45,6 +45,16 @@ class Leaf(typing.NamedTuple):
     name: str
     value: typing.Any  # torch.Tensor | list[torch.Tensor]
     rows: typing.Optional[torch.Tensor] = None
+
+
+class PreparedBatch(typing.NamedTuple):
+    """A batch already split for the engine: ``flatten``'s three outputs (``leaves`` a list of
+    :class:`Leaf`). A source may yield these instead of batches (the ArrayLoader's host path
+    does) so that no Python walks a structure or touches a sample."""
+
+    spec: typing.Any
+    leaves: list
+    moves: list
 
 
 class PassThroughWarning(UserWarning):
@@ -98,7 +108,7 @@ def _unsupported_dtype(dtype, name, what="a numpy array"):
         % (name, what, shown))
 
 
-def _ndarray_to_tensor(array, name, what="a numpy array"):
+def ndarray_to_tensor(array, name, what="a numpy array"):
     # Positive: a dtype torch has (datetime64, timedelta64, longdouble, clongdouble, structured,
     # object and string arrays are all refused here, naming the leaf).
     if array.dtype.type not in _TORCH_NUMPY_TYPES:
@@ -128,7 +138,7 @@ def _numbers_to_tensor(values, name):
     first = values[0]
     if isinstance(first, (np.bool_, np.number)):
         # np.longdouble and np.clongdouble refused, np.ulonglong taken as uint64.
-        return _ndarray_to_tensor(np.asarray(values), name, "a Samples of numpy scalars")
+        return ndarray_to_tensor(np.asarray(values), name, "a Samples of numpy scalars")
     if isinstance(first, float):
         return torch.tensor(values, dtype=torch.float64)
     try:
@@ -162,7 +172,7 @@ def _samples_leaf(samples, name):
     if kind is None:
         return _numbers_to_tensor(list(samples), name)
     if kind is np.ndarray:
-        return [_ndarray_to_tensor(a, "%s sample %d" % (name, i)) for i, a in enumerate(samples)]
+        return [ndarray_to_tensor(a, "%s sample %d" % (name, i)) for i, a in enumerate(samples)]
     return list(samples)
 
 
@@ -189,7 +199,7 @@ def _flatten(obj, name, leaves, moves):
         leaves.append(Leaf(name, _samples_leaf(obj, name)))
         return (_LEAF, len(leaves) - 1)
     if isinstance(obj, np.ndarray):
-        leaves.append(Leaf(name, _ndarray_to_tensor(obj, name)))
+        leaves.append(Leaf(name, ndarray_to_tensor(obj, name)))
         return (_LEAF, len(leaves) - 1)
     if isinstance(obj, collections.abc.Mapping):
         keys = list(obj.keys())

@@ -4,8 +4,9 @@ No Python runs per sample. With ``resident="host"`` the engine's C++ threads gat
 rows from the arrays into the pinned ring (a memmap's pages are read there, with the GIL
 released), then the copy and the transform run as in a :class:`Prefetcher`. With
 ``resident="device"`` the arrays are uploaded once, as they are, and every batch is gathered on
-the device — the images by the fused gather + crop + flip + normalize kernel — so no batch data
-crosses PCIe during the epoch (one upload of the epoch's indices and draws per epoch).
+the device — by the transform itself when it declares ``gathers`` (FusedAugment's fused gather +
+crop + flip + normalize kernel; see :mod:`prefetch.transforms`) — so no batch data crosses PCIe
+during the epoch (one upload of the epoch's indices, and each batch's few bytes of draws).
 
 The order of an epoch is a function of ``(seed, epoch)`` sharded across ranks as in
 :mod:`prefetch.sharding`; the augmentation draws are a function of ``(seed, rank, epoch,
@@ -17,10 +18,13 @@ import logging
 import numpy as np
 import torch
 
-from ._tree import Leaf, _ndarray_to_tensor, flatten, unflatten
-from .prefetcher import PreparedBatch, Prefetcher, _resolve_device
+from ._checks import check_seed, resolve_device
+from ._pipeline import ClosesOnExit, Pipeline
+from ._resume import ResumeCursor
+from ._tree import Leaf, PreparedBatch, flatten, ndarray_to_tensor, unflatten
 from .sharding import distributed_rank_and_size, epoch_indices, shard_size
-from .transforms import FusedAugment, _check_seed, _get, load_transform_state, save_transform_state
+from .transforms import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
+                         run_transform, save_transform_state)
 
 __all__ = ["ArrayLoader"]
 
@@ -43,7 +47,7 @@ def _as_tensor(array, name):
             return _C.readable(array, name)
         return array
     if isinstance(array, np.ndarray):  # np.memmap included: from_numpy maps, it does not read
-        return _ndarray_to_tensor(array, name)
+        return ndarray_to_tensor(array, name)
     raise TypeError("prefetch: %s is a %s; ArrayLoader takes numpy arrays (memmaps too) and "
                     "tensors" % (name, type(array).__name__))
 
@@ -60,7 +64,7 @@ def _available_host_memory():
 
 
 class _EpochBatches:
-    """The source the host path's Prefetcher iterates: one epoch's batches, already split. It
+    """The source the host path's Pipeline runs: one epoch's batches, already split. It
     holds the arrays, never the loader: the producer thread keeps its source alive, and a loader
     it kept alive could never be collected (and so never stop that thread)."""
 
@@ -78,12 +82,11 @@ class _EpochBatches:
 
 
 class _Epoch:
-    """One epoch's iterator; counts what the consumer received, for state_dict()."""
+    """One epoch's iterator, either path; tells the loader's cursor what the consumer received."""
 
     def __init__(self, loader, epoch, start, batches):
         self._loader, self._epoch, self._count = loader, epoch, start
         self._batches = batches
-        loader._position = (epoch, start)
 
     def __iter__(self):
         return self
@@ -95,11 +98,10 @@ class _Epoch:
         try:
             batch = next(self._batches)
         except StopIteration:
-            if self._loader._position == (self._epoch, self._count):
-                self._loader._position = (self._epoch + 1, 0)
+            self._loader._cursor.ended(self._epoch)
             raise
         self._count += 1
-        self._loader._position = (self._epoch, self._count)
+        self._loader._cursor.consumed(self._epoch, self._count)
         return batch
 
     def close(self):
@@ -108,7 +110,7 @@ class _Epoch:
             close()
 
 
-class ArrayLoader:
+class ArrayLoader(ClosesOnExit):
     """Batches of arrays that share their first dimension, shuffled, sharded, augmented, on the
     device, with no Python per sample.
 
@@ -135,7 +137,9 @@ class ArrayLoader:
         transform: applied to every batch on the device — typically a
             :class:`prefetch.FusedAugment`, whose draws are keyed by ``(seed, rank, epoch, batch
             index)`` (this loader's rank: ranks with the same seed draw differently) and which
-            the device path fuses with the gather. Its seed is saved by :meth:`state_dict`.
+            the device path fuses with the gather; any :class:`prefetch.transforms.Transform`
+            receives the same positions, and one that declares ``gathers`` gathers its leaves
+            itself on the device path. Its seed is saved by :meth:`state_dict`.
         memory_fraction: the share of free device memory ``resident="auto"`` may fill.
     """
 
@@ -151,27 +155,26 @@ class ArrayLoader:
             raise TypeError("prefetch: transform must be callable, got %r" % (transform,))
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError("prefetch: memory_fraction must be in (0, 1], got %r" % (memory_fraction,))
-        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), _check_seed(seed)
+        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), check_seed(seed)
         self.drop_last, self.transform = bool(drop_last), transform
         self.rank, self.world_size = distributed_rank_and_size(rank, world_size)
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self._structure = self._convert(arrays)
         self._spec, self._leaves, moves = flatten(self._structure, "arrays")
         assert not moves  # every leaf is a tensor, by _convert
         self.num_samples = self._check_lengths()
         self.resident = self._choose_residency(resident, memory_fraction)
-        self._next_epoch = 0
-        self._resume_index = 0
-        self._position = None  # (epoch, batches consumed) once an epoch started
-        self._prefetcher = None
+        self._cursor = ResumeCursor()
+        self._pipeline = None
+        self._closed = False  # the device path's; the host path's is its Pipeline's
         if self.resident == "host":
             off_host = [leaf.name for leaf in self._leaves if leaf.value.device.type != "cpu"]
             if off_host:
                 raise ValueError("prefetch: resident='host' needs host arrays; %s on %s"
                                  % (", ".join(off_host), self._leaves[0].value.device))
-            self._prefetcher = Prefetcher(None, device=self.device, depth=depth,
-                                          num_threads=num_threads, transform=transform,
-                                          timeout=timeout, rank=self.rank)
+            self._pipeline = Pipeline(self.device, depth=depth, num_threads=num_threads,
+                                      transform=transform, rank=self.rank, timeout=timeout,
+                                      owner="ArrayLoader")
         else:
             self._device_leaves = [leaf.value.to(self.device) for leaf in self._leaves]
             self._device_structure = unflatten(self._spec, self._device_leaves, [], self.device)
@@ -237,23 +240,21 @@ class ArrayLoader:
     def set_epoch(self, epoch):
         """The epoch the next ``iter()`` runs (otherwise they count from 0, one per ``iter()``).
         Setting the epoch a loaded state stopped in keeps its resume position."""
-        epoch = int(epoch)
-        if epoch != self._next_epoch:
-            self._resume_index = 0
-        self._next_epoch = epoch
+        self._cursor.set_epoch(epoch)
 
     def __iter__(self):
-        if self._prefetcher is not None and self._prefetcher.closed:
+        if self.closed:
             raise RuntimeError("prefetch: this ArrayLoader is closed")
-        epoch, start = self._next_epoch, self._resume_index
-        self._next_epoch, self._resume_index = epoch + 1, 0
+        epoch, start = self._cursor.next_epoch, self._cursor.resume_index
         order = self.epoch_indices(epoch)
-        if self._prefetcher is not None:
-            self._prefetcher.source = _EpochBatches(self._spec, self._leaves, order, start,
-                                                    self.batch_size, self._batches_in(order))
-            batches = self._prefetcher._start(epoch, start)
+        if self._pipeline is not None:
+            source = _EpochBatches(self._spec, self._leaves, order, start, self.batch_size,
+                                   self._batches_in(order))
+            batches = self._pipeline.run(source, epoch=epoch, first_index=start,
+                                         length=self.__len__)
         else:
             batches = self._device_batches(order, epoch, start)
+        self._cursor.start()
         return _Epoch(self, epoch, start, batches)
 
     def _upload(self, t):
@@ -267,53 +268,24 @@ class ArrayLoader:
             return
         order = self._upload(order)
         transform = self.transform
-        fused = isinstance(transform, FusedAugment)
-        if fused:
-            # Every draw of the epoch at once, uploaded in one copy, not one per step.
-            images = _get(self._device_structure, transform.image_key)
-            height, width = transform.image_size(images)
-            draws = [transform.draws(min(bs, order.numel() - b * bs), height, width, epoch, b,
-                                     self.rank) for b in range(start, count)]
-            crop = draws[0]["crop"]
-            epoch_draws = {k: self._upload(torch.cat([d[k] for d in draws]))
-                           for k in ("hflip", "vflip", "offsets") if draws[0][k] is not None}
-            skip = {id(images)}
-            if transform.mask_key is not None:
-                skip.add(id(_get(self._device_structure, transform.mask_key)))
+        # The leaves the transform gathers itself (fused with its kernels) stay whole.
+        whole = {id(get_leaf(self._device_structure, key)) for key in gathered_keys(transform)}
         for b in range(start, count):
             idx = order[b * bs:(b + 1) * bs]
-            if fused:
-                # Image and mask stay whole: the kernels gather them; the rest is index_select.
-                leaves = [t if id(t) in skip else t.index_select(0, idx) for t in self._device_leaves]
-                batch = unflatten(self._spec, leaves, [], self.device)
-                first = (b - start) * bs
-                d = {k: epoch_draws[k][first:first + idx.numel()] if k in epoch_draws else None
-                     for k in ("hflip", "vflip", "offsets")}
-                d["crop"] = crop
-                yield transform.apply(batch, d, indices=idx)
-            else:
-                leaves = [t.index_select(0, idx) for t in self._device_leaves]
-                batch = unflatten(self._spec, leaves, [], self.device)
-                if transform is not None:
-                    if getattr(transform, "ranked_draws", False):
-                        batch = transform(batch, epoch=epoch, index=b, rank=self.rank)
-                    elif getattr(transform, "positional_draws", False):
-                        batch = transform(batch, epoch=epoch, index=b)
-                    else:
-                        batch = transform(batch)
-                yield batch
+            leaves = [t if id(t) in whole else t.index_select(0, idx) for t in self._device_leaves]
+            batch = unflatten(self._spec, leaves, [], self.device)
+            if transform is not None:
+                position = BatchPosition(epoch, b, self.rank)
+                batch = (transform.gather(batch, idx, position) if whole
+                         else run_transform(transform, batch, position))
+            yield batch
 
     # -- resume ----------------------------------------------------------------------------------
 
     def state_dict(self):
         """The consumer's position: the epoch and how many of its batches were received (batches
         prefetched but not consumed are not counted), and the layout it applies to."""
-        if self._position is None:
-            epoch, consumed = self._next_epoch, self._resume_index
-        else:
-            epoch, consumed = self._position
-            if consumed >= len(self):
-                epoch, consumed = epoch + 1, 0
+        epoch, consumed, _ = self._cursor.position(len(self))
         state = {"epoch": epoch, "batches_consumed": consumed}
         state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
         return save_transform_state(self.transform, state)
@@ -331,26 +303,23 @@ class ArrayLoader:
         if not 0 <= consumed <= len(self):
             raise ValueError("prefetch: batches_consumed=%d is outside [0, %d]" % (consumed, len(self)))
         load_transform_state(self.transform, state)
-        self._next_epoch, self._resume_index = int(state["epoch"]), consumed
-        self._position = None
+        self._cursor.load(state["epoch"], consumed)
 
     # -- lifetime --------------------------------------------------------------------------------
 
     def close(self):
         """Stops the current epoch and joins the host path's threads."""
-        if self._prefetcher is not None:
-            self._prefetcher.close()
+        self._closed = True
+        if self._pipeline is not None:
+            self._pipeline.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+    @property
+    def closed(self):
+        return self._closed or (self._pipeline is not None and self._pipeline.closed)
 
     def stats(self):
         """The host path's :meth:`Prefetcher.stats`; on the device path, only ``resident``."""
-        out = self._prefetcher.stats() if self._prefetcher is not None else {}
+        out = self._pipeline.stats() if self._pipeline is not None else {}
         out["resident"] = self.resident
         return out
 

@@ -71,86 +71,41 @@ def _is_loader(obj):
                                      collections.abc.Mapping)))
 
 
-class _EpochSetter:
-    """What Lightning finds as the loader's ``sampler``: its ``set_epoch(e)`` reaches the source's
-    samplers (a DistributedSampler reshuffles) and the Prefetcher's epoch (the transform's draws)."""
-
-    def __init__(self, prefetcher, source):
-        self._prefetcher, self._source = prefetcher, source
-
-    def set_epoch(self, epoch):
-        samplers = {}  # by id: the sampler and the batch sampler's may be the same object
-        for owner, name in ((self._source, "sampler"),
-                            (getattr(self._source, "batch_sampler", None), "sampler")):
-            sampler = getattr(owner, name, None) if owner is not None else None
-            if sampler is not None:
-                samplers[id(sampler)] = sampler
-        for sampler in samplers.values():
-            if callable(getattr(sampler, "set_epoch", None)):
-                sampler.set_epoch(epoch)
-        self._prefetcher.set_epoch(epoch)
-
-
 class _LazyEpoch:
     """An epoch that starts at its first ``next()``, as a DataLoader's does. Lightning calls
     ``iter()`` once just to check the loader, and for the first epoch before it sets the epoch;
     an eager start would fetch with the wrong epoch (and prefetch a whole epoch for nothing)."""
 
-    def __init__(self, loader):
-        self._loader, self._it = loader, None
+    def __init__(self, adapter):
+        self._adapter, self._it = adapter, None
 
     def __iter__(self):
         return self
 
     def __len__(self):
-        return len(self._loader)
+        return len(self._adapter)
 
     def __next__(self):
         if self._it is None:
-            self._it = self._loader._start_now()
+            self._it = self._adapter.start()
         return next(self._it)
 
 
-class _TrainerPrefetcher(Prefetcher):
-    """A Prefetcher whose epoch is the one the Trainer last set (``iter()`` calls are not
-    counted: Lightning makes more than one per epoch), started lazily."""
+class _TrainerLoader:
+    """A Prefetcher or an ArrayLoader as the Trainer sees it, through their public interface:
 
-    _trainer_epoch = 0
-
-    @property
-    def sampler(self):
-        return _EpochSetter(self, self.source)
+    - ``sampler.set_epoch(e)`` (Lightning calls it on anything with a sampler) reaches the
+      source's samplers at once (a DistributedSampler reshuffles) and the loader's epoch (the
+      transform's draws) at the next start; ``iter()`` calls are not counted as epochs (Lightning
+      makes more than one per epoch);
+    - epochs start lazily (``_LazyEpoch``);
+    - ``state_dict()``/``load_state_dict()`` for Lightning's checkpoints: a loader without a
+      resumable position (a Prefetcher over a non-stateful source) saves ``{}`` instead of
+      failing the checkpoint.
+    """
 
     # Lightning reads both attributes of anything that has a sampler (shuffle checks, epochs).
     batch_sampler = None
-
-    def set_epoch(self, epoch):
-        self._trainer_epoch = int(epoch)
-        super().set_epoch(epoch)
-
-    def __iter__(self):
-        return _LazyEpoch(self)
-
-    # Lightning saves the state of every loader that has these two methods in its checkpoints.
-    # A stateful source (StatefulDataLoader) resumes mid-epoch exactly; any other source has no
-    # position to save, and a checkpoint must not fail because of that.
-    def state_dict(self):
-        if callable(getattr(self.source, "state_dict", None)):
-            return super().state_dict()
-        return {}
-
-    def load_state_dict(self, state):
-        if state:
-            super().load_state_dict(state)
-
-    def _start_now(self):
-        super().set_epoch(self._trainer_epoch)
-        return super().__iter__()
-
-
-class _TrainerArrays:
-    """An ArrayLoader as the Trainer sees it: the Trainer's epoch (through ``sampler``), a lazy
-    start, and the loader's state in checkpoints."""
 
     def __init__(self, loader):
         self.loader, self._epoch = loader, 0
@@ -159,10 +114,21 @@ class _TrainerArrays:
     def sampler(self):
         return self
 
-    batch_sampler = None
-
     def set_epoch(self, epoch):
         self._epoch = int(epoch)
+        source = getattr(self.loader, "source", None)  # a Prefetcher's DataLoader
+        samplers = {}  # by id: the sampler and the batch sampler's may be the same object
+        for owner in (source, getattr(source, "batch_sampler", None)):
+            sampler = getattr(owner, "sampler", None) if owner is not None else None
+            if sampler is not None:
+                samplers[id(sampler)] = sampler
+        for sampler in samplers.values():
+            if callable(getattr(sampler, "set_epoch", None)):
+                sampler.set_epoch(epoch)
+
+    @property
+    def dataset(self):
+        return self.loader.dataset
 
     def __len__(self):
         return len(self.loader)
@@ -170,18 +136,29 @@ class _TrainerArrays:
     def __iter__(self):
         return _LazyEpoch(self)
 
-    def _start_now(self):
+    def start(self):
         self.loader.set_epoch(self._epoch)  # the saved epoch keeps its resume position
         return iter(self.loader)
 
     def state_dict(self):
+        if isinstance(self.loader, Prefetcher) and not callable(
+                getattr(self.loader.source, "state_dict", None)):
+            return {}
         return self.loader.state_dict()
 
     def load_state_dict(self, state):
-        self.loader.load_state_dict(state)
+        if state:
+            self.loader.load_state_dict(state)
+
+    def stats(self):
+        return self.loader.stats()
 
     def close(self):
         self.loader.close()
+
+    @property
+    def closed(self):
+        return self.loader.closed
 
 
 class PrefetchDataModule(pl.LightningDataModule):
@@ -309,7 +286,7 @@ class PrefetchDataModule(pl.LightningDataModule):
         if loader is None or isinstance(loader, Prefetcher):
             return loader
         if isinstance(loader, ArrayLoader):
-            adapted = _TrainerArrays(loader)
+            adapted = _TrainerLoader(loader)
             self._open.append(adapted)
             return adapted
         if isinstance(loader, DataLoader):
@@ -323,10 +300,10 @@ class PrefetchDataModule(pl.LightningDataModule):
                     "prefetch: cannot let this Lightning version inject its DistributedSampler; "
                     "give the DataLoader a DistributedSampler yourself, or use "
                     "prefetch.ArrayLoader")
-        prefetcher = _TrainerPrefetcher(loader, device=self.device, transform=transform,
-                                        **self._kwargs)
-        self._open.append(prefetcher)
-        return prefetcher
+        adapted = _TrainerLoader(Prefetcher(loader, device=self.device, transform=transform,
+                                            **self._kwargs))
+        self._open.append(adapted)
+        return adapted
 
     def _loader(self, stage):
         # The Trainer asks again for a stage's loaders only to replace them

@@ -9,7 +9,7 @@ together cover the dataset and at most ``world_size - 1`` samples appear twice i
 """
 import torch
 
-from .transforms import _mix, _whole
+from ._checks import mix64, whole
 
 __all__ = ["shard_size", "epoch_indices", "distributed_rank_and_size"]
 
@@ -25,7 +25,7 @@ def epoch_indices(num_samples, *, epoch, seed=0, shuffle=True, rank=0, world_siz
                   drop_last=False):
     """The int64 indices rank ``rank`` reads in ``epoch``, in order."""
     if shuffle:
-        g = torch.Generator().manual_seed(_mix(seed, epoch))
+        g = torch.Generator().manual_seed(mix64(seed, epoch))
         order = torch.randperm(num_samples, generator=g)
     else:
         order = torch.arange(num_samples)
@@ -46,7 +46,7 @@ def distributed_rank_and_size(rank=None, world_size=None):
         world_size = torch.distributed.get_world_size() if initialised else 1
     if rank is None:
         rank = torch.distributed.get_rank() if initialised else 0
-    world_size, rank = _whole(world_size, "world_size"), _whole(rank, "rank")
+    world_size, rank = whole(world_size, "world_size"), whole(rank, "rank")
     if world_size < 1:
         raise ValueError("prefetch: world_size must be >= 1, got %d" % world_size)
     if not 0 <= rank < world_size:

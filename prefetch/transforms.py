@@ -1,43 +1,141 @@
-"""FusedAugment: the transform a Prefetcher applies on the device, on its copy stream.
+"""The transform contract: what a loader hands a transform, when, and what the transform may do.
 
-It draws every sample's flips and crop window itself, from a generator keyed by
-``(seed, rank, epoch, batch index)``, so a run is reproducible whatever the number of DataLoader
-workers and every DDP rank draws its own, and applies :func:`prefetch.ops.normalize_flip` to the
-image leaf (and the same geometry, through :func:`prefetch.ops.flip_crop`, to a mask leaf) in
-one pass.
+A loader (:class:`prefetch.Prefetcher`, :class:`prefetch.ArrayLoader`, the Lightning module)
+takes either of two kinds of ``transform``:
+
+- **Any callable** ``fn(batch) -> batch``. It is called once per batch, on the device, and knows
+  nothing of where the batch sits.
+- **A** :class:`Transform`. The loader calls ``transform.apply(batch, position)`` with the
+  batch's :class:`BatchPosition` — epoch, batch index in the epoch, DDP rank — so random draws
+  can be a pure function of ``(seed, rank, epoch, index)``: reproducible whatever the number of
+  DataLoader workers, different on every rank, and the same again after a resume. A Transform
+  that also declares ``gathers`` gathers its own leaves from a device-resident dataset, fused
+  with its work (:meth:`Transform.gather`). :class:`prefetch.FusedAugment` is one.
+
+When and where (both kinds):
+
+- The transform runs on the loader's producer thread, once per batch, in batch order, after the
+  batch has been copied to the device and before the consumer receives it. On CUDA the loader's
+  copy stream is the current stream: enqueue work on it (``torch.cuda.current_stream()``), do not
+  synchronise the host (no ``.item()``, ``.cpu()``, ``torch.cuda.synchronize()`` — they would
+  stall the pipeline, though they are not wrong), and send host tensors to the device with
+  ``pin_memory().to(device, non_blocking=True)``. The consumer's stream waits for all of it; the
+  loader protects every CUDA tensor of the returned batch for the consumer's stream, so outputs
+  may be allocated freely.
+- The batch's tensors belong to this batch alone (they never alias the ring), so a transform may
+  modify them in place or return new ones, and the returned structure is what the consumer gets.
+- An exception raised by a transform reaches the consumer's ``next()`` with a note saying which
+  batch it was; the next epoch starts normally.
+- A transform with ``state_dict()`` and ``load_state_dict()`` has its state saved in the loader's
+  ``state_dict()`` under ``"transform"`` and restored by ``load_state_dict()``.
+
+Leaves are addressed by key (:func:`get_leaf`): an index into a tuple/list batch, a key of a dict
+batch, or 0 for a batch that is a single tensor.
 """
-import math
-import numbers
-import operator
-import secrets
 import threading
+import typing
 
 import torch
 
-from .ops import flip_crop, normalize_flip
+from ._checks import distributed_rank, mix64
 
-__all__ = ["FusedAugment"]
+__all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform",
+           "save_transform_state", "load_transform_state", "DIRECT_EPOCH", "FusedAugment"]
 
-_MASK64 = (1 << 64) - 1
-_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
-# The epoch of a direct call's draws (no epoch/index given): never an epoch a loader passes.
+# The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
 DIRECT_EPOCH = -1
 
 
-def _mix(*values):
-    """splitmix64 over the values: independent 63-bit seeds for neighbouring (epoch, index)."""
-    h = 0x9E3779B97F4A7C15
-    for v in values:
-        h = (h ^ (v & _MASK64)) & _MASK64
-        h = (h + 0x9E3779B97F4A7C15) & _MASK64
-        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK64
-        h ^= h >> 31
-    return h & ((1 << 63) - 1)
+class BatchPosition(typing.NamedTuple):
+    """Where a batch sits: the epoch, its index in the epoch (counting the batches of a resumed
+    epoch from the epoch's start, not from the resume) and the DDP rank that loads it."""
+
+    epoch: int
+    index: int
+    rank: int = 0
+
+    def seed(self, seed):
+        """A 63-bit seed for this position, a pure function of ``(seed, rank, epoch, index)``:
+        neighbouring positions get independent seeds (splitmix64)."""
+        return mix64(seed, self.rank, self.epoch, self.index)
+
+    def generator(self, seed):
+        """A CPU ``torch.Generator`` seeded with :meth:`seed`: the batch's own random stream."""
+        return torch.Generator().manual_seed(self.seed(seed))
 
 
-def _get(batch, key):
+_DIRECT_CALLS_LOCK = threading.Lock()
+
+
+class Transform:
+    """Base class of transforms that receive the batch's :class:`BatchPosition` (see the module
+    docstring for when and where loaders run them).
+
+    Subclasses implement :meth:`apply`; those that can gather samples from a dataset resident on
+    the device list the keys of those leaves in ``gathers`` and implement :meth:`gather`.
+    """
+
+    #: Keys of the leaves that :meth:`gather` reads whole and gathers itself; empty: the loader
+    #: gathers every leaf and calls :meth:`apply`.
+    gathers = ()
+
+    #: True: a loader's ``load_state_dict()`` calls ``load_state_dict(None)`` when the saved state
+    #: has no ``"transform"`` entry, so the transform can refuse a state it cannot resume from.
+    state_required = False
+
+    #: Direct calls so far (calls without a position); the next one's batch index.
+    direct_calls = 0
+
+    def apply(self, batch, position):
+        """Transforms one batch at ``position`` and returns the result."""
+        raise NotImplementedError("%s must implement apply(batch, position)" % type(self).__name__)
+
+    def gather(self, batch, indices, position):
+        """Gathers and transforms one batch of a device-resident dataset
+        (``ArrayLoader(resident="device")``): the leaves named in ``gathers`` are the whole
+        dataset's tensors, every other leaf already holds rows ``indices`` (a 1-D int64 tensor on
+        the device); returns what :meth:`apply` would return for the gathered batch."""
+        raise NotImplementedError("%s declares gathers=%r but does not implement gather()"
+                                  % (type(self).__name__, self.gathers))
+
+    def direct_position(self, epoch=None, index=None, rank=None):
+        """The position of a direct call: the given parts; without ``index`` call ``k`` of this
+        transform (counting from 0) is batch ``k`` of epoch ``DIRECT_EPOCH`` (or ``epoch``), so
+        successive calls draw afresh and as reproducibly as the seed; ``rank`` defaults to
+        torch.distributed's (0 when not initialised)."""
+        if index is None:
+            with _DIRECT_CALLS_LOCK:
+                index = self.direct_calls
+                self.direct_calls = index + 1
+            if epoch is None:
+                epoch = DIRECT_EPOCH
+        elif epoch is None:
+            epoch = 0
+        return BatchPosition(int(epoch), int(index), distributed_rank() if rank is None else int(rank))
+
+    def __call__(self, batch, position=None, *, epoch=None, index=None, rank=None):
+        """Applies the transform outside a loader: at ``position``, or at
+        :meth:`direct_position` of the parts given."""
+        if position is None:
+            position = self.direct_position(epoch, index, rank)
+        return self.apply(batch, position)
+
+
+def run_transform(transform, batch, position):
+    """What every loader does with its transform for one batch at ``position``."""
+    if isinstance(transform, Transform):
+        return transform.apply(batch, position)
+    return transform(batch)
+
+
+def gathered_keys(transform):
+    """The keys of the leaves ``transform`` gathers itself from a resident dataset (may be empty)."""
+    return tuple(transform.gathers) if isinstance(transform, Transform) else ()
+
+
+def get_leaf(batch, key):
+    """The leaf ``key`` of a batch: an index of a tuple/list, a key of a mapping, or 0 for a
+    single tensor; KeyError naming the batch's type otherwise."""
     if isinstance(batch, torch.Tensor):
         if key != 0:
             raise KeyError("prefetch: the batch is a single tensor; key %r does not apply" % (key,))
@@ -49,7 +147,9 @@ def _get(batch, key):
                        % (type(batch).__name__, key)) from None
 
 
-def _set(batch, key, value):
+def set_leaf(batch, key, value):
+    """A batch like ``batch`` with leaf ``key`` replaced by ``value`` (namedtuples and dict
+    subclasses keep their type; the input is not modified)."""
     if isinstance(batch, torch.Tensor):
         return value
     if isinstance(batch, tuple):
@@ -65,48 +165,8 @@ def _set(batch, key, value):
     return batch
 
 
-def distributed_rank():
-    """This process's rank in torch.distributed's default group, or 0 when not initialised."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return int(torch.distributed.get_rank())
-    return 0
-
-
-def _whole(value, name):
-    """An integral value (Python or numpy int, not bool) as an int, else TypeError naming it."""
-    if isinstance(value, bool):
-        raise TypeError("prefetch: %s must be an int, got %r" % (name, value))
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError("prefetch: %s must be an int, got %r" % (name, value)) from None
-
-
-def _check_seed(seed, name="seed"):
-    """An int seed in torch.manual_seed's range [-2**63, 2**64): larger ones would alias."""
-    seed = _whole(seed, name)
-    if not -(1 << 63) <= seed < (1 << 64):
-        raise ValueError("prefetch: %s must be in [-2**63, 2**64) (as torch.manual_seed; larger "
-                         "seeds would alias smaller ones), got %d" % (name, seed))
-    return seed
-
-
-def _finite(values, name, positive=False):
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError("prefetch: %s must be a sequence of per-channel values, got %r"
-                        % (name, values))
-    out = []
-    for i, v in enumerate(values):
-        f = float(v)
-        if not math.isfinite(f) or (positive and not f > 0):
-            raise ValueError("prefetch: %s[%d] must be a finite number%s, got %r"
-                             % (name, i, " > 0" if positive else "", v))
-        out.append(f)
-    return out
-
-
-def _name(key):
-    return "%r" % (key,)
+def _stateful(obj):
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
 
 
 def save_transform_state(transform, state):
@@ -118,271 +178,12 @@ def save_transform_state(transform, state):
 
 
 def load_transform_state(transform, state):
-    """Restores what :func:`save_transform_state` saved. A FusedAugment is asked even when the
-    state has none: it refuses that state if its seed was drawn (the draws could not resume)."""
-    if _stateful(transform) and ("transform" in state or isinstance(transform, FusedAugment)):
+    """Restores what :func:`save_transform_state` saved. A Transform with ``state_required``
+    (a FusedAugment) is asked even when the state has none, with ``None``: it refuses a state
+    that cannot resume its draws."""
+    if _stateful(transform) and ("transform" in state
+                                 or getattr(transform, "state_required", False)):
         transform.load_state_dict(state.get("transform"))
 
 
-def _stateful(obj):
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
-class FusedAugment:
-    """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
-
-    Args:
-        mean, std: per-channel, torchvision's convention (fractions of 1).
-        hflip, vflip: probability of mirroring each sample horizontally / vertically.
-        crop: output ``(h, w)`` (an int means square); None keeps the input size.
-        center_crop: take the centred window instead of a random one (validation); the window is
-            ``((H - h) // 2, (W - w) // 2)``, as torchvision's ``CenterCrop`` for ``h <= H``.
-        padding: as torchvision's ``RandomCrop(padding=...)``: the window is drawn from the image
-            padded by this many ``fill`` pixels on every side. With ``crop=None`` and
-            ``padding=0`` the window is the whole image.
-        fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
-        dtype: float32, float16 or bfloat16 output; ``channels_last`` its memory format.
-        seed: the draws are a function of ``(seed, rank, epoch, batch index)`` — the loader
-            passes its DDP rank, so ranks given the same seed draw differently; None picks a
-            fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
-        image_key, mask_key: which leaf of the batch is the uint8 image batch (index or dict
-            key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]`` with
-            the images' N, H and W (anything else is refused, naming both shapes).
-        layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
-            forced layout whose channel dimension does not hold ``len(mean)`` channels while the
-            other one does is refused as looking wrong.
-
-    Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
-    draws as batch ``k`` of epoch ``-1``.
-    """
-
-    #: The Prefetcher passes ``epoch=`` and ``index=`` (the batch's position in the epoch)...
-    positional_draws = True
-    #: ... and ``rank=`` (its DDP rank), so ranks with the same seed draw differently.
-    ranked_draws = True
-
-    def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
-                 padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
-                 image_key=0, mask_key=None, mask_fill=0, layout="auto"):
-        self.mean = _finite(mean, "mean")
-        self.std = _finite(std, "std", positive=True)
-        if len(self.mean) != len(self.std):
-            raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
-        for name, p in (("hflip", hflip), ("vflip", vflip)):
-            try:
-                ok = not isinstance(p, (str, bytes)) and 0.0 <= float(p) <= 1.0
-            except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
-                ok = False
-            if not ok:
-                raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
-        if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
-            crop = (crop, crop)
-        if crop is not None:
-            try:
-                sizes = tuple(_whole(c, "crop") for c in crop)
-            except TypeError:
-                sizes = ()
-            if len(sizes) != 2 or min(sizes) < 1:
-                raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
-            crop = sizes
-        if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
-            raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
-        fill = _whole(fill, "fill")
-        if not 0 <= fill <= 255:
-            raise ValueError("prefetch: fill must be an int in [0, 255] (a uint8 pixel value), "
-                             "got %d" % fill)
-        if dtype not in _OUT_DTYPES:
-            raise ValueError("prefetch: dtype must be torch.float32, float16 or bfloat16, got %s"
-                             % (dtype,))
-        if layout not in ("auto", "NHWC", "NCHW"):
-            raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
-        self.hflip, self.vflip = float(hflip), float(vflip)
-        self.crop = crop
-        self.center_crop = bool(center_crop)
-        self.padding, self.fill = int(padding), fill
-        self.mask_fill = _whole(mask_fill, "mask_fill")
-        self.dtype, self.channels_last = dtype, bool(channels_last)
-        if seed is None:
-            self.seed, self.seed_given = secrets.randbits(63), False
-        else:
-            self.seed, self.seed_given = _check_seed(seed), True
-        self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
-        self._calls = 0  # direct calls so far (no epoch/index): the next one's index
-        self._calls_lock = threading.Lock()
-
-    def __repr__(self):
-        return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
-                % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
-                   self.vflip, self.dtype, self.seed))
-
-    def _layout(self, images):
-        if not isinstance(images, torch.Tensor):
-            raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
-                            % (_name(self.image_key), type(images).__name__))
-        if images.dim() != 4:
-            raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s"
-                             % (tuple(images.shape),))
-        if images.dtype != torch.uint8:
-            raise TypeError("prefetch: FusedAugment's image leaf %s is %s; it takes uint8 images "
-                            "(0-255, normalized by it)" % (_name(self.image_key),
-                                                           str(images.dtype).replace("torch.", "")))
-        if self.layout != "auto":
-            c = len(self.mean)
-            dim = -1 if self.layout == "NHWC" else 1
-            other = 1 if self.layout == "NHWC" else -1
-            if images.shape[dim] != c and images.shape[other] == c:
-                raise ValueError(
-                    "prefetch: FusedAugment(layout=%r) got images of shape %s whose %s dimension "
-                    "has the %d channels of mean/std: the layout looks wrong; these look %s "
-                    "(pass layout=%r, or 'auto')" % (
-                        self.layout, tuple(images.shape), "second" if other == 1 else "last", c,
-                        "NCHW" if other == 1 else "NHWC", "NCHW" if other == 1 else "NHWC"))
-            return self.layout
-        channels = (1, 2, 3, 4)
-        if images.shape[-1] not in channels and images.shape[1] in channels:
-            return "NCHW"
-        return "NHWC"
-
-    def draws(self, n, height, width, epoch=0, index=0, rank=0):
-        """The geometry of batch `index` of `epoch` on DDP rank `rank`: dict(hflip, vflip, crop,
-        offsets), on the CPU; a pure function of ``(seed, rank, epoch, index)``."""
-        g = torch.Generator().manual_seed(_mix(self.seed, rank, epoch, index))
-        hflip = torch.rand(n, generator=g) < self.hflip
-        vflip = torch.rand(n, generator=g) < self.vflip
-        h, w = self.crop if self.crop is not None else (height, width)
-        if self.center_crop or (self.crop is None and self.padding == 0):
-            return {"hflip": hflip, "vflip": vflip, "crop": (h, w), "offsets": None}
-        span_h = height + 2 * self.padding - h
-        span_w = width + 2 * self.padding - w
-        if span_h < 0 or span_w < 0:
-            raise ValueError(
-                "prefetch: crop %s is larger than the image %dx%d padded by %d"
-                % ((h, w), height, width, self.padding))
-        if max(span_h, span_w) >= 1 << 62:  # torch.randint's bound must fit an int64
-            raise ValueError("prefetch: padding=%d around a %dx%d image leaves more window "
-                             "positions than can be drawn (at most 2**62 per side)"
-                             % (self.padding, height, width))
-        top = torch.randint(0, span_h + 1, (n,), generator=g) - self.padding
-        left = torch.randint(0, span_w + 1, (n,), generator=g) - self.padding
-        return {"hflip": hflip, "vflip": vflip, "crop": (h, w),
-                "offsets": torch.stack([top, left], dim=1)}
-
-    def image_size(self, images):
-        """(height, width) of a uint8 image batch in this transform's layout."""
-        layout = self._layout(images)
-        return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
-
-    def state_dict(self):
-        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
-        what a resumed run needs to draw as the interrupted one would have."""
-        with self._calls_lock:
-            return {"seed": self.seed, "seed_given": self.seed_given, "calls": self._calls}
-
-    def load_state_dict(self, state):
-        """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
-        seed; one built with another explicit seed refuses the state (its draws would differ)."""
-        saved = state.get("seed") if state is not None else None
-        if saved is None:
-            if not self.seed_given:
-                raise ValueError(
-                    "prefetch: the state has no seed for this FusedAugment, whose seed was drawn "
-                    "(seed=None), so its augmentation draws cannot be resumed; pass seed= "
-                    "explicitly (the same in both runs)")
-            return
-        saved = int(saved)
-        if self.seed_given and saved != self.seed:
-            raise ValueError(
-                "prefetch: the state was saved with FusedAugment seed %d, this one was built with "
-                "seed=%d; a resume would draw different flips and crops. Build it with seed=%d, "
-                "or seed=None (which adopts the saved seed)" % (saved, self.seed, saved))
-        with self._calls_lock:
-            self.seed = saved
-            self._calls = int(state.get("calls", 0))
-
-    def __call__(self, batch, *, epoch=None, index=None, rank=None):
-        """Draws and applies. A loader passes ``epoch``, ``index`` (the batch's position in the
-        epoch) and ``rank``. Without ``index`` the call is a direct one: call ``k`` of this
-        transform (counting from 0) draws as batch ``k`` of epoch ``-1`` (``epoch`` if given),
-        so successive calls draw afresh and as reproducibly as the seed. ``rank`` defaults to
-        torch.distributed's (0 when not initialised)."""
-        if index is None:
-            with self._calls_lock:
-                index = self._calls
-                self._calls += 1
-            if epoch is None:
-                epoch = DIRECT_EPOCH
-        elif epoch is None:
-            epoch = 0
-        if rank is None:
-            rank = distributed_rank()
-        images = _get(batch, self.image_key)
-        height, width = self.image_size(images)
-        d = self.draws(images.shape[0], height, width, epoch, index, rank)
-        device = images.device
-        if device.type == "cuda":  # through pinned memory: no host synchronisation
-            d = {k: (v.pin_memory().to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
-                 for k, v in d.items()}
-        elif device.type == "meta":  # shape inference: the draws follow the images to meta
-            d = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}
-        return self.apply(batch, d)
-
-    def apply(self, batch, d, indices=None):
-        """Applies draws ``d`` (from :meth:`draws`, on the batch's device). With ``indices``, the
-        image and mask leaves are whole datasets and the kernels gather those samples in the same
-        pass (the ArrayLoader's device-resident path); the caller gathers the other leaves."""
-        images = _get(batch, self.image_key)
-        layout = self._layout(images)
-        masks = None if self.mask_key is None else _get(batch, self.mask_key)
-        if masks is not None:
-            masks = self._check_masks(images, layout, masks)
-        channels = images.shape[-1] if layout == "NHWC" else images.shape[1]
-        if channels != len(self.mean):
-            raise ValueError("prefetch: mean and std have %d values but the images (leaf %s, shape "
-                             "%s, layout %s) have %d channels"
-                             % (len(self.mean), _name(self.image_key), tuple(images.shape), layout,
-                                channels))
-        out = normalize_flip(images, self.mean, self.std, hflip=d["hflip"], vflip=d["vflip"],
-                             crop=d["crop"], offsets=d["offsets"], fill=self.fill, dtype=self.dtype,
-                             layout=layout, channels_last=self.channels_last, indices=indices)
-        batch = _set(batch, self.image_key, out)
-        if masks is not None:
-            squeeze = masks.dim() == 4
-            m = flip_crop(masks[:, 0] if squeeze else masks, hflip=d["hflip"], vflip=d["vflip"],
-                          crop=d["crop"], offsets=d["offsets"], fill=self.mask_fill, indices=indices)
-            batch = _set(batch, self.mask_key, m.unsqueeze(1) if squeeze else m)
-        return batch
-
-    def _check_masks(self, images, layout, masks):
-        """The mask leaf gets the image's geometry: it must be an integer [N, H, W] or
-        [N, 1, H, W] tensor with the image's N, H and W, on its device."""
-        mk, ik = _name(self.mask_key), _name(self.image_key)
-        if not isinstance(masks, torch.Tensor):
-            raise TypeError("prefetch: the mask leaf %s is a %s, not a tensor"
-                            % (mk, type(masks).__name__))
-        if masks.dim() not in (3, 4) or (masks.dim() == 4 and masks.shape[1] != 1):
-            raise ValueError("prefetch: the mask leaf %s must be [N, H, W] or [N, 1, H, W] (one "
-                             "label per pixel), got shape %s" % (mk, tuple(masks.shape)))
-        if masks.dtype not in _MASK_DTYPES:
-            raise TypeError("prefetch: the mask leaf %s is %s; masks must be uint8, int16, int32 "
-                            "or int64" % (mk, str(masks.dtype).replace("torch.", "")))
-        if masks.device != images.device:
-            raise ValueError("prefetch: the mask leaf %s is on %s, the image leaf %s on %s"
-                             % (mk, masks.device, ik, images.device))
-        n, mh, mw = masks.shape[0], masks.shape[-2], masks.shape[-1]
-        h, w = (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
-        if n != images.shape[0]:
-            raise ValueError("prefetch: the mask leaf %s has %d samples, the image leaf %s has %d"
-                             % (mk, n, ik, images.shape[0]))
-        if (mh, mw) != (h, w):
-            raise ValueError("prefetch: the mask leaf %s is %dx%d (HxW, shape %s) but the image "
-                             "leaf %s is %dx%d (shape %s, layout %s); the mask would be cropped "
-                             "and flipped with the image's offsets" % (
-                                 mk, mh, mw, tuple(masks.shape), ik, h, w, tuple(images.shape),
-                                 layout))
-        info = torch.iinfo(masks.dtype)
-        if not info.min <= self.mask_fill <= info.max:
-            raise ValueError("prefetch: mask_fill=%d does not fit the mask leaf %s's dtype %s "
-                             "([%d, %d]); it would be written as another label"
-                             % (self.mask_fill, mk, str(masks.dtype).replace("torch.", ""),
-                                info.min, info.max))
-        return masks
+from .fused_augment import FusedAugment  # noqa: E402  (FusedAugment implements the contract above)

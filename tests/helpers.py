@@ -74,3 +74,9 @@ class StatefulSource:
 
     def load_state_dict(self, state):
         self.start = state["pos"]
+
+
+def engine_of(loader):
+    """The ``_C.Engine`` under a Prefetcher or a host-resident ArrayLoader (its Pipeline's), for
+    tests that inject delays or read the ring's capacities."""
+    return loader._pipeline.engine

@@ -10,6 +10,7 @@ from torch.utils.data.distributed import DistributedSampler
 import prefetch
 from prefetch import ArrayLoader, FusedAugment
 
+from .helpers import engine_of
 from .reference import reference
 
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
@@ -261,7 +262,7 @@ def test_memmap_larger_than_the_ring(tmp_path):
     labels = np.arange(n)
     with ArrayLoader((images, labels), 50, seed=1, depth=2) as loader:
         batches = list(loader)
-        ring = sum(loader._prefetcher._engine.slot_capacities())
+        ring = sum(engine_of(loader).slot_capacities())
         order = loader.epoch_indices(0)
     assert images.nbytes > 4 * ring  # the ring holds batches, never the dataset
     reread = np.fromfile(path, dtype=np.uint8).reshape((n,) + shape)
@@ -319,14 +320,12 @@ def test_auto_residency_on_cuda_uploads_small_arrays():
     tiny.close()
 
 
-class FailsOnce:
+class FailsOnce(prefetch.transforms.Transform):
     """A transform that raises on batch 2 of epoch 0 and passes everything else through."""
 
-    positional_draws = True
-
-    def __call__(self, batch, *, epoch, index):
-        if epoch == 0 and index == 2:
-            raise ArithmeticError("boom in batch %d" % index)
+    def apply(self, batch, position):
+        if position.epoch == 0 and position.index == 2:
+            raise ArithmeticError("boom in batch %d" % position.index)
         return batch
 
 
@@ -345,16 +344,14 @@ def test_an_error_reaches_the_consumer_and_the_next_epoch_works(device, resident
         assert all(torch.equal(g[1].cpu(), e[1]) for g, e in zip(got, expected))
 
 
-class SlowOnce:
+class SlowOnce(prefetch.transforms.Transform):
     """A transform that stalls batch 1 of every epoch for `seconds`."""
-
-    positional_draws = True
 
     def __init__(self, seconds):
         self.seconds = seconds
 
-    def __call__(self, batch, *, epoch, index):
-        if index == 1:
+    def apply(self, batch, position):
+        if position.index == 1:
             import time
 
             time.sleep(self.seconds)

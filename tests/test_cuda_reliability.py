@@ -10,6 +10,7 @@ import torch
 import prefetch
 
 from .conftest import require_cuda
+from .helpers import engine_of
 
 pytestmark = pytest.mark.cuda
 
@@ -81,7 +82,7 @@ def test_device_and_pinned_memory_flat_over_20_epochs(kind):
                 pass
         torch.cuda.synchronize()
         gc.collect()
-        engine = getattr(loader, "_engine", None) or getattr(getattr(loader, "_prefetcher", None), "_engine", None)
+        engine = engine_of(loader) if getattr(loader, "_pipeline", None) is not None else None
         ring = sum(engine.slot_capacities()) if engine is not None else 0
         allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
         pinned = _pinned_bytes()

@@ -466,7 +466,7 @@ def test_known_immutables_never_warn():
 
 def test_prepared_batches_are_untouched():
     from prefetch._tree import flatten
-    from prefetch.prefetcher import PreparedBatch
+    from prefetch._tree import PreparedBatch
 
     spec, leaves, moves = flatten({"x": torch.arange(4)})
     with prefetch.Prefetcher([PreparedBatch(spec, leaves, moves)], device="cpu") as pf:

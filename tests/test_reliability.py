@@ -129,8 +129,8 @@ def test_a_killed_dataloader_worker_surfaces_as_an_error():
                 for _ in pf:
                     pass
             # DataLoader's own error: usually RuntimeError("DataLoader worker ... exited
-            # unexpectedly"), sometimes ConnectionResetError from its queue, by timing.
-            except (RuntimeError, OSError) as e:
+            # unexpectedly"), sometimes ConnectionResetError or EOFError from its queue, by timing.
+            except (RuntimeError, OSError, EOFError) as e:
                 print("surfaced: %s: %s" % (type(e).__name__, str(e).splitlines()[0]), flush=True)
     """, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -340,11 +340,10 @@ _ERROR_AND_CLEANUP_CHILD = """
                     raise Boom("failed at %d" % i)
                 yield torch.full((1000,), i)
 
-    class FailingTransform:
-        positional_draws = True
-        def __call__(self, batch, *, epoch, index):
-            if index == FAIL_AT:
-                raise Boom("failed at %d" % index)
+    class FailingTransform(prefetch.transforms.Transform):
+        def apply(self, batch, position):
+            if position.index == FAIL_AT:
+                raise Boom("failed at %d" % position.index)
             return batch
 
     def make():

@@ -1,0 +1,317 @@
+"""FusedAugment: random crop (with padding), flips, normalization and cast in one kernel on the
+device — the library's own :class:`prefetch.transforms.Transform`.
+
+It draws every sample's flips and crop window from the seed stream of the batch's
+:class:`~prefetch.transforms.BatchPosition` ``(seed, rank, epoch, batch index)``, so a run is
+reproducible whatever the number of DataLoader workers and every DDP rank draws its own, and
+applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same geometry, through
+:func:`prefetch.ops.flip_crop`, to a mask leaf) in one pass. On a device-resident dataset
+(``ArrayLoader(resident="device")``) it gathers the image and mask rows in the same pass.
+"""
+import math
+import numbers
+import secrets
+import typing
+
+import torch
+
+from ._checks import check_seed, whole
+from .ops import flip_crop, normalize_flip
+from .transforms import BatchPosition, Transform, get_leaf, set_leaf
+
+__all__ = ["FusedAugment", "Draws"]
+
+_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
+
+
+class Draws(typing.NamedTuple):
+    """One batch's geometry, as :meth:`FusedAugment.draws` returns it (CPU tensors) and the ops
+    take it: ``hflip``/``vflip`` bool ``[N]``, ``crop`` the output ``(h, w)``, ``offsets`` int64
+    ``[N, 2]`` (top, left of each window; None: centred). ``d["offsets"]`` reads a field too."""
+
+    hflip: torch.Tensor
+    vflip: torch.Tensor
+    crop: tuple
+    offsets: typing.Optional[torch.Tensor]
+
+    def __getitem__(self, key):
+        return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
+
+    def to(self, device, non_blocking=False):
+        """The same draws on ``device`` (CUDA: through pinned memory, no host synchronisation)."""
+        def move(t):
+            if not isinstance(t, torch.Tensor):
+                return t
+            if torch.device(device).type == "cuda":
+                return t.pin_memory().to(device, non_blocking=True)
+            return t.to(device, non_blocking=non_blocking)
+        return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets))
+
+
+def _finite(values, name, positive=False):
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError("prefetch: %s must be a sequence of per-channel values, got %r"
+                        % (name, values))
+    out = []
+    for i, v in enumerate(values):
+        f = float(v)
+        if not math.isfinite(f) or (positive and not f > 0):
+            raise ValueError("prefetch: %s[%d] must be a finite number%s, got %r"
+                             % (name, i, " > 0" if positive else "", v))
+        out.append(f)
+    return out
+
+
+def _name(key):
+    return "%r" % (key,)
+
+
+class FusedAugment(Transform):
+    """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
+
+    Args:
+        mean, std: per-channel, torchvision's convention (fractions of 1).
+        hflip, vflip: probability of mirroring each sample horizontally / vertically.
+        crop: output ``(h, w)`` (an int means square); None keeps the input size.
+        center_crop: take the centred window instead of a random one (validation); the window is
+            ``((H - h) // 2, (W - w) // 2)``, as torchvision's ``CenterCrop`` for ``h <= H``.
+        padding: as torchvision's ``RandomCrop(padding=...)``: the window is drawn from the image
+            padded by this many ``fill`` pixels on every side. With ``crop=None`` and
+            ``padding=0`` the window is the whole image.
+        fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
+        dtype: float32, float16 or bfloat16 output; ``channels_last`` its memory format.
+        seed: the draws are a function of ``(seed, rank, epoch, batch index)`` — the loader
+            passes its DDP rank, so ranks given the same seed draw differently; None picks a
+            fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
+        image_key, mask_key: which leaf of the batch is the uint8 image batch (index or dict
+            key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]`` with
+            the images' N, H and W (anything else is refused, naming both shapes).
+        layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
+            forced layout whose channel dimension does not hold ``len(mean)`` channels while the
+            other one does is refused as looking wrong.
+
+    Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
+    draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
+    """
+
+    #: A resumed loader must hand back the seed (see load_state_dict).
+    state_required = True
+
+    def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
+                 padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
+                 image_key=0, mask_key=None, mask_fill=0, layout="auto"):
+        self.mean = _finite(mean, "mean")
+        self.std = _finite(std, "std", positive=True)
+        if len(self.mean) != len(self.std):
+            raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
+        for name, p in (("hflip", hflip), ("vflip", vflip)):
+            try:
+                ok = not isinstance(p, (str, bytes)) and 0.0 <= float(p) <= 1.0
+            except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
+                ok = False
+            if not ok:
+                raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
+        if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
+            crop = (crop, crop)
+        if crop is not None:
+            try:
+                sizes = tuple(whole(c, "crop") for c in crop)
+            except TypeError:
+                sizes = ()
+            if len(sizes) != 2 or min(sizes) < 1:
+                raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
+            crop = sizes
+        if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
+            raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
+        fill = whole(fill, "fill")
+        if not 0 <= fill <= 255:
+            raise ValueError("prefetch: fill must be an int in [0, 255] (a uint8 pixel value), "
+                             "got %d" % fill)
+        if dtype not in _OUT_DTYPES:
+            raise ValueError("prefetch: dtype must be torch.float32, float16 or bfloat16, got %s"
+                             % (dtype,))
+        if layout not in ("auto", "NHWC", "NCHW"):
+            raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
+        self.hflip, self.vflip = float(hflip), float(vflip)
+        self.crop = crop
+        self.center_crop = bool(center_crop)
+        self.padding, self.fill = int(padding), fill
+        self.mask_fill = whole(mask_fill, "mask_fill")
+        self.dtype, self.channels_last = dtype, bool(channels_last)
+        if seed is None:
+            self.seed, self.seed_given = secrets.randbits(63), False
+        else:
+            self.seed, self.seed_given = check_seed(seed), True
+        self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
+
+    def __repr__(self):
+        return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
+                % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
+                   self.vflip, self.dtype, self.seed))
+
+    def _layout(self, images):
+        if not isinstance(images, torch.Tensor):
+            raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
+                            % (_name(self.image_key), type(images).__name__))
+        if images.dim() != 4:
+            raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s"
+                             % (tuple(images.shape),))
+        if images.dtype != torch.uint8:
+            raise TypeError("prefetch: FusedAugment's image leaf %s is %s; it takes uint8 images "
+                            "(0-255, normalized by it)" % (_name(self.image_key),
+                                                           str(images.dtype).replace("torch.", "")))
+        if self.layout != "auto":
+            c = len(self.mean)
+            dim = -1 if self.layout == "NHWC" else 1
+            other = 1 if self.layout == "NHWC" else -1
+            if images.shape[dim] != c and images.shape[other] == c:
+                raise ValueError(
+                    "prefetch: FusedAugment(layout=%r) got images of shape %s whose %s dimension "
+                    "has the %d channels of mean/std: the layout looks wrong; these look %s "
+                    "(pass layout=%r, or 'auto')" % (
+                        self.layout, tuple(images.shape), "second" if other == 1 else "last", c,
+                        "NCHW" if other == 1 else "NHWC", "NCHW" if other == 1 else "NHWC"))
+            return self.layout
+        channels = (1, 2, 3, 4)
+        if images.shape[-1] not in channels and images.shape[1] in channels:
+            return "NCHW"
+        return "NHWC"
+
+    def draws(self, n, height, width, epoch=0, index=0, rank=0):
+        """The geometry of batch `index` of `epoch` on DDP rank `rank`: :class:`Draws` (hflip, vflip, crop,
+        offsets), on the CPU; a pure function of ``(seed, rank, epoch, index)``."""
+        g = BatchPosition(epoch, index, rank).generator(self.seed)
+        hflip = torch.rand(n, generator=g) < self.hflip
+        vflip = torch.rand(n, generator=g) < self.vflip
+        h, w = self.crop if self.crop is not None else (height, width)
+        if self.center_crop or (self.crop is None and self.padding == 0):
+            return Draws(hflip, vflip, (h, w), None)
+        span_h = height + 2 * self.padding - h
+        span_w = width + 2 * self.padding - w
+        if span_h < 0 or span_w < 0:
+            raise ValueError(
+                "prefetch: crop %s is larger than the image %dx%d padded by %d"
+                % ((h, w), height, width, self.padding))
+        if max(span_h, span_w) >= 1 << 62:  # torch.randint's bound must fit an int64
+            raise ValueError("prefetch: padding=%d around a %dx%d image leaves more window "
+                             "positions than can be drawn (at most 2**62 per side)"
+                             % (self.padding, height, width))
+        top = torch.randint(0, span_h + 1, (n,), generator=g) - self.padding
+        left = torch.randint(0, span_w + 1, (n,), generator=g) - self.padding
+        return Draws(hflip, vflip, (h, w), torch.stack([top, left], dim=1))
+
+    def image_size(self, images):
+        """(height, width) of a uint8 image batch in this transform's layout."""
+        layout = self._layout(images)
+        return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
+
+    def state_dict(self):
+        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
+        what a resumed run needs to draw as the interrupted one would have."""
+        return {"seed": self.seed, "seed_given": self.seed_given, "calls": self.direct_calls}
+
+    def load_state_dict(self, state):
+        """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
+        seed; one built with another explicit seed refuses the state (its draws would differ)."""
+        saved = state.get("seed") if state is not None else None
+        if saved is None:
+            if not self.seed_given:
+                raise ValueError(
+                    "prefetch: the state has no seed for this FusedAugment, whose seed was drawn "
+                    "(seed=None), so its augmentation draws cannot be resumed; pass seed= "
+                    "explicitly (the same in both runs)")
+            return
+        saved = int(saved)
+        if self.seed_given and saved != self.seed:
+            raise ValueError(
+                "prefetch: the state was saved with FusedAugment seed %d, this one was built with "
+                "seed=%d; a resume would draw different flips and crops. Build it with seed=%d, "
+                "or seed=None (which adopts the saved seed)" % (saved, self.seed, saved))
+        self.seed = saved
+        self.direct_calls = int(state.get("calls", 0))
+
+    @property
+    def gathers(self):
+        """The image leaf and the mask leaf (if any): the ArrayLoader's device path hands them
+        over whole and :meth:`gather` gathers their rows inside the kernels."""
+        return (self.image_key,) if self.mask_key is None else (self.image_key, self.mask_key)
+
+    def apply(self, batch, position):
+        """Draws the geometry of the batch at ``position`` and applies it."""
+        images = get_leaf(batch, self.image_key)
+        return self._apply_draws(batch, self._device_draws(images, None, position))
+
+    def gather(self, batch, indices, position):
+        """:meth:`apply` on rows ``indices`` of the whole image (and mask) leaf, gathered by the
+        kernels in the same pass; the loader gathered the other leaves."""
+        images = get_leaf(batch, self.image_key)
+        return self._apply_draws(batch, self._device_draws(images, indices.numel(), position),
+                                 indices=indices)
+
+    def _device_draws(self, images, n, position):
+        """The draws for ``n`` samples (None: the image batch's) on the images' device."""
+        height, width = self.image_size(images)  # checks the leaf first
+        n = images.shape[0] if n is None else n
+        d = self.draws(n, height, width, position.epoch, position.index, position.rank)
+        return d if images.device.type == "cpu" else d.to(images.device)
+
+    def _apply_draws(self, batch, d, indices=None):
+        """Applies draws ``d`` (from :meth:`draws`, on the batch's device). With ``indices``, the
+        image and mask leaves are whole datasets and the kernels gather those samples."""
+        images = get_leaf(batch, self.image_key)
+        layout = self._layout(images)
+        masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
+        if masks is not None:
+            masks = self._check_masks(images, layout, masks)
+        channels = images.shape[-1] if layout == "NHWC" else images.shape[1]
+        if channels != len(self.mean):
+            raise ValueError("prefetch: mean and std have %d values but the images (leaf %s, shape "
+                             "%s, layout %s) have %d channels"
+                             % (len(self.mean), _name(self.image_key), tuple(images.shape), layout,
+                                channels))
+        out = normalize_flip(images, self.mean, self.std, hflip=d.hflip, vflip=d.vflip,
+                             crop=d.crop, offsets=d.offsets, fill=self.fill, dtype=self.dtype,
+                             layout=layout, channels_last=self.channels_last, indices=indices)
+        batch = set_leaf(batch, self.image_key, out)
+        if masks is not None:
+            squeeze = masks.dim() == 4
+            m = flip_crop(masks[:, 0] if squeeze else masks, hflip=d.hflip, vflip=d.vflip,
+                          crop=d.crop, offsets=d.offsets, fill=self.mask_fill, indices=indices)
+            batch = set_leaf(batch, self.mask_key, m.unsqueeze(1) if squeeze else m)
+        return batch
+
+    def _check_masks(self, images, layout, masks):
+        """The mask leaf gets the image's geometry: it must be an integer [N, H, W] or
+        [N, 1, H, W] tensor with the image's N, H and W, on its device."""
+        mk, ik = _name(self.mask_key), _name(self.image_key)
+        if not isinstance(masks, torch.Tensor):
+            raise TypeError("prefetch: the mask leaf %s is a %s, not a tensor"
+                            % (mk, type(masks).__name__))
+        if masks.dim() not in (3, 4) or (masks.dim() == 4 and masks.shape[1] != 1):
+            raise ValueError("prefetch: the mask leaf %s must be [N, H, W] or [N, 1, H, W] (one "
+                             "label per pixel), got shape %s" % (mk, tuple(masks.shape)))
+        if masks.dtype not in _MASK_DTYPES:
+            raise TypeError("prefetch: the mask leaf %s is %s; masks must be uint8, int16, int32 "
+                            "or int64" % (mk, str(masks.dtype).replace("torch.", "")))
+        if masks.device != images.device:
+            raise ValueError("prefetch: the mask leaf %s is on %s, the image leaf %s on %s"
+                             % (mk, masks.device, ik, images.device))
+        n, mh, mw = masks.shape[0], masks.shape[-2], masks.shape[-1]
+        h, w = (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
+        if n != images.shape[0]:
+            raise ValueError("prefetch: the mask leaf %s has %d samples, the image leaf %s has %d"
+                             % (mk, n, ik, images.shape[0]))
+        if (mh, mw) != (h, w):
+            raise ValueError("prefetch: the mask leaf %s is %dx%d (HxW, shape %s) but the image "
+                             "leaf %s is %dx%d (shape %s, layout %s); the mask would be cropped "
+                             "and flipped with the image's offsets" % (
+                                 mk, mh, mw, tuple(masks.shape), ik, h, w, tuple(images.shape),
+                                 layout))
+        info = torch.iinfo(masks.dtype)
+        if not info.min <= self.mask_fill <= info.max:
+            raise ValueError("prefetch: mask_fill=%d does not fit the mask leaf %s's dtype %s "
+                             "([%d, %d]); it would be written as another label"
+                             % (self.mask_fill, mk, str(masks.dtype).replace("torch.", ""),
+                                info.min, info.max))
+        return masks
