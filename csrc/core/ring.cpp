@@ -5,6 +5,24 @@
 
 namespace prefetch {
 
+namespace {
+
+// Waits for the last copy that read `slot`, then lets go of its event and of the destination
+// that copy wrote into: after this, nothing reads the slot's buffer.
+void release_after_copy(Slot& slot) {
+  if (slot.copied) {
+    // The event's failure belongs to the batch that recorded it and was reported with it.
+    try {
+      slot.copied->wait();
+    } catch (const std::exception&) {
+    }
+    slot.copied.reset();
+  }
+  slot.destination.reset();
+}
+
+}  // namespace
+
 size_t grown_capacity(size_t needed) {
   constexpr size_t kGranule = size_t{1} << 20;
   size_t with_headroom = 0;
@@ -23,15 +41,7 @@ Ring::Ring(Backend& backend, int depth)
 
 Slot& Ring::acquire(size_t index, size_t bytes) {
   Slot& slot = slots_[index];
-  if (slot.copied) {
-    // The event's failure belongs to the batch that recorded it and was reported with it.
-    try {
-      slot.copied->wait();
-    } catch (const std::exception&) {
-    }
-    slot.copied.reset();
-  }
-  slot.destination.reset();
+  release_after_copy(slot);
   if (!slot.host || slot.host->size() < bytes) {
     slot.host.reset();  // free the old buffer before taking a bigger one
     slot.host = backend_.alloc_host(grown_capacity(bytes));
@@ -42,16 +52,7 @@ Slot& Ring::acquire(size_t index, size_t bytes) {
 }
 
 void Ring::drain() {
-  for (auto& slot : slots_) {
-    if (slot.copied) {
-      try {
-        slot.copied->wait();
-      } catch (const std::exception&) {
-      }
-      slot.copied.reset();
-    }
-    slot.destination.reset();
-  }
+  for (auto& slot : slots_) release_after_copy(slot);
 }
 
 size_t Ring::capacity(size_t index) const {
