@@ -259,8 +259,11 @@ def test_zero_sized_dim_next_to_huge_dims_is_an_empty_batch():
     assert got.shape == t.shape and got.numel() == 0
 
 
-# Child scripts that lower RLIMIT_AS start with this: the address space in use now.
-_ADDRESS_SPACE_PRELUDE = """
+# A child lowers RLIMIT_AS to the address space in use plus `headroom` bytes and asks for a
+# Prefetcher with `num_threads` threads: a RuntimeError containing `expected`. With the limit lifted
+# again, a Prefetcher with `then_threads` threads (None: the default) works.
+def _assert_refused_thread_is_a_python_exception(headroom, num_threads, expected, then_threads):
+    out = run_child(f"""
 import resource, torch, prefetch
 
 def vm_bytes():
@@ -268,30 +271,31 @@ def vm_bytes():
         for line in f:
             if line.startswith("VmSize:"):
                 return int(line.split()[1]) * 1024
-"""
+
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + {headroom}, resource.RLIM_INFINITY))
+try:
+    prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads={num_threads})
+except RuntimeError as exc:
+    print("refused:", exc, flush=True)
+    assert {expected!r} in str(exc), exc
+else:
+    raise AssertionError("{num_threads} thread(s) started under the limit; the test proves nothing")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+out = list(prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads={then_threads!r}))
+assert torch.equal(out[0], torch.ones(3)), out
+print("done", flush=True)
+""", timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "refused:" in out.stdout and "done" in out.stdout, out.stdout
 
 
 # ASan reserves terabytes of shadow address space, so RLIMIT_AS cannot be lowered under it; the
 # core's ThreadPoolStart test covers the same path under the sanitizers.
 @pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
 def test_a_thread_the_os_refuses_to_start_is_a_python_exception():
-    out = run_child(_ADDRESS_SPACE_PRELUDE + """
-# Address space for a few more thread stacks, not for 64 (root ignores RLIMIT_NPROC).
-resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (64 << 20), resource.RLIM_INFINITY))
-try:
-    prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads=64)
-except RuntimeError as exc:
-    print("refused:", exc, flush=True)
-    assert "could not start" in str(exc), exc
-else:
-    raise AssertionError("64 threads started under the limit; the test proves nothing")
-resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-out = list(prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads=4))
-assert torch.equal(out[0], torch.ones(3)), out
-print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "refused:" in out.stdout and "done" in out.stdout, out.stdout
+    # Address space for a few more thread stacks, not for 64 (root ignores RLIMIT_NPROC).
+    _assert_refused_thread_is_a_python_exception(
+        64 << 20, num_threads=64, expected="could not start", then_threads=4)
 
 
 @pytest.mark.parametrize("dtype", [np.longlong, np.ulonglong, ">u8", ">i2", np.intc])
@@ -330,18 +334,5 @@ print("done", flush=True)
 # more thread stack, a RuntimeError naming it (it was "Resource temporarily unavailable").
 @pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
 def test_a_refused_host_copy_thread_is_a_python_exception_naming_it():
-    out = run_child(_ADDRESS_SPACE_PRELUDE + """
-resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (2 << 20), resource.RLIM_INFINITY))
-try:
-    prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads=1)
-except RuntimeError as exc:
-    print("refused:", exc, flush=True)
-    assert "host copy thread" in str(exc), exc
-else:
-    raise AssertionError("a thread started under the limit; the test proves nothing")
-resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-assert torch.equal(list(prefetch.Prefetcher([torch.ones(3)], device="cpu"))[0], torch.ones(3))
-print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "refused:" in out.stdout and "done" in out.stdout, out.stdout
+    _assert_refused_thread_is_a_python_exception(
+        2 << 20, num_threads=1, expected="host copy thread", then_threads=None)
