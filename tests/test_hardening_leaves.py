@@ -15,6 +15,16 @@ from prefetch import CollateError
 from .conftest import SANITIZED
 from .test_reliability import run_child
 
+
+# Runs `script` in a child interpreter (see the module docstring); it prints "done" as its last act:
+# the child must exit 0 having printed that and each of `tags` (the failures it expected to see).
+def _run_child_to_done(script, *tags, timeout=60):
+    out = run_child(script, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all(tag in out.stdout for tag in tags) and "done" in out.stdout, out.stdout
+    return out
+
+
 # The child's shared part: the three ways a leaf reaches the engine, each checked to fail with a
 # CollateError naming the leaf, then to work again on the next epoch (same Prefetcher / loader).
 _CHILD_PRELUDE = """
@@ -109,18 +119,17 @@ bad = torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(3, 3)], layout=to
 
 @pytest.mark.parametrize("kind", sorted(_MAKERS))
 def test_leaves_without_ordinary_storage_raise_collate_error_naming_the_field(kind):
-    out = run_child(_CHILD_PRELUDE + _MAKERS[kind] + """
+    out = _run_child_to_done(_CHILD_PRELUDE + _MAKERS[kind] + """
 via_prefetcher(bad)
 via_samples(bad)
 via_array_loader(bad)
 print("done", flush=True)
 """, timeout=90)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count("collate-error:") == 3 and "done" in out.stdout, out.stdout
+    assert out.stdout.count("collate-error:") == 3, out.stdout
 
 
 def test_efficient_zero_tensors_are_materialised_as_torch_does():
-    out = run_child("""
+    _run_child_to_done("""
 import torch, prefetch
 z = torch._efficientzerotensor((4, 3))
 expected = z.clone()  # what torch makes of it: a dense zero tensor
@@ -132,9 +141,7 @@ assert torch.equal(got, torch.zeros(2, 3)), got
 got = list(prefetch.ArrayLoader(z, batch_size=4, device="cpu", shuffle=False))[0]
 assert torch.equal(got, expected), got
 print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "done" in out.stdout
+""")
 
 
 class _Plain(torch.Tensor):
@@ -208,19 +215,17 @@ _HUGE = {
 
 @pytest.mark.parametrize("kind", sorted(_HUGE))
 def test_huge_expanded_leaves_raise_collate_error(kind):
-    out = run_child(_CHILD_PRELUDE + """
+    _run_child_to_done(_CHILD_PRELUDE + """
 bad = %s
 via_prefetcher(bad)
 pf = prefetch.Prefetcher([{"x": bad}], device="cpu", max_batch_bytes=1 << 20)
 expect_collate_error(lambda: list(pf), "batch['x']")
 print("done", flush=True)
-""" % _HUGE[kind], timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "done" in out.stdout, out.stdout
+""" % _HUGE[kind])
 
 
 def test_samples_of_many_expanded_samples_raise_collate_error():
-    out = run_child(_CHILD_PRELUDE + """
+    _run_child_to_done(_CHILD_PRELUDE + """
 one = torch.zeros(1, dtype=torch.int8)
 # Each sample fits; stacked, the element count (4 * 2^61 = 2^63) passes int64.
 samples = prefetch.Samples([one.expand(2**61)] * 4)
@@ -231,13 +236,11 @@ samples = prefetch.Samples([one.expand(2**40)] * 4)
 pf = prefetch.Prefetcher([{"x": samples}], device="cpu", max_batch_bytes=1 << 30)
 expect_collate_error(lambda: list(pf), "max_batch_bytes")
 print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "done" in out.stdout, out.stdout
+""")
 
 
 def test_gathered_leaves_with_huge_rows_raise_collate_error():
-    out = run_child(_CHILD_PRELUDE + """
+    _run_child_to_done(_CHILD_PRELUDE + """
 one = torch.zeros(1, 1, dtype=torch.float64)
 bad = one.expand(4, 2**60)  # rows of 2^63 bytes, one past the largest size
 expect_collate_error(
@@ -248,9 +251,7 @@ expect_collate_error(
     lambda: list(prefetch.ArrayLoader({"x": rows}, batch_size=2, device="cpu", shuffle=False)),
     "arrays['x']")
 print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "done" in out.stdout, out.stdout
+""")
 
 
 def test_zero_sized_dim_next_to_huge_dims_is_an_empty_batch():
@@ -263,7 +264,7 @@ def test_zero_sized_dim_next_to_huge_dims_is_an_empty_batch():
 # Prefetcher with `num_threads` threads: a RuntimeError containing `expected`. With the limit lifted
 # again, a Prefetcher with `then_threads` threads (None: the default) works.
 def _assert_refused_thread_is_a_python_exception(headroom, num_threads, expected, then_threads):
-    out = run_child(f"""
+    _run_child_to_done(f"""
 import resource, torch, prefetch
 
 def vm_bytes():
@@ -284,9 +285,7 @@ resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_IN
 out = list(prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads={then_threads!r}))
 assert torch.equal(out[0], torch.ones(3)), out
 print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "refused:" in out.stdout and "done" in out.stdout, out.stdout
+""", "refused:")
 
 
 # ASan reserves terabytes of shadow address space, so RLIMIT_AS cannot be lowered under it; the
@@ -313,7 +312,7 @@ def test_numpy_aliases_of_torch_dtypes_are_taken(dtype):
 # ASan aborts on such an allocation instead of failing it, so not under the sanitizers.
 @pytest.mark.skipif(SANITIZED, reason="AddressSanitizer aborts on a 2^62-byte allocation")
 def test_a_batch_too_large_to_allocate_is_a_memory_error_naming_the_leaf():
-    out = run_child("""
+    _run_child_to_done("""
 import torch, prefetch
 batches = [{"x": torch.zeros(1, dtype=torch.int8).expand(2**62)}]
 pf = prefetch.Prefetcher(batches, device="cpu")
@@ -325,9 +324,7 @@ except MemoryError as exc:
 batches[0] = {"x": torch.arange(3.)}
 assert torch.equal(list(pf)[0]["x"], torch.arange(3.))
 print("done", flush=True)
-""", timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "memory-error:" in out.stdout and "done" in out.stdout, out.stdout
+""", "memory-error:")
 
 
 # The host backend's copy thread, the first thread an engine starts: with no room for even one
