@@ -94,12 +94,11 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     progress("arrays: the fused gather kernel over one epoch vs a device copy")
     images_dev = images.to(device)
     order = torch.randperm(n, generator=g).to(device)
-    draws = aug.draws(n, size, size)
-    draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in draws.items()}
+    draws = aug.draws(n, size, size).to(device)
 
     def fused():
-        return prefetch.ops.normalize_flip(images_dev, MEAN, STD, hflip=draws["hflip"],
-                                           crop=draws["crop"], offsets=draws["offsets"],
+        return prefetch.ops.normalize_flip(images_dev, MEAN, STD, hflip=draws.hflip,
+                                           crop=draws.crop, offsets=draws.offsets,
                                            indices=order)
 
     moved = n * size * size * 3 * (1 + 4)

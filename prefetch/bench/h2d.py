@@ -68,13 +68,12 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
     view = cuda_view_of_pinned(pinned, device)
     staged = torch.empty(pinned.shape, dtype=torch.uint8, device=device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
-    draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v
-             for k, v in aug.draws(n, size, size).items()}
+    draws = aug.draws(n, size, size).to(device)
     rows = []
     for channels_last in (False, True):
         def op(images):
-            return prefetch.ops.normalize_flip(images, MEAN, STD, hflip=draws["hflip"], crop=draws["crop"],
-                                               offsets=draws["offsets"], dtype=torch.float16,
+            return prefetch.ops.normalize_flip(images, MEAN, STD, hflip=draws.hflip, crop=draws.crop,
+                                               offsets=draws.offsets, dtype=torch.float16,
                                                channels_last=channels_last)
 
         def copy_then_op():

@@ -23,12 +23,12 @@ def torch_chain(images, draws, padding, dtype, channels_last):
     mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
     x = x.sub(mean).div(std)
-    h, w = draws["crop"]
+    h, w = draws.crop
     # The op's fill is pixel value 0, i.e. (0 - mean) / std after normalization.
     x = torch.cat([F.pad(x[:, c:c + 1], (padding,) * 4, value=-MEAN[c] / STD[c]) for c in range(3)], 1)
-    offsets = (draws["offsets"] + padding).tolist()
+    offsets = (draws.offsets + padding).tolist()
     x = torch.stack([x[n, :, t:t + h, l:l + w] for n, (t, l) in enumerate(offsets)])
-    flip = draws["hflip"].view(-1, 1, 1, 1)
+    flip = draws.hflip.view(-1, 1, 1, 1)
     x = torch.where(flip, x.flip(3), x)
     x = x.to(dtype)
     return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
@@ -39,16 +39,15 @@ def measure(device, n=256, size=224, crop=224, padding=4, repeats=5):
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
-    draws = aug.draws(n, size, size)
-    draws = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in draws.items()}
+    draws = aug.draws(n, size, size).to(device)
 
     rows = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for channels_last in (False, True):
             def fused():
                 return prefetch.ops.normalize_flip(
-                    images, MEAN, STD, hflip=draws["hflip"], crop=draws["crop"],
-                    offsets=draws["offsets"], dtype=dtype, channels_last=channels_last)
+                    images, MEAN, STD, hflip=draws.hflip, crop=draws.crop,
+                    offsets=draws.offsets, dtype=dtype, channels_last=channels_last)
 
             out_bytes = n * 3 * crop * crop * torch.empty((), dtype=dtype).element_size()
             moved = images.numel() + out_bytes
