@@ -104,14 +104,20 @@ struct Affine {
 // rounds twice. Either is within 1e-6 of (v / 255 - mean) / std for |result| <= 1.
 PF_HD float normalize(uint8_t v, Affine a) { return static_cast<float>(v) * a.scale + a.bias; }
 
+// The bits of a float (C++20's std::bit_cast; memcpy is the defined way to read them in C++17).
+PF_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
 // Round-to-nearest-even float -> bfloat16 / float16 bits, identical to CUDA's __float2bfloat16_rn
 // and __float2half_rn (which device code uses directly).
 PF_HD uint16_t float_to_bfloat16_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 #else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
+  const uint32_t u = float_bits(f);
   // Branch-free (so loops over it vectorise): NaN keeps a quiet-NaN pattern, everything else
   // rounds the 16 dropped bits to nearest even.
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
@@ -124,8 +130,7 @@ PF_HD uint16_t float_to_half_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(f));
 #else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
+  const uint32_t u = float_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
