@@ -264,8 +264,9 @@ class PyEngine {
   // The core's plans for a list of Leaf (prefetch/_tree.py, where the contract is documented):
   // `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with `rows` (a 1-D
   // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path).
+  // `names` receives each leaf's name, for a MemoryError that names the largest leaf.
   std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep,
-                                   std::vector<std::string>* names = nullptr) {
+                                   std::vector<std::string>* names) {
     std::vector<LeafPlan> plans;
     plans.reserve(leaves.size());
     for (size_t position = 0; position < leaves.size(); ++position) {
@@ -293,7 +294,7 @@ class PyEngine {
       }
       check_plan_sizes(plan, name);
       plans.push_back(std::move(plan));
-      if (names != nullptr) names->push_back(std::move(name));
+      names->push_back(std::move(name));
     }
     return plans;
   }
