@@ -94,6 +94,20 @@ PF_HD void inside_columns(const Geometry& g, const Window& win, int64_t* begin, 
   *end = e < b ? b : e;
 }
 
+// The element type of a mask of `bytes`-byte elements, for the CPU and CUDA flip_crop alike: the
+// op only moves elements, never computes on them, so every dtype of a size is one of these. Calls
+// f(T{}) with it and returns true; false for a size no kernel is instantiated for. Host code only
+// (it picks a template instantiation), hence not PF_HD.
+template <typename F>
+inline bool with_mask_element(int bytes, F&& f) {
+  if (bytes == 1) f(uint8_t{});
+  else if (bytes == 2) f(int16_t{});
+  else if (bytes == 4) f(int32_t{});
+  else if (bytes == 8) f(int64_t{});
+  else return false;
+  return true;
+}
+
 // (x / 255 - mean) / std, folded into one multiply-add per element: scale = 1 / (255 std),
 // bias = -mean / std, both computed in double and rounded once.
 struct Affine {

@@ -97,23 +97,10 @@ int flip_crop_cuda(const FlipCropArgs& args, void* stream) {
   if (!plan_flip_crop_launches(args, &launches)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   for (const FlipCropLaunch& l : launches) {
-    const int blocks = blocks_for(l.work);
-    switch (args.itemsize) {
-      case 1:
-        flip_crop_kernel<uint8_t><<<blocks, kThreads, 0, s>>>(args, l);
-        break;
-      case 2:
-        flip_crop_kernel<int16_t><<<blocks, kThreads, 0, s>>>(args, l);
-        break;
-      case 4:
-        flip_crop_kernel<int32_t><<<blocks, kThreads, 0, s>>>(args, l);
-        break;
-      case 8:
-        flip_crop_kernel<int64_t><<<blocks, kThreads, 0, s>>>(args, l);
-        break;
-      default:
-        return cudaErrorInvalidValue;
-    }
+    const bool launched = with_mask_element(args.itemsize, [&](auto element) {
+      flip_crop_kernel<decltype(element)><<<blocks_for(l.work), kThreads, 0, s>>>(args, l);
+    });
+    if (!launched) return cudaErrorInvalidValue;
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
   }
