@@ -66,13 +66,19 @@ def test_output_size_overflow_is_a_runtime_error(case):
     assert abs(float(after) - expected) < 1e-6, out.stdout
 
 
-def test_output_size_overflow_in_the_fake_kernel():
-    images = torch.zeros(1, 1, 1, 1, dtype=torch.uint8, device="meta").expand(2**41 + 1, 1, 2**21, 1)
+# Outputs whose byte size overflows int64 (stride-0 inputs of 2^41 + 1 images, 2^32 + 1 masks): a
+# RuntimeError naming the size, on `device` (the CPU case runs in a child, above).
+def _assert_output_size_overflow_raises(device):
+    images = torch.zeros(1, 1, 1, 1, dtype=torch.uint8, device=device).expand(2**41 + 1, 1, 2**21, 1)
     with pytest.raises(RuntimeError, match=r"normalize_flip: the output .*2199023255553.*overflow"):
         normalize_flip(images, [0.5], [0.5])
-    masks = torch.zeros(1, 1, 1, dtype=torch.int64, device="meta").expand(2**32 + 1, 1, 1)
+    masks = torch.zeros(1, 1, 1, dtype=torch.int64, device=device).expand(2**32 + 1, 1, 1)
     with pytest.raises(RuntimeError, match=r"flip_crop: the output .*4294967297.*overflow"):
         flip_crop(masks, crop=65535)
+
+
+def test_output_size_overflow_in_the_fake_kernel():
+    _assert_output_size_overflow_raises("meta")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,11 +354,6 @@ def test_cuda_argument_device_mismatch_raises(op, arg, inputs_on, arg_on):
 @pytest.mark.cuda
 def test_output_size_overflow_on_cuda():
     require_cuda()
-    images = torch.zeros(1, 1, 1, 1, dtype=torch.uint8, device="cuda").expand(2**41 + 1, 1, 2**21, 1)
-    with pytest.raises(RuntimeError, match=r"normalize_flip: the output .*2199023255553.*overflow"):
-        normalize_flip(images, [0.5], [0.5])
-    masks = torch.zeros(1, 1, 1, dtype=torch.int64, device="cuda").expand(2**32 + 1, 1, 1)
-    with pytest.raises(RuntimeError, match=r"flip_crop: the output .*4294967297.*overflow"):
-        flip_crop(masks, crop=65535)
+    _assert_output_size_overflow_raises("cuda")
     with pytest.raises(RuntimeError, match=r"fill must be a uint8 value in \[0, 255\] for uint8 masks, got 300"):
         flip_crop(torch.zeros(2, 4, 4, dtype=torch.uint8, device="cuda"), crop=6, fill=300)
