@@ -28,14 +28,21 @@ def make_dataset(n, seed, shape=(3, 10, 7)):
     ]
 
 
-def check_epochs(source, device, epochs=3, **kwargs):
-    expected = list(source)
+def assert_epoch(pf, expected, device):
+    """One epoch of `pf` is `expected`, batch by batch."""
+    got = list(pf)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert_same(g, e, device)
+
+
+def check_epochs(source, device, epochs=3, expected=None, **kwargs):
+    """Each of `epochs` epochs of a Prefetcher over `source` is `expected` (by default, what plain
+    iteration of `source` gives)."""
+    expected = list(source) if expected is None else expected
     with prefetch.Prefetcher(source, device=device, **kwargs) as pf:
         for _ in range(epochs):
-            got = list(pf)
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                assert_same(g, e, device)
+            assert_epoch(pf, expected, device)
 
 
 @pytest.mark.parametrize("batch_size", [4, 5])  # 5: a partial last batch of 18 samples
@@ -48,13 +55,7 @@ def test_collated_source_matches_plain_iteration(device, batch_size):
 def test_per_sample_source_matches_default_collate(device, batch_size):
     ds = make_dataset(18, seed=2)
     ours = DataLoader(ds, batch_size=batch_size, collate_fn=prefetch.collate.samples)
-    expected = list(DataLoader(ds, batch_size=batch_size))
-    with prefetch.Prefetcher(ours, device=device, depth=2) as pf:
-        for _ in range(3):
-            got = list(pf)
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                assert_same(g, e, device)
+    check_epochs(ours, device, expected=list(DataLoader(ds, batch_size=batch_size)), depth=2)
 
 
 def test_leaf_kinds_and_nesting(device):
@@ -243,10 +244,7 @@ def test_dataloader_with_worker_processes(device):
                         persistent_workers=False)
     with prefetch.Prefetcher(loader, device=device, depth=2) as pf:
         for _ in range(2):
-            got = list(pf)
-            assert len(got) == len(expected)
-            for g, e in zip(got, expected):
-                assert_same(g, e, device)
+            assert_epoch(pf, expected, device)
         for i, _ in enumerate(pf):  # an early break leaves the workers to be shut down
             if i == 1:
                 break
