@@ -95,13 +95,18 @@ def cpu_trainer(pl, **kwargs):
     return pl.Trainer(**options)
 
 
+def labelled_images(n, seed):
+    """The Lightning tests' data: n uint8 images [n, 10, 10, 3] drawn from `seed` (10 x 10, so the
+    augmentation's and recording_model's 8 x 8 crops fit), and their labels 0..n-1."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 10, 10, 3), dtype=torch.uint8, generator=g), torch.arange(n)
+
+
 def test_lightning_trainer_gets_exactly_the_expected_batches_on_the_module_device(tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
 
-    g = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (48, 10, 10, 3), dtype=torch.uint8, generator=g)
-    labels = torch.arange(48)
+    images, labels = labelled_images(48, seed=0)
     dataset = torch.utils.data.TensorDataset(images, labels)
 
     class Data(pl.LightningDataModule):
@@ -191,9 +196,7 @@ def test_lightning_mid_epoch_resume_with_a_stateful_dataloader(tmp_path):
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
     from prefetch.lightning import PrefetchDataModule
 
-    g = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (48, 10, 10, 3), dtype=torch.uint8, generator=g)
-    dataset = torch.utils.data.TensorDataset(images, torch.arange(48))
+    dataset = torch.utils.data.TensorDataset(*labelled_images(48, seed=0))
 
     class Data(pl.LightningDataModule):
         def train_dataloader(self):
@@ -224,9 +227,7 @@ def test_lightning_with_an_array_loader_follows_the_trainer_epochs(tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
 
-    g = torch.Generator().manual_seed(2)
-    images = torch.randint(0, 256, (40, 10, 10, 3), dtype=torch.uint8, generator=g)
-    labels = torch.arange(40)
+    images, labels = labelled_images(40, seed=2)
 
     def make_loader(device):
         aug = prefetch.FusedAugment(MEAN, STD, crop=8, padding=1, hflip=0.5, seed=6)
@@ -253,9 +254,8 @@ def test_lightning_validation_goes_through_a_prefetcher_too():
     pl = pytest.importorskip("lightning.pytorch")
     from prefetch.lightning import PrefetchDataModule
 
-    g = torch.Generator().manual_seed(5)
-    images = torch.randint(0, 256, (16, 10, 10, 3), dtype=torch.uint8, generator=g)
-    dataset = torch.utils.data.TensorDataset(images, torch.arange(16))
+    images, labels = labelled_images(16, seed=5)
+    dataset = torch.utils.data.TensorDataset(images, labels)
 
     class Data(pl.LightningDataModule):
         def train_dataloader(self):
