@@ -211,7 +211,8 @@ def _produce(engine, source, state, counters, stage):
             batch = None
             # Collate and copy (GIL released), finish the batch on the copy stream, then
             # publish: the consumer's stream waits for all of it, the host for none of it.
-            staged_seq, tensors = engine.stage(state.token, leaves)
+            # (On the host backend only a transform reads the batch before it is published.)
+            staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
             leaves = None
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)

@@ -75,6 +75,7 @@ def test_array_loader_positions_continue_after_a_resume(resident):
         it = iter(loader)
         next(it), next(it)
         state = loader.state_dict()
+        it.close()  # the producer may still be transforming batches ahead: stop it first
         t.seen.clear()
         loader.load_state_dict(state)
         rest = list(loader)

@@ -299,10 +299,12 @@ class PyEngine {
     return plans;
   }
 
-  // submit() for batches that get a transform: returns (seq, tensors) readable on the copy
-  // stream (CUDA: stream order; host: the copy has completed). publish() then makes the batch
-  // visible, after whatever the caller enqueued on the copy stream meanwhile.
-  py::tuple stage(uint64_t token, const py::list& leaves) {
+  // submit() up to the copy: returns (seq, tensors) readable on the copy stream (CUDA: stream
+  // order; host: once the copy has completed, which `wait_for_copy` waits for — a batch that no
+  // host code reads before publish() need not: the consumer's next() waits for "ready").
+  // publish() then makes the batch visible, after whatever the caller enqueued on the copy
+  // stream meanwhile.
+  py::tuple stage(uint64_t token, const py::list& leaves, bool wait_for_copy) {
     EngineRef engine = get();
     std::vector<at::Tensor> keep;
     std::vector<std::string> names;
@@ -311,7 +313,7 @@ class PyEngine {
     try {
       py::gil_scoped_release nogil;
       staged = engine->stage(token, plans, allocate_);
-      if (!is_cuda_) staged.copied->wait();
+      if (!is_cuda_ && wait_for_copy) staged.copied->wait();
     } catch (const std::bad_alloc&) {
       throw_out_of_memory(plans, names);
     }
@@ -583,6 +585,7 @@ PYBIND11_MODULE(_C, m) {
       .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"),
            "Collates and copies a batch, a list of prefetch._tree.Leaf; returns its sequence number.")
       .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
+           py::arg("wait_for_copy") = true,
            "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
       .def("publish", &PyEngine::publish, py::arg("token"))
       .def_property_readonly("stream_handle", &PyEngine::stream_handle)
