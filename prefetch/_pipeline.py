@@ -60,14 +60,15 @@ def default_num_threads():
     return max(1, min(8, cores))
 
 
-def _join(thread):
+def _join(thread, until_gone=False):
     """Joins a producer thread for at most _JOIN_TIMEOUT_S (at exit: until the shared deadline);
-    a thread stuck inside the source's own next() is a daemon and is left behind."""
+    a thread stuck inside the source's own next() is a daemon and is left behind. With
+    ``until_gone`` (close()), also waits until the OS thread has finished exiting."""
     if thread is None or thread is threading.current_thread() or thread.ident is None:
         return  # not started (close() raced run()), or the caller is that thread
     deadline = _exit_deadline[0]
     thread.join(_JOIN_TIMEOUT_S if deadline is None else max(0.0, deadline - time.monotonic()))
-    if not thread.is_alive():
+    if until_gone and not thread.is_alive():
         _wait_gone(thread.native_id)
 
 
@@ -79,7 +80,7 @@ def _wait_gone(native_id, limit_s=1.0):
     path = "/proc/self/task/%d" % native_id
     end = time.monotonic() + limit_s
     while os.path.exists(path) and time.monotonic() < end:
-        time.sleep(0.001)
+        time.sleep(0.0002)
 
 
 def _abandon(engine):
@@ -308,7 +309,10 @@ def _shutdown(engine, current, lock, pid):
         _abandon(engine)
         return
     with lock:  # not while run() is between starting an epoch and starting its thread
-        _stop_run(engine, current[0])
+        state = current[0]
+        _stop_run(engine, state)
+        if state is not None and state.pid == pid:  # also a run that had ended by itself
+            _join(state.thread, until_gone=True)
         current[0] = None
         engine.close()
 
@@ -359,7 +363,7 @@ class EpochRun:
         if state.done:
             raise StopIteration
         t0 = time.perf_counter()
-        status, seq, _ = self._engine.next(state.token, self._timeout)
+        status, seq, _ = self._engine.next(state.token, self._timeout, False)
         self._counters.add(wait_s=time.perf_counter() - t0)
         if status == _BATCH:
             self.delivered += 1

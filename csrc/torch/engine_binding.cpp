@@ -341,7 +341,9 @@ class PyEngine {
 
   // Returns (status, seq, tensors): status a NextStatus (exported as _C.NextStatus); seq and
   // tensors are the batch's for BATCH, 0 and [] otherwise.
-  py::tuple next(uint64_t token, double timeout_s) {
+  // `with_tensors` false: the caller has the batch already (the Python producer built it from
+  // stage()'s views); next() still makes the consumer's stream wait and protects the block.
+  py::tuple next(uint64_t token, double timeout_s, bool with_tensors) {
     EngineRef engine = get();
     // Negative: wait forever. So do NaN and timeouts past what the clock can hold (inf, 1e300:
     // now + timeout would overflow into a deadline in the past); 1e9 s is over 31 years.
@@ -368,7 +370,8 @@ class PyEngine {
       if (!forever && std::chrono::steady_clock::now() >= deadline) break;
     }
     if (status == NextStatus::kBatch) {
-      return py::make_tuple(status, batch.seq, deliver(*engine, batch));
+      py::list tensors = deliver(*engine, batch, with_tensors);
+      return py::make_tuple(status, batch.seq, tensors);
     }
     return py::make_tuple(status, 0, py::list());
   }
@@ -519,7 +522,7 @@ class PyEngine {
     return out;
   }
 
-  py::list deliver(Engine& engine, const ReadyBatch& batch) {
+  py::list deliver(Engine& engine, const ReadyBatch& batch, bool with_tensors) {
     at::Tensor packed;
     {
       py::gil_scoped_release nogil;
@@ -533,7 +536,7 @@ class PyEngine {
         packed = packed_tensor(batch.destination);
       }
     }
-    return make_views(packed, batch.leaves);
+    return with_tensors ? make_views(packed, batch.leaves) : py::list();
   }
 
   const bool is_cuda_;
@@ -591,6 +594,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("stream_handle", &PyEngine::stream_handle)
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
       .def("next", &PyEngine::next, py::arg("token"), py::arg("timeout_s"),
+           py::arg("with_tensors") = true,
            "Waits for the next batch: (NextStatus, seq, tensors); a negative timeout_s waits "
            "forever.")
       .def("cancel", &PyEngine::cancel, py::arg("token"))
