@@ -351,6 +351,8 @@ class EpochRun:
         return self
 
     def __len__(self):
+        if self._length is None:
+            raise TypeError("prefetch: this run's length is not known")
         return self._length()
 
     def __next__(self):

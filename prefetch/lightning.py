@@ -95,9 +95,9 @@ class _TrainerLoader:
     """A Prefetcher or an ArrayLoader as the Trainer sees it, through their public interface:
 
     - ``sampler.set_epoch(e)`` (Lightning calls it on anything with a sampler) reaches the
-      source's samplers at once (a DistributedSampler reshuffles) and the loader's epoch (the
-      transform's draws) at the next start; ``iter()`` calls are not counted as epochs (Lightning
-      makes more than one per epoch);
+      source's samplers (a DistributedSampler reshuffles) and the loader's epoch (the
+      transform's draws), set again at the start; ``iter()`` calls are not counted as epochs
+      (Lightning makes more than one per epoch);
     - epochs start lazily (``_LazyEpoch``);
     - ``state_dict()``/``load_state_dict()`` for Lightning's checkpoints: a loader without a
       resumable position (a Prefetcher over a non-stateful source) saves ``{}`` instead of
@@ -116,6 +116,7 @@ class _TrainerLoader:
 
     def set_epoch(self, epoch):
         self._epoch = int(epoch)
+        self.loader.set_epoch(self._epoch)  # (so a checkpoint taken before the start says it)
         source = getattr(self.loader, "source", None)  # a Prefetcher's DataLoader
         samplers = {}  # by id: the sampler and the batch sampler's may be the same object
         for owner in (source, getattr(source, "batch_sampler", None)):
