@@ -95,13 +95,18 @@ class _Epoch:
         return len(self._loader)
 
     def __next__(self):
+        # Only the loader's live epoch moves its position: not one that a newer iter() or a
+        # load_state_dict() replaced (the device path's can still be iterated).
+        live = self._loader._live_epoch is self
         try:
             batch = next(self._batches)
         except StopIteration:
-            self._loader._cursor.ended(self._epoch)
+            if live:
+                self._loader._cursor.ended(self._epoch)
             raise
         self._count += 1
-        self._loader._cursor.consumed(self._epoch, self._count)
+        if live:
+            self._loader._cursor.consumed(self._epoch, self._count)
         return batch
 
     def close(self):
@@ -165,6 +170,7 @@ class ArrayLoader(ClosesOnExit):
         self.num_samples = self._check_lengths()
         self.resident = self._choose_residency(resident, memory_fraction)
         self._cursor = ResumeCursor()
+        self._live_epoch = None  # the _Epoch whose batches move the cursor
         self._pipeline = None
         self._closed = False  # the device path's; the host path's is its Pipeline's
         if self.resident == "host":
@@ -255,7 +261,8 @@ class ArrayLoader(ClosesOnExit):
         else:
             batches = self._device_batches(order, epoch, start)
         self._cursor.start()
-        return _Epoch(self, epoch, start, batches)
+        self._live_epoch = _Epoch(self, epoch, start, batches)
+        return self._live_epoch
 
     def _upload(self, t):
         if self.device.type == "cuda":
@@ -293,7 +300,8 @@ class ArrayLoader(ClosesOnExit):
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
         batches already consumed, with the same order and augmentation draws (a FusedAugment
-        built with ``seed=None`` adopts the saved seed; one with another explicit seed refuses)."""
+        built with ``seed=None`` adopts the saved seed; one with another explicit seed refuses).
+        An epoch still running is stopped (host) and no longer moves the position (either path)."""
         mismatched = ["%s: saved %r, this loader %r" % (k, state[k], getattr(self, k))
                       for k in _LAYOUT_KEYS if k in state and state[k] != getattr(self, k)]
         if mismatched:
@@ -303,6 +311,9 @@ class ArrayLoader(ClosesOnExit):
         if not 0 <= consumed <= len(self):
             raise ValueError("prefetch: batches_consumed=%d is outside [0, %d]" % (consumed, len(self)))
         load_transform_state(self.transform, state)
+        self._live_epoch = None
+        if self._pipeline is not None:
+            self._pipeline.stop()  # the running epoch is not the one to resume
         self._cursor.load(state["epoch"], consumed)
 
     # -- lifetime --------------------------------------------------------------------------------

@@ -242,6 +242,23 @@ def test_resume_with_set_epoch_keeps_the_position():
     assert all(torch.equal(x[1], y[1]) for x, y in zip(rest, rest_expected))
 
 
+@pytest.mark.parametrize("resident", ["host", "device"])
+def test_an_epoch_replaced_by_load_state_dict_no_longer_moves_the_position(resident):
+    images, labels = make_arrays(n=64)
+    with ArrayLoader((images, labels), 8, seed=4, resident=resident, device="cpu") as a:
+        state = {**a.state_dict(), "epoch": 3, "batches_consumed": 5}
+        old = iter(a)
+        next(old)
+        a.load_state_dict(state)
+        stale = list(old)  # host: stopped; device: the old epoch's batches, not counted
+        assert resident == "device" or stale == []
+        assert (a.state_dict()["epoch"], a.state_dict()["batches_consumed"]) == (3, 5)
+        rest = list(a)
+        order = a.epoch_indices(3)
+        assert len(rest) == 3
+        assert all(torch.equal(b[1], labels[order[40 + 8 * k:48 + 8 * k]]) for k, b in enumerate(rest))
+
+
 def test_load_state_dict_refuses_a_different_layout():
     images, labels = make_arrays(n=64)
     state = ArrayLoader((images, labels), 8, seed=4).state_dict()
