@@ -39,6 +39,11 @@ def mix64(*values):
     return h & ((1 << 63) - 1)
 
 
+def is_stateful(obj):
+    """Has both ``state_dict()`` and ``load_state_dict()`` (a resumable source or transform)."""
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
 def resolve_device(device):
     """A loader's target device: ``None`` means the current CUDA device when CUDA is available,
     else the CPU; a bare ``"cuda"`` means the current CUDA device (each DDP rank's own)."""

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from ._checks import is_stateful
 from .array_loader import ArrayLoader
 from .prefetcher import Prefetcher
 
@@ -142,8 +143,7 @@ class _TrainerLoader:
         return iter(self.loader)
 
     def state_dict(self):
-        if isinstance(self.loader, Prefetcher) and not callable(
-                getattr(self.loader.source, "state_dict", None)):
+        if isinstance(self.loader, Prefetcher) and not is_stateful(self.loader.source):
             return {}
         return self.loader.state_dict()
 

@@ -6,17 +6,12 @@ transform on the copy stream, delivery in order); the engine lives as long as th
 and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept by a
 :class:`prefetch._resume.ResumeCursor`.
 """
-from ._checks import resolve_device, whole
+from ._checks import is_stateful, resolve_device, whole
 from ._pipeline import ClosesOnExit, Pipeline
 from ._resume import ResumeCursor
 from .transforms import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
-
-
-def _is_stateful(source):
-    return callable(getattr(source, "state_dict", None)) and callable(
-        getattr(source, "load_state_dict", None))
 
 
 class Prefetcher(ClosesOnExit):
@@ -77,7 +72,7 @@ class Prefetcher(ClosesOnExit):
         self._cursor = ResumeCursor()
 
     def __iter__(self):
-        stateful = _is_stateful(self.source)
+        stateful = is_stateful(self.source)
         epoch, first = self._cursor.next_epoch, self._cursor.resume_index
         run = self._pipeline.run(self.source, epoch=epoch, first_index=first,
                                  track_source_state=stateful, length=self.__len__,
@@ -125,7 +120,7 @@ class Prefetcher(ClosesOnExit):
         yielding the last of those — batches prefetched but not consumed are not counted, so a
         resumed run yields exactly the batches this one had not delivered, with the same
         transform draws. Needs a stateful source (e.g. torchdata's ``StatefulDataLoader``)."""
-        if not _is_stateful(self.source):
+        if not is_stateful(self.source):
             raise TypeError(
                 "prefetch: state_dict() needs a source with state_dict() and load_state_dict() "
                 "(e.g. torchdata.stateful_dataloader.StatefulDataLoader, or prefetch.ArrayLoader); "
@@ -141,7 +136,7 @@ class Prefetcher(ClosesOnExit):
     def load_state_dict(self, state):
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
         batches already consumed (the source is loaded with its saved state)."""
-        if not _is_stateful(self.source):
+        if not is_stateful(self.source):
             raise TypeError("prefetch: load_state_dict() needs a source with state_dict() and "
                             "load_state_dict(); the source is a %s" % type(self.source).__name__)
         missing = {"epoch", "batches_consumed", "source"} - set(state)

@@ -37,7 +37,7 @@ import typing
 
 import torch
 
-from ._checks import distributed_rank, mix64
+from ._checks import distributed_rank, is_stateful, mix64
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform",
            "save_transform_state", "load_transform_state", "DIRECT_EPOCH", "FusedAugment"]
@@ -165,14 +165,10 @@ def set_leaf(batch, key, value):
     return batch
 
 
-def _stateful(obj):
-    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
 def save_transform_state(transform, state):
     """Adds a stateful transform's state (a FusedAugment's seed, drawn when built with
     ``seed=None``) to a loader's ``state`` under ``"transform"``; returns ``state``."""
-    if _stateful(transform):
+    if is_stateful(transform):
         state["transform"] = transform.state_dict()
     return state
 
@@ -181,7 +177,7 @@ def load_transform_state(transform, state):
     """Restores what :func:`save_transform_state` saved. A Transform with ``state_required``
     (a FusedAugment) is asked even when the state has none, with ``None``: it refuses a state
     that cannot resume its draws."""
-    if _stateful(transform) and ("transform" in state
+    if is_stateful(transform) and ("transform" in state
                                  or getattr(transform, "state_required", False)):
         transform.load_state_dict(state.get("transform"))
 
