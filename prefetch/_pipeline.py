@@ -366,10 +366,10 @@ class EpochRun:
             raise StopIteration
         t0 = time.perf_counter()
         status, seq, _ = self._engine.next(state.token, self._timeout, False)
-        self._counters.add(wait_s=time.perf_counter() - t0)
+        waited = time.perf_counter() - t0
         if status == _BATCH:
             self.delivered += 1
-            self._counters.add(batches=1)
+            self._counters.add(wait_s=waited, batches=1)  # one lock a batch, not two
             batch = state.results.pop(seq)
             if self._protect:  # an untransformed batch's block was protected by next()
                 _protect(batch, torch.cuda.current_stream(self._device))
@@ -381,6 +381,7 @@ class EpochRun:
                         state.snapshots.pop(-1, None)
                 self._on_batch(state.epoch, state.first_index + self.delivered, source_state)
             return batch
+        self._counters.add(wait_s=waited)
         if status == _END:
             self._finish()
             if self._on_end is not None:
