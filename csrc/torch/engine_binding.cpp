@@ -19,6 +19,8 @@
 
 namespace py = pybind11;
 
+void bind_slot_words(py::module_& m);  // slot_words_binding.cpp
+
 namespace prefetch {
 namespace {
 
@@ -568,6 +570,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("tensor"), py::arg("name"),
       "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
       "views resolved), or a CollateError naming it.");
+  bind_slot_words(m);
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
   // What Engine.next returns first; the core's NextStatus, one value per outcome of a wait.
   py::enum_<prefetch::NextStatus>(m, "NextStatus",

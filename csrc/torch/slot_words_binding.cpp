@@ -1,0 +1,55 @@
+// _C.slot_* : the worker ring's slot table (csrc/core/slot_words.h) on a shared int64 tensor, for
+// prefetch/_worker_ring.py in the main process and in DataLoader workers. Checked here once per
+// call: the Python side passes the same control tensor every time, so a wrong one is a bug.
+#include <torch/extension.h>
+
+#include <string>
+#include <tuple>
+
+#include "slot_words.h"
+
+namespace py = pybind11;
+namespace sw = prefetch::slot_words;
+
+namespace {
+
+int64_t* word_at(const torch::Tensor& words, int64_t index, int64_t count = 1) {
+  TORCH_CHECK(words.device().is_cpu() && words.scalar_type() == torch::kInt64 &&
+                  words.is_contiguous() && words.dim() == 1,
+              "prefetch: the slot table must be a contiguous 1-D int64 CPU tensor, got ",
+              words.scalar_type(), " ", words.sizes());
+  TORCH_CHECK(index >= 0 && count >= 0 && index + count <= words.numel(), "prefetch: slot words [",
+              index, ", ", index + count, ") outside a table of ", words.numel());
+  return words.data_ptr<int64_t>() + index;
+}
+
+}  // namespace
+
+void bind_slot_words(py::module_& m) {
+  m.def("slot_word",
+        [](int64_t generation, int64_t pid, int state) {
+          TORCH_CHECK(state >= 0 && state <= 2, "prefetch: slot state ", state, " is not 0, 1 or 2");
+          return sw::encode(generation, pid, static_cast<sw::State>(state));
+        },
+        "word = generation << 32 | pid << 2 | state (0 free, 1 writing, 2 sent)");
+  m.def("slot_word_fields",
+        [](int64_t word) {
+          return std::make_tuple(sw::generation_of(word), sw::pid_of(word),
+                                 static_cast<int>(sw::state_of(word)));
+        },
+        "(generation, pid, state) of a slot word");
+  // Claims spin over a few words: not worth releasing the GIL.
+  m.def("slot_claim",
+        [](const torch::Tensor& words, int64_t first, int64_t n, int64_t generation, int64_t pid) {
+          return sw::claim(word_at(words, first, n), static_cast<size_t>(n), generation, pid);
+        },
+        "Index (from `first`) of a slot FREE in `generation` now WRITING for `pid`, or -1");
+  m.def("slot_load", [](const torch::Tensor& words, int64_t i) { return sw::load(word_at(words, i)); });
+  m.def("slot_store",
+        [](const torch::Tensor& words, int64_t i, int64_t value) { sw::store(word_at(words, i), value); });
+  m.def("slot_add",
+        [](const torch::Tensor& words, int64_t i, int64_t delta) { return sw::add(word_at(words, i), delta); });
+  m.def("slot_raise", [](const torch::Tensor& words, int64_t i, int64_t value) {
+    return sw::raise_to(word_at(words, i), value);
+  });
+}
