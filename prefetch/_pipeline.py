@@ -35,6 +35,7 @@ import torch
 from ._checks import distributed_rank
 from ._extension import _C
 from ._tree import PreparedBatch, flatten, unflatten
+from ._worker_ring import loader_of
 from .errors import CollateError, PrefetchTimeout
 from .transforms import BatchPosition, run_transform
 
@@ -205,16 +206,21 @@ def _produce(engine, source, state, counters, stage):
                 break
             if snapshots is not None:
                 snapshots[seq] = source.state_dict()
+            release = None
             if isinstance(batch, PreparedBatch):
-                spec, leaves, moves = batch
+                spec, leaves, moves, release = batch
             else:
                 spec, leaves, moves = flatten(batch)
             batch = None
             # Collate and copy (GIL released), finish the batch on the copy stream, then
             # publish: the consumer's stream waits for all of it, the host for none of it.
             # (On the host backend only a transform reads the batch before it is published.)
-            staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
-            leaves = None
+            try:
+                staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
+            finally:
+                leaves = None
+                if release is not None:  # stage() has read the leaves into the ring
+                    release()
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
             tensors = None
@@ -257,6 +263,7 @@ def _in_order_batch_size(source):
 
 def _note_dataset_index(exc, source, seq):
     """Adds the dataset index of the sample a CollateError names, where it is known exactly."""
+    source = loader_of(source)  # the worker ring's source: its DataLoader
     try:
         batch_size = _in_order_batch_size(source)
     except Exception:  # noqa: BLE001 - an exotic DataLoader: say nothing rather than guess

@@ -50,11 +50,16 @@ class Leaf(typing.NamedTuple):
 class PreparedBatch(typing.NamedTuple):
     """A batch already split for the engine: ``flatten``'s three outputs (``leaves`` a list of
     :class:`Leaf`). A source may yield these instead of batches (the ArrayLoader's host path
-    does) so that no Python walks a structure or touches a sample."""
+    does) so that no Python walks a structure or touches a sample.
+
+    ``release``, when given, is called once the engine no longer reads the leaves (right after
+    the batch is staged, or failed to be): the worker ring frees the shared slot the leaves view.
+    """
 
     spec: typing.Any
     leaves: list
     moves: list
+    release: typing.Optional[typing.Callable[[], None]] = None
 
 
 class PassThroughWarning(UserWarning):

@@ -6,9 +6,13 @@ transform on the copy stream, delivery in order); the engine lives as long as th
 and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept by a
 :class:`prefetch._resume.ResumeCursor`.
 """
+import os
+
 from ._checks import is_stateful, resolve_device, whole
 from ._pipeline import ClosesOnExit, Pipeline
 from ._resume import ResumeCursor
+from ._worker_ring import WorkerRing, ring_source
+from ._worker_ring import usable as worker_ring_usable
 from .transforms import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
@@ -40,6 +44,10 @@ class Prefetcher(ClosesOnExit):
         rank: this process's DDP rank, passed to the transform's draws so that ranks with the
             same seed draw differently; default torch.distributed's rank when it is initialised
             (read at every batch), else 0.
+        worker_ring: when ``source`` is a DataLoader with workers and
+            ``collate_fn=prefetch.collate.samples``, its workers write each batch straight into
+            a block of shared memory the Prefetcher owns, and send only a descriptor (the fast
+            path with workers; docs/engine.md). ``False`` keeps the per-sample hand-off.
 
     ``dataset``, ``sampler``, ``batch_sampler`` and ``batch_size`` are the source's (a
     DataLoader's), so ``loader.sampler.set_epoch(e)`` reaches its sampler. A forked child (CPU)
@@ -47,7 +55,8 @@ class Prefetcher(ClosesOnExit):
     """
 
     def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
-                 device_transform=None, timeout=None, max_batch_bytes=None, rank=None):
+                 device_transform=None, timeout=None, max_batch_bytes=None, rank=None,
+                 worker_ring=True):
         for name, fn in (("transform", transform), ("device_transform", device_transform)):
             if fn is not None and not callable(fn):
                 raise TypeError("prefetch: %s must be callable, got %r" % (name, fn))
@@ -70,11 +79,22 @@ class Prefetcher(ClosesOnExit):
                                   device_transform=device_transform, rank=rank, timeout=timeout,
                                   owner="Prefetcher")
         self._cursor = ResumeCursor()
+        self._max_batch_bytes = max_batch_bytes
+        self._ring = None  # the WorkerRing, made at the first epoch over a DataLoader it can serve
+        self._ring_wanted = bool(worker_ring)
+
+    def _source_for_epoch(self):
+        """The source itself, or its epochs through the worker ring."""
+        if not self._ring_wanted or not worker_ring_usable(self.source):
+            return self.source
+        if self._ring is None or self._ring.pid != os.getpid():
+            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes)
+        return ring_source(self._ring) or self.source
 
     def __iter__(self):
         stateful = is_stateful(self.source)
         epoch, first = self._cursor.next_epoch, self._cursor.resume_index
-        run = self._pipeline.run(self.source, epoch=epoch, first_index=first,
+        run = self._pipeline.run(self._source_for_epoch(), epoch=epoch, first_index=first,
                                  track_source_state=stateful, length=self.__len__,
                                  on_batch=self._cursor.consumed, on_end=self._cursor.ended)
         # Until its first batch: "at the start of this epoch", the source as the run found it.
@@ -150,8 +170,11 @@ class Prefetcher(ClosesOnExit):
         self._cursor.load(state["epoch"], state["batches_consumed"], state["source"])
 
     def close(self):
-        """Stops the current epoch and joins every thread the Prefetcher started."""
+        """Stops the current epoch and joins every thread the Prefetcher started (and shuts down
+        persistent DataLoader workers that write into its shared ring)."""
         self._pipeline.close()
+        if self._ring is not None and self._ring.pid == os.getpid():
+            self._ring.close()
 
     @property
     def closed(self):
@@ -168,8 +191,14 @@ class Prefetcher(ClosesOnExit):
         """Counters since construction: batches delivered, epochs, seconds the consumer waited
         for data (``wait_s``), seconds the producer spent fetching and submitting
         (``produce_s``), and the engine's own: collation time and bytes, producer time blocked
-        on a full ring, ring growths."""
-        return self._pipeline.stats()
+        on a full ring, ring growths. Over a DataLoader with workers writing into the shared
+        ring: batches that came through it and that fell back to the per-sample path, the
+        workers' summed time writing into slots and waiting for a free one, its slots and
+        bytes."""
+        out = self._pipeline.stats()
+        if self._ring is not None:
+            out.update(self._ring.stats())
+        return out
 
     def __repr__(self):
         return "Prefetcher(device=%s, depth=%d%s)" % (

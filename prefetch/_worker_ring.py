@@ -1,0 +1,437 @@
+"""The worker ring: DataLoader workers collate each batch straight into a slot of one block of
+shared memory that lives as long as the Prefetcher, and send only a small descriptor.
+
+Why: with ``num_workers > 0`` a batch otherwise reaches the main process through shared memory
+made fresh for it (``default_collate``: a new block per batch; ``collate.samples``: one per
+sample), and the page faults of that fresh memory, not the copy, are what cost. Here the memory
+is made once, so a worker's write and the main process's read run at memory speed.
+
+docs/engine.md ("Workers write into a shared ring") states the protocol: the slot table (one
+atomic word per slot, csrc/core/slot_words.h), who moves a slot from state to state, the
+generations that fence off slots of an interrupted epoch, and the bound on the number of slots.
+In short:
+
+- main process (:class:`WorkerRing`): owns the block and the control words; ``iter()`` of the
+  DataLoader is made with :class:`RingCollate` as its collate_fn for that iterator only; each
+  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block, and the
+  slot is freed as soon as the engine has read it (``engine.stage`` returns after its host copy).
+- worker (:class:`RingCollate`): ``collate.samples`` as always, then, while a Prefetcher reads the
+  ring, claims a free slot, writes every tensor leaf into it and returns a SlotBatch. Anything it
+  cannot place (no block yet, a batch larger than a slot, ragged or mixed samples, no free slot
+  while the ring is paused) goes back exactly as ``collate.samples`` made it: the main process
+  then collates it as it always did, and raises the same errors.
+"""
+import copy
+import math
+import os
+import queue
+import threading
+import time
+import warnings
+import weakref
+
+import torch
+
+from ._extension import _C
+from ._tree import _DATACLASS, _LIST, _MAP, _NAMEDTUPLE, _TUPLE, Leaf, PreparedBatch, flatten
+from .collate import samples as samples_collate
+from .errors import CollateError
+
+__all__ = ["RingCollate", "SlotBatch", "WorkerRing", "ring_source"]
+
+# The control words, in front of the slot words, in one shared int64 tensor.
+_GENERATION = 0   # the generation a claim must match (main: bumped at every refill)
+_ACCEPTING = 1    # 1 while a Prefetcher run reads the ring; workers fall back otherwise
+_VERSION = 2      # the block workers must write into (main: bumped at every new block)
+_SLOT_BYTES = 3   # bytes per slot of that block
+_NEED_BYTES = 4   # the largest batch a worker could not place (workers raise it)
+_WAIT_NS = 5      # summed over workers: time spent waiting for a free slot
+_WRITE_NS = 6     # summed over workers: time spent writing batches into slots
+_RING_BATCHES = 7
+_FALLBACKS = 8    # batches returned as collate.samples made them
+_WORDS = 16       # first slot word
+
+_ALIGN = 64
+_FREE, _WRITING, _SENT = 0, 1, 2
+# Upper bound of a worker's sleep between claims when every slot is taken (which the bound in
+# docs/engine.md makes happen only when the consumer itself stops consuming).
+_MAX_POLL_S = 0.002
+
+
+class SlotBatch:
+    """What a worker sends instead of a batch: the slot, and how to rebuild the batch from it.
+    A plain object, not a tuple, so that the DataLoader's ``pin_memory`` leaves it alone."""
+
+    __slots__ = ("generation", "version", "slot", "spec", "layout", "moves")
+
+    def __init__(self, generation, version, slot, spec, layout, moves):
+        self.generation, self.version, self.slot = generation, version, slot
+        self.spec, self.layout, self.moves = spec, layout, moves
+
+    def __getstate__(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __setstate__(self, state):
+        for k, v in zip(self.__slots__, state):
+            setattr(self, k, v)
+
+
+def _layout(leaves):
+    """[(name, offset, dtype, shape)] of every leaf packed into one slot, and the bytes; None
+    when a leaf is not one the slot can take as is (ragged or mixed samples: the main process
+    collates those, and names the problem as it always does)."""
+    layout, offset = [], 0
+    for leaf in leaves:
+        value = leaf.value
+        if isinstance(value, list):
+            first = value[0]
+            shape, dtype = first.shape, first.dtype
+            for t in value:
+                if t.shape != shape or t.dtype != dtype or t.device.type != "cpu":
+                    return None
+            shape = (len(value),) + tuple(shape)
+        else:
+            if value.device.type != "cpu" or value.is_sparse:
+                return None
+            shape, dtype = tuple(value.shape), value.dtype
+        nbytes = math.prod(shape) * dtype.itemsize
+        layout.append((leaf.name, offset, dtype, shape))
+        offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+    return layout, offset
+
+
+def _view(block, base, offset, dtype, shape):
+    nbytes = math.prod(shape) * dtype.itemsize
+    return block.narrow(0, base + offset, nbytes).view(dtype).view(shape)
+
+
+def _strip(spec):
+    """The spec without the tensors its dataclass and mapping originals still hold (they would
+    travel through shared memory one by one, which the ring exists to avoid). ``unflatten``
+    only copies those originals and sets the fields it rebuilds."""
+    kind = spec[0]
+    if kind == _DATACLASS:
+        _, original, names, children = spec
+        clone = copy.copy(original)
+        for n in names:
+            object.__setattr__(clone, n, None)
+        return (kind, clone, names, [_strip(c) for c in children])
+    if kind == _MAP:
+        _, original, keys, children = spec
+        if original is not None:
+            try:
+                clone = copy.copy(original)
+                for k in keys:
+                    clone[k] = None
+                original = clone
+            except (TypeError, AttributeError):
+                pass  # an immutable mapping: unflatten rebuilds it from its type, keep it
+        return (kind, original, keys, [_strip(c) for c in children])
+    if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
+        return (kind, spec[1], [_strip(c) for c in spec[2]])
+    return spec  # a leaf index, or a constant
+
+
+class RingCollate:
+    """The collate_fn the DataLoader's workers run while a Prefetcher wraps it (see the module
+    docstring). Outside a worker, or while no Prefetcher reads the ring, it returns exactly what
+    :func:`prefetch.collate.samples` returns, so persistent workers that keep it stay a plain
+    DataLoader's workers."""
+
+    def __init__(self, control, n_slots, mailboxes, block, version):
+        self.control, self.n_slots, self.mailboxes = control, n_slots, mailboxes
+        self.block, self.version = block, version
+        self._parent = None
+
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in ("control", "n_slots", "mailboxes", "block", "version")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._parent = None
+
+    def __call__(self, batch):
+        collated = samples_collate(batch)
+        info = torch.utils.data.get_worker_info()
+        c = self.control
+        if info is None or not _C.slot_load(c, _ACCEPTING):
+            return collated
+        if self._parent is None:
+            self._parent = os.getppid()  # as torch's worker watchdog: a new parent = main gone
+        try:
+            spec, leaves, moves = flatten(collated)
+            placed = _layout(leaves) if not moves else None
+        except CollateError:
+            placed = None  # the main process raises it, naming the sample, as without workers
+        if placed is None:
+            _C.slot_add(c, _FALLBACKS, 1)
+            return collated
+        layout, total = placed
+        generation = _C.slot_load(c, _GENERATION)  # before the version: see WorkerRing._refill
+        block = self._block(info.id)
+        if block is None or total > _C.slot_load(c, _SLOT_BYTES) or total == 0:
+            _C.slot_raise(c, _NEED_BYTES, total)
+            _C.slot_add(c, _FALLBACKS, 1)
+            return collated
+        slot = self._claim(generation)
+        if slot is None:
+            _C.slot_add(c, _FALLBACKS, 1)
+            return collated
+        t0 = time.perf_counter_ns()
+        base = slot * (block.numel() // self.n_slots)
+        for leaf, (_, offset, dtype, shape) in zip(leaves, layout):
+            out = _view(block, base, offset, dtype, shape)
+            if isinstance(leaf.value, list):
+                torch.stack(leaf.value, out=out)
+            else:
+                out.copy_(leaf.value)
+        pid = os.getpid()
+        # WRITING -> SENT only if the word is still ours: a newer generation may have taken it.
+        word = _C.slot_load(c, _WORDS + slot)
+        if word == _C.slot_word(generation, pid, _WRITING):
+            _C.slot_store(c, _WORDS + slot, _C.slot_word(generation, pid, _SENT))
+        _C.slot_add(c, _WRITE_NS, time.perf_counter_ns() - t0)
+        _C.slot_add(c, _RING_BATCHES, 1)
+        return SlotBatch(generation, self.version, slot, _strip(spec), layout, moves)
+
+    def _block(self, worker_id):
+        """The block of the announced version: the one this worker holds, or a newer one from
+        its mailbox (None until it has arrived: this batch then goes the usual way)."""
+        wanted = _C.slot_load(self.control, _VERSION)
+        if self.version == wanted:
+            return self.block
+        box = self.mailboxes[worker_id]
+        while True:
+            try:
+                version, block = box.get_nowait()
+            except queue.Empty:
+                return None
+            if version == wanted:
+                self.block, self.version = block, version
+                return block
+
+    def _claim(self, generation):
+        c, pid = self.control, os.getpid()
+        t0 = time.perf_counter_ns()
+        pause = 50e-6
+        try:
+            while True:
+                slot = _C.slot_claim(c, _WORDS, self.n_slots, generation, pid)
+                if slot >= 0:
+                    return slot
+                if (not _C.slot_load(c, _ACCEPTING) or _C.slot_load(c, _GENERATION) != generation
+                        or os.getppid() != self._parent):
+                    return None  # the ring paused or moved on: never wait for a dead epoch
+                time.sleep(pause)
+                pause = min(2 * pause, _MAX_POLL_S)
+        finally:
+            _C.slot_add(c, _WAIT_NS, time.perf_counter_ns() - t0)
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _close_queues(mailboxes):
+    for box in mailboxes:
+        while True:  # fetch what nobody read: each message holds a shared block's fd
+            try:
+                box.get_nowait()
+            except (queue.Empty, OSError, ValueError, EOFError):
+                break
+        box.close()
+        box.cancel_join_thread()  # never block at exit on a worker that is gone
+
+
+class WorkerRing:
+    """The main process's side of the ring of one Prefetcher over one DataLoader.
+
+    ``n_slots = num_workers * prefetch_factor + depth + 2``: every batch the DataLoader can have
+    dispatched and not yielded, plus what the Prefetcher holds (docs/engine.md proves it
+    enough). Blocks are made on demand: the first batches of the first epoch, and any batch
+    larger than a slot, take the usual path and tell the main process the size they needed.
+    """
+
+    def __init__(self, loader, depth, max_batch_bytes):
+        self.loader = loader
+        self.n_slots = loader.num_workers * (loader.prefetch_factor or 2) + depth + 2
+        self.max_batch_bytes = max_batch_bytes
+        self.pid = os.getpid()
+        ctx = loader.multiprocessing_context or torch.multiprocessing
+        self.control = torch.zeros(_WORDS + self.n_slots, dtype=torch.int64).share_memory_()
+        self.mailboxes = [ctx.Queue() for _ in range(loader.num_workers)]
+        self.blocks = {}  # version -> block, for SlotBatches still in flight
+        self.version = 0
+        self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0)
+        self.iterator = None  # the DataLoader iterator made with self.collate
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _close_queues, self.mailboxes)
+
+    # --- epochs ---------------------------------------------------------------------------------
+
+    def epoch(self):
+        """The batches of one epoch of the DataLoader, as PreparedBatches (slot batches, freed
+        once staged) or plain collated batches (everything the workers did not place)."""
+        c = self.control
+        _C.slot_store(c, _ACCEPTING, 0)
+        self.iterator = it = self._iter_loader()
+        try:
+            # Every task of an earlier epoch is finished now (persistent workers answer the
+            # DataLoader's reset only after them; other workers were shut down): take back
+            # every slot whose writer is done or gone, and the blocks no batch can come from.
+            with self._lock:
+                self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
+                self._refill()
+            _C.slot_store(c, _ACCEPTING, 1)
+            for item in it:
+                if type(item) is SlotBatch:
+                    yield self._prepare(item)
+                else:
+                    yield item
+                if _C.slot_load(c, _NEED_BYTES) > _C.slot_load(c, _SLOT_BYTES):
+                    self._grow()
+        finally:
+            _C.slot_store(c, _ACCEPTING, 0)
+            it = None
+
+    def _iter_loader(self):
+        loader = self.loader
+        original = loader.collate_fn
+        loader.collate_fn = self.collate  # for the iterator made now only
+        try:
+            return iter(loader)
+        finally:
+            loader.collate_fn = original
+
+    def _refill(self):
+        """A new generation: every slot FREE in it, except one a live process is still writing
+        (quarantined until a later refill finds its writer gone)."""
+        c = self.control
+        generation = _C.slot_load(c, _GENERATION) + 1
+        me = os.getpid()
+        for i in range(self.n_slots):
+            old_generation, pid, state = _C.slot_word_fields(_C.slot_load(c, _WORDS + i))
+            if state == _WRITING and pid != me and _pid_alive(pid) and old_generation > 0:
+                continue
+            _C.slot_store(c, _WORDS + i, _C.slot_word(generation, 0, _FREE))
+        _C.slot_store(c, _GENERATION, generation)
+
+    def _grow(self):
+        c = self.control
+        need = _C.slot_load(c, _NEED_BYTES)
+        if self.max_batch_bytes is not None and need > self.max_batch_bytes:
+            return  # the engine refuses such a batch: it goes the usual way and raises there
+        old = _C.slot_load(c, _SLOT_BYTES)
+        slot_bytes = max(need, old + old // 4)
+        slot_bytes = (slot_bytes + 4095) // 4096 * 4096
+        block = torch.empty(self.n_slots * slot_bytes, dtype=torch.uint8).share_memory_()
+        with self._lock:
+            self.version += 1
+            self.blocks[self.version] = block
+            self.collate.block, self.collate.version = block, self.version  # for new workers
+            # Order matters to a worker, which reads the generation first, then the version:
+            # it either claims in the old generation (and writes into the old block, which is
+            # kept), or sees the new version and takes the new block from its mailbox first.
+            _C.slot_store(c, _SLOT_BYTES, slot_bytes)
+            _C.slot_store(c, _VERSION, self.version)
+            self._refill()
+        for box in self.mailboxes:
+            box.put((self.version, block))
+
+    def _prepare(self, item):
+        block = self.blocks.get(item.version)
+        if block is None:  # pragma: no cover - a protocol violation, never data to trust
+            raise RuntimeError("prefetch: a worker sent a batch in block version %d, which the "
+                               "ring no longer holds" % item.version)
+        base = item.slot * (block.numel() // self.n_slots)
+        leaves = [Leaf(name, _view(block, base, offset, dtype, shape))
+                  for name, offset, dtype, shape in item.layout]
+        return PreparedBatch(item.spec, leaves, item.moves, self._releaser(item))
+
+    def _releaser(self, item):
+        c = self.control
+
+        def release():
+            # Only a slot of the current generation is the main process's to free; an older
+            # one was taken back by the refill that started the current generation.
+            if _C.slot_load(c, _GENERATION) == item.generation:
+                _C.slot_store(c, _WORDS + item.slot, _C.slot_word(item.generation, 0, _FREE))
+        return release
+
+    # --- the rest -------------------------------------------------------------------------------
+
+    def stats(self):
+        c = self.control
+        return {
+            "worker_ring_batches": _C.slot_load(c, _RING_BATCHES),
+            "worker_ring_fallbacks": _C.slot_load(c, _FALLBACKS),
+            "worker_write_s": _C.slot_load(c, _WRITE_NS) / 1e9,
+            "worker_slot_wait_s": _C.slot_load(c, _WAIT_NS) / 1e9,
+            "worker_ring_slots": self.n_slots,
+            "worker_ring_bytes": self.n_slots * _C.slot_load(c, _SLOT_BYTES),
+        }
+
+    def close(self):
+        """Pauses the ring and, when persistent workers hold it, shuts them down (they would
+        keep the block alive as long as the DataLoader lives)."""
+        _C.slot_store(self.control, _ACCEPTING, 0)
+        it, self.iterator = self.iterator, None
+        if it is not None and getattr(self.loader, "_iterator", None) is it:
+            self.loader._iterator = None
+            it._shutdown_workers()
+        self.blocks.clear()
+        self.collate.block = None
+        self._finalizer()
+
+
+class _RingSource:
+    """What the Pipeline iterates in place of the DataLoader: its epochs through the ring."""
+
+    def __init__(self, ring):
+        self.ring = ring
+        self.dataloader = ring.loader  # for the messages that name dataset indices
+
+    def __iter__(self):
+        return self.ring.epoch()
+
+    def state_dict(self):
+        return self.dataloader.state_dict()
+
+    def load_state_dict(self, state):
+        return self.dataloader.load_state_dict(state)
+
+
+def loader_of(source):
+    """The DataLoader behind a ring source; any other source as it is."""
+    return source.dataloader if isinstance(source, _RingSource) else source
+
+
+def usable(loader):
+    """True for a torch DataLoader with workers whose collate_fn is collate.samples."""
+    from torch.utils.data import DataLoader
+
+    return (isinstance(loader, DataLoader) and loader.num_workers > 0
+            and loader.collate_fn is samples_collate)
+
+
+def ring_source(ring):
+    """The source the Pipeline runs for one epoch over ``ring``'s DataLoader, or None when the
+    ring cannot serve it (persistent workers another iterator started: warned once)."""
+    persistent = getattr(ring.loader, "_iterator", None)
+    if persistent is not None and persistent is not ring.iterator:
+        if not getattr(ring, "_warned", False):
+            ring._warned = True
+            warnings.warn(
+                "prefetch: the DataLoader's persistent workers were started before the "
+                "Prefetcher first iterated it, so they cannot write into its shared ring; its "
+                "batches take the slower per-sample path. Iterate the DataLoader only through "
+                "the Prefetcher, or make it with persistent_workers=False.",
+                RuntimeWarning, stacklevel=3)
+        return None
+    return _RingSource(ring)
