@@ -1,0 +1,307 @@
+"""The worker ring (prefetch/_worker_ring.py): a Prefetcher over a DataLoader with workers and
+``collate_fn=prefetch.collate.samples`` yields exactly what plain iteration yields, in every
+DataLoader mode, with the batches really coming through the shared slots. Faults (killed
+workers, exits, leaks) are in test_worker_ring_faults.py."""
+import collections
+import dataclasses
+import pickle
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+import prefetch
+from prefetch import _worker_ring
+from prefetch._tree import flatten
+
+from .conftest import require_cuda
+
+
+class Images(Dataset):
+    """Content derived from the index, so any slot overwritten or mixed up shows."""
+
+    def __init__(self, n=96, shape=(6, 5, 3)):
+        self.n, self.shape = n, shape
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        image = torch.randint(0, 256, self.shape, dtype=torch.uint8, generator=g)
+        return image, i, torch.rand(2, generator=g, dtype=torch.float64)
+
+
+class Shards(IterableDataset):
+    def __init__(self, n=90):
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, self.n, step):
+            yield Images()[i]
+
+
+Pair = collections.namedtuple("Pair", "image label")
+
+
+@dataclasses.dataclass
+class Record:
+    image: torch.Tensor
+    label: int
+    name: str
+
+
+class Structured(Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        image = Images()[i][0]
+        return {"pair": Pair(image, i), "name": "s%d" % i,
+                "mask": torch.full((4, 4), i % 7, dtype=torch.int16)}
+
+
+def loader(ds, **kw):
+    kw.setdefault("batch_size", 8)
+    kw.setdefault("num_workers", 2)
+    return DataLoader(ds, collate_fn=prefetch.collate.samples, **kw)
+
+
+def reference(ds, **kw):
+    kw.setdefault("batch_size", 8)
+    return list(DataLoader(ds, num_workers=0, **kw))
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        gl, wl = flatten(g)[1], flatten(w)[1]
+        assert flatten(g)[0] == flatten(w)[0] or type(g) is type(w)
+        assert len(gl) == len(wl)
+        for a, b in zip(gl, wl):
+            assert a.value.dtype == b.value.dtype and torch.equal(a.value, b.value), a.name
+
+
+def ring_batches(pf):
+    return pf.stats().get("worker_ring_batches", 0)
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("persistent", [False, True])
+def test_every_context_yields_plain_iteration(context, persistent):
+    ds = Images()
+    dl = loader(ds, multiprocessing_context=context, persistent_workers=persistent)
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        for _ in range(3):
+            assert_same(list(pf), reference(ds))
+        # Blocks are made on the first epoch's first batches: the later epochs are all ring.
+        stats = pf.stats()
+        assert stats["worker_ring_batches"] >= 2 * len(dl)
+        assert stats["worker_ring_fallbacks"] < len(dl)
+
+
+@pytest.mark.parametrize("prefetch_factor", [1, 4])
+def test_prefetch_factor_sets_the_slots(prefetch_factor):
+    ds = Images()
+    dl = loader(ds, prefetch_factor=prefetch_factor, persistent_workers=True)
+    with prefetch.Prefetcher(dl, device="cpu", depth=2) as pf:
+        for _ in range(2):
+            assert_same(list(pf), reference(ds))
+        assert pf.stats()["worker_ring_slots"] == 2 * prefetch_factor + 2 + 2
+        assert ring_batches(pf) > 0
+
+
+def test_iterable_dataset_with_workers():
+    ds = Shards()
+    dl = loader(ds)
+    plain = list(DataLoader(ds, batch_size=8, num_workers=2))  # the same worker interleaving
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        for _ in range(2):
+            assert_same(list(pf), plain)
+        assert ring_batches(pf) > 0
+
+
+def _sorted_by_label(batches):
+    return sorted(batches, key=lambda b: int(b[1][0]))
+
+
+@pytest.mark.skipif("in_order" not in DataLoader.__init__.__code__.co_varnames,
+                    reason="this torch's DataLoader has no in_order")
+def test_out_of_order_delivery():
+    ds = Images()
+    dl = loader(ds, in_order=False, persistent_workers=True)
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        for _ in range(2):
+            assert_same(_sorted_by_label(list(pf)), reference(ds))
+        assert ring_batches(pf) > 0
+
+
+def test_drop_last_and_a_short_last_batch():
+    ds = Images(n=45)
+    with prefetch.Prefetcher(loader(ds, drop_last=True), device="cpu") as pf:
+        assert_same(list(pf), reference(ds, drop_last=True))
+    with prefetch.Prefetcher(loader(ds), device="cpu") as pf:
+        for _ in range(2):
+            got = list(pf)
+            assert got[-1][0].shape[0] == 5
+            assert_same(got, reference(ds))
+
+
+def test_structures_round_trip():
+    ds = Structured()
+    with prefetch.Prefetcher(loader(ds, persistent_workers=True), device="cpu") as pf:
+        for _ in range(2):
+            got = list(pf)
+            assert_same(got, reference(ds))
+            assert isinstance(got[0]["pair"], Pair)
+            assert got[0]["name"] == ["s%d" % i for i in range(8)]
+        assert ring_batches(pf) > 0
+
+
+class Box(collections.UserDict):
+    pass
+
+
+def test_what_a_worker_sends_holds_no_tensor():
+    images = torch.zeros(8, 6, 5, 3, dtype=torch.uint8)
+    batch = {"record": Record(images, 3, "x"), "box": Box(mask=images[:, 0]),
+             "pair": Pair(prefetch.Samples(list(images)), torch.arange(8))}
+    spec, leaves, _ = flatten(batch)
+    stripped = _worker_ring._strip(spec)
+    sent = pickle.dumps(stripped)
+    assert len(sent) < 2000 and b"_rebuild_tensor" not in sent
+    # The stripped spec rebuilds the same batch from the slot's tensors.
+    from prefetch._tree import unflatten
+    tensors = [torch.stack(leaf.value) if isinstance(leaf.value, list) else leaf.value
+               for leaf in leaves]
+    rebuilt = unflatten(stripped, tensors, [], torch.device("cpu"))
+    assert isinstance(rebuilt["record"], Record) and rebuilt["record"].name == "x"
+    assert torch.equal(rebuilt["record"].image, images) and rebuilt["record"].label == 3
+    assert isinstance(rebuilt["box"], Box) and torch.equal(rebuilt["box"]["mask"], images[:, 0])
+    assert torch.equal(rebuilt["pair"].image, images)
+    assert batch["record"].image is images  # the batch itself untouched
+
+
+def test_several_prefetchers_at_once_and_plain_iteration_afterwards():
+    a, b = Images(n=64), Images(n=48, shape=(3, 3, 1))
+    dla, dlb = loader(a, persistent_workers=True), loader(b)
+    with prefetch.Prefetcher(dla, device="cpu") as pa, prefetch.Prefetcher(dlb, device="cpu") as pb:
+        for _ in range(2):
+            got_a, got_b = [], []
+            ia, ib = iter(pa), iter(pb)
+            for y, x in zip(ib, ia):  # interleaved; b is the shorter one
+                got_a.append(x)
+                got_b.append(y)
+            got_a.extend(ia)
+            assert_same(got_a, reference(a))
+            assert_same(got_b, reference(b))
+        assert ring_batches(pa) > 0 and ring_batches(pb) > 0
+        # The DataLoader itself is untouched, and its persistent workers (which keep the ring's
+        # collate_fn) serve a plain iteration exactly as collate.samples would.
+        assert dla.collate_fn is prefetch.collate.samples
+        plain = list(dla)
+        want = [prefetch.collate.samples([a[i] for i in range(k, min(k + 8, len(a)))])
+                for k in range(0, len(a), 8)]
+        for g, w in zip(plain, want):
+            assert isinstance(g[0], prefetch.Samples)
+            assert all(torch.equal(s, t) for s, t in zip(g[0], w[0]))
+        assert_same(list(pa), reference(a))  # and the Prefetcher after it
+
+
+def test_a_bigger_batch_mid_epoch_falls_back_then_grows():
+    class Varying(Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):  # the second half of the epoch has 4x larger samples
+            side = 4 if i < 32 else 8
+            return torch.full((side, side), i, dtype=torch.int32)
+
+    ds = Varying()
+    with prefetch.Prefetcher(loader(ds, multiprocessing_context="fork"), device="cpu") as pf:
+        for _ in range(2):
+            assert_same(list(pf), reference(ds))
+        stats = pf.stats()
+        assert stats["worker_ring_bytes"] >= stats["worker_ring_slots"] * 8 * 8 * 8 * 4
+        assert stats["worker_ring_batches"] > 0
+
+
+def test_ragged_samples_raise_the_usual_collate_error():
+    class Ragged(Dataset):
+        def __len__(self):
+            return 16
+
+        def __getitem__(self, i):
+            return torch.zeros((3, 3) if i != 11 else (3, 4))
+
+    with prefetch.Prefetcher(loader(Ragged(), multiprocessing_context="fork"), device="cpu") as pf:
+        with pytest.raises(prefetch.CollateError, match=r"sample 3") as info:
+            list(pf)
+        assert "dataset index 11" in "\n".join(getattr(info.value, "__notes__", []))
+
+
+def test_max_batch_bytes_is_enforced_with_workers_too():
+    ds = Images()
+    with prefetch.Prefetcher(loader(ds), device="cpu", max_batch_bytes=100) as pf:
+        with pytest.raises(prefetch.CollateError, match="max_batch_bytes"):
+            list(pf)
+
+
+def test_worker_ring_false_keeps_the_per_sample_path():
+    ds = Images()
+    with prefetch.Prefetcher(loader(ds), device="cpu", worker_ring=False) as pf:
+        assert_same(list(pf), reference(ds))
+        assert "worker_ring_batches" not in pf.stats()
+
+
+def test_persistent_workers_started_elsewhere_warn_and_still_work():
+    ds = Images()
+    dl = loader(ds, persistent_workers=True)
+    list(dl)  # the workers now run plain collate.samples
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        with pytest.warns(RuntimeWarning, match="persistent workers were started before"):
+            got = list(pf)
+        assert_same(got, reference(ds))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_same(list(pf), reference(ds))  # warned once
+
+
+def test_transform_draws_are_the_same_through_the_ring():
+    ds = Images(shape=(8, 8, 3))
+    aug = dict(mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3), hflip=0.5, seed=3)
+    with prefetch.Prefetcher(loader(ds), device="cpu",
+                             transform=prefetch.FusedAugment(**aug)) as ring, \
+            prefetch.Prefetcher(loader(ds), device="cpu", worker_ring=False,
+                                transform=prefetch.FusedAugment(**aug)) as plain:
+        for _ in range(2):
+            assert_same(list(ring), list(plain))
+        assert ring_batches(ring) > 0
+
+
+def test_close_shuts_down_persistent_workers_holding_the_ring():
+    ds = Images()
+    dl = loader(ds, persistent_workers=True)
+    pf = prefetch.Prefetcher(dl, device="cpu")
+    list(pf)
+    workers = list(dl._iterator._workers)
+    pf.close()
+    assert dl._iterator is None
+    for w in workers:
+        w.join(timeout=10)
+        assert not w.is_alive()
+    assert_same(list(prefetch.Prefetcher(dl, device="cpu")), reference(ds))  # a new one works
+
+
+@pytest.mark.cuda
+def test_cuda_device_through_the_ring():
+    require_cuda()
+    ds = Images()
+    with prefetch.Prefetcher(loader(ds, multiprocessing_context="spawn"), device="cuda") as pf:
+        for _ in range(2):
+            got = [[t.cpu() if isinstance(t, torch.Tensor) else t for t in b] for b in pf]
+            assert_same(got, reference(ds))
+        assert ring_batches(pf) > 0
