@@ -276,29 +276,21 @@ class WorkerRing:
     # --- epochs ---------------------------------------------------------------------------------
 
     def epoch(self):
-        """The batches of one epoch of the DataLoader, as PreparedBatches (slot batches, freed
-        once staged) or plain collated batches (everything the workers did not place)."""
+        """Starts one epoch of the DataLoader now (not at the first ``next()``: a stateful
+        DataLoader's ``state_dict()``, taken right after, would otherwise make its iterator
+        without the ring) and returns its batches: PreparedBatches of slot views, freed once
+        staged, or plain collated batches (everything the workers did not place)."""
         c = self.control
         _C.slot_store(c, _ACCEPTING, 0)
         self.iterator = it = self._iter_loader()
-        try:
-            # Every task of an earlier epoch is finished now (persistent workers answer the
-            # DataLoader's reset only after them; other workers were shut down): take back
-            # every slot whose writer is done or gone, and the blocks no batch can come from.
-            with self._lock:
-                self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
-                self._refill()
-            _C.slot_store(c, _ACCEPTING, 1)
-            for item in it:
-                if type(item) is SlotBatch:
-                    yield self._prepare(item)
-                else:
-                    yield item
-                if _C.slot_load(c, _NEED_BYTES) > _C.slot_load(c, _SLOT_BYTES):
-                    self._grow()
-        finally:
-            _C.slot_store(c, _ACCEPTING, 0)
-            it = None
+        # Every task of an earlier epoch is finished now (persistent workers answer the
+        # DataLoader's reset only after them; other workers were shut down): take back every
+        # slot whose writer is done or gone, and the blocks no batch can come from any more.
+        with self._lock:
+            self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
+            self._refill()
+        _C.slot_store(c, _ACCEPTING, 1)
+        return _EpochBatches(self, it)
 
     def _iter_loader(self):
         loader = self.loader
@@ -388,6 +380,36 @@ class WorkerRing:
         self.blocks.clear()
         self.collate.block = None
         self._finalizer()
+
+
+class _EpochBatches:
+    """One epoch's batches. Dropping or closing it pauses the ring before the DataLoader
+    iterator goes, so no worker waits for a slot while its DataLoader shuts it down."""
+
+    def __init__(self, ring, iterator):
+        self._ring, self._it = ring, iterator
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            raise StopIteration
+        ring, c = self._ring, self._ring.control
+        item = next(self._it)
+        if _C.slot_load(c, _NEED_BYTES) > _C.slot_load(c, _SLOT_BYTES):
+            ring._grow()  # between two batches: the producer holds no slot now
+        if type(item) is SlotBatch:
+            return ring._prepare(item)
+        return item
+
+    def close(self):
+        if self._it is not None:
+            _C.slot_store(self._ring.control, _ACCEPTING, 0)
+            self._it = None
+
+    def __del__(self):
+        self.close()
 
 
 class _RingSource:

@@ -305,3 +305,23 @@ def test_cuda_device_through_the_ring():
             got = [[t.cpu() if isinstance(t, torch.Tensor) else t for t in b] for b in pf]
             assert_same(got, reference(ds))
         assert ring_batches(pf) > 0
+
+
+def test_resume_mid_epoch_with_a_stateful_dataloader():
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    ds = Images(n=400)
+
+    def make():
+        return stateful.StatefulDataLoader(ds, batch_size=8, num_workers=2,
+                                           collate_fn=prefetch.collate.samples)
+
+    with prefetch.Prefetcher(make(), device="cpu") as pf:
+        it = iter(pf)
+        first = [next(it) for _ in range(30)]
+        state = pf.state_dict()
+        assert ring_batches(pf) > 0
+    with prefetch.Prefetcher(make(), device="cpu") as pf:
+        pf.load_state_dict(state)
+        rest = list(pf)
+        assert ring_batches(pf) > 0
+    assert_same(first + rest, reference(ds))
