@@ -53,7 +53,7 @@ def test_every_section_is_registered_once_and_listed_in_the_help(capsys):
     from prefetch.bench.__main__ import SECTIONS
 
     names = [s.name for s in SECTIONS]
-    assert names == ["collate", "h2d", "ops", "arrays", "e2e"]  # the default --sections order
+    assert names == ["collate", "h2d", "ops", "arrays", "e2e", "workers"]  # the default --sections order
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = capsys.readouterr().out
@@ -91,3 +91,93 @@ def test_summary_is_the_median_and_range():
     assert (s.median, s.low, s.high) == (2.5, 1.0, 10.0)
     assert s.spread == (10.0 - 1.0) / 2.5
     assert s.format("%.1f") == "2.5 (1.0–10.0)"
+
+
+def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
+    import statistics
+
+    rc = main(["--quick", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
+               "--device", "cpu", "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    metrics, details = result["metrics"], result["details"]["workers"]
+    for key in ("prefetch_vs_usual_b8", "prefetch_default_collate_vs_usual_b8", "handoff_gbps_b8",
+                "engine_collate_gbps_b8", "handoff_vs_engine_collate_b8", "jpeg_prefetch_vs_usual",
+                "jpeg_prefetch_default_collate_vs_usual"):
+        assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
+
+    (synthetic,) = details["synthetic"]
+    rows = synthetic["pipelines"]
+    assert set(rows) == {"usual", "prefetch", "prefetch_default_collate", "engine"}
+    # --quick: 3 batches of 8 per synthetic epoch, every round of every pipeline all of them.
+    for name, row in rows.items():
+        assert row["rounds"]["images"] == [24] * result["details"]["workers"]["config"]["repeats"], name
+    jpeg = details["jpeg"]
+    assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate"}
+    for name, row in jpeg["pipelines"].items():
+        assert set(row["rounds"]["images"]) == {jpeg["files"]}, name
+    assert jpeg["files"] == 16 and jpeg["image_size"] == 32
+
+    # Each ratio is what its name says: per round, the first pipeline's images/s over the second's.
+    def speed(row):
+        return [n / s for n, s in zip(row["rounds"]["images"], row["rounds"]["s"])]
+
+    expected = statistics.median(a / b for a, b in zip(speed(rows["prefetch"]), speed(rows["usual"])))
+    assert abs(metrics["prefetch_vs_usual_b8"] - expected) < 1e-9 * expected
+    expected = statistics.median(a / b for a, b in zip(speed(jpeg["pipelines"]["prefetch"]),
+                                                       speed(jpeg["pipelines"]["usual"])))
+    assert abs(metrics["jpeg_prefetch_vs_usual"] - expected) < 1e-9 * expected
+    # The hand-off is the prefetch run's uint8 image bytes per second.
+    handoff = statistics.median(v * 32 * 32 * 3 / 1e9 for v in speed(rows["prefetch"]))
+    assert abs(metrics["handoff_gbps_b8"] - handoff) < 1e-9 * handoff
+    shares = jpeg["prefetch_worker_shares"]
+    assert abs(sum(shares.values()) - 1) < 1e-9 and all(v > 0 for v in shares.values())
+
+
+def test_workers_pipelines_deliver_the_same_normalized_images():
+    """usual (flips in the worker, normalize after) and prefetch (FusedAugment) yield NCHW float32
+    batches whose samples are each dataset image, normalized, as it is or mirrored."""
+    from torch.utils.data import default_collate
+
+    from prefetch.bench import workers as w
+
+    ds = w.FreshImages(6, 5, flip=False, pool=6)
+    mean = torch.tensor(w.MEAN).view(3, 1, 1)
+    std = torch.tensor(w.STD).view(3, 1, 1)
+    for pipeline in (w.usual_pipeline("usual", w.FreshImages(6, 5, flip=True, pool=6), 3, 0,
+                                      torch.device("cpu")),
+                     w.prefetch_pipeline("prefetch", ds, 3, 0, torch.device("cpu"),
+                                         w.prefetch.collate.samples, None),
+                     w.prefetch_pipeline("prefetch_default_collate", ds, 3, 0, torch.device("cpu"),
+                                         default_collate, None)):
+        try:
+            batches = list(pipeline._batches())
+        finally:
+            pipeline.close()
+        out = torch.cat(batches)
+        assert out.shape == (6, 3, 5, 5) and out.dtype == torch.float32, pipeline.name
+        refs = [(ds.pool[i].permute(2, 0, 1).float() / 255 - mean) / std for i in range(6)]
+        # The loaders shuffle: every sample once, each as it is or mirrored.
+        matched = sorted(i for x in out for i, ref in enumerate(refs)
+                         if torch.allclose(x, ref, atol=1e-5) or torch.allclose(x, ref.flip(2), atol=1e-5))
+        assert matched == list(range(6)), pipeline.name
+
+
+def test_pil_random_resized_crop_follows_torchvision_get_params():
+    from prefetch.bench.workers import PilRandomResizedCrop
+
+    crop = PilRandomResizedCrop(8)
+    torch.manual_seed(0)
+    for width, height in ((500, 375), (375, 500), (64, 64)):
+        for _ in range(200):
+            i, j, h, w = crop.params(width, height)
+            assert 0 <= i and i + h <= height and 0 <= j and j + w <= width
+            if (h, w) != (height, width):  # a drawn window (not the fallback): within the bounds
+                assert 0.08 * width * height * 0.9 <= h * w <= width * height
+                assert 3 / 4 * 0.9 <= w / h <= 4 / 3 * 1.1
+    # No window fits in 10 attempts: torchvision's fallback, the centred crop clamped to ratio 4/3.
+    assert crop.params(1000, 10) == (0, (1000 - 13) // 2, 10, 13)
+    assert crop.params(10, 1000) == ((1000 - 13) // 2, 0, 13, 10)
+    from PIL import Image
+
+    assert crop(Image.new("RGB", (50, 40))).size == (8, 8)

@@ -12,12 +12,12 @@ import torch
 
 import prefetch
 
-from . import arrays, collate, e2e, h2d, ops
+from . import arrays, collate, e2e, h2d, ops, workers
 from .charts import write_charts
 from .section import Config, Skipped
 
 # Every section, in the default order of --sections.
-SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION]
+SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION, workers.SECTION]
 BY_NAME = {s.name: s for s in SECTIONS}
 
 

@@ -1,0 +1,558 @@
+"""DataLoader workers (issue 15's goals): whole epochs of pipelines with worker processes, timed
+interleaved (A, B, C, A, B, C... in one run), each pipeline built once with persistent workers
+and warmed up one epoch, so worker start-up is not what is compared.
+
+(1) Synthetic uint8 HWC images (a fresh tensor per ``__getitem__``, as a decode makes), for each
+    batch size:
+    - usual: DataLoader(default_collate), a per-sample random hflip with ``torch.flip`` in the
+      worker, then in the main process ``.to(device)``, NCHW, float, /255, normalize (pinned
+      memory and ``non_blocking`` on CUDA);
+    - prefetch: Prefetcher(DataLoader(collate_fn=prefetch.collate.samples)) + FusedAugment;
+    - prefetch_default_collate: Prefetcher(DataLoader(default_collate)) + the same FusedAugment;
+    - engine: the in-process reference, a Prefetcher over ``prefetch.Samples`` batches made in
+      the main process (no workers, no transform); its collation GB/s is ``stats()``'s
+      ``bytes_collated`` over ``collate_s`` (as the collate section's ``collate_gbps``).
+    The hand-off bandwidth is the uint8 image bytes per second the "prefetch" run delivers.
+(2) JPEG: synthetic photo-like JPEGs (random sizes around 500x375, quality 90) decoded with PIL in
+    the workers, RandomResizedCrop (torchvision's when importable, else its algorithm with PIL),
+    then per pipeline:
+    - usual: flip with ``torch.flip`` and an HWC uint8 tensor in the worker, normalize in the
+      main process (as in (1));
+    - usual_float: torchvision's recipe, everything in the worker: flip, ToTensor (float CHW /255),
+      Normalize; the main process only moves the batch;
+    - prefetch / prefetch_default_collate: an HWC uint8 tensor in the worker, flip + normalize
+      in FusedAugment.
+    Plus the CPU time one worker spends per image in each stage (measured in the main process
+    with one intra-op thread, as workers run), and every pipeline's CPU time per image in the
+    main process (``time.process_time``: all its threads) and in the workers (/proc, Linux).
+
+Ratios are medians of per-repetition ratios (a repetition is one epoch of each pipeline, back to
+back), with their min-max.
+"""
+import gc
+import math
+import os
+import shutil
+import tempfile
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+import prefetch
+
+from . import timing
+from .e2e import MEAN, STD
+from .section import Section, SectionResult
+
+# Labels are class indices below this (what travels next to each image).
+CLASSES = 1000
+
+
+# --- CPU time --------------------------------------------------------------------------------
+
+def children_cpu_s():
+    """CPU seconds (user + system) of this process's live child processes (the DataLoader
+    workers), from /proc; None where there is no /proc. Idle workers of the other pipelines add
+    nothing, so a difference around one epoch is that epoch's workers' time (10 ms ticks)."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    me, ticks = os.getpid(), 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, ... utime is field 14
+        if int(fields[1]) == me:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+# --- the main process's part of the usual pipeline -------------------------------------------
+
+def usual_to_device(images, device):
+    """What users write after the DataLoader: to the device, NCHW, float, /255, normalize."""
+    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    return x.sub_(mean).div_(std)
+
+
+def _random_hflip(x, dim):
+    return torch.flip(x, (dim,)) if torch.rand(()) < 0.5 else x
+
+
+# --- (1) synthetic images --------------------------------------------------------------------
+
+class FreshImages(Dataset):
+    """uint8 HWC images, each ``__getitem__`` a fresh tensor (as a decode makes), and a label;
+    with ``flip`` the usual per-sample random horizontal flip, with ``torch.flip``."""
+
+    def __init__(self, n, size, flip, pool=64, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        self.pool = torch.randint(0, 256, (min(pool, n), size, size, 3), dtype=torch.uint8, generator=g)
+        self.n, self.flip = n, flip
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        x = self.pool[i % len(self.pool)].clone()
+        return (_random_hflip(x, 1) if self.flip else x), i % CLASSES
+
+
+# --- (2) JPEGs ------------------------------------------------------------------------------
+
+def write_jpegs(directory, n, scale=1.0, seed=0, quality=90):
+    """`n` photo-like JPEGs of random sizes around 500x375 (a quarter portrait), times `scale`:
+    colour fields at four scales plus mild noise, so that they compress like photos (~105 kB at
+    500x375 and quality 90, about ImageNet's average; ~1.2 ms to decode on the 2-core VM).
+    Returns their paths."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    octaves = (((6, 8), 0.7), ((24, 32), 0.4), ((96, 128), 0.4), ((190, 250), 0.3))
+    paths = []
+    for k in range(n):
+        h, w = int(rng.integers(300, 451)), int(rng.integers(400, 601))
+        if rng.random() < 0.25:
+            h, w = w, h
+        h, w = max(8, round(h * scale)), max(8, round(w * scale))
+        pixels = 128 + rng.normal(0.0, 8.0, (h, w, 3)).astype(np.float32)
+        for grid, amplitude in octaves:
+            field = Image.fromarray(rng.integers(0, 256, grid + (3,), dtype=np.uint8))
+            pixels += amplitude * (np.asarray(field.resize((w, h), Image.BICUBIC), np.float32) - 128)
+        path = os.path.join(directory, "%05d.jpg" % k)
+        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, quality=quality)
+        paths.append(path)
+    return paths
+
+
+class PilRandomResizedCrop:
+    """torchvision's RandomResizedCrop on a PIL image (its get_params: scale and log-ratio drawn
+    with torch's RNG, 10 attempts, then the centre crop within the ratio bounds), bilinear, for
+    machines without torchvision."""
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0)):
+        self.size, self.scale, self.ratio = size, scale, ratio
+
+    def params(self, width, height):
+        area = height * width
+        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        for _ in range(10):
+            target_area = area * torch.empty(1).uniform_(self.scale[0], self.scale[1]).item()
+            aspect = math.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1]).item())
+            w = int(round(math.sqrt(target_area * aspect)))
+            h = int(round(math.sqrt(target_area / aspect)))
+            if 0 < w <= width and 0 < h <= height:
+                i = torch.randint(0, height - h + 1, size=(1,)).item()
+                j = torch.randint(0, width - w + 1, size=(1,)).item()
+                return i, j, h, w
+        in_ratio = float(width) / float(height)
+        if in_ratio < min(self.ratio):
+            w, h = width, int(round(width / min(self.ratio)))
+        elif in_ratio > max(self.ratio):
+            h, w = height, int(round(height * max(self.ratio)))
+        else:
+            w, h = width, height
+        return (height - h) // 2, (width - w) // 2, h, w
+
+    def __call__(self, img):
+        from PIL import Image
+
+        i, j, h, w = self.params(*img.size)
+        return img.resize((self.size, self.size), Image.BILINEAR, box=(j, i, j + w, i + h))
+
+
+def random_resized_crop(size):
+    """torchvision.transforms.RandomResizedCrop(size) when torchvision is importable, else the
+    same algorithm with PIL; returns (callable, which)."""
+    try:
+        from torchvision.transforms import RandomResizedCrop
+        return RandomResizedCrop(size), "torchvision"
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return PilRandomResizedCrop(size), "pil"
+
+
+def _to_tensor(img):
+    """An HWC uint8 tensor of a PIL image (a copy, as torchvision's pil_to_tensor makes)."""
+    return torch.from_numpy(np.array(img, dtype=np.uint8, copy=True))
+
+
+class JpegImages(Dataset):
+    """PIL decode + RandomResizedCrop, then per `mode`:
+    "uint8": HWC uint8 (flip and normalize come later, in FusedAugment);
+    "flip": per-sample random flip with torch.flip, HWC uint8 (normalize in the main process);
+    "float": torchvision's recipe in the worker: flip, ToTensor (CHW float /255), Normalize."""
+
+    def __init__(self, paths, size, mode):
+        self.paths, self.mode = paths, mode
+        self.crop, self.crop_impl = random_resized_crop(size)
+        self.mean = torch.tensor(MEAN).view(3, 1, 1)
+        self.std = torch.tensor(STD).view(3, 1, 1)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        with Image.open(self.paths[i]) as f:
+            img = f.convert("RGB")
+        x = _to_tensor(self.crop(img))
+        if self.mode == "uint8":
+            return x, i % CLASSES
+        x = _random_hflip(x, 1)
+        if self.mode == "float":
+            x = x.permute(2, 0, 1).float().div_(255).sub_(self.mean).div_(self.std)
+        return x, i % CLASSES
+
+
+def stage_profile(paths, size, repeats=1):
+    """Mean CPU microseconds per image of one worker's stages (this thread's CPU time, one
+    intra-op thread as in a DataLoader worker): decode, crop+resize, to-tensor, flip, and the
+    float conversion + normalize of torchvision's recipe."""
+    from PIL import Image
+
+    crop, _ = random_resized_crop(size)
+    mean, std = torch.tensor(MEAN).view(3, 1, 1), torch.tensor(STD).view(3, 1, 1)
+    names = ("decode", "crop_resize", "to_tensor", "flip", "float_normalize")
+    total = dict.fromkeys(names, 0.0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    clock = time.thread_time
+    try:
+        for _ in range(repeats):
+            for path in paths:
+                t0 = clock()
+                with Image.open(path) as f:
+                    img = f.convert("RGB")
+                t1 = clock()
+                img = crop(img)
+                t2 = clock()
+                x = _to_tensor(img)
+                t3 = clock()
+                x = torch.flip(x, (1,))  # every sample flipped: the cost of one flip
+                t4 = clock()
+                x.permute(2, 0, 1).float().div_(255).sub_(mean).div_(std)
+                t5 = clock()
+                for name, dt in zip(names, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                    total[name] += dt
+    finally:
+        torch.set_num_threads(threads)
+    count = len(paths) * repeats
+    us = {name: 1e6 * t / count for name, t in total.items()}
+    # A worker's time per image in each pipeline: the "flip" pipeline flips half the samples.
+    per_pipeline = {
+        "prefetch": us["decode"] + us["crop_resize"] + us["to_tensor"],
+        "usual": us["decode"] + us["crop_resize"] + us["to_tensor"] + 0.5 * us["flip"],
+        "usual_float": (us["decode"] + us["crop_resize"] + us["to_tensor"] + 0.5 * us["flip"]
+                        + us["float_normalize"]),
+    }
+    return {"us_per_image": us, "worker_us_per_image": per_pipeline, "images": count}
+
+
+# --- pipelines and the interleaved timing ------------------------------------------------------
+
+class Pipeline:
+    """One pipeline built once (persistent workers, one Prefetcher), iterated epoch by epoch."""
+
+    def __init__(self, name, batches, loader=None, prefetcher=None):
+        self.name, self._batches = name, batches
+        self.loader, self.prefetcher = loader, prefetcher
+
+    def epoch(self):
+        """One epoch; the number of images it delivered."""
+        n = 0
+        for images in self._batches():
+            n += images.shape[0]
+        return n
+
+    def close(self):
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+        self.prefetcher = self.loader = self._batches = None
+
+
+def _loader(ds, batch_size, workers, collate_fn, pin_memory=False):
+    return DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
+                      collate_fn=collate_fn, persistent_workers=workers > 0, pin_memory=pin_memory)
+
+
+def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
+    # pin_memory on CUDA, as users write it for non_blocking copies (the Prefetcher pins itself).
+    loader = _loader(ds, batch_size, workers, default_collate, pin_memory=device.type == "cuda")
+
+    def batches():
+        for images, labels in loader:
+            labels.to(device, non_blocking=True)
+            yield usual_to_device(images, device) if normalize else images.to(device, non_blocking=True)
+    return Pipeline(name, batches, loader=loader)
+
+
+def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads):
+    loader = _loader(ds, batch_size, workers, collate_fn)
+    pf = prefetch.Prefetcher(loader, device=device, num_threads=threads,
+                             transform=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0))
+
+    def batches():
+        for images, _ in pf:
+            yield images
+    return Pipeline(name, batches, loader=loader, prefetcher=pf)
+
+
+class EnginePipeline(Pipeline):
+    """The in-process reference: a Prefetcher over Samples batches made in the main process."""
+
+    def __init__(self, batch_size, image_size, batches, device, threads):
+        from .collate import make_samples
+
+        pool = make_samples(2 * batch_size, image_size)  # two alternating groups, as collate does
+        groups = [prefetch.Samples(pool[i % 2 * batch_size:(i % 2 + 1) * batch_size])
+                  for i in range(batches)]
+        pf = prefetch.Prefetcher(groups, device=device, num_threads=threads)
+        super().__init__("engine", lambda: iter(pf), prefetcher=pf)
+
+    def epoch(self):
+        before = self.prefetcher.stats()
+        n = super().epoch()
+        after = self.prefetcher.stats()
+        self.collate = (after["bytes_collated"] - before["bytes_collated"],
+                        after["collate_s"] - before["collate_s"])
+        return n
+
+
+def interleave(pipelines, repeats, device, progress=None, label=""):
+    """One untimed epoch of each, then `repeats` rounds of one timed epoch of each in turn.
+    Returns per pipeline the lists of every round's seconds, images, main-process and worker CPU
+    seconds (and the engine's collation bytes and seconds)."""
+    for p in pipelines:
+        p.epoch()
+    out = {p.name: {"s": [], "images": [], "main_cpu_s": [], "worker_cpu_s": [], "collate": []}
+           for p in pipelines}
+    for r in range(repeats):
+        if progress:
+            progress("workers: %sround %d/%d" % (label, r + 1, repeats))
+        for p in pipelines:
+            timing.sync(device)
+            kids0, cpu0, t0 = children_cpu_s(), time.process_time(), time.perf_counter()
+            n = p.epoch()
+            timing.sync(device)
+            t1, cpu1, kids1 = time.perf_counter(), time.process_time(), children_cpu_s()
+            rec = out[p.name]
+            rec["s"].append(t1 - t0)
+            rec["images"].append(n)
+            rec["main_cpu_s"].append(cpu1 - cpu0)
+            rec["worker_cpu_s"].append(None if kids0 is None else kids1 - kids0)
+            if isinstance(p, EnginePipeline):
+                rec["collate"].append(p.collate)
+    return out
+
+
+def _summary(values):
+    s = timing.Summary.of(values)
+    return {"median": s.median, "low": s.low, "high": s.high}
+
+
+def summarize(raw, batch_size, image_bytes):
+    """Rows per pipeline: images/s and batches/s (median, min, max over rounds), images per
+    epoch, CPU microseconds per image in the main process and in the workers (medians)."""
+    rows = {}
+    for name, rec in raw.items():
+        ips = [n / s for n, s in zip(rec["images"], rec["s"])]
+        row = {
+            "img_per_s": _summary(ips),
+            "batches_per_s": _summary([math.ceil(n / batch_size) / s for n, s in zip(rec["images"], rec["s"])]),
+            "gbps": _summary([v * image_bytes / 1e9 for v in ips]),
+            "images_per_epoch": rec["images"][0],
+            "rounds": {"s": rec["s"], "images": rec["images"]},
+            "images_per_epoch_all_equal": len(set(rec["images"])) == 1,
+            "main_cpu_us_per_img": timing.median([1e6 * c / n for c, n in zip(rec["main_cpu_s"], rec["images"])]),
+        }
+        if rec["worker_cpu_s"] and None not in rec["worker_cpu_s"]:
+            row["worker_cpu_us_per_img"] = timing.median(
+                [1e6 * c / n for c, n in zip(rec["worker_cpu_s"], rec["images"])])
+        if rec["collate"]:
+            row["collate_gbps"] = _summary([b / s / 1e9 for b, s in rec["collate"] if s > 0])
+        rows[name] = row
+    return rows
+
+
+def ratio(raw, a, b):
+    """a's speed over b's, per round (the same round's epochs, back to back): median, min, max."""
+    ra, rb = raw[a], raw[b]
+    return _summary([(na / sa) / (nb / sb) for na, sa, nb, sb in
+                     zip(ra["images"], ra["s"], rb["images"], rb["s"])])
+
+
+# --- the section -------------------------------------------------------------------------------
+
+def sizes(config):
+    """Images per epoch and rounds: small in quick mode, under ~3 minutes in all on 2 cores."""
+    if config.quick:
+        return {"synthetic_batches": 3, "jpegs": 2 * min(config.batch_sizes), "repeats": 2,
+                "jpeg_repeats": 2}
+    # JPEG epochs are short (~0.3-0.6 s) and many: CPU-bound on every core, they swing most
+    # with other load on the machine, and a pair of back-to-back epochs sees the same load.
+    return {"synthetic_batches": None, "jpegs": 256, "repeats": 7, "jpeg_repeats": 11}
+
+
+def synthetic_images(batch_size, image_size):
+    """Images per synthetic epoch at default sizes: ~1,000-2,000 images of 224x224 (at least 4
+    batches), scaled by the image's area."""
+    per_epoch = max(4 * batch_size, int(1536 * (224 * 224) / (image_size * image_size)))
+    return -(-per_epoch // batch_size) * batch_size
+
+
+def run_synthetic(config, batch_size, n_sizes):
+    device, workers, size = config.device, config.workers, config.image_size
+    batches = n_sizes["synthetic_batches"] or synthetic_images(batch_size, size) // batch_size
+    n = batches * batch_size
+    config.progress("workers: synthetic %d images of %dx%dx3 uint8 per epoch, batch %d, %d workers"
+                    % (n, size, size, batch_size, workers))
+    pipelines = [
+        usual_pipeline("usual", FreshImages(n, size, flip=True), batch_size, workers, device),
+        prefetch_pipeline("prefetch", FreshImages(n, size, flip=False), batch_size, workers, device,
+                          prefetch.collate.samples, config.threads),
+        prefetch_pipeline("prefetch_default_collate", FreshImages(n, size, flip=False), batch_size,
+                          workers, device, default_collate, config.threads),
+        EnginePipeline(batch_size, size, batches, device, config.threads),
+    ]
+    try:
+        raw = interleave(pipelines, n_sizes["repeats"], device, config.progress, "b%d " % batch_size)
+    finally:
+        for p in pipelines:
+            p.close()
+        del pipelines
+        gc.collect()
+    rows = summarize(raw, batch_size, size * size * 3)
+    ratios = {
+        "prefetch_vs_usual": ratio(raw, "prefetch", "usual"),
+        "prefetch_default_collate_vs_usual": ratio(raw, "prefetch_default_collate", "usual"),
+        "prefetch_vs_prefetch_default_collate": ratio(raw, "prefetch", "prefetch_default_collate"),
+    }
+    handoff = rows["prefetch"]["gbps"]["median"]
+    engine = rows["engine"]["collate_gbps"]["median"]
+    return {"batch_size": batch_size, "image_size": size, "workers": workers, "pipelines": rows,
+            "ratios": ratios, "handoff_gbps": handoff, "engine_collate_gbps": engine,
+            "engine_pipeline_gbps": rows["engine"]["gbps"]["median"],
+            "handoff_vs_engine_collate": handoff / engine}
+
+
+def run_jpeg(config, batch_size, n_sizes):
+    device, workers, size = config.device, config.workers, config.image_size
+    directory = tempfile.mkdtemp(prefix="prefetch-bench-jpeg-")
+    try:
+        t0 = time.perf_counter()
+        paths = write_jpegs(directory, n_sizes["jpegs"], scale=size / 224)
+        mean_kb = sum(os.path.getsize(p) for p in paths) / len(paths) / 1e3
+        config.progress("workers: jpeg %d files (%.0f kB on average, written in %.1f s), crop %d, "
+                        "batch %d, %d workers" % (len(paths), mean_kb, time.perf_counter() - t0,
+                                                  size, batch_size, workers))
+        profile = stage_profile(paths, size)
+        pipelines = [
+            usual_pipeline("usual", JpegImages(paths, size, "flip"), batch_size, workers, device),
+            usual_pipeline("usual_float", JpegImages(paths, size, "float"), batch_size, workers, device,
+                           normalize=False),
+            prefetch_pipeline("prefetch", JpegImages(paths, size, "uint8"), batch_size, workers,
+                              device, prefetch.collate.samples, config.threads),
+            prefetch_pipeline("prefetch_default_collate", JpegImages(paths, size, "uint8"), batch_size,
+                              workers, device, default_collate, config.threads),
+        ]
+        crop_impl = pipelines[0].loader.dataset.crop_impl
+        try:
+            raw = interleave(pipelines, n_sizes["jpeg_repeats"], device, config.progress, "jpeg ")
+        finally:
+            for p in pipelines:
+                p.close()
+            del pipelines
+            gc.collect()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    rows = summarize(raw, batch_size, size * size * 3)
+    ratios = {
+        "prefetch_vs_usual": ratio(raw, "prefetch", "usual"),
+        "prefetch_default_collate_vs_usual": ratio(raw, "prefetch_default_collate", "usual"),
+        "prefetch_vs_usual_float": ratio(raw, "prefetch", "usual_float"),
+        "usual_float_vs_usual": ratio(raw, "usual_float", "usual"),
+    }
+    stages = profile["us_per_image"]
+    worker_total = profile["worker_us_per_image"]["prefetch"]
+    return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
+            "mean_file_kb": mean_kb, "crop": crop_impl, "pipelines": rows, "ratios": ratios,
+            "stage_us_per_image": stages, "worker_us_per_image": profile["worker_us_per_image"],
+            "prefetch_worker_shares": {k: stages[k] / worker_total
+                                       for k in ("decode", "crop_resize", "to_tensor")}}
+
+
+def table(result):
+    load = result["config"]["loadavg"]
+    lines = [] if None in load else [
+        "", "workers: load average %.1f before, %.1f after (other work on the machine)" % tuple(load)]
+    for part in result["synthetic"] + [result["jpeg"]]:
+        jpeg = part is result["jpeg"]
+        title = ("jpeg (%d files, %.0f kB, PIL decode + RandomResizedCrop %d [%s])"
+                 % (part["files"], part["mean_file_kb"], part["image_size"], part["crop"]) if jpeg else
+                 "synthetic %dx%dx3 uint8" % (part["image_size"], part["image_size"]))
+        lines += ["", "workers: %s, batch %d, %d workers" % (title, part["batch_size"], part["workers"]),
+                  "  pipeline                 | images/s (min-max)      | batches/s | main CPU us/img"
+                  " | worker CPU us/img"]
+        for name, r in part["pipelines"].items():
+            ips = r["img_per_s"]
+            worker = r.get("worker_cpu_us_per_img")
+            lines.append("  %-24s | %7.0f (%7.0f-%7.0f) | %9.1f | %15.0f | %17s" % (
+                name, ips["median"], ips["low"], ips["high"], r["batches_per_s"]["median"],
+                r["main_cpu_us_per_img"], "-" if worker is None else "%.0f" % worker))
+        for name, s in part["ratios"].items():
+            lines.append("  %-40s %5.2fx (%.2f-%.2f)" % (name, s["median"], s["low"], s["high"]))
+        if jpeg:
+            us = part["stage_us_per_image"]
+            lines.append("  one worker, us/img: " + ", ".join("%s %.0f" % kv for kv in us.items()))
+        else:
+            lines.append("  hand-off %.2f GB/s (prefetch run) vs engine collation %.2f GB/s "
+                         "in-process: %.2f" % (part["handoff_gbps"], part["engine_collate_gbps"],
+                                               part["handoff_vs_engine_collate"]))
+    return "\n".join(lines)
+
+
+def metrics(result):
+    m = {}
+    for part in result["synthetic"]:
+        b = part["batch_size"]
+        for name, s in part["ratios"].items():
+            m["%s_b%d" % (name, b)] = s["median"]
+        m["workers_prefetch_img_per_s_b%d" % b] = part["pipelines"]["prefetch"]["img_per_s"]["median"]
+        m["workers_usual_img_per_s_b%d" % b] = part["pipelines"]["usual"]["img_per_s"]["median"]
+        m["handoff_gbps_b%d" % b] = part["handoff_gbps"]
+        m["engine_collate_gbps_b%d" % b] = part["engine_collate_gbps"]
+        m["handoff_vs_engine_collate_b%d" % b] = part["handoff_vs_engine_collate"]
+    for name, s in result["jpeg"]["ratios"].items():
+        m["jpeg_%s" % name] = s["median"]
+    m["jpeg_prefetch_img_per_s"] = result["jpeg"]["pipelines"]["prefetch"]["img_per_s"]["median"]
+    return m
+
+
+def run(config):
+    n_sizes = sizes(config)
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
+    result = {"synthetic": [run_synthetic(config, b, n_sizes) for b in config.batch_sizes]}
+    result["jpeg"] = run_jpeg(config, 64 if 64 in config.batch_sizes else min(config.batch_sizes),
+                              n_sizes)
+    result["config"] = {"workers": config.workers, "repeats": n_sizes["repeats"],
+                        "jpeg_repeats": n_sizes["jpeg_repeats"],
+                        "device": str(config.device), "threads": config.threads,
+                        # 1-minute load average before and after: other work on the machine
+                        "loadavg": [load_before and load_before[0],
+                                    os.getloadavg()[0] if load_before else None],
+                        "ratio": "median (min-max) of per-round ratios; a round is one epoch of "
+                                 "each pipeline, back to back"}
+    return SectionResult(result, metrics(result), table(result))
+
+
+SECTION = Section("workers", "whole epochs with DataLoader workers (synthetic uint8 and PIL JPEG): "
+                             "the usual pipeline vs Prefetcher + FusedAugment, interleaved", run)
