@@ -12,7 +12,10 @@ and warmed up one epoch, so worker start-up is not what is compared.
     - engine: the in-process reference, a Prefetcher over ``prefetch.Samples`` batches made in
       the main process (no workers, no transform); its collation GB/s is ``stats()``'s
       ``bytes_collated`` over ``collate_s`` (as the collate section's ``collate_gbps``).
-    The hand-off bandwidth is the uint8 image bytes per second the "prefetch" run delivers.
+    - handoff: the "prefetch" pipeline without a transform (uint8 batches as delivered);
+    The hand-off bandwidth is the uint8 image bytes per second the "prefetch" run delivers, and
+    the same for "handoff": on the CPU device the first is bounded by FusedAugment running on the
+    host (in the main process), the second by the hand-off and the main process's copy alone.
 (2) JPEG: synthetic photo-like JPEGs (random sizes around 500x375, quality 90) decoded with PIL in
     the workers, RandomResizedCrop (torchvision's when importable, else its algorithm with PIL),
     then per pipeline:
@@ -295,10 +298,10 @@ def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
     return Pipeline(name, batches, loader=loader)
 
 
-def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads):
+def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads, transform=True):
     loader = _loader(ds, batch_size, workers, collate_fn)
-    pf = prefetch.Prefetcher(loader, device=device, num_threads=threads,
-                             transform=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0))
+    aug = prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0) if transform else None
+    pf = prefetch.Prefetcher(loader, device=device, num_threads=threads, transform=aug)
 
     def batches():
         for images, _ in pf:
@@ -367,12 +370,14 @@ def summarize(raw, batch_size, image_bytes):
         ips = [n / s for n, s in zip(rec["images"], rec["s"])]
         row = {
             "img_per_s": _summary(ips),
-            "batches_per_s": _summary([math.ceil(n / batch_size) / s for n, s in zip(rec["images"], rec["s"])]),
+            "batches_per_s": _summary([math.ceil(n / batch_size) / s
+                                       for n, s in zip(rec["images"], rec["s"])]),
             "gbps": _summary([v * image_bytes / 1e9 for v in ips]),
             "images_per_epoch": rec["images"][0],
             "rounds": {"s": rec["s"], "images": rec["images"]},
             "images_per_epoch_all_equal": len(set(rec["images"])) == 1,
-            "main_cpu_us_per_img": timing.median([1e6 * c / n for c, n in zip(rec["main_cpu_s"], rec["images"])]),
+            "main_cpu_us_per_img": timing.median(
+                [1e6 * c / n for c, n in zip(rec["main_cpu_s"], rec["images"])]),
         }
         if rec["worker_cpu_s"] and None not in rec["worker_cpu_s"]:
             row["worker_cpu_us_per_img"] = timing.median(
@@ -421,6 +426,8 @@ def run_synthetic(config, batch_size, n_sizes):
                           prefetch.collate.samples, config.threads),
         prefetch_pipeline("prefetch_default_collate", FreshImages(n, size, flip=False), batch_size,
                           workers, device, default_collate, config.threads),
+        prefetch_pipeline("handoff", FreshImages(n, size, flip=False), batch_size, workers, device,
+                          prefetch.collate.samples, config.threads, transform=False),
         EnginePipeline(batch_size, size, batches, device, config.threads),
     ]
     try:
@@ -437,11 +444,13 @@ def run_synthetic(config, batch_size, n_sizes):
         "prefetch_vs_prefetch_default_collate": ratio(raw, "prefetch", "prefetch_default_collate"),
     }
     handoff = rows["prefetch"]["gbps"]["median"]
+    handoff_only = rows["handoff"]["gbps"]["median"]
     engine = rows["engine"]["collate_gbps"]["median"]
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "pipelines": rows,
-            "ratios": ratios, "handoff_gbps": handoff, "engine_collate_gbps": engine,
-            "engine_pipeline_gbps": rows["engine"]["gbps"]["median"],
-            "handoff_vs_engine_collate": handoff / engine}
+            "ratios": ratios, "handoff_gbps": handoff, "handoff_only_gbps": handoff_only,
+            "engine_collate_gbps": engine, "engine_pipeline_gbps": rows["engine"]["gbps"]["median"],
+            "handoff_vs_engine_collate": handoff / engine,
+            "handoff_only_vs_engine_collate": handoff_only / engine}
 
 
 def run_jpeg(config, batch_size, n_sizes):
@@ -514,9 +523,10 @@ def table(result):
             us = part["stage_us_per_image"]
             lines.append("  one worker, us/img: " + ", ".join("%s %.0f" % kv for kv in us.items()))
         else:
-            lines.append("  hand-off %.2f GB/s (prefetch run) vs engine collation %.2f GB/s "
-                         "in-process: %.2f" % (part["handoff_gbps"], part["engine_collate_gbps"],
-                                               part["handoff_vs_engine_collate"]))
+            lines.append("  hand-off %.2f GB/s (prefetch run), %.2f GB/s (no transform) vs engine "
+                         "collation %.2f GB/s in-process: %.2f, %.2f" % (
+                             part["handoff_gbps"], part["handoff_only_gbps"], part["engine_collate_gbps"],
+                             part["handoff_vs_engine_collate"], part["handoff_only_vs_engine_collate"]))
     return "\n".join(lines)
 
 
@@ -531,6 +541,8 @@ def metrics(result):
         m["handoff_gbps_b%d" % b] = part["handoff_gbps"]
         m["engine_collate_gbps_b%d" % b] = part["engine_collate_gbps"]
         m["handoff_vs_engine_collate_b%d" % b] = part["handoff_vs_engine_collate"]
+        m["handoff_only_gbps_b%d" % b] = part["handoff_only_gbps"]
+        m["handoff_only_vs_engine_collate_b%d" % b] = part["handoff_only_vs_engine_collate"]
     for name, s in result["jpeg"]["ratios"].items():
         m["jpeg_%s" % name] = s["median"]
     m["jpeg_prefetch_img_per_s"] = result["jpeg"]["pipelines"]["prefetch"]["img_per_s"]["median"]
