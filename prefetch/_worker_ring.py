@@ -49,6 +49,7 @@ _WAIT_NS = 5      # summed over workers: time spent waiting for a free slot
 _WRITE_NS = 6     # summed over workers: time spent writing batches into slots
 _RING_BATCHES = 7
 _FALLBACKS = 8    # batches returned as collate.samples made them
+_SERIAL = 9       # the DataLoader iterator whose workers may claim (main: set at every epoch)
 _WORDS = 16       # first slot word
 
 _ALIGN = 64
@@ -141,10 +142,15 @@ class RingCollate:
     def __init__(self, control, n_slots, mailboxes, block, version):
         self.control, self.n_slots, self.mailboxes = control, n_slots, mailboxes
         self.block, self.version = block, version
+        # The DataLoader iterator these workers belong to (stamped before it is made): workers
+        # of an older iterator that is still alive, e.g. held by a kept exception, must not
+        # take the current iterator's slots.
+        self.serial = 0
         self._parent = None
 
     def __getstate__(self):
-        return {k: getattr(self, k) for k in ("control", "n_slots", "mailboxes", "block", "version")}
+        return {k: getattr(self, k) for k in ("control", "n_slots", "mailboxes", "block", "version",
+                                         "serial")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -154,7 +160,8 @@ class RingCollate:
         collated = samples_collate(batch)
         info = torch.utils.data.get_worker_info()
         c = self.control
-        if info is None or not _C.slot_load(c, _ACCEPTING):
+        if (info is None or not _C.slot_load(c, _ACCEPTING)
+                or _C.slot_load(c, _SERIAL) != self.serial):
             return collated
         if self._parent is None:
             self._parent = os.getppid()  # as torch's worker watchdog: a new parent = main gone
@@ -220,6 +227,7 @@ class RingCollate:
                 if slot >= 0:
                     return slot
                 if (not _C.slot_load(c, _ACCEPTING) or _C.slot_load(c, _GENERATION) != generation
+                        or _C.slot_load(c, _SERIAL) != self.serial
                         or os.getppid() != self._parent):
                     return None  # the ring paused or moved on: never wait for a dead epoch
                 time.sleep(pause)
@@ -270,6 +278,8 @@ class WorkerRing:
         self.version = 0
         self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0)
         self.iterator = None  # the DataLoader iterator made with self.collate
+        self._serials = 0      # DataLoader iterators made so far
+        self._epochs = 0       # epochs started; only the live one may pause the ring
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_queues, self.mailboxes)
 
@@ -282,7 +292,10 @@ class WorkerRing:
         staged, or plain collated batches (everything the workers did not place)."""
         c = self.control
         _C.slot_store(c, _ACCEPTING, 0)
+        self._epochs += 1
+        self._drop_dead_persistent_workers()
         self.iterator = it = self._iter_loader()
+        _C.slot_store(c, _SERIAL, it._prefetch_ring_serial)
         # Every task of an earlier epoch is finished now (persistent workers answer the
         # DataLoader's reset only after them; other workers were shut down): take back every
         # slot whose writer is done or gone, and the blocks no batch can come from any more.
@@ -290,16 +303,32 @@ class WorkerRing:
             self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
             self._refill()
         _C.slot_store(c, _ACCEPTING, 1)
-        return _EpochBatches(self, it)
+        return _EpochBatches(self, it, self._epochs)
+
+    def _drop_dead_persistent_workers(self):
+        """Persistent workers of ours with one dead: torch's DataLoader would reuse them and
+        fail every later epoch (its reset waits for the dead worker); fresh ones are made."""
+        it = self.iterator
+        if it is None or getattr(self.loader, "_iterator", None) is not it:
+            return
+        if all(w.is_alive() for w in getattr(it, "_workers", ())):
+            return
+        self.loader._iterator = None
+        it._shutdown_workers()
 
     def _iter_loader(self):
         loader = self.loader
         original = loader.collate_fn
+        self.collate.serial = self._serials + 1  # what a new iterator's workers will carry
         loader.collate_fn = self.collate  # for the iterator made now only
         try:
-            return iter(loader)
+            it = iter(loader)
         finally:
             loader.collate_fn = original
+        if getattr(it, "_prefetch_ring_serial", None) is None:  # new (not a persistent reset)
+            self._serials += 1
+            it._prefetch_ring_serial = self._serials
+        return it
 
     def _refill(self):
         """A new generation: every slot FREE in it, except one a live process is still writing
@@ -313,6 +342,17 @@ class WorkerRing:
                 continue
             _C.slot_store(c, _WORDS + i, _C.slot_word(generation, 0, _FREE))
         _C.slot_store(c, _GENERATION, generation)
+
+    def _reclaim_stale(self):
+        """SENT words of an older generation: their batch is never read (its iterator is gone,
+        or was reset) or is read from an older block; either way the slot is free to write."""
+        c = self.control
+        generation = _C.slot_load(c, _GENERATION)
+        free = _C.slot_word(generation, 0, _FREE)
+        for i in range(self.n_slots):
+            old_generation, _, state = _C.slot_word_fields(_C.slot_load(c, _WORDS + i))
+            if state == _SENT and old_generation != generation:
+                _C.slot_store(c, _WORDS + i, free)
 
     def _grow(self):
         c = self.control
@@ -372,6 +412,8 @@ class WorkerRing:
     def close(self):
         """Pauses the ring and, when persistent workers hold it, shuts them down (they would
         keep the block alive as long as the DataLoader lives)."""
+        if self.pid != os.getpid():
+            return  # a forked child's copy: the ring and its workers are the parent's
         _C.slot_store(self.control, _ACCEPTING, 0)
         it, self.iterator = self.iterator, None
         if it is not None and getattr(self.loader, "_iterator", None) is it:
@@ -384,10 +426,12 @@ class WorkerRing:
 
 class _EpochBatches:
     """One epoch's batches. Dropping or closing it pauses the ring before the DataLoader
-    iterator goes, so no worker waits for a slot while its DataLoader shuts it down."""
+    iterator goes, so no worker waits for a slot while its DataLoader shuts it down — unless a
+    newer epoch is live (an old one may be collected late, from an exception's cycle)."""
 
-    def __init__(self, ring, iterator):
-        self._ring, self._it = ring, iterator
+    def __init__(self, ring, iterator, epoch):
+        self._ring, self._it, self._epoch = ring, iterator, epoch
+        self._count = 0
 
     def __iter__(self):
         return self
@@ -399,13 +443,17 @@ class _EpochBatches:
         item = next(self._it)
         if _C.slot_load(c, _NEED_BYTES) > _C.slot_load(c, _SLOT_BYTES):
             ring._grow()  # between two batches: the producer holds no slot now
+        self._count += 1
+        if self._count % 8 == 0:
+            ring._reclaim_stale()
         if type(item) is SlotBatch:
             return ring._prepare(item)
         return item
 
     def close(self):
         if self._it is not None:
-            _C.slot_store(self._ring.control, _ACCEPTING, 0)
+            if self._ring._epochs == self._epoch:
+                _C.slot_store(self._ring.control, _ACCEPTING, 0)
             self._it = None
 
     def __del__(self):

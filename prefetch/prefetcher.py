@@ -7,6 +7,7 @@ and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept
 :class:`prefetch._resume.ResumeCursor`.
 """
 import os
+import weakref
 
 from ._checks import is_stateful, resolve_device, whole
 from ._pipeline import ClosesOnExit, Pipeline
@@ -89,6 +90,9 @@ class Prefetcher(ClosesOnExit):
             return self.source
         if self._ring is None or self._ring.pid != os.getpid():
             self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes)
+            # Dropped without close(): persistent workers holding the ring are shut down too
+            # (a later Prefetcher over the DataLoader could not use their collate_fn).
+            weakref.finalize(self, self._ring.close).atexit = False
         return ring_source(self._ring) or self.source
 
     def __iter__(self):
