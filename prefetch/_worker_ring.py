@@ -33,7 +33,8 @@ import weakref
 import torch
 
 from ._extension import _C
-from ._tree import _DATACLASS, _LIST, _MAP, _NAMEDTUPLE, _TUPLE, Leaf, PreparedBatch, flatten
+from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _TUPLE, Leaf,
+                    PreparedBatch, flatten)
 from .collate import samples as samples_collate
 from .errors import CollateError
 
@@ -53,10 +54,13 @@ _SERIAL = 9       # the DataLoader iterator whose workers may claim (main: set a
 _WORDS = 16       # first slot word
 
 _ALIGN = 64
-_FREE, _WRITING, _SENT = 0, 1, 2
-# Upper bound of a worker's sleep between claims when every slot is taken (which the bound in
-# docs/engine.md makes happen only when the consumer itself stops consuming).
+_FREE, _WRITING, _SENT, _LEASED = 0, 1, 2, 3
+# A worker that finds every slot taken sleeps between claims (at most this long), and gives the
+# batch back as collate.samples made it after _GIVE_UP_S: by the bound in docs/engine.md a slot
+# is then held by a consumer keeping more batches than a training loop does (list(prefetcher)),
+# which must not stall the workers.
 _MAX_POLL_S = 0.002
+_GIVE_UP_S = 0.02
 
 
 class SlotBatch:
@@ -133,6 +137,19 @@ def _strip(spec):
     return spec  # a leaf index, or a constant
 
 
+def _leaves_as_moves(spec):
+    """The spec with every engine leaf turned into a tensor already where it belongs: the CPU
+    device's batch is the slot itself, which the engine must not copy."""
+    kind = spec[0]
+    if kind == _LEAF:
+        return (_MOVE, spec[1])
+    if kind in (_DATACLASS, _MAP):
+        return spec[:3] + ([_leaves_as_moves(c) for c in spec[3]],)
+    if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
+        return (kind, spec[1], [_leaves_as_moves(c) for c in spec[2]])
+    return spec
+
+
 class RingCollate:
     """The collate_fn the DataLoader's workers run while a Prefetcher wraps it (see the module
     docstring). Outside a worker, or while no Prefetcher reads the ring, it returns exactly what
@@ -146,6 +163,7 @@ class RingCollate:
         # of an older iterator that is still alive, e.g. held by a kept exception, must not
         # take the current iterator's slots.
         self.serial = 0
+        self._starved = False
         self._parent = None
 
     def __getstate__(self):
@@ -155,6 +173,7 @@ class RingCollate:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._parent = None
+        self._starved = False
 
     def __call__(self, batch):
         collated = samples_collate(batch)
@@ -220,16 +239,23 @@ class RingCollate:
     def _claim(self, generation):
         c, pid = self.control, os.getpid()
         t0 = time.perf_counter_ns()
+        # After one give-up, only one try per batch until a claim succeeds again: a consumer that
+        # keeps every batch must cost the workers nothing but the usual path.
+        give_up = t0 + (0 if self._starved else int(_GIVE_UP_S * 1e9))
         pause = 50e-6
         try:
             while True:
                 slot = _C.slot_claim(c, _WORDS, self.n_slots, generation, pid)
                 if slot >= 0:
+                    self._starved = False
                     return slot
                 if (not _C.slot_load(c, _ACCEPTING) or _C.slot_load(c, _GENERATION) != generation
                         or _C.slot_load(c, _SERIAL) != self.serial
                         or os.getppid() != self._parent):
                     return None  # the ring paused or moved on: never wait for a dead epoch
+                if time.perf_counter_ns() >= give_up:
+                    self._starved = True  # the consumer holds the slots
+                    return None
                 time.sleep(pause)
                 pause = min(2 * pause, _MAX_POLL_S)
         finally:
@@ -260,15 +286,18 @@ def _close_queues(mailboxes):
 class WorkerRing:
     """The main process's side of the ring of one Prefetcher over one DataLoader.
 
-    ``n_slots = num_workers * prefetch_factor + depth + 2``: every batch the DataLoader can have
-    dispatched and not yielded, plus what the Prefetcher holds (docs/engine.md proves it
-    enough). Blocks are made on demand: the first batches of the first epoch, and any batch
-    larger than a slot, take the usual path and tell the main process the size they needed.
+    ``n_slots = num_workers * prefetch_factor + depth + 2`` (``+ 3`` with ``lease``): every batch
+    the DataLoader can have dispatched and not yielded, plus what the Prefetcher holds
+    (docs/engine.md proves it enough). Blocks are made on demand: the first batches of the first
+    epoch, and any batch larger than a slot, take the usual path and tell the main process the
+    size they needed. ``lease`` (the CPU device): the batch handed out *is* the slot, freed when
+    its last view dies, instead of a copy of it.
     """
 
-    def __init__(self, loader, depth, max_batch_bytes):
-        self.loader = loader
-        self.n_slots = loader.num_workers * (loader.prefetch_factor or 2) + depth + 2
+    def __init__(self, loader, depth, max_batch_bytes, lease=False):
+        self.loader, self.lease = loader, lease
+        self.n_slots = (loader.num_workers * (loader.prefetch_factor or 2) + depth
+                        + (3 if lease else 2))
         self.max_batch_bytes = max_batch_bytes
         self.pid = os.getpid()
         ctx = loader.multiprocessing_context or torch.multiprocessing
@@ -340,6 +369,8 @@ class WorkerRing:
             old_generation, pid, state = _C.slot_word_fields(_C.slot_load(c, _WORDS + i))
             if state == _WRITING and pid != me and _pid_alive(pid) and old_generation > 0:
                 continue
+            if state == _LEASED:
+                continue  # the consumer holds it; its deleter frees it into a later generation
             _C.slot_store(c, _WORDS + i, _C.slot_word(generation, 0, _FREE))
         _C.slot_store(c, _GENERATION, generation)
 
@@ -381,10 +412,27 @@ class WorkerRing:
         if block is None:  # pragma: no cover - a protocol violation, never data to trust
             raise RuntimeError("prefetch: a worker sent a batch in block version %d, which the "
                                "ring no longer holds" % item.version)
-        base = item.slot * (block.numel() // self.n_slots)
+        slot_bytes = block.numel() // self.n_slots
+        base = item.slot * slot_bytes
+        if self.lease:
+            return self._lease(item, block, base, slot_bytes)
         leaves = [Leaf(name, _view(block, base, offset, dtype, shape))
                   for name, offset, dtype, shape in item.layout]
         return PreparedBatch(item.spec, leaves, item.moves, self._releaser(item))
+
+    def _lease(self, item, block, base, slot_bytes):
+        """The batch as views of the slot, which stays LEASED until the last of them dies."""
+        c = self.control
+        if _C.slot_load(c, _GENERATION) == item.generation:
+            leased = _C.slot_word(item.generation, 0, _LEASED)
+            _C.slot_store(c, _WORDS + item.slot, leased)  # SENT -> LEASED: the main process's
+            storage = _C.slot_lease(block, base, slot_bytes, c, _WORDS + item.slot, _GENERATION,
+                                    leased)
+        else:  # a slot of an older block, which no worker writes any more
+            storage = block.narrow(0, base, slot_bytes)
+        # (A worker places no batch with moves of its own: leaf k is move k.)
+        views = [_view(storage, 0, offset, dtype, shape) for _, offset, dtype, shape in item.layout]
+        return PreparedBatch(_leaves_as_moves(item.spec), [], views)
 
     def _releaser(self, item):
         c = self.control

@@ -89,7 +89,8 @@ class Prefetcher(ClosesOnExit):
         if not self._ring_wanted or not worker_ring_usable(self.source):
             return self.source
         if self._ring is None or self._ring.pid != os.getpid():
-            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes)
+            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes,
+                                    lease=self.device.type == "cpu")
             # Dropped without close(): persistent workers holding the ring are shut down too
             # (a later Prefetcher over the DataLoader could not use their collate_fn).
             weakref.finalize(self, self._ring.close).atexit = False

@@ -43,6 +43,11 @@ int64_t claim(int64_t* words, size_t n, int64_t generation, int64_t pid) {
 
 int64_t load(const int64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 void store(int64_t* word, int64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+bool compare_and_set(int64_t* word, int64_t expected, int64_t desired) {
+  return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+}
+
 int64_t add(int64_t* word, int64_t delta) {
   return __atomic_add_fetch(word, delta, __ATOMIC_ACQ_REL);
 }

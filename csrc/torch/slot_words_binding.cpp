@@ -28,10 +28,10 @@ int64_t* word_at(const torch::Tensor& words, int64_t index, int64_t count = 1) {
 void bind_slot_words(py::module_& m) {
   m.def("slot_word",
         [](int64_t generation, int64_t pid, int state) {
-          TORCH_CHECK(state >= 0 && state <= 2, "prefetch: slot state ", state, " is not 0, 1 or 2");
+          TORCH_CHECK(state >= 0 && state <= 3, "prefetch: slot state ", state, " is not 0 to 3");
           return sw::encode(generation, pid, static_cast<sw::State>(state));
         },
-        "word = generation << 32 | pid << 2 | state (0 free, 1 writing, 2 sent)");
+        "word = generation << 32 | pid << 2 | state (0 free, 1 writing, 2 sent, 3 leased)");
   m.def("slot_word_fields",
         [](int64_t word) {
           return std::make_tuple(sw::generation_of(word), sw::pid_of(word),
@@ -49,6 +49,33 @@ void bind_slot_words(py::module_& m) {
         [](const torch::Tensor& words, int64_t i, int64_t value) { sw::store(word_at(words, i), value); });
   m.def("slot_add",
         [](const torch::Tensor& words, int64_t i, int64_t delta) { return sw::add(word_at(words, i), delta); });
+  m.def("slot_cas", [](const torch::Tensor& words, int64_t i, int64_t expected, int64_t desired) {
+    return sw::compare_and_set(word_at(words, i), expected, desired);
+  });
+  // A slot's bytes as a tensor whose storage frees the slot when its last view dies: the CPU
+  // device hands these out as the batch itself, so the consumer's batch is the slot, copied
+  // by nobody. The deleter keeps the block and the table alive until then, and frees the slot
+  // into the generation current at that moment, only if the word is still this lease.
+  m.def("slot_lease",
+        [](const torch::Tensor& block, int64_t offset, int64_t nbytes, const torch::Tensor& words,
+           int64_t word_index, int64_t generation_index, int64_t leased_word) {
+          TORCH_CHECK(block.device().is_cpu() && block.scalar_type() == torch::kUInt8 &&
+                          block.is_contiguous() && block.dim() == 1,
+                      "prefetch: a slot block must be a contiguous 1-D uint8 CPU tensor");
+          TORCH_CHECK(offset >= 0 && nbytes >= 0 && offset + nbytes <= block.numel(),
+                      "prefetch: slot bytes [", offset, ", ", offset + nbytes,
+                      ") outside a block of ", block.numel());
+          int64_t* word = word_at(words, word_index);
+          const int64_t* generation = word_at(words, generation_index);
+          auto release = [block, words, word, generation, leased_word](void*) {
+            const int64_t now = sw::load(generation);
+            sw::compare_and_set(word, leased_word, sw::encode(now, 0, sw::kFree));
+          };
+          return torch::from_blob(block.data_ptr<uint8_t>() + offset, {nbytes}, release,
+                                  block.options());
+        },
+        "The slot's bytes [offset, offset + nbytes) of `block`, freeing the slot word when "
+        "the last view of them dies");
   m.def("slot_raise", [](const torch::Tensor& words, int64_t i, int64_t value) {
     return sw::raise_to(word_at(words, i), value);
   });

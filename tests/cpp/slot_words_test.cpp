@@ -65,6 +65,14 @@ TEST(SlotWords, ContendedClaimsAreExclusive) {
   EXPECT_EQ(total.load(), kThreads * kClaimsEach);
 }
 
+TEST(SlotWords, CompareAndSetChangesOnlyTheExpectedWord) {
+  int64_t word = sw::encode(2, 0, sw::kLeased);
+  EXPECT_FALSE(sw::compare_and_set(&word, sw::encode(1, 0, sw::kLeased), sw::encode(2, 0, sw::kFree)));
+  EXPECT_EQ(sw::state_of(word), sw::kLeased);
+  EXPECT_TRUE(sw::compare_and_set(&word, sw::encode(2, 0, sw::kLeased), sw::encode(3, 0, sw::kFree)));
+  EXPECT_EQ(word, sw::encode(3, 0, sw::kFree));
+}
+
 TEST(SlotWords, AddAndRaiseToAreAtomic) {
   int64_t counter = 0, high = 0;
   std::vector<std::thread> threads;
