@@ -6,6 +6,7 @@ import collections
 import copy
 import dataclasses
 import pickle
+import time
 import warnings
 
 import pytest
@@ -14,9 +15,10 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 
 import prefetch
 from prefetch import _worker_ring
+from prefetch._extension import _C
 from prefetch._tree import flatten
 
-from .conftest import require_cuda
+from .conftest import SANITIZED, require_cuda
 
 
 class Images(Dataset):
@@ -353,3 +355,35 @@ def test_held_batches_stay_intact_while_later_epochs_run():
             assert torch.equal(view, w[0][2:5, 1])
         stats = pf.stats()
         assert stats["worker_slot_wait_s"] < 5  # gave up quickly, then tried once a batch
+
+
+@pytest.mark.skipif(SANITIZED, reason="fork() of a threaded process can deadlock in ASan")
+def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
+    import os
+
+    ds = Images()
+    want = reference(ds)
+    with prefetch.Prefetcher(loader(ds), device="cpu") as pf:
+        streamed(pf)
+        it = iter(pf)
+        batch = next(it)
+        time.sleep(0.5)  # the producer has filled the ready queue: nothing changes after this
+        leased = {i for i, w in enumerate(_slot_states(pf)) if w == 3}
+        assert leased  # the batch (and those queued) hold their slots
+        pid = os.fork()
+        if pid == 0:  # the child drops its copy of the batch and exits normally
+            del batch
+            import gc
+            gc.collect()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert {i for i, w in enumerate(_slot_states(pf)) if w == 3} == leased
+        assert_same([batch], want[:1])
+        del batch
+        rest = streamed(it)
+        assert_same(rest, want[1:])
+
+
+def _slot_states(pf):
+    ring = pf._ring
+    return [_C.slot_word_fields(int(w))[2] for w in ring.control[16:16 + ring.n_slots]]

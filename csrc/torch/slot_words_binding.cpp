@@ -3,6 +3,8 @@
 // call: the Python side passes the same control tensor every time, so a wrong one is a bug.
 #include <torch/extension.h>
 
+#include <unistd.h>
+
 #include <string>
 #include <tuple>
 
@@ -67,7 +69,10 @@ void bind_slot_words(py::module_& m) {
                       ") outside a block of ", block.numel());
           int64_t* word = word_at(words, word_index);
           const int64_t* generation = word_at(words, generation_index);
-          auto release = [block, words, word, generation, leased_word](void*) {
+          // A forked child inherits the batch, not the lease: only the leasing process frees.
+          const pid_t owner = getpid();
+          auto release = [block, words, word, generation, leased_word, owner](void*) {
+            if (getpid() != owner) return;
             const int64_t now = sw::load(generation);
             sw::compare_and_set(word, leased_word, sw::encode(now, 0, sw::kFree));
           };
