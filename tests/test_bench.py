@@ -103,16 +103,20 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
     metrics, details = result["metrics"], result["details"]["workers"]
     for key in ("prefetch_vs_usual_b8", "prefetch_default_collate_vs_usual_b8", "handoff_gbps_b8",
                 "engine_collate_gbps_b8", "handoff_vs_engine_collate_b8", "handoff_only_gbps_b8",
-                "handoff_only_vs_engine_collate_b8", "jpeg_prefetch_vs_usual",
+                "handoff_only_vs_engine_collate_b8", "handoff_stored_gbps_b8",
+                "handoff_stored_vs_engine_collate_b8", "jpeg_prefetch_vs_usual",
                 "jpeg_prefetch_default_collate_vs_usual"):
         assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
 
     (synthetic,) = details["synthetic"]
     rows = synthetic["pipelines"]
-    assert set(rows) == {"usual", "prefetch", "prefetch_default_collate", "handoff", "engine"}
-    # --quick: 3 batches of 8 per synthetic epoch, every round of every pipeline all of them.
+    assert set(rows) == {"usual", "prefetch", "prefetch_default_collate", "handoff",
+                         "handoff_stored", "engine"}
+    # --quick: 3 batches of 8 per synthetic epoch (12 for handoff_stored), every round of every
+    # pipeline all of them.
     for name, row in rows.items():
-        assert row["rounds"]["images"] == [24] * result["details"]["workers"]["config"]["repeats"], name
+        want = 96 if name == "handoff_stored" else 24
+        assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
     assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate"}
     for name, row in jpeg["pipelines"].items():
@@ -129,7 +133,8 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
                                                        speed(jpeg["pipelines"]["usual"])))
     assert abs(metrics["jpeg_prefetch_vs_usual"] - expected) < 1e-9 * expected
     # The hand-off is the prefetch run's uint8 image bytes per second.
-    for key, name in (("handoff_gbps_b8", "prefetch"), ("handoff_only_gbps_b8", "handoff")):
+    for key, name in (("handoff_gbps_b8", "prefetch"), ("handoff_only_gbps_b8", "handoff"),
+                      ("handoff_stored_gbps_b8", "handoff_stored")):
         handoff = statistics.median(v * 32 * 32 * 3 / 1e9 for v in speed(rows[name]))
         assert abs(metrics[key] - handoff) < 1e-9 * handoff, key
     shares = jpeg["prefetch_worker_shares"]

@@ -33,7 +33,7 @@ def parse_args(argv):
     p.add_argument("--batch-size", type=int, action="append", dest="batch_sizes",
                    help="images per batch (repeatable; default 64 and 256)")
     p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes in e2e (default 2)")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes in e2e and workers (default 2)")
     p.add_argument("--threads", type=int, default=None, help="engine collation threads (default: cores, <= 8)")
     p.add_argument("--steps", type=int, default=None, help="training steps per e2e pipeline")
     p.add_argument("--out", default="bench-out", help="directory for results.json")
