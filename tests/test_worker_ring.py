@@ -98,7 +98,9 @@ def ring_batches(pf):
     return pf.stats().get("worker_ring_batches", 0)
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+@pytest.mark.parametrize("context", [
+    pytest.param("fork", marks=pytest.mark.skipif(SANITIZED, reason="fork() under ASan: conftest")),
+    "spawn", "forkserver"])
 @pytest.mark.parametrize("persistent", [False, True])
 def test_every_context_yields_plain_iteration(context, persistent):
     ds = Images()
@@ -220,17 +222,26 @@ def test_several_prefetchers_at_once_and_plain_iteration_afterwards():
         assert_same(streamed(pa), reference(a))  # and the Prefetcher after it
 
 
+class Varying(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):  # the second half of the epoch has 4x larger samples
+        side = 4 if i < 32 else 8
+        return torch.full((side, side), i, dtype=torch.int32)
+
+
+class Ragged(Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.zeros((3, 3) if i != 11 else (3, 4))
+
+
 def test_a_bigger_batch_mid_epoch_falls_back_then_grows():
-    class Varying(Dataset):
-        def __len__(self):
-            return 64
-
-        def __getitem__(self, i):  # the second half of the epoch has 4x larger samples
-            side = 4 if i < 32 else 8
-            return torch.full((side, side), i, dtype=torch.int32)
-
     ds = Varying()
-    with prefetch.Prefetcher(loader(ds, multiprocessing_context="fork"), device="cpu") as pf:
+    with prefetch.Prefetcher(loader(ds), device="cpu") as pf:
         for _ in range(2):
             assert_same(streamed(pf), reference(ds))
         stats = pf.stats()
@@ -239,14 +250,7 @@ def test_a_bigger_batch_mid_epoch_falls_back_then_grows():
 
 
 def test_ragged_samples_raise_the_usual_collate_error():
-    class Ragged(Dataset):
-        def __len__(self):
-            return 16
-
-        def __getitem__(self, i):
-            return torch.zeros((3, 3) if i != 11 else (3, 4))
-
-    with prefetch.Prefetcher(loader(Ragged(), multiprocessing_context="fork"), device="cpu") as pf:
+    with prefetch.Prefetcher(loader(Ragged()), device="cpu") as pf:
         with pytest.raises(prefetch.CollateError, match=r"sample 3") as info:
             list(pf)
         assert "dataset index 11" in "\n".join(getattr(info.value, "__notes__", []))
