@@ -575,8 +575,10 @@ def test_stress_every_batch_equals_the_reference(context):
     child("""
     shape = (8, 32, 32)
     expected = reference(96, shape)
+    # (spawn with persistent workers: 3 spawned interpreters an epoch would cost most of the
+    # test's time on a loaded 2-core machine; fork starts its workers every epoch.)
     dl = loader(Samples(96, shape), num_workers=3, prefetch_factor=1,
-                multiprocessing_context={context!r})
+                multiprocessing_context={context!r}, persistent_workers={context!r} == "spawn")
     pf = prefetch.Prefetcher(dl, device="cpu", depth=1, timeout=20)
     from collections import deque
     for epoch in range(4):
