@@ -223,7 +223,7 @@ def _produce(engine, source, state, counters, stage):
                     release()
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
-            tensors = None
+            tensors = spec = moves = None  # held by the batch now, not by this frame
             engine.publish(state.token)
             seq += 1
             counters.add(produce_s=time.perf_counter() - t0)
@@ -241,8 +241,9 @@ def _produce(engine, source, state, counters, stage):
     finally:
         state.started.set()
         # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
-        # the batch out of the traceback that travels to the consumer.
-        it = batch = leaves = tensors = None
+        # the batch (its tensors, moves, spec and release: a worker-ring batch leases its slot)
+        # out of the traceback that travels to the consumer.
+        it = batch = leaves = tensors = spec = moves = release = None
 
 
 def _in_order_batch_size(source):

@@ -306,7 +306,10 @@ class WorkerRing:
         self.blocks = {}  # version -> block, for SlotBatches still in flight
         self.version = 0
         self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0)
-        self.iterator = None  # the DataLoader iterator made with self.collate
+        # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
+        # (persistent workers) or the consumer (a kept exception) holds it, never for the ring.
+        self._iterator = lambda: None  # the DataLoader iterator made with self.collate
+        self._batches = lambda: None   # the live epoch's _EpochBatches
         self._serials = 0      # DataLoader iterators made so far
         self._epochs = 0       # epochs started; only the live one may pause the ring
         self._lock = threading.Lock()
@@ -321,9 +324,13 @@ class WorkerRing:
         staged, or plain collated batches (everything the workers did not place)."""
         c = self.control
         _C.slot_store(c, _ACCEPTING, 0)
+        previous = self._batches()
+        if previous is not None:  # still referenced (a kept exception): end it and its workers
+            previous.close()      # before new workers fork with a copy of it
         self._epochs += 1
         self._drop_dead_persistent_workers()
-        self.iterator = it = self._iter_loader()
+        it = self._iter_loader()
+        self._iterator = weakref.ref(it)
         _C.slot_store(c, _SERIAL, it._prefetch_ring_serial)
         # Every task of an earlier epoch is finished now (persistent workers answer the
         # DataLoader's reset only after them; other workers were shut down): take back every
@@ -332,7 +339,14 @@ class WorkerRing:
             self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
             self._refill()
         _C.slot_store(c, _ACCEPTING, 1)
-        return _EpochBatches(self, it, self._epochs)
+        batches = _EpochBatches(self, it, self._epochs)
+        self._batches = weakref.ref(batches)
+        return batches
+
+    @property
+    def iterator(self):
+        """The last DataLoader iterator made with the ring's collate_fn, while it lives."""
+        return self._iterator()
 
     def _drop_dead_persistent_workers(self):
         """Persistent workers of ours with one dead: torch's DataLoader would reuse them and
@@ -463,7 +477,8 @@ class WorkerRing:
         if self.pid != os.getpid():
             return  # a forked child's copy: the ring and its workers are the parent's
         _C.slot_store(self.control, _ACCEPTING, 0)
-        it, self.iterator = self.iterator, None
+        it = self.iterator
+        self._iterator = lambda: None
         if it is not None and getattr(self.loader, "_iterator", None) is it:
             self.loader._iterator = None
             it._shutdown_workers()
@@ -499,10 +514,16 @@ class _EpochBatches:
         return item
 
     def close(self):
-        if self._it is not None:
-            if self._ring._epochs == self._epoch:
-                _C.slot_store(self._ring.control, _ACCEPTING, 0)
-            self._it = None
+        it, self._it = self._it, None
+        if it is None:
+            return
+        ring = self._ring
+        if ring._epochs == self._epoch:
+            _C.slot_store(ring.control, _ACCEPTING, 0)
+        # Workers of a non-persistent iterator go now, not when the iterator is collected: a
+        # kept exception's traceback may hold it for long, and its workers with it.
+        if getattr(ring.loader, "_iterator", None) is not it and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
 
     def __del__(self):
         self.close()

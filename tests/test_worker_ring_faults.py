@@ -278,17 +278,8 @@ def test_a_killed_worker_raises_the_dataloader_error_and_the_next_epoch_is_compl
 
 # ---- 2. an exception in a worker ------------------------------------------------------------
 
-_KEPT_EXCEPTION_LEASE = pytest.mark.xfail(
-    strict=True, raises=SlotsLost,
-    reason="worker ring (e541eb2): a kept exception of a failed epoch keeps one slot LEASED (a "
-           "batch that epoch staged and never delivered, reachable from the exception's "
-           "traceback) for as long as the exception lives (report of "
-           "tests/test_worker_ring_faults.py)")
-
-
 @pytest.mark.parametrize("persistent, keep", [
-    pytest.param(False, "held", marks=_KEPT_EXCEPTION_LEASE), (False, "dropped"),
-    pytest.param(True, "held", marks=_KEPT_EXCEPTION_LEASE), (True, "dropped")])
+    (False, "held"), (False, "dropped"), (True, "held"), (True, "dropped")])
 def test_an_exception_in_a_worker_is_reraised_and_the_next_epoch_is_complete(
         tmp_path, persistent, keep):
     # "held": the consumer keeps the exception (as pytest.raises, or a training loop that logs
