@@ -13,8 +13,10 @@ In short:
 
 - main process (:class:`WorkerRing`): owns the block and the control words; ``iter()`` of the
   DataLoader is made with :class:`RingCollate` as its collate_fn for that iterator only; each
-  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block, and the
+  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block. CUDA: the
   slot is freed as soon as the engine has read it (``engine.stage`` returns after its host copy).
+  CPU: the views *are* the batch handed out, and the slot is leased to it until its last view
+  dies (``_C.slot_lease``), so the main process copies nothing.
 - worker (:class:`RingCollate`): ``collate.samples`` as always, then, while a Prefetcher reads the
   ring, claims a free slot, writes every tensor leaf into it and returns a SlotBatch. Anything it
   cannot place (no block yet, a batch larger than a slot, ragged or mixed samples, no free slot
@@ -212,10 +214,10 @@ class RingCollate:
             else:
                 out.copy_(leaf.value)
         pid = os.getpid()
-        # WRITING -> SENT only if the word is still ours: a newer generation may have taken it.
-        word = _C.slot_load(c, _WORDS + slot)
-        if word == _C.slot_word(generation, pid, _WRITING):
-            _C.slot_store(c, _WORDS + slot, _C.slot_word(generation, pid, _SENT))
+        # WRITING -> SENT only if the word is still ours (one compare-and-set): a refill may have
+        # quarantined it, and a plain store could overwrite another claim of a later generation.
+        _C.slot_cas(c, _WORDS + slot, _C.slot_word(generation, pid, _WRITING),
+                    _C.slot_word(generation, pid, _SENT))
         _C.slot_add(c, _WRITE_NS, time.perf_counter_ns() - t0)
         _C.slot_add(c, _RING_BATCHES, 1)
         return SlotBatch(generation, self.version, slot, _strip(spec), layout, moves)
