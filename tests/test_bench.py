@@ -1,7 +1,9 @@
 """python -m prefetch.bench: the results.json contract (no timing is asserted)."""
 import json
 import numbers
+import sys
 
+import pytest
 import torch
 
 from prefetch.bench.__main__ import main
@@ -96,6 +98,8 @@ def test_summary_is_the_median_and_range():
 def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
     import statistics
 
+    pytest.importorskip("PIL")  # the JPEG pipelines (the [test] and [bench] extras bring Pillow)
+
     rc = main(["--quick", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
                "--device", "cpu", "--out", str(tmp_path)])
     assert rc == 0
@@ -170,7 +174,20 @@ def test_workers_pipelines_deliver_the_same_normalized_images():
         assert matched == list(range(6)), pipeline.name
 
 
+def test_workers_section_without_pillow_skips_only_the_jpeg_pipelines(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL now raises ImportError
+    rc = main(["--quick", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
+               "--device", "cpu", "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    details = result["details"]["workers"]
+    assert details["jpeg"] is None and "Pillow" in details["jpeg_skipped"]
+    assert result["metrics"]["prefetch_vs_usual_b8"] > 0
+    assert not [k for k in result["metrics"] if k.startswith("jpeg_")]
+
+
 def test_pil_random_resized_crop_follows_torchvision_get_params():
+    pytest.importorskip("PIL")
     from prefetch.bench.workers import PilRandomResizedCrop
 
     crop = PilRandomResizedCrop(8)

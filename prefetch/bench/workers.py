@@ -519,7 +519,9 @@ def table(result):
     load = result["config"]["loadavg"]
     lines = [] if None in load else [
         "", "workers: load average %.1f before, %.1f after (other work on the machine)" % tuple(load)]
-    for part in result["synthetic"] + [result["jpeg"]]:
+    if result["jpeg"] is None:
+        lines += ["", "workers: jpeg skipped: %s" % result["jpeg_skipped"]]
+    for part in result["synthetic"] + ([result["jpeg"]] if result["jpeg"] is not None else []):
         jpeg = part is result["jpeg"]
         title = ("jpeg (%d files, %.0f kB, PIL decode + RandomResizedCrop %d [%s])"
                  % (part["files"], part["mean_file_kb"], part["image_size"], part["crop"]) if jpeg else
@@ -564,6 +566,8 @@ def metrics(result):
         m["handoff_only_vs_engine_collate_b%d" % b] = part["handoff_only_vs_engine_collate"]
         m["handoff_stored_gbps_b%d" % b] = part["handoff_stored_gbps"]
         m["handoff_stored_vs_engine_collate_b%d" % b] = part["handoff_stored_vs_engine_collate"]
+    if result["jpeg"] is None:
+        return m
     for name, s in result["jpeg"]["ratios"].items():
         m["jpeg_%s" % name] = s["median"]
     m["jpeg_prefetch_img_per_s"] = result["jpeg"]["pipelines"]["prefetch"]["img_per_s"]["median"]
@@ -574,8 +578,14 @@ def run(config):
     n_sizes = sizes(config)
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     result = {"synthetic": [run_synthetic(config, b, n_sizes) for b in config.batch_sizes]}
-    result["jpeg"] = run_jpeg(config, 64 if 64 in config.batch_sizes else min(config.batch_sizes),
-                              n_sizes)
+    try:
+        import PIL  # noqa: F401 - the JPEG pipelines decode with Pillow
+    except ImportError:
+        result["jpeg"] = None
+        result["jpeg_skipped"] = "Pillow is not installed (pip install pillow, or the [bench] extra)"
+    else:
+        result["jpeg"] = run_jpeg(config, 64 if 64 in config.batch_sizes
+                                  else min(config.batch_sizes), n_sizes)
     result["config"] = {"workers": config.workers, "repeats": n_sizes["repeats"],
                         "jpeg_repeats": n_sizes["jpeg_repeats"],
                         "device": str(config.device), "threads": config.threads,
