@@ -32,6 +32,16 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual std::unique_ptr<HostMemory> alloc_host(size_t bytes) = 0;
+  // Makes host memory the backend did not allocate (the worker ring's shared block) a source
+  // copy_async reads at full speed, until the returned handle is destroyed: CUDA page-locks it
+  // (cudaHostRegister); the host backend has nothing to do. Throws BackendError when the memory
+  // cannot be locked (`ulimit -l`, an old driver): copies from it still work, staged by the
+  // driver, and are only slower.
+  virtual std::shared_ptr<void> register_host(void* data, size_t bytes) {
+    (void)data;
+    (void)bytes;
+    return std::make_shared<int>(0);
+  }
   // Enqueues a copy of `bytes` from host memory to the destination on the copy stream.
   virtual void copy_async(void* dst, const void* src, size_t bytes) = 0;
   // Enqueues work on the copy stream. The host backend runs `work` on its stream thread; the

@@ -93,6 +93,12 @@ class CudaBackend : public Backend {
     DeviceScope scope(device_);
     return std::make_unique<PinnedMemory>(bytes);
   }
+  std::shared_ptr<void> register_host(void* data, size_t bytes) override {
+    DeviceScope scope(device_);
+    // Portable: pinned for every context, as cudaHostAllocPortable is for the ring's slots.
+    check(cudaHostRegister(data, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+    return std::shared_ptr<void>(data, [](void* p) { cudaHostUnregister(p); });
+  }
   void copy_async(void* dst, const void* src, size_t bytes) override {
     DeviceScope scope(device_);
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");

@@ -37,6 +37,7 @@ Engine::~Engine() {
     backend_->record()->wait();
   } catch (const std::exception&) {
   }
+  release_packed(0);
 }
 
 uint64_t Engine::start_epoch() {
@@ -79,26 +80,46 @@ uint64_t Engine::submit(uint64_t token, const std::vector<LeafPlan>& leaves,
   return publish(stage(token, leaves, allocate), after_copy);
 }
 
-StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
-                          const DestinationAllocator& allocate) {
-  std::lock_guard<std::mutex> producer(producer_mutex_);
-  {
-    auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] {
-      return token != generation_ || submitted_ - delivered_ < static_cast<uint64_t>(options_.depth);
-    });
-    if (token != generation_) throw Cancelled();
-    stats_.producer_blocked_ns += since_ns(t0);
-  }
+uint64_t Engine::wait_for_room(uint64_t token) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] {
+    return token != generation_ || submitted_ - delivered_ < static_cast<uint64_t>(options_.depth);
+  });
+  if (token != generation_) throw Cancelled();
+  return since_ns(t0);
+}
 
-  size_t total = 0;
-  std::vector<LeafLayout> layout = pack_layout(leaves, &total);
+void Engine::check_batch_bytes(size_t total) const {
   if (options_.max_batch_bytes != 0 && total > options_.max_batch_bytes) {
     throw CollateError("the batch needs " + std::to_string(total) +
                        " bytes, more than max_batch_bytes=" +
                        std::to_string(options_.max_batch_bytes));
   }
+}
+
+void Engine::record_staged(StagedBatch* staged, uint64_t token, size_t total, uint64_t blocked_ns,
+                           uint64_t collate_ns, size_t growths) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (token != generation_) throw Cancelled();
+  // The sequence number (and the backpressure count) is taken now, so a staged batch counts
+  // against `depth` until the consumer takes it.
+  staged->batch.seq = submitted_++;
+  ++stats_.submitted;
+  stats_.bytes_collated += total;
+  stats_.collate_ns += collate_ns;
+  stats_.producer_blocked_ns += blocked_ns;
+  stats_.ring_growths += growths;
+}
+
+StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
+                          const DestinationAllocator& allocate) {
+  std::lock_guard<std::mutex> producer(producer_mutex_);
+  const uint64_t blocked_ns = wait_for_room(token);
+
+  size_t total = 0;
+  std::vector<LeafLayout> layout = pack_layout(leaves, &total);
+  check_batch_bytes(total);
 
   StagedBatch staged;
   staged.token = token;
@@ -128,17 +149,97 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
     staged.batch.leaves.push_back(
         {layout[i].offset, layout[i].nbytes, leaves[i].dtype_code, leaves[i].shape});
   }
-
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (token != generation_) throw Cancelled();
-  // The sequence number (and the backpressure count) is taken now, so a staged batch counts
-  // against `depth` until the consumer takes it.
-  staged.batch.seq = submitted_++;
-  ++stats_.submitted;
-  stats_.bytes_collated += total;
-  stats_.collate_ns += collate_ns;
-  stats_.ring_growths += ring_.total_growths() - growths_before;
+  record_staged(&staged, token, total, blocked_ns, collate_ns,
+                ring_.total_growths() - growths_before);
   return staged;
+}
+
+namespace {
+// Runs a PackedSource's release when the engine leaves without having handed it on to a copy.
+class ReleaseUnlessTaken {
+ public:
+  explicit ReleaseUnlessTaken(std::function<void()>* release) : release_(release) {}
+  ~ReleaseUnlessTaken() {
+    if (!*release_) return;
+    try {
+      (*release_)();
+    } catch (...) {  // a release frees a slot word: it has nothing to throw, and must not here
+    }
+  }
+  ReleaseUnlessTaken(const ReleaseUnlessTaken&) = delete;
+  ReleaseUnlessTaken& operator=(const ReleaseUnlessTaken&) = delete;
+
+ private:
+  std::function<void()>* release_;
+};
+}  // namespace
+
+StagedBatch Engine::stage_packed(uint64_t token, PackedSource source,
+                                 const DestinationAllocator& allocate) {
+  ReleaseUnlessTaken guard(&source.release);
+  for (const LeafOut& leaf : source.leaves) {
+    if (leaf.offset > source.bytes || leaf.nbytes > source.bytes - leaf.offset) {
+      throw std::invalid_argument("prefetch: a packed leaf [" + std::to_string(leaf.offset) + ", +" +
+                                  std::to_string(leaf.nbytes) + ") lies outside its " +
+                                  std::to_string(source.bytes) + " bytes");
+    }
+  }
+  std::lock_guard<std::mutex> producer(producer_mutex_);
+  const uint64_t blocked_ns = wait_for_room(token);
+  const size_t total = source.bytes;
+  check_batch_bytes(total);
+  // With this one, at most depth + 1 sources are held (docs/engine.md counts on it).
+  release_packed(static_cast<size_t>(options_.depth));
+
+  StagedBatch staged;
+  staged.token = token;
+  Destination dest = allocate(total == 0 ? 1 : total);
+  if (total != 0) backend_->copy_async(dest.data, source.data, total);
+  staged.copied = backend_->record();
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.push_back({staged.copied, std::move(source.owner), dest.owner, std::move(source.release)});
+    source.release = nullptr;
+  }
+  staged.batch.destination = std::move(dest);
+  staged.batch.leaves = std::move(source.leaves);
+  record_staged(&staged, token, 0, blocked_ns, 0, 0);  // nothing collated: the copy only
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.packed_bytes += total;
+  }
+  return staged;
+}
+
+void Engine::release_packed(size_t keep) {
+  while (true) {
+    PendingRelease oldest;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      if (pending_.empty()) return;
+      bool done = true;
+      try {
+        done = pending_.front().copied->complete();
+      } catch (...) {  // a failed copy reads nothing any more; its batch reports the failure
+      }
+      if (!done && pending_.size() <= keep) return;
+      oldest = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    try {
+      oldest.copied->wait();
+    } catch (...) {  // as above
+    }
+    try {
+      if (oldest.release) oldest.release();
+    } catch (...) {
+    }
+  }
+}
+
+size_t Engine::packed_in_flight() const {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  return pending_.size();
 }
 
 uint64_t Engine::publish(StagedBatch staged, const StreamWork& after_copy) {

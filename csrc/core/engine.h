@@ -49,6 +49,18 @@ struct StagedBatch {
   std::shared_ptr<Event> copied;   // the copy into batch.destination
 };
 
+// A batch that arrives already packed in host memory the engine did not collate: a slot of the
+// worker ring (docs/engine.md). The engine copies it to the destination in one copy on the copy
+// stream and calls `release` once that copy no longer reads `data` — and on every path where it
+// never starts (a cancelled epoch, a refused batch).
+struct PackedSource {
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+  std::vector<LeafOut> leaves;     // where each leaf lies within `data`
+  std::shared_ptr<void> owner;     // keeps `data` alive until the copy has completed
+  std::function<void()> release;   // may be empty
+};
+
 struct EngineOptions {
   int depth = 3;
   int num_threads = 1;
@@ -69,6 +81,7 @@ struct EngineStats {
   uint64_t collate_ns = 0;           // time the pool spent collating
   uint64_t producer_blocked_ns = 0;  // producer time blocked because `depth` batches were waiting
   uint64_t ring_growths = 0;
+  uint64_t packed_bytes = 0;         // copied from packed sources (stage_packed), not collated
 };
 
 // What Engine::next found: a batch (in `out`); the epoch's end, after every batch (kFailed: the
@@ -96,6 +109,10 @@ class Engine {
   StagedBatch stage(uint64_t token, const std::vector<LeafPlan>& leaves,
                     const DestinationAllocator& allocate);
   uint64_t publish(StagedBatch staged, const StreamWork& after_copy = {});
+  // stage() for a packed batch: no collation, one copy from `source.data`. Sources whose copy
+  // may still be running are held (and released in order as their copies complete) up to
+  // `depth + 1` at a time: the worker ring's slot bound counts on it.
+  StagedBatch stage_packed(uint64_t token, PackedSource source, const DestinationAllocator& allocate);
 
   // No more batches in this epoch; `failed` tells the consumer the producer hit an error.
   void finish(uint64_t token, bool failed);
@@ -114,6 +131,8 @@ class Engine {
   int depth() const { return options_.depth; }
   int num_threads() const { return pool_.num_threads(); }
   size_t slot_capacity(size_t index) const { return ring_.capacity(index); }
+  // Packed sources whose release has not run yet (their copy may still read them).
+  size_t packed_in_flight() const;
 
  private:
   EngineOptions options_;
@@ -125,8 +144,26 @@ class Engine {
   Slot& collate_into_ring(const std::vector<LeafPlan>& leaves, const std::vector<LeafLayout>& layout,
                           size_t total);
 
+  // Blocks (GIL-free, producer side) until every packed source, or all but `keep`, is released.
+  void release_packed(size_t keep);
+  uint64_t wait_for_room(uint64_t token);  // the depth backpressure; returns ns blocked
+  void check_batch_bytes(size_t total) const;
+  // Numbers a staged batch and counts it, unless its epoch has ended (Cancelled).
+  void record_staged(StagedBatch* staged, uint64_t token, size_t total, uint64_t blocked_ns,
+                     uint64_t collate_ns, size_t growths);
+
+  struct PendingRelease {
+    std::shared_ptr<Event> copied;
+    std::shared_ptr<void> source;       // read by the copy
+    std::shared_ptr<void> destination;  // written by the copy, even if the batch is dropped
+    std::function<void()> release;
+  };
+
   std::mutex producer_mutex_;  // one submit at a time owns the ring
   size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)
+
+  mutable std::mutex pending_mutex_;
+  std::deque<PendingRelease> pending_;  // oldest first (copy stream order)
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
