@@ -206,9 +206,9 @@ def _produce(engine, source, state, counters, stage):
                 break
             if snapshots is not None:
                 snapshots[seq] = source.state_dict()
-            release = None
+            packed = None
             if isinstance(batch, PreparedBatch):
-                spec, leaves, moves, release = batch
+                spec, leaves, moves, packed = batch
             else:
                 spec, leaves, moves = flatten(batch)
             batch = None
@@ -216,11 +216,14 @@ def _produce(engine, source, state, counters, stage):
             # publish: the consumer's stream waits for all of it, the host for none of it.
             # (On the host backend only a transform reads the batch before it is published.)
             try:
-                staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
+                if packed is None:
+                    staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
+                else:  # one copy of the packed buffer; the engine frees it once that has read it
+                    staged_seq, tensors = engine.stage_packed(
+                        state.token, packed.data, [leaf.value for leaf in leaves], packed.release,
+                        packed.pin, stage.transforms)
             finally:
-                leaves = None
-                if release is not None:  # stage() has read the leaves into the ring
-                    release()
+                leaves = packed = None
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
             tensors = spec = moves = None  # held by the batch now, not by this frame
@@ -241,9 +244,9 @@ def _produce(engine, source, state, counters, stage):
     finally:
         state.started.set()
         # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
-        # the batch (its tensors, moves, spec and release: a worker-ring batch leases its slot)
-        # out of the traceback that travels to the consumer.
-        it = batch = leaves = tensors = spec = moves = release = None
+        # the batch (its tensors, moves, spec and packed buffer: a worker-ring batch holds its
+        # slot) out of the traceback that travels to the consumer.
+        it = batch = leaves = tensors = spec = moves = packed = None
 
 
 def _in_order_batch_size(source):

@@ -47,19 +47,29 @@ class Leaf(typing.NamedTuple):
     rows: typing.Optional[torch.Tensor] = None
 
 
+class Packed(typing.NamedTuple):
+    """A batch whose leaves lie packed in one host buffer already (a worker ring slot): the
+    engine copies ``data`` (a contiguous 1-D uint8 CPU tensor the leaves' values view) in one
+    piece instead of collating. ``release`` (a ``_C.SlotRelease``, or None) frees the buffer once
+    that copy has read it; ``pin`` (a ``_C.HostPin``, or None) is the buffer's registration with
+    the copy stream, held as long as the copy may read it."""
+
+    data: typing.Any
+    release: typing.Any = None
+    pin: typing.Any = None
+
+
 class PreparedBatch(typing.NamedTuple):
     """A batch already split for the engine: ``flatten``'s three outputs (``leaves`` a list of
     :class:`Leaf`). A source may yield these instead of batches (the ArrayLoader's host path
-    does) so that no Python walks a structure or touches a sample.
-
-    ``release``, when given, is called once the engine no longer reads the leaves (right after
-    the batch is staged, or failed to be): the worker ring frees the shared slot the leaves view.
+    does) so that no Python walks a structure or touches a sample. With ``packed`` (a
+    :class:`Packed`) the leaves' values are views of one buffer, copied as it is.
     """
 
     spec: typing.Any
     leaves: list
     moves: list
-    release: typing.Optional[typing.Callable[[], None]] = None
+    packed: typing.Optional[Packed] = None
 
 
 class PassThroughWarning(UserWarning):

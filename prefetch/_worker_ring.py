@@ -35,7 +35,7 @@ import weakref
 import torch
 
 from ._extension import _C
-from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _TUPLE, Leaf,
+from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _TUPLE, Leaf, Packed,
                     PreparedBatch, flatten)
 from .collate import samples as samples_collate
 from .errors import CollateError
@@ -56,6 +56,9 @@ _SERIAL = 9       # the DataLoader iterator whose workers may claim (main: set a
 _WORDS = 16       # first slot word
 
 _ALIGN = 64
+# The CPU device hands the slot itself out as the batch (a lease) instead of copying it. Tests
+# turn it off to run the CUDA path's single copy from the slot (Engine.stage_packed) on the host.
+LEASE_ON_CPU = True
 _FREE, _WRITING, _SENT, _LEASED = 0, 1, 2, 3
 # A worker that finds every slot taken sleeps between claims (at most this long), and gives the
 # batch back as collate.samples made it after _GIVE_UP_S: by the bound in docs/engine.md a slot
@@ -296,8 +299,8 @@ class WorkerRing:
     its last view dies, instead of a copy of it.
     """
 
-    def __init__(self, loader, depth, max_batch_bytes, lease=False):
-        self.loader, self.lease = loader, lease
+    def __init__(self, loader, depth, max_batch_bytes, lease=False, pin=None):
+        self.loader, self.lease, self.pin = loader, lease, pin
         self.n_slots = (loader.num_workers * (loader.prefetch_factor or 2) + depth
                         + (3 if lease else 2))
         self.max_batch_bytes = max_batch_bytes
@@ -306,6 +309,7 @@ class WorkerRing:
         self.control = torch.zeros(_WORDS + self.n_slots, dtype=torch.int64).share_memory_()
         self.mailboxes = [ctx.Queue() for _ in range(loader.num_workers)]
         self.blocks = {}  # version -> block, for SlotBatches still in flight
+        self.pins = {}    # version -> the block's registration with the copy stream (pin(block))
         self.version = 0
         self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0)
         # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
@@ -339,6 +343,7 @@ class WorkerRing:
         # slot whose writer is done or gone, and the blocks no batch can come from any more.
         with self._lock:
             self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
+            self.pins = {v: p for v, p in self.pins.items() if v == self.version}
             self._refill()
         _C.slot_store(c, _ACCEPTING, 1)
         batches = _EpochBatches(self, it, self._epochs)
@@ -410,9 +415,11 @@ class WorkerRing:
         slot_bytes = max(need, old + old // 4)
         slot_bytes = (slot_bytes + 4095) // 4096 * 4096
         block = torch.empty(self.n_slots * slot_bytes, dtype=torch.uint8).share_memory_()
+        pinned = self._pin(block)
         with self._lock:
             self.version += 1
             self.blocks[self.version] = block
+            self.pins[self.version] = pinned
             self.collate.block, self.collate.version = block, self.version  # for new workers
             # Order matters to a worker, which reads the generation first, then the version:
             # it either claims in the old generation (and writes into the old block, which is
@@ -423,6 +430,23 @@ class WorkerRing:
         for box in self.mailboxes:
             box.put((self.version, block))
 
+    def _pin(self, block):
+        """The block registered with the copy stream (CUDA: page-locked once, so each slot's
+        copy to the device is one asynchronous DMA from it), or None. A block that cannot be
+        locked still works: the driver then stages each copy, more slowly (warned once)."""
+        if self.pin is None:
+            return None
+        try:
+            return self.pin(block)
+        except _C.BackendError as exc:
+            if not getattr(self, "_pin_warned", False):
+                self._pin_warned = True
+                warnings.warn("prefetch: could not page-lock the worker ring's shared block "
+                              "(%s); its copies to the device are staged by the CUDA driver "
+                              "and slower. Raise `ulimit -l` to lift the limit." % exc,
+                              RuntimeWarning, stacklevel=2)
+            return None
+
     def _prepare(self, item):
         block = self.blocks.get(item.version)
         if block is None:  # pragma: no cover - a protocol violation, never data to trust
@@ -430,35 +454,37 @@ class WorkerRing:
                                "ring no longer holds" % item.version)
         slot_bytes = block.numel() // self.n_slots
         base = item.slot * slot_bytes
+        hold = self._hold(item)
         if self.lease:
-            return self._lease(item, block, base, slot_bytes)
+            return self._lease(item, block, base, slot_bytes, hold)
         leaves = [Leaf(name, _view(block, base, offset, dtype, shape))
                   for name, offset, dtype, shape in item.layout]
-        return PreparedBatch(item.spec, leaves, item.moves, self._releaser(item))
+        end = max((offset + math.prod(shape) * dtype.itemsize
+                   for _, offset, dtype, shape in item.layout), default=0)
+        packed = Packed(block.narrow(0, base, end), hold, self.pins.get(item.version))
+        return PreparedBatch(item.spec, leaves, item.moves, packed)
 
-    def _lease(self, item, block, base, slot_bytes):
-        """The batch as views of the slot, which stays LEASED until the last of them dies."""
+    def _hold(self, item):
+        """SENT -> LEASED, and the hold that frees the slot (``_C.SlotRelease``): called by the
+        engine once its copy has read the slot, or by the deleter of the batch the slot is. None
+        for a slot of an older generation, which no worker writes any more and a refill took
+        back already."""
         c = self.control
-        if _C.slot_load(c, _GENERATION) == item.generation:
-            leased = _C.slot_word(item.generation, 0, _LEASED)
-            _C.slot_store(c, _WORDS + item.slot, leased)  # SENT -> LEASED: the main process's
-            storage = _C.slot_lease(block, base, slot_bytes, c, _WORDS + item.slot, _GENERATION,
-                                    leased)
+        if _C.slot_load(c, _GENERATION) != item.generation:
+            return None
+        leased = _C.slot_word(item.generation, 0, _LEASED)
+        _C.slot_store(c, _WORDS + item.slot, leased)  # SENT -> LEASED: the main process's
+        return _C.slot_release(c, _WORDS + item.slot, _GENERATION, leased)
+
+    def _lease(self, item, block, base, slot_bytes, hold):
+        """The batch as views of the slot, which stays LEASED until the last of them dies."""
+        if hold is not None:
+            storage = _C.slot_lease(block, base, slot_bytes, hold)
         else:  # a slot of an older block, which no worker writes any more
             storage = block.narrow(0, base, slot_bytes)
         # (A worker places no batch with moves of its own: leaf k is move k.)
         views = [_view(storage, 0, offset, dtype, shape) for _, offset, dtype, shape in item.layout]
         return PreparedBatch(_leaves_as_moves(item.spec), [], views)
-
-    def _releaser(self, item):
-        c = self.control
-
-        def release():
-            # Only a slot of the current generation is the main process's to free; an older
-            # one was taken back by the refill that started the current generation.
-            if _C.slot_load(c, _GENERATION) == item.generation:
-                _C.slot_store(c, _WORDS + item.slot, _C.slot_word(item.generation, 0, _FREE))
-        return release
 
     # --- the rest -------------------------------------------------------------------------------
 
@@ -485,6 +511,7 @@ class WorkerRing:
             self.loader._iterator = None
             it._shutdown_workers()
         self.blocks.clear()
+        self.pins.clear()  # a copy still reading a block holds its pin until it is done
         self.collate.block = None
         self._finalizer()
 

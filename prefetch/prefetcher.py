@@ -12,6 +12,7 @@ import weakref
 from ._checks import is_stateful, resolve_device, whole
 from ._pipeline import ClosesOnExit, Pipeline
 from ._resume import ResumeCursor
+from . import _worker_ring
 from ._worker_ring import WorkerRing, ring_source
 from ._worker_ring import usable as worker_ring_usable
 from .transforms import load_transform_state, save_transform_state
@@ -89,8 +90,15 @@ class Prefetcher(ClosesOnExit):
         if not self._ring_wanted or not worker_ring_usable(self.source):
             return self.source
         if self._ring is None or self._ring.pid != os.getpid():
-            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes,
-                                    lease=self.device.type == "cpu")
+            lease = self.device.type == "cpu" and _worker_ring.LEASE_ON_CPU
+            pipeline = weakref.ref(self._pipeline)  # the ring must not keep the Prefetcher alive
+
+            def pin(block):
+                p = pipeline()
+                return None if p is None or lease else p.engine.register_host(block)
+
+            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes, lease=lease,
+                                    pin=pin)
             # Dropped without close(): persistent workers holding the ring are shut down too
             # (a later Prefetcher over the DataLoader could not use their collate_fn).
             weakref.finalize(self, self._ring.close).atexit = False

@@ -106,6 +106,6 @@ def test_stats_keys_are_the_public_names(engine):
         t.join()
     stats = engine.stats()
     assert set(stats) == {"submitted", "delivered", "bytes_collated", "collate_s",
-                          "producer_blocked_s", "ring_growths"}
+                          "producer_blocked_s", "ring_growths", "packed_bytes"}
     assert stats["submitted"] == stats["delivered"] == 3
     assert stats["producer_blocked_s"] >= 0.1

@@ -114,14 +114,24 @@ def test_every_context_yields_plain_iteration(context, persistent):
         assert stats["worker_ring_fallbacks"] < len(dl)
 
 
+@pytest.fixture
+def copy_from_slot(monkeypatch):
+    """The CUDA device's way on the CPU: each slot copied once by the engine (stage_packed) and
+    freed when that copy has run, instead of handed out as the batch itself."""
+    monkeypatch.setattr(_worker_ring, "LEASE_ON_CPU", False)
+
+
 @pytest.mark.parametrize("prefetch_factor", [1, 4])
-def test_prefetch_factor_sets_the_slots(prefetch_factor):
+@pytest.mark.parametrize("lease", [True, False])
+def test_prefetch_factor_sets_the_slots(prefetch_factor, lease, monkeypatch):
+    monkeypatch.setattr(_worker_ring, "LEASE_ON_CPU", lease)
     ds = Images()
     dl = loader(ds, prefetch_factor=prefetch_factor, persistent_workers=True)
     with prefetch.Prefetcher(dl, device="cpu", depth=2) as pf:
         for _ in range(2):
             assert_same(streamed(pf), reference(ds))
-        assert pf.stats()["worker_ring_slots"] == 2 * prefetch_factor + 2 + 3  # CPU: + 3
+        # W * P + depth + 2, and one more where the batch is the slot (docs/engine.md)
+        assert pf.stats()["worker_ring_slots"] == 2 * prefetch_factor + 2 + 2 + lease
         assert ring_batches(pf) > 0
 
 
@@ -312,12 +322,23 @@ def test_close_shuts_down_persistent_workers_holding_the_ring():
 @pytest.mark.cuda
 def test_cuda_device_through_the_ring():
     require_cuda()
-    ds = Images()
-    with prefetch.Prefetcher(loader(ds, multiprocessing_context="spawn"), device="cuda") as pf:
-        for _ in range(2):
-            got = [[t.cpu() if isinstance(t, torch.Tensor) else t for t in b] for b in pf]
-            assert_same(got, reference(ds))
-        assert ring_batches(pf) > 0
+    ds = Images(n=400)
+    want = reference(ds)
+    with prefetch.Prefetcher(loader(ds, multiprocessing_context="spawn"), device="cuda",
+                             depth=2) as pf:
+        for epoch in range(3):
+            got = []
+            for b in pf:
+                if epoch == 2:  # a slow consumer kernel: copies run ahead of the host
+                    torch.cuda._sleep(2_000_000)
+                got.append(b)  # held on the device: holding them holds no slot
+            torch.cuda.synchronize()
+            assert_same([[t.cpu() if isinstance(t, torch.Tensor) else t for t in b] for b in got],
+                        want)
+        stats = pf.stats()
+        assert ring_batches(pf) > 0 and stats["packed_bytes"] > 0, stats
+        assert all(p is not None for p in pf._ring.pins.values())  # the block is page-locked
+        assert pf._pipeline.engine.packed_in_flight() <= 2 + 1
 
 
 def test_resume_mid_epoch_with_a_stateful_dataloader():
@@ -391,3 +412,85 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
 def _slot_states(pf):
     ring = pf._ring
     return [_C.slot_word_fields(int(w))[2] for w in ring.control[16:16 + ring.n_slots]]
+
+
+# ---- the CUDA path's single copy from the slot, run on the host -------------------------------
+
+def test_copy_from_slot_never_reads_a_rewritten_slot(copy_from_slot):
+    # Few slots (W * P + depth + 2 = 5), a copy stream slowed by random delays: workers keep
+    # rewriting every slot the engine frees, so a slot freed before its copy had run would show
+    # as a batch equal to another one. Copies are the consumer's own: keeping every batch of an
+    # epoch keeps no slot, so after the first epoch nothing falls back.
+    ds = Images(n=160)
+    want = reference(ds)
+    dl = loader(ds, persistent_workers=True, prefetch_factor=1)
+    with prefetch.Prefetcher(dl, device="cpu", depth=1) as pf:
+        engine = pf._pipeline.engine
+        engine.set_debug_delay(3000, 1)
+        assert_same(list(pf), want)
+        fallbacks = pf.stats()["worker_ring_fallbacks"]
+        for _ in range(2):
+            assert_same(list(pf), want)
+            # the consumer waited for every batch: the end of the epoch gave every slot back
+            assert engine.packed_in_flight() == 0
+            assert set(_slot_states(pf)) == {0}
+        stats = pf.stats()
+        assert stats["worker_ring_fallbacks"] == fallbacks, stats
+        assert stats["packed_bytes"] > 0 and stats["worker_ring_slots"] == 2 + 1 + 2
+        assert set(pf._ring.pins) == set(pf._ring.blocks)  # each block registered (a no-op here)
+
+
+@pytest.mark.parametrize("context", ["spawn", pytest.param(
+    "fork", marks=pytest.mark.skipif(SANITIZED, reason="fork() under ASan: conftest"))])
+def test_copy_from_slot_through_break_growth_and_close(copy_from_slot, context):
+    ds = Varying()  # the second half of each epoch needs a bigger block
+    want = reference(ds)
+    dl = loader(ds, multiprocessing_context=context)
+    pf = prefetch.Prefetcher(dl, device="cpu", depth=2)
+    pf._pipeline.engine.set_debug_delay(500, 2)
+    for k in (0, 3, 5):  # break after k batches: what the engine holds stays held until copied
+        it = iter(pf)
+        assert_same([b for _, b in zip(range(k), it)], want[:k])
+        del it
+        assert_same(streamed(pf), want)
+    assert ring_batches(pf) > 0 and len(pf._ring.pins) == 1
+    pins = [p for p in pf._ring.pins.values()]
+    engine = pf._pipeline.engine
+    it = iter(pf)
+    next(it)
+    pf.close()  # mid-epoch: the engine waits for its copies, then frees what it held
+    assert engine.closed and 3 not in _slot_states(pf)  # nothing LEASED is left
+    del it, pf
+    assert all(p.block.numel() > 0 for p in pins)  # a pin keeps its block alive
+
+
+def test_a_block_that_cannot_be_pinned_warns_once_and_still_works():
+    def refuse(block):
+        raise _C.BackendError("cudaHostRegister failed: cudaErrorMemoryAllocation")
+
+    ring = _worker_ring.WorkerRing(loader(Images()), 2, None, pin=refuse)
+    block = torch.empty(4096, dtype=torch.uint8)
+    with pytest.warns(RuntimeWarning, match="could not page-lock .*ulimit -l"):
+        assert ring._pin(block) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ring._pin(block) is None  # once
+    ring.close()
+
+
+def test_a_slot_release_frees_once_when_called_or_dropped():
+    words = torch.zeros(20, dtype=torch.int64).share_memory_()
+    leased = _C.slot_word(3, 0, 3)
+    for how in ("call", "drop"):
+        _C.slot_store(words, 0, 4)       # the generation
+        _C.slot_store(words, 16, leased)
+        hold = _C.slot_release(words, 16, 0, leased)
+        assert not hold.released
+        if how == "call":
+            hold()
+            _C.slot_store(words, 16, leased)  # leased again by someone else: not freed twice
+            hold()
+            assert _C.slot_load(words, 16) == leased
+            _C.slot_store(words, 16, _C.slot_word(4, 0, 0))
+        del hold
+        assert _C.slot_word_fields(_C.slot_load(words, 16)) == (4, 0, 0)  # FREE, current gen

@@ -6,6 +6,7 @@
 
 #ifdef PREFETCH_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -97,7 +98,11 @@ class CudaBackend : public Backend {
     DeviceScope scope(device_);
     // Portable: pinned for every context, as cudaHostAllocPortable is for the ring's slots.
     check(cudaHostRegister(data, bytes, cudaHostRegisterPortable), "cudaHostRegister");
-    return std::shared_ptr<void>(data, [](void* p) { cudaHostUnregister(p); });
+    // A forked child inherits the handle, not the registration (and cannot use CUDA).
+    const pid_t owner = getpid();
+    return std::shared_ptr<void>(data, [owner](void* p) {
+      if (getpid() == owner) cudaHostUnregister(p);
+    });
   }
   void copy_async(void* dst, const void* src, size_t bytes) override {
     DeviceScope scope(device_);

@@ -1,5 +1,6 @@
 #include "engine.h"
 
+#include <limits>
 #include <string>
 
 #include "errors.h"
@@ -292,7 +293,12 @@ NextStatus Engine::next(uint64_t token, ReadyBatch* out, std::chrono::nanosecond
     cv_.notify_all();
     return NextStatus::kBatch;
   }
-  return failed_ ? NextStatus::kFailed : NextStatus::kEnd;
+  const NextStatus end = failed_ ? NextStatus::kFailed : NextStatus::kEnd;
+  lock.unlock();
+  // The epoch is over: give back every packed source whose copy has completed (a consumer that
+  // waited for its batches, as the host does, leaves none held) instead of at the next batch.
+  release_packed(std::numeric_limits<size_t>::max());
+  return end;
 }
 
 EngineStats Engine::stats() const {

@@ -16,6 +16,7 @@
 #include "device_support.h"
 #include "engine.h"
 #include "errors.h"
+#include "slot_release.h"
 
 namespace py = pybind11;
 
@@ -174,6 +175,22 @@ class EngineRef {
   std::shared_ptr<Engine> engine_;
 };
 
+// A block of host memory registered with the copy stream's backend (Backend::register_host) for
+// as long as this object lives; it holds the block, so the memory cannot go while registered.
+class HostPin {
+ public:
+  HostPin(at::Tensor block, std::shared_ptr<void> registration)
+      : block_(std::move(block)), registration_(std::move(registration)) {}
+  ~HostPin() { registration_.reset(); }  // unregistered first, then the block may go
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+  const at::Tensor& block() const { return block_; }
+
+ private:
+  at::Tensor block_;
+  std::shared_ptr<void> registration_;
+};
+
 class PyEngine {
  public:
   PyEngine(const std::string& device_type, int device_index, int depth, int num_threads,
@@ -325,6 +342,65 @@ class PyEngine {
     return py::make_tuple(seq, views);
   }
 
+  // Registers `block` (a contiguous 1-D uint8 CPU tensor) with the copy stream's backend: CUDA
+  // page-locks it, so copies from it run at full speed and asynchronously. BackendError when it
+  // cannot be locked.
+  std::shared_ptr<HostPin> register_host(const at::Tensor& block) {
+    check_host_bytes(block, "block");
+    EngineRef engine = get();
+    std::shared_ptr<void> registration;
+    {
+      py::gil_scoped_release nogil;  // page-locking gigabytes takes a while
+      registration = engine->backend().register_host(block.data_ptr(), static_cast<size_t>(block.numel()));
+    }
+    return std::make_shared<HostPin>(block, std::move(registration));
+  }
+
+  // stage() for a batch packed already (a worker ring slot): `packed` a contiguous 1-D uint8 CPU
+  // tensor, `views` the batch's leaves as contiguous tensors within it. One copy, no collation;
+  // `release` (a SlotRelease or None) runs once that copy has read `packed` — or at once if the
+  // batch is refused. `pin` (a HostPin or None) is held with it.
+  py::tuple stage_packed(uint64_t token, const at::Tensor& packed, const py::list& views,
+                         std::shared_ptr<SlotRelease> release, std::shared_ptr<HostPin> pin,
+                         bool wait_for_copy) {
+    EngineRef engine = get();
+    PackedSource source;
+    if (release) source.release = [release] { release->release(); };
+    check_host_bytes(packed, "packed");
+    const auto* base = static_cast<const std::byte*>(packed.const_data_ptr());
+    source.data = base;
+    source.bytes = static_cast<size_t>(packed.numel());
+    source.leaves.reserve(views.size());
+    for (size_t i = 0; i < views.size(); ++i) {
+      const py::handle item = views[i];
+      if (!THPVariable_Check(item.ptr())) {
+        throw py::type_error("prefetch: packed leaf " + std::to_string(i) + " is a " + class_name(item) +
+                             ", expected a tensor viewing the packed bytes");
+      }
+      const at::Tensor& t = THPVariable_Unpack(item.ptr());
+      const auto* data = static_cast<const std::byte*>(t.const_data_ptr());
+      if (!t.device().is_cpu() || !t.is_contiguous() || data < base ||
+          static_cast<size_t>(data - base) + t.nbytes() > source.bytes) {
+        throw std::invalid_argument("prefetch: packed leaf " + std::to_string(i) +
+                                    " is not a contiguous view within the packed bytes");
+      }
+      source.leaves.push_back({static_cast<size_t>(data - base), t.nbytes(),
+                               static_cast<int64_t>(t.scalar_type()),
+                               std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
+    }
+    source.owner = std::make_shared<std::pair<at::Tensor, std::shared_ptr<HostPin>>>(packed, std::move(pin));
+    StagedBatch staged;
+    {
+      py::gil_scoped_release nogil;
+      staged = engine->stage_packed(token, std::move(source), allocate_);
+      if (!is_cuda_ && wait_for_copy) staged.copied->wait();
+    }
+    py::list out = make_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
+    const uint64_t seq = staged.batch.seq;
+    staged_ = std::move(staged);
+    return py::make_tuple(seq, out);
+  }
+
   uint64_t publish(uint64_t token) {
     EngineRef engine = get();
     if (!staged_ || staged_->token != token) {
@@ -412,8 +488,11 @@ class PyEngine {
     d["collate_s"] = s.collate_ns * 1e-9;
     d["producer_blocked_s"] = s.producer_blocked_ns * 1e-9;
     d["ring_growths"] = s.ring_growths;
+    d["packed_bytes"] = s.packed_bytes;
     return d;
   }
+
+  size_t packed_in_flight() { return get()->packed_in_flight(); }
 
   std::vector<size_t> slot_capacities() {
     auto engine = get();
@@ -435,6 +514,13 @@ class PyEngine {
     EngineRef engine = get_or_null();
     if (!engine) throw std::runtime_error("prefetch: this Prefetcher is closed");
     return engine;
+  }
+
+  static void check_host_bytes(const at::Tensor& t, const char* what) {
+    if (!t.device().is_cpu() || t.scalar_type() != at::kByte || !t.is_contiguous() || t.dim() != 1) {
+      throw std::invalid_argument(std::string("prefetch: ") + what +
+                                  " must be a contiguous 1-D uint8 CPU tensor");
+    }
   }
 
   void add_samples(const py::list& samples, const std::string& name, LeafPlan* plan,
@@ -583,6 +669,9 @@ PYBIND11_MODULE(_C, m) {
       .value("TIMEOUT", prefetch::NextStatus::kTimeout, "nothing arrived within timeout_s")
       .value("CANCELLED", prefetch::NextStatus::kCancelled,
              "the epoch was cancelled (close(), cancel(token), or a newer epoch)");
+  py::class_<prefetch::HostPin, std::shared_ptr<prefetch::HostPin>>(
+      m, "HostPin", "A host block registered with an engine's copy stream while this object lives")
+      .def_property_readonly("block", &prefetch::HostPin::block);
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const std::string&, int, int, int, int64_t>(), py::arg("device_type"),
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),
@@ -593,6 +682,14 @@ PYBIND11_MODULE(_C, m) {
       .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
            py::arg("wait_for_copy") = true,
            "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
+      .def("stage_packed", &PyEngine::stage_packed, py::arg("token"), py::arg("packed"),
+           py::arg("views"), py::arg("release"), py::arg("pin"), py::arg("wait_for_copy") = true,
+           "stage() for a batch packed in one host buffer already: one copy; `release` (a "
+           "SlotRelease) runs once the copy has read it. Returns (seq, tensors).")
+      .def("register_host", &PyEngine::register_host, py::arg("block"),
+           "Registers a uint8 host block for fast asynchronous copies (CUDA: cudaHostRegister) "
+           "while the returned HostPin lives.")
+      .def("packed_in_flight", &PyEngine::packed_in_flight)
       .def("publish", &PyEngine::publish, py::arg("token"))
       .def_property_readonly("stream_handle", &PyEngine::stream_handle)
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))

@@ -3,11 +3,10 @@
 // call: the Python side passes the same control tensor every time, so a wrong one is a bug.
 #include <torch/extension.h>
 
-#include <unistd.h>
-
 #include <string>
 #include <tuple>
 
+#include "slot_release.h"
 #include "slot_words.h"
 
 namespace py = pybind11;
@@ -54,32 +53,39 @@ void bind_slot_words(py::module_& m) {
   m.def("slot_cas", [](const torch::Tensor& words, int64_t i, int64_t expected, int64_t desired) {
     return sw::compare_and_set(word_at(words, i), expected, desired);
   });
+  py::class_<prefetch::SlotRelease, std::shared_ptr<prefetch::SlotRelease>>(
+      m, "SlotRelease",
+      "The main process's hold on one LEASED slot (csrc/torch/slot_release.h): frees the slot "
+      "once, when called or when destroyed")
+      .def("__call__", &prefetch::SlotRelease::release)
+      .def_property_readonly("released", &prefetch::SlotRelease::released);
+  m.def("slot_release",
+        [](const torch::Tensor& words, int64_t word_index, int64_t generation_index,
+           int64_t leased_word) {
+          int64_t* word = word_at(words, word_index);
+          const int64_t* generation = word_at(words, generation_index);
+          return std::make_shared<prefetch::SlotRelease>(words, word, generation, leased_word);
+        },
+        "A hold on slot word `word_index`, LEASED as `leased_word`: frees it into the generation "
+        "at `generation_index` when called or destroyed, only if the word is still that lease");
   // A slot's bytes as a tensor whose storage frees the slot when its last view dies: the CPU
   // device hands these out as the batch itself, so the consumer's batch is the slot, copied
-  // by nobody. The deleter keeps the block and the table alive until then, and frees the slot
-  // into the generation current at that moment, only if the word is still this lease.
+  // by nobody. The deleter keeps the block and the hold (with the table) alive until then.
   m.def("slot_lease",
-        [](const torch::Tensor& block, int64_t offset, int64_t nbytes, const torch::Tensor& words,
-           int64_t word_index, int64_t generation_index, int64_t leased_word) {
+        [](const torch::Tensor& block, int64_t offset, int64_t nbytes,
+           std::shared_ptr<prefetch::SlotRelease> hold) {
           TORCH_CHECK(block.device().is_cpu() && block.scalar_type() == torch::kUInt8 &&
                           block.is_contiguous() && block.dim() == 1,
                       "prefetch: a slot block must be a contiguous 1-D uint8 CPU tensor");
           TORCH_CHECK(offset >= 0 && nbytes >= 0 && offset + nbytes <= block.numel(),
                       "prefetch: slot bytes [", offset, ", ", offset + nbytes,
                       ") outside a block of ", block.numel());
-          int64_t* word = word_at(words, word_index);
-          const int64_t* generation = word_at(words, generation_index);
-          // A forked child inherits the batch, not the lease: only the leasing process frees.
-          const pid_t owner = getpid();
-          auto release = [block, words, word, generation, leased_word, owner](void*) {
-            if (getpid() != owner) return;
-            const int64_t now = sw::load(generation);
-            sw::compare_and_set(word, leased_word, sw::encode(now, 0, sw::kFree));
-          };
+          TORCH_CHECK(hold != nullptr, "prefetch: slot_lease needs a SlotRelease");
+          auto release = [block, hold](void*) { hold->release(); };
           return torch::from_blob(block.data_ptr<uint8_t>() + offset, {nbytes}, release,
                                   block.options());
         },
-        "The slot's bytes [offset, offset + nbytes) of `block`, freeing the slot word when "
+        "The slot's bytes [offset, offset + nbytes) of `block`, freeing the slot (`hold`) when "
         "the last view of them dies");
   m.def("slot_raise", [](const torch::Tensor& words, int64_t i, int64_t value) {
     return sw::raise_to(word_at(words, i), value);

@@ -117,9 +117,11 @@ TEST_P(EnginePacked, CopiesOnceAndReleasesEachSourceAfterItsCopy) {
         EXPECT_EQ(verify_packed(taken[i], static_cast<uint64_t>(round * 100 + i),
                                 4096 + static_cast<size_t>(i) * 64), "");
       }
+      producer.get();
       ReadyBatch end;
       EXPECT_EQ(e.next(token, &end, kLongWait), NextStatus::kEnd);
-      producer.get();
+      // Every copy has completed (the consumer waited for each): the end gives every source back.
+      EXPECT_EQ(e.packed_in_flight(), 0u);
     }
     EXPECT_EQ(e.stats().packed_bytes, uint64_t{2} * (24 * 4096 + 64 * (23 * 24 / 2)));
     EXPECT_EQ(e.stats().bytes_collated, 0u);
