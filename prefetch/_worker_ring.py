@@ -13,10 +13,11 @@ In short:
 
 - main process (:class:`WorkerRing`): owns the block and the control words; ``iter()`` of the
   DataLoader is made with :class:`RingCollate` as its collate_fn for that iterator only; each
-  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block. CUDA: the
-  slot is freed as soon as the engine has read it (``engine.stage`` returns after its host copy).
-  CPU: the views *are* the batch handed out, and the slot is leased to it until its last view
-  dies (``_C.slot_lease``), so the main process copies nothing.
+  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block, and its
+  slot LEASED to a hold (``_C.SlotRelease``) that frees it once. CUDA: the engine copies the slot
+  to the device in one copy from the page-locked block (``engine.stage_packed``) and calls the
+  hold when that copy has run. CPU: the views *are* the batch handed out, and the hold is the
+  deleter of their storage (``_C.slot_lease``), so the main process copies nothing.
 - worker (:class:`RingCollate`): ``collate.samples`` as always, then, while a Prefetcher reads the
   ring, claims a free slot, writes every tensor leaf into it and returns a SlotBatch. Anything it
   cannot place (no block yet, a batch larger than a slot, ragged or mixed samples, no free slot
@@ -213,7 +214,7 @@ class RingCollate:
         for leaf, (_, offset, dtype, shape) in zip(leaves, layout):
             out = _view(block, base, offset, dtype, shape)
             if isinstance(leaf.value, list):
-                torch.stack(leaf.value, out=out)
+                _C.slot_stack(out, leaf.value)
             else:
                 out.copy_(leaf.value)
         pid = os.getpid()

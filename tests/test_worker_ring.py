@@ -494,3 +494,24 @@ def test_a_slot_release_frees_once_when_called_or_dropped():
             _C.slot_store(words, 16, _C.slot_word(4, 0, 0))
         del hold
         assert _C.slot_word_fields(_C.slot_load(words, 16)) == (4, 0, 0)  # FREE, current gen
+
+
+def test_slot_stack_equals_torch_stack():
+    # What a worker writes into its slot: the engine's streaming copy for contiguous samples,
+    # torch's strided copy for views (a flip), checked against torch.stack.
+    g = torch.Generator().manual_seed(0)
+    for shape, dtype in (((224, 224, 3), torch.uint8), ((5, 3), torch.float64), ((0, 4), torch.int32),
+                         ((), torch.int64)):
+        samples = [torch.randint(0, 100, shape, generator=g).to(dtype) for _ in range(5)]
+        if samples[0].dim() > 0 and samples[0].numel() > 0:
+            samples[2] = samples[2].flip(0)  # not contiguous
+        out = torch.full((5,) + shape, 7).to(dtype)
+        _C.slot_stack(out, samples)
+        assert torch.equal(out, torch.stack(samples))
+    out = torch.empty(2, 3, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match=r"sample 1 is Long \[3\], expected Byte \[3\]"):
+        _C.slot_stack(out, [torch.zeros(3, dtype=torch.uint8), torch.zeros(3, dtype=torch.int64)])
+    with pytest.raises(RuntimeError, match=r"sample 0 is Byte \[4\]"):
+        _C.slot_stack(out, [torch.zeros(4, dtype=torch.uint8), torch.zeros(3, dtype=torch.uint8)])
+    with pytest.raises(RuntimeError, match="contiguous CPU tensor of 3 rows"):
+        _C.slot_stack(out, [torch.zeros(3, dtype=torch.uint8)] * 3)

@@ -5,8 +5,10 @@
 
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "slot_release.h"
+#include "streaming_copy.h"
 #include "slot_words.h"
 
 namespace py = pybind11;
@@ -87,6 +89,40 @@ void bind_slot_words(py::module_& m) {
         },
         "The slot's bytes [offset, offset + nbytes) of `block`, freeing the slot (`hold`) when "
         "the last view of them dies");
+  // A worker's write of one stacked leaf into its slot: the engine's collation copy (non-temporal
+  // stores for large samples: the slot is read next by another process, never by this core),
+  // with the GIL released. torch.stack into the slot ran at about half the speed (NOTES.md).
+  m.def("slot_stack",
+        [](const torch::Tensor& out, const std::vector<torch::Tensor>& samples) {
+          const int64_t n = static_cast<int64_t>(samples.size());
+          TORCH_CHECK(out.device().is_cpu() && out.is_contiguous() && out.dim() >= 1 &&
+                          out.size(0) == n && n > 0,
+                      "prefetch: slot_stack needs a contiguous CPU tensor of ", n,
+                      " rows, got sizes ", out.sizes());
+          const size_t each = out.nbytes() / static_cast<size_t>(n);
+          auto* dst = static_cast<std::byte*>(out.data_ptr());
+          std::vector<const torch::Tensor*> direct;
+          direct.reserve(samples.size());
+          for (int64_t i = 0; i < n; ++i) {
+            const torch::Tensor& t = samples[static_cast<size_t>(i)];
+            TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == out.scalar_type() &&
+                            t.sizes() == out.sizes().slice(1),
+                        "prefetch: slot_stack: sample ", i, " is ", t.scalar_type(), " ",
+                        t.sizes(), ", expected ", out.scalar_type(), " ", out.sizes().slice(1));
+            if (t.is_contiguous()) {
+              direct.push_back(&t);
+            } else {
+              out.select(0, i).copy_(t);  // a strided view (a flip): torch's own strided copy
+              direct.push_back(nullptr);
+            }
+          }
+          py::gil_scoped_release nogil;
+          for (int64_t i = 0; i < n; ++i) {
+            const torch::Tensor* t = direct[static_cast<size_t>(i)];
+            if (t != nullptr && each != 0) prefetch::copy_bytes(dst + static_cast<size_t>(i) * each, t->const_data_ptr(), each);
+          }
+        },
+        "torch.stack(samples, out=out) for CPU samples of out's row shape and dtype");
   m.def("slot_raise", [](const torch::Tensor& words, int64_t i, int64_t value) {
     return sw::raise_to(word_at(words, i), value);
   });
