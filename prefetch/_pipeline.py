@@ -132,6 +132,8 @@ class _Counters:
         self.epochs = 0
         self.wait_s = 0.0
         self.produce_s = 0.0
+        self.source_s = 0.0     # of produce_s: in the source's next() (a DataLoader's hand-off)
+        self.transform_s = 0.0  # of produce_s: in the transforms (CPU: the work; CUDA: launches)
 
     def add(self, **deltas):
         with self.lock:
@@ -204,6 +206,7 @@ def _produce(engine, source, state, counters, stage):
                 batch = next(it)
             except StopIteration:
                 break
+            t_source = time.perf_counter() - t0
             if snapshots is not None:
                 snapshots[seq] = source.state_dict()
             packed = None
@@ -224,12 +227,15 @@ def _produce(engine, source, state, counters, stage):
                         packed.pin, stage.transforms)
             finally:
                 leaves = packed = None
+            t_stage = time.perf_counter()
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
+            t_transform = time.perf_counter() - t_stage
             tensors = spec = moves = None  # held by the batch now, not by this frame
             engine.publish(state.token)
             seq += 1
-            counters.add(produce_s=time.perf_counter() - t0)
+            counters.add(produce_s=time.perf_counter() - t0, source_s=t_source,
+                         transform_s=t_transform)
         engine.finish(state.token, False)
     except _C.Cancelled:
         pass
@@ -555,7 +561,8 @@ class Pipeline:
         c = self._counters
         with c.lock:
             out = {"batches": c.batches, "epochs": c.epochs, "wait_s": c.wait_s,
-                   "produce_s": c.produce_s}
+                   "produce_s": c.produce_s, "source_s": c.source_s,
+                   "transform_s": c.transform_s}
         if not self.closed and self.owned_by_this_process:  # (not the engine a fork inherited)
             out.update(self.engine.stats())
             out["collate_gbps"] = (

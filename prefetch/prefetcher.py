@@ -201,13 +201,27 @@ class Prefetcher(ClosesOnExit):
             "receive).")
 
     def stats(self):
-        """Counters since construction: batches delivered, epochs, seconds the consumer waited
-        for data (``wait_s``), seconds the producer spent fetching and submitting
-        (``produce_s``), and the engine's own: collation time and bytes, producer time blocked
-        on a full ring, ring growths. Over a DataLoader with workers writing into the shared
-        ring: batches that came through it and that fell back to the per-sample path, the
-        workers' summed time writing into slots and waiting for a free one, its slots and
-        bytes."""
+        """Counters since construction, in seconds where named ``_s``. Where the time goes, stage
+        by stage:
+
+        - the source: ``source_s``, the producer's time in the source's ``next()`` (with
+          DataLoader workers: waiting for and receiving their batches); with the worker ring,
+          ``worker_write_s`` and ``worker_slot_wait_s``, summed over workers, the time they spent
+          writing batches into slots and waiting for a free one;
+        - collation and the copy: ``collate_s`` and ``bytes_collated`` (the C++ pool, and
+          ``collate_gbps``), ``packed_bytes`` (worker ring slots copied as they are, not
+          collated), ``producer_blocked_s`` (the producer waiting because ``depth`` batches were
+          ready and not taken: the consumer is the slower side);
+        - the transform: ``transform_s``, the producer's time in ``transform`` and
+          ``device_transform`` (on the CPU the work itself; on CUDA the time to enqueue it on the
+          copy stream, which then runs on the device);
+        - the consumer: ``wait_s``, the time ``next()`` waited for a batch (the consumer is input
+          bound when this grows with the epoch);
+
+        ``produce_s`` is the producer's whole time per batch, ``batches`` and ``epochs`` the
+        counts; the ring's ``ring_growths``, and with the worker ring
+        ``worker_ring_batches``, ``worker_ring_fallbacks`` (batches that took the per-sample
+        path), ``worker_ring_slots`` and ``worker_ring_bytes``."""
         out = self._pipeline.stats()
         if self._ring is not None:
             out.update(self._ring.stats())

@@ -2,6 +2,7 @@
 lifetime of held batches, and the engine's ordering under injected delays."""
 import collections
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -167,6 +168,30 @@ def test_stats_count_batches_and_bytes():
     assert s["batches"] == 5 and s["epochs"] == 1 and s["delivered"] == 5
     assert s["bytes_collated"] == 5 * 4000
     assert s["wait_s"] >= 0 and s["produce_s"] > 0 and s["collate_s"] > 0
+
+
+def test_stats_say_which_stage_took_the_time():
+    # Each stage made slow in turn: the counter of that stage carries the time, the others not.
+    def slow_source(n, delay):
+        for i in range(n):
+            time.sleep(delay)
+            yield torch.full((4,), i)
+
+    def slow_transform(batch, position=None):
+        time.sleep(0.03)
+        return batch
+
+    with prefetch.Prefetcher(slow_source(5, 0.03), device="cpu") as pf:
+        assert [int(b[0]) for b in pf] == list(range(5))
+        s = pf.stats()
+    assert s["source_s"] >= 5 * 0.03 and s["transform_s"] < 0.05
+    assert s["source_s"] <= s["produce_s"]
+    with prefetch.Prefetcher(slow_source(5, 0), device="cpu",
+                             device_transform=slow_transform) as pf:
+        assert [int(b[0]) for b in pf] == list(range(5))
+        s = pf.stats()
+    assert s["transform_s"] >= 5 * 0.03 and s["source_s"] < 0.05
+    assert s["transform_s"] <= s["produce_s"]
 
 
 def test_default_device_and_bad_arguments():
