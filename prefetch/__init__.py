@@ -10,12 +10,13 @@ from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader
 from .samples import Samples
+from .ragged import Ragged
 from ._tree import PassThroughWarning
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "CollateError", "PrefetchTimeout", "PassThroughWarning", "collate", "built_with_cuda"]
+__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "PassThroughWarning", "collate", "built_with_cuda"]
 
 
 def built_with_cuda():

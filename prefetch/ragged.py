@@ -1,0 +1,132 @@
+"""Ragged batches: samples of one dtype and rank whose sizes differ (decoded images of their own
+height and width), packed one after another with no padding, and a table of where each lies.
+
+A :class:`prefetch.Samples` of such tensors crosses to the device as one ``Ragged`` — one copy of
+the packed values and the table — and the transform receives it; ``Ragged.from_tensors`` makes
+one from a list of tensors (what a user or a test has), ``tensors()`` gives the samples back as
+views. ``prefetch.ops.resized_crop`` takes it directly.
+"""
+import math
+
+import torch
+
+__all__ = ["Ragged"]
+
+
+class Ragged:
+    """``len(sizes)`` samples packed in ``values``.
+
+    Attributes:
+        values: 1-D tensor, every sample's elements in row-major order, sample after sample
+            (gaps between samples are allowed: each is found through ``offsets``).
+        offsets: int64 ``[N]``, the element offset of each sample in ``values``.
+        sizes: int64 ``[N, rank]``, each sample's shape.
+
+    Every sample has ``values``' dtype and the same rank; for rank >= 2 the last dimension (the
+    channels of an HWC image) is the same for all. ``offsets`` and ``sizes`` live on the CPU or
+    on ``values``' device (the Prefetcher delivers all three on the device, in one copy).
+    """
+
+    __slots__ = ("values", "offsets", "sizes")
+
+    def __init__(self, values, offsets, sizes):
+        if not isinstance(values, torch.Tensor) or values.dim() != 1:
+            raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % _describe(values))
+        for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != dim:
+                raise TypeError("prefetch: Ragged %s must be a %d-D int64 tensor, got %s"
+                                % (name, dim, _describe(t)))
+        if offsets.shape[0] != sizes.shape[0]:
+            raise ValueError("prefetch: Ragged has %d offsets but %d sizes"
+                             % (offsets.shape[0], sizes.shape[0]))
+        self.values, self.offsets, self.sizes = values, offsets, sizes
+
+    @classmethod
+    def from_tensors(cls, tensors, *, device=None):
+        """Packs ``tensors`` (same dtype and rank; for rank >= 2 the same last dimension) into one
+        Ragged, on ``device`` (default: the first tensor's)."""
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("prefetch: Ragged.from_tensors needs at least one tensor")
+        check_samples(tensors, "tensors")
+        first = tensors[0]
+        device = torch.device(device) if device is not None else first.device
+        sizes = torch.tensor([list(t.shape) for t in tensors], dtype=torch.int64).reshape(
+            len(tensors), first.dim())
+        counts = [t.numel() for t in tensors]
+        offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum(0)
+        values = torch.cat([t.reshape(-1) for t in tensors]).to(device) if sum(counts) else \
+            torch.empty(0, dtype=first.dtype, device=device)
+        return cls(values, offsets.to(device), sizes.to(device))
+
+    def __len__(self):
+        return self.sizes.shape[0]
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def device(self):
+        return self.values.device
+
+    @property
+    def rank(self):
+        """The rank of every sample."""
+        return self.sizes.shape[1]
+
+    def shapes(self):
+        """Each sample's shape, as a list of tuples (read on the CPU)."""
+        return [tuple(s) for s in self.sizes.cpu().tolist()]
+
+    def tensors(self):
+        """The samples, as views of ``values``."""
+        offsets = self.offsets.cpu().tolist()
+        return [self.values.narrow(0, o, math.prod(s)).view(s)
+                for o, s in zip(offsets, self.shapes())]
+
+    def __getitem__(self, i):
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("prefetch: sample %d of a Ragged of %d" % (i, n))
+        i %= n
+        shape = tuple(self.sizes[i].tolist())
+        return self.values.narrow(0, int(self.offsets[i]), math.prod(shape)).view(shape)
+
+    def to(self, device, non_blocking=False):
+        """The same samples on ``device``."""
+        return Ragged(*(t.to(device, non_blocking=non_blocking)
+                        for t in (self.values, self.offsets, self.sizes)))
+
+    def __repr__(self):
+        return "Ragged(%d samples of %s, %s, on %s)" % (
+            len(self), "rank %d" % self.rank, str(self.dtype).replace("torch.", ""), self.device)
+
+
+def check_samples(tensors, name):
+    """Raises ``prefetch.CollateError`` naming the first sample that cannot join sample 0 in a
+    Ragged: another dtype, another rank, or (rank >= 2) another last dimension."""
+    from .errors import CollateError
+
+    first = tensors[0]
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise CollateError("prefetch: %s: sample %d is a %s, expected a tensor"
+                               % (name, i, type(t).__name__))
+        if t.dtype != first.dtype or t.dim() != first.dim() or (
+                t.dim() >= 2 and t.shape[-1] != first.shape[-1]):
+            raise CollateError(
+                "prefetch: cannot collate %s: sample %d is %s of shape %s, and sample 0 %s of "
+                "shape %s; samples of different sizes collate into a Ragged only with the same "
+                "dtype, the same rank and (rank >= 2) the same last dimension"
+                % (name, i, _dtype(t), list(t.shape), _dtype(first), list(first.shape)))
+
+
+def _dtype(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "a %d-D %s tensor" % (x.dim(), _dtype(x))
+    return "a %s" % type(x).__name__
