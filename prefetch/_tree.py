@@ -19,10 +19,12 @@ import warnings
 import numpy as np
 import torch
 
+from ._extension import _C
 from .errors import CollateError
+from .ragged import Ragged
 from .samples import Samples
 
-_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS = range(8)
+_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS, _RAGGED = range(9)
 
 
 class Leaf(typing.NamedTuple):
@@ -33,7 +35,9 @@ class Leaf(typing.NamedTuple):
     - ``name``: where the leaf sits in the batch (``"batch[0]['image']"``); every error about the
       leaf names it.
     - ``value``: a CPU tensor, copied as it is; or a list of CPU tensors of one shape and dtype
-      (a ``Samples``), stacked along a new first dimension.
+      (a ``Samples``), stacked along a new first dimension; or a tuple of CPU tensors of one
+      dtype and any shapes, concatenated as flat elements into a 1-D output (the values of a
+      :class:`Ragged`).
     - ``rows``: ``None``, or a 1-D int64 CPU tensor: the leaf is then rows ``rows`` of the tensor
       ``value`` stacked, a gather straight from a dataset's array. Every row must lie in
       ``[0, len(value))``; the C++ core checks it (``check_rows`` in csrc/core/collate.h) and the
@@ -43,7 +47,7 @@ class Leaf(typing.NamedTuple):
     """
 
     name: str
-    value: typing.Any  # torch.Tensor | list[torch.Tensor]
+    value: typing.Any  # torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...]
     rows: typing.Optional[torch.Tensor] = None
 
 
@@ -191,6 +195,29 @@ def _samples_leaf(samples, name):
     return list(samples)
 
 
+def _can_be_ragged(tensors):
+    """Same rank, and for rank >= 2 the same last dimension (the dtype the engine checks)."""
+    first = tensors[0]
+    rank, last = first.dim(), first.shape[-1] if first.dim() >= 2 else None
+    return all(not t.is_nested and t.dim() == rank and (last is None or t.shape[-1] == last)
+               for t in tensors)
+
+
+def _ragged_samples(tensors, name, leaves):
+    """A Samples whose tensors differ in size: three leaves — every sample's elements
+    concatenated (a tuple value: the engine copies them one after another, checking each as it
+    checks any sample), their offsets and their sizes — that unflatten makes into one Ragged."""
+    counts = [t.numel() for t in tensors]
+    offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum_(0)
+    sizes = torch.tensor([tuple(t.shape) for t in tensors], dtype=torch.int64).view(
+        len(tensors), tensors[0].dim())
+    children = []
+    for suffix, value in ((".values", tuple(tensors)), (".offsets", offsets), (".sizes", sizes)):
+        leaves.append(Leaf(name + suffix, value))
+        children.append((_LEAF, len(leaves) - 1))
+    return (_RAGGED, children)
+
+
 def flatten(batch, name="batch"):
     """Returns (spec, leaves, moves): leaves are :class:`Leaf` (name, tensor | list of tensors)
     for the engine, in the order ``unflatten`` takes their tensors back; moves are tensors already
@@ -211,8 +238,17 @@ def _flatten(obj, name, leaves, moves):
         moves.append(obj)
         return (_MOVE, len(moves) - 1)
     if isinstance(obj, Samples):
-        leaves.append(Leaf(name, _samples_leaf(obj, name)))
+        value = _samples_leaf(obj, name)
+        # Samples of different sizes that can be packed become a Ragged; any other mismatch
+        # (and a nested tensor, which has no shape to compare) the engine names, as always.
+        if isinstance(value, list) and not _C.same_shapes(value) and _can_be_ragged(value):
+            return _ragged_samples(value, name, leaves)
+        leaves.append(Leaf(name, value))
         return (_LEAF, len(leaves) - 1)
+    if isinstance(obj, Ragged):
+        children = [_flatten(getattr(obj, k), "%s.%s" % (name, k), leaves, moves)
+                    for k in Ragged.__slots__]
+        return (_RAGGED, children)
     if isinstance(obj, np.ndarray):
         leaves.append(Leaf(name, ndarray_to_tensor(obj, name)))
         return (_LEAF, len(leaves) - 1)
@@ -245,6 +281,8 @@ def unflatten(spec, tensors, moves, device):
         return moves[spec[1]].to(device, non_blocking=True)
     if kind == _CONST:
         return spec[1]
+    if kind == _RAGGED:
+        return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]))
     if kind == _DATACLASS:
         # A shallow copy of the source's object with the delivered fields: no __init__ or
         # __post_init__ runs again, frozen dataclasses included, and the original is untouched.

@@ -36,7 +36,8 @@ import weakref
 import torch
 
 from ._extension import _C
-from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _TUPLE, Leaf, Packed,
+from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _RAGGED, _TUPLE, Leaf,
+                    Packed,
                     PreparedBatch, flatten)
 from .collate import samples as samples_collate
 from .errors import CollateError
@@ -89,8 +90,9 @@ class SlotBatch:
 
 def _layout(leaves):
     """[(name, offset, dtype, shape)] of every leaf packed into one slot, and the bytes; None
-    when a leaf is not one the slot can take as is (ragged or mixed samples: the main process
-    collates those, and names the problem as it always does)."""
+    when a leaf is not one the slot can take as is (mixed samples: the main process collates
+    those, and names the problem as it always does). A Ragged's values (a tuple) are laid out as
+    one flat run of elements."""
     layout, offset = [], 0
     for leaf in leaves:
         value = leaf.value
@@ -101,6 +103,12 @@ def _layout(leaves):
                 if t.shape != shape or t.dtype != dtype or t.device.type != "cpu":
                     return None
             shape = (len(value),) + tuple(shape)
+        elif isinstance(value, tuple):  # a Ragged's values: flattened samples, one after another
+            dtype = value[0].dtype
+            for t in value:
+                if t.dtype != dtype or t.device.type != "cpu":
+                    return None
+            shape = (sum(t.numel() for t in value),)
         else:
             if value.device.type != "cpu" or value.is_sparse:
                 return None
@@ -151,6 +159,8 @@ def _leaves_as_moves(spec):
         return (_MOVE, spec[1])
     if kind in (_DATACLASS, _MAP):
         return spec[:3] + ([_leaves_as_moves(c) for c in spec[3]],)
+    if kind == _RAGGED:
+        return (kind, [_leaves_as_moves(c) for c in spec[1]])
     if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
         return (kind, spec[1], [_leaves_as_moves(c) for c in spec[2]])
     return spec
@@ -215,6 +225,8 @@ class RingCollate:
             out = _view(block, base, offset, dtype, shape)
             if isinstance(leaf.value, list):
                 _C.slot_stack(out, leaf.value)
+            elif isinstance(leaf.value, tuple):
+                _C.slot_concat(out, leaf.value)
             else:
                 out.copy_(leaf.value)
         pid = os.getpid()

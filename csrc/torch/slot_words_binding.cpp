@@ -5,6 +5,7 @@
 
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "slot_release.h"
@@ -123,6 +124,44 @@ void bind_slot_words(py::module_& m) {
           }
         },
         "torch.stack(samples, out=out) for CPU samples of out's row shape and dtype");
+  // The same for a Ragged's values: samples of one dtype and any shapes, their elements one
+  // after another into a 1-D `out`.
+  m.def("slot_concat",
+        [](const torch::Tensor& out, const std::vector<torch::Tensor>& samples) {
+          TORCH_CHECK(out.device().is_cpu() && out.is_contiguous() && out.dim() == 1,
+                      "prefetch: slot_concat needs a contiguous 1-D CPU tensor, got sizes ",
+                      out.sizes());
+          int64_t total = 0;
+          for (size_t i = 0; i < samples.size(); ++i) {
+            const torch::Tensor& t = samples[i];
+            TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == out.scalar_type(),
+                        "prefetch: slot_concat: sample ", i, " is ", t.scalar_type(), " on ",
+                        t.device(), ", expected ", out.scalar_type(), " on the CPU");
+            total += t.numel();
+          }
+          TORCH_CHECK(total == out.numel(), "prefetch: slot_concat: the samples hold ", total,
+                      " elements, the slot ", out.numel());
+          std::vector<std::pair<const torch::Tensor*, int64_t>> direct;  // (sample, first element)
+          int64_t at = 0;
+          for (const torch::Tensor& t : samples) {
+            if (t.is_contiguous()) {
+              direct.emplace_back(&t, at);
+            } else {
+              out.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+            }
+            at += t.numel();
+          }
+          auto* dst = static_cast<std::byte*>(out.data_ptr());
+          const auto itemsize = static_cast<size_t>(out.element_size());
+          py::gil_scoped_release nogil;
+          for (const auto& [t, first] : direct) {
+            if (t->numel() != 0) {
+              prefetch::copy_bytes(dst + static_cast<size_t>(first) * itemsize, t->const_data_ptr(),
+                                   t->nbytes());
+            }
+          }
+        },
+        "torch.cat([s.reshape(-1) for s in samples], out=out) for CPU samples of out's dtype");
   m.def("slot_raise", [](const torch::Tensor& words, int64_t i, int64_t value) {
     return sw::raise_to(word_at(words, i), value);
   });
