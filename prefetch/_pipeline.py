@@ -37,6 +37,7 @@ from ._extension import _C
 from ._tree import PreparedBatch, flatten, unflatten
 from ._worker_ring import loader_of
 from .errors import CollateError, PrefetchTimeout
+from .ragged import Ragged
 from .transforms import BatchPosition, run_transform
 
 __all__ = ["Pipeline", "EpochRun", "ClosesOnExit", "default_num_threads"]
@@ -307,6 +308,9 @@ def _protect(obj, stream):
     elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for field in dataclasses.fields(obj):
             _protect(getattr(obj, field.name, None), stream)
+    elif isinstance(obj, Ragged):
+        for t in (obj.values, obj.offsets, obj.sizes):
+            _protect(t, stream)
 
 
 def _stop_run(engine, state):

@@ -17,6 +17,7 @@ import torch
 
 from ._checks import check_seed, whole
 from .ops import flip_crop, normalize_flip
+from .ragged import Ragged
 from .transforms import BatchPosition, Transform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
@@ -151,6 +152,12 @@ class FusedAugment(Transform):
                    self.vflip, self.dtype, self.seed))
 
     def _layout(self, images):
+        if isinstance(images, Ragged):
+            raise TypeError(
+                "prefetch: FusedAugment's image leaf %s is a prefetch.Ragged (%d images of "
+                "different sizes); FusedAugment takes images of one size: resize them in the "
+                "dataset, or crop and resize them with prefetch.ops.resized_crop in a "
+                "device_transform" % (_name(self.image_key), len(images)))
         if not isinstance(images, torch.Tensor):
             raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
                             % (_name(self.image_key), type(images).__name__))

@@ -112,6 +112,14 @@ def test_the_transform_receives_the_ragged():
     assert seen == [Ragged]
 
 
+def test_fused_augment_refuses_a_ragged_saying_what_to_do():
+    aug = prefetch.FusedAugment((0.5,) * 3, (0.25,) * 3)
+    with prefetch.Prefetcher([(prefetch.Samples(images(3)), 0)], device="cpu", transform=aug) as pf:
+        with pytest.raises(TypeError, match=r"image leaf 0 is a prefetch.Ragged \(3 images of "
+                                            r"different sizes\).*resized_crop"):
+            list(pf)
+
+
 @pytest.mark.parametrize("samples,match", [
     ([torch.zeros(2, 3, 3, dtype=torch.uint8), torch.zeros(2, 3, dtype=torch.uint8)],
      r"sample 1 has shape \[2, 3\], expected \[2, 3, 3\] \(the shape of sample 0; .*same rank"),
