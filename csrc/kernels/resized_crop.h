@@ -1,0 +1,67 @@
+// resized_crop, torch-free: each sample of a ragged batch of HWC uint8 images is cropped to its
+// box, resized bilinearly to one output size (torch's F.interpolate, align_corners=False, with or
+// without antialias), flipped, normalized and cast in one pass. A CPU implementation over a range
+// of output rows (the torch layer parallelises it) and a CUDA launcher on a stream.
+#pragma once
+#include <cstdint>
+
+#include "geometry.h"
+#include "normalize_flip.h"  // OutDType, kInlineChannels
+
+namespace prefetch {
+namespace kernels {
+
+struct ResizedCropArgs {
+  // The ragged input: sample n's H x W x C bytes start at values + offsets[n]. Every table is
+  // in the memory the kernel runs on (host for the CPU kernel, device for the CUDA one).
+  const uint8_t* values = nullptr;
+  const int64_t* offsets = nullptr;  // [N]
+  const int64_t* sizes = nullptr;    // [N, 3] (H, W, C)
+  const int64_t* boxes = nullptr;    // [N, 4] (top, left, height, width), inside the image: the
+                                     // torch layer checks, the kernels do not
+  const uint8_t* hflip = nullptr;    // [N] or null: mirror the output's columns
+  const uint8_t* vflip = nullptr;    // [N] or null: mirror the output's rows
+  int64_t N = 0, C = 1;              // samples; channels of every sample
+  int64_t h = 0, w = 0;              // output size
+  bool antialias = false;
+  const Affine* affine = nullptr;         // [C], host memory, as NormalizeFlipArgs::affine
+  const Affine* affine_device = nullptr;  // [C] on the device, read for C > kInlineChannels
+  void* out = nullptr;
+  OutDType dtype = OutDType::kFloat32;
+  int64_t oN = 0, oC = 0, oY = 0, oX = 0;  // output strides, elements
+};
+
+// Where sample n's crop lies: its pixel (0, 0) and the input's row stride, in elements.
+struct SampleCrop {
+  const uint8_t* origin = nullptr;
+  int64_t row_stride = 0;
+  int64_t height = 0, width = 0;
+  bool hflip = false, vflip = false;
+};
+
+PF_HD SampleCrop sample_crop(const ResizedCropArgs& a, int64_t n) {
+  SampleCrop s;
+  const int64_t W = a.sizes[3 * n + 1];
+  const int64_t* box = a.boxes + 4 * n;
+  s.row_stride = W * a.C;
+  s.origin = a.values + a.offsets[n] + box[0] * s.row_stride + box[1] * a.C;
+  s.height = box[2];
+  s.width = box[3];
+  s.hflip = a.hflip != nullptr && a.hflip[n] != 0;
+  s.vflip = a.vflip != nullptr && a.vflip[n] != 0;
+  return s;
+}
+
+// Output rows are (n, y) pairs, numbered n * h + y.
+void resized_crop_cpu(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end);
+
+// Whether resized_crop_cpu may use its AVX2 + FMA + F16C build (where the CPU has them); returns
+// the previous setting. The tests turn it off to compare the baseline build with the CUDA
+// threads' code bit for bit.
+bool set_resized_crop_avx2_allowed(bool allowed);
+
+// Launch on `stream` (a cudaStream_t); defined in resized_crop.cu. Returns a cudaError_t.
+int resized_crop_cuda(const ResizedCropArgs& args, void* stream);
+
+}  // namespace kernels
+}  // namespace prefetch

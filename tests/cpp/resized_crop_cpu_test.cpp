@@ -1,0 +1,200 @@
+// resized_crop's taps and CPU kernel against a naive double-precision resampler written here from
+// torch's formulas (upsample_bilinear2d and _upsample_bilinear2d_aa, align_corners=False), one
+// output element at a time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "resized_crop.h"
+#include "resized_crop_taps.h"
+
+using namespace prefetch::kernels;
+
+namespace {
+
+// Output pixel i's weight on each input pixel of an axis of `in` pixels resampled to `out`.
+std::map<int64_t, double> naive_weights(int64_t in, int64_t out, bool antialias, int64_t i) {
+  std::map<int64_t, double> w;
+  const double scale = static_cast<double>(in) / out;
+  if (!antialias) {
+    const double src = std::max(scale * (i + 0.5) - 0.5, 0.0);
+    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    const int64_t i1 = std::min(i0 + 1, in - 1);
+    const double lambda = std::min(std::max(src - i0, 0.0), 1.0);
+    w[i0] += 1.0 - lambda;
+    w[i1] += lambda;
+    return w;
+  }
+  const double support = scale >= 1.0 ? scale : 1.0;
+  const double center = scale * (i + 0.5);
+  double total = 0.0;
+  for (int64_t p = 0; p < in; ++p) {
+    // The triangle over input pixel centres p + 0.5, stretched by the downscale.
+    const double v = std::max(0.0, 1.0 - std::fabs((p + 0.5 - center) / support));
+    if (v > 0.0) w[p] = v, total += v;
+  }
+  for (auto& kv : w) kv.second /= total;
+  return w;
+}
+
+TEST(ResizedCropTaps, MatchNaiveWeights) {
+  for (bool aa : {false, true}) {
+    for (int64_t in : {1, 2, 3, 5, 7, 16, 31, 100, 333}) {
+      for (int64_t out : {1, 2, 3, 7, 16, 33, 224}) {
+        const AxisScale s = axis_scale(in, out, aa);
+        for (int64_t i = 0; i < out; ++i) {
+          SCOPED_TRACE("aa=" + std::to_string(aa) + " in=" + std::to_string(in) + " out=" +
+                       std::to_string(out) + " i=" + std::to_string(i));
+          const AxisTaps t = axis_taps(s, i);
+          ASSERT_GE(t.first, 0);
+          ASSERT_GE(t.count, 1);
+          ASSERT_LE(t.first + t.count, in);
+          ASSERT_LE(t.count, s.max_taps);
+          std::map<int64_t, double> got;
+          for (int64_t j = 0; j < t.count; ++j) got[t.first + j] += tap_weight(s, t, j);
+          const std::map<int64_t, double> expected = naive_weights(in, out, aa, i);
+          double sum = 0.0;
+          for (const auto& kv : got) sum += kv.second;
+          EXPECT_NEAR(sum, 1.0, 1e-6);
+          for (const auto& kv : expected) {
+            const double g = got.count(kv.first) ? got[kv.first] : 0.0;
+            EXPECT_NEAR(g, kv.second, 1e-6) << "input pixel " << kv.first;
+          }
+          for (const auto& kv : got) {
+            if (expected.count(kv.first) == 0) {
+              EXPECT_NEAR(kv.second, 0.0, 1e-6) << "input pixel " << kv.first;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+float half_to_float(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v = exp == 0 ? std::ldexp(static_cast<float>(mant), -24)
+                     : std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+float bfloat16_to_float(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Sample {
+  int64_t H, W, top, left, height, width;
+  bool hflip, vflip;
+};
+
+void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h, int64_t w,
+               const std::vector<Sample>& samples, std::mt19937& rng) {
+  const int64_t N = static_cast<int64_t>(samples.size());
+  std::vector<int64_t> offsets(N), sizes(3 * N), boxes(4 * N);
+  std::vector<uint8_t> hflip(N), vflip(N);
+  int64_t total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const Sample& s = samples[n];
+    offsets[n] = total;
+    total += s.H * s.W * C;
+    sizes[3 * n] = s.H, sizes[3 * n + 1] = s.W, sizes[3 * n + 2] = C;
+    boxes[4 * n] = s.top, boxes[4 * n + 1] = s.left, boxes[4 * n + 2] = s.height, boxes[4 * n + 3] = s.width;
+    hflip[n] = s.hflip, vflip[n] = s.vflip;
+  }
+  std::vector<uint8_t> values(static_cast<size_t>(total));
+  for (auto& v : values) v = static_cast<uint8_t>(rng());
+  std::vector<double> mean(C), stdev(C);
+  std::vector<Affine> affine(C);
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] = 0.4 + 0.02 * c, stdev[c] = 0.2 + 0.01 * c;
+    affine[c] = {static_cast<float>(1.0 / (255.0 * stdev[c])), static_cast<float>(-mean[c] / stdev[c])};
+  }
+  ResizedCropArgs a;
+  a.values = values.data();
+  a.offsets = offsets.data();
+  a.sizes = sizes.data();
+  a.boxes = boxes.data();
+  a.hflip = hflip.data();
+  a.vflip = vflip.data();
+  a.N = N, a.C = C, a.h = h, a.w = w;
+  a.antialias = aa;
+  a.affine = affine.data();
+  a.dtype = dtype;
+  if (channels_last) {
+    a.oN = h * w * C, a.oC = 1, a.oY = w * C, a.oX = C;
+  } else {
+    a.oN = C * h * w, a.oC = h * w, a.oY = w, a.oX = 1;
+  }
+  std::vector<float> out32(N * C * h * w);
+  std::vector<uint16_t> out16(N * C * h * w);
+  a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data()) : out16.data();
+  resized_crop_cpu(a, 0, N * h);
+  for (int64_t n = 0; n < N; ++n) {
+    const Sample& s = samples[n];
+    for (int64_t y = 0; y < h; ++y) {
+      const auto wy = naive_weights(s.height, h, aa, s.vflip ? h - 1 - y : y);
+      for (int64_t x = 0; x < w; ++x) {
+        const auto wx = naive_weights(s.width, w, aa, s.hflip ? w - 1 - x : x);
+        for (int64_t c = 0; c < C; ++c) {
+          double v = 0.0;
+          for (const auto& ky : wy) {
+            for (const auto& kx : wx) {
+              const int64_t i = offsets[n] + ((s.top + ky.first) * s.W + s.left + kx.first) * C + c;
+              v += ky.second * kx.second * values[i];
+            }
+          }
+          const double ref = (v / 255.0 - mean[c]) / stdev[c];
+          const int64_t i = n * a.oN + c * a.oC + y * a.oY + x * a.oX;
+          // float32: weights rounded to float and float sums of up to a few dozen terms of up to
+          // 255, then the normalization (x 1 / (255 std) ~ 0.02): 1e-5 covers it with room.
+          if (dtype == OutDType::kFloat32) {
+            ASSERT_NEAR(out32[i], ref, 1e-5 * std::max(1.0, std::fabs(ref))) << n << " " << c << " " << y << " " << x;
+          } else if (dtype == OutDType::kFloat16) {
+            ASSERT_NEAR(half_to_float(out16[i]), ref, std::fabs(ref) * 0x1p-10 + 1e-5) << n << " " << c << " " << y << " " << x;
+          } else {
+            ASSERT_NEAR(bfloat16_to_float(out16[i]), ref, std::fabs(ref) * 0x1p-7 + 1e-5) << n << " " << c << " " << y << " " << x;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ResizedCropCpu, MatchesNaiveResampler) {
+  std::mt19937 rng(31);
+  // Boxes anywhere: whole images, one pixel, at the corners; crops smaller and larger than the
+  // output (upscale, downscale, and one axis of each); flips of every kind.
+  const std::vector<Sample> samples = {
+      {20, 30, 0, 0, 20, 30, false, false},  {20, 30, 5, 7, 1, 1, true, false},
+      {9, 40, 2, 3, 6, 37, false, true},     {40, 9, 1, 0, 38, 4, true, true},
+      {50, 60, 49, 59, 1, 1, true, true},    {17, 13, 0, 2, 17, 11, false, false},
+      {3, 100, 0, 10, 3, 90, true, false},
+  };
+  for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
+    const bool previous = set_resized_crop_avx2_allowed(avx2);
+    for (bool aa : {false, true}) {
+      for (int64_t C : {1, 3, 4, 2}) {
+        for (bool cl : {false, true}) {
+          for (OutDType dt : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+            SCOPED_TRACE("C=" + std::to_string(C) + " channels_last=" + std::to_string(cl) + " aa=" +
+                         std::to_string(aa) + " dtype=" + std::to_string(static_cast<int>(dt)) +
+                         " avx2=" + std::to_string(avx2));
+            check_cpu(C, cl, aa, dt, 9, 14, samples, rng);
+          }
+        }
+      }
+    }
+    set_resized_crop_avx2_allowed(previous);
+  }
+}

@@ -1,0 +1,155 @@
+// The CUDA resized_crop kernel's per-thread code (resized_crop_thread_work.h), run on the CPU over
+// every thread index of every launch, must write exactly what the CPU kernel writes (its baseline
+// build: the same roundings as this host code). No GPU needed: only the mapping of threads onto
+// these calls is left to the GPU tests.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "resized_crop.h"
+#include "resized_crop_thread_work.h"
+
+using namespace prefetch::kernels;
+
+namespace {
+
+struct Case {
+  int64_t N, C, h, w;
+  bool channels_last, antialias;
+  OutDType dtype;
+};
+
+std::string describe(const Case& c) {
+  return "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " h=" + std::to_string(c.h) +
+         " w=" + std::to_string(c.w) + " cl=" + std::to_string(c.channels_last) +
+         " aa=" + std::to_string(c.antialias) + " dtype=" + std::to_string(static_cast<int>(c.dtype));
+}
+
+// Runs the CUDA thread body over every launch and thread index, split into launches of at most
+// `max_work` items.
+void run_threads(const ResizedCropArgs& a, int64_t max_work) {
+  std::vector<ResizedCropLaunch> launches;
+  ASSERT_TRUE(plan_resized_crop_launches(a, &launches, max_work));
+  int64_t samples = 0;
+  for (const ResizedCropLaunch& l : launches) {
+    ASSERT_EQ(l.n0, samples);
+    ASSERT_LE(static_cast<int64_t>(l.work), max_work);
+    samples += l.samples;
+    for (uint32_t t = 0; t < l.work; ++t) {
+      const bool cl = l.channels_last;
+      switch (a.dtype) {
+        case OutDType::kFloat32:
+          cl ? resized_crop_thread<ToFloat32, true>(a, l, a.affine, t)
+             : resized_crop_thread<ToFloat32, false>(a, l, a.affine, t);
+          break;
+        case OutDType::kFloat16:
+          cl ? resized_crop_thread<ToFloat16, true>(a, l, a.affine, t)
+             : resized_crop_thread<ToFloat16, false>(a, l, a.affine, t);
+          break;
+        case OutDType::kBFloat16:
+          cl ? resized_crop_thread<ToBFloat16, true>(a, l, a.affine, t)
+             : resized_crop_thread<ToBFloat16, false>(a, l, a.affine, t);
+          break;
+      }
+    }
+  }
+  ASSERT_EQ(samples, a.N);
+}
+
+// Images of random sizes with random boxes: whole images, 1-pixel boxes, boxes at every edge,
+// crops both smaller and larger than the output on each axis. Samples lie in `values` in a
+// shuffled order with gaps between them, as a Ragged allows.
+void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
+  SCOPED_TRACE(describe(k) + " max_work=" + std::to_string(max_work));
+  std::vector<int64_t> offsets(k.N), sizes(3 * k.N), boxes(4 * k.N);
+  std::vector<uint8_t> hflip(k.N), vflip(k.N);
+  int64_t total = 0;
+  for (int64_t n = k.N - 1; n >= 0; --n) {
+    const int64_t H = 1 + static_cast<int64_t>(rng() % 40), W = 1 + static_cast<int64_t>(rng() % 40);
+    sizes[3 * n] = H, sizes[3 * n + 1] = W, sizes[3 * n + 2] = k.C;
+    offsets[n] = total + static_cast<int64_t>(rng() % 5);
+    total = offsets[n] + H * W * k.C;
+    int64_t bh = 1 + static_cast<int64_t>(rng() % H), bw = 1 + static_cast<int64_t>(rng() % W);
+    if (n % 4 == 1) bh = bw = 1;         // a single pixel
+    if (n % 4 == 2) bh = H, bw = W;      // the whole image
+    boxes[4 * n] = static_cast<int64_t>(rng() % (H - bh + 1));
+    boxes[4 * n + 1] = static_cast<int64_t>(rng() % (W - bw + 1));
+    boxes[4 * n + 2] = bh, boxes[4 * n + 3] = bw;
+    hflip[n] = rng() % 2;
+    vflip[n] = rng() % 2;
+  }
+  std::vector<uint8_t> values(static_cast<size_t>(total));
+  for (auto& v : values) v = static_cast<uint8_t>(rng());
+  std::vector<Affine> affine(k.C);
+  for (int64_t c = 0; c < k.C; ++c) affine[c] = {1.0f / (255.0f * (0.2f + 0.01f * c)), -0.5f - 0.1f * c};
+
+  ResizedCropArgs a;
+  a.values = values.data();
+  a.offsets = offsets.data();
+  a.sizes = sizes.data();
+  a.boxes = boxes.data();
+  a.hflip = hflip.data();
+  a.vflip = vflip.data();
+  a.N = k.N, a.C = k.C, a.h = k.h, a.w = k.w;
+  a.antialias = k.antialias;
+  a.affine = affine.data();
+  a.dtype = k.dtype;
+  // Output strides as the op allocates them: contiguous NCHW, or channels_last when C > 1.
+  if (k.channels_last && k.C > 1) {
+    a.oN = k.h * k.w * k.C, a.oC = 1, a.oY = k.w * k.C, a.oX = k.C;
+  } else {
+    a.oN = k.C * k.h * k.w, a.oC = k.h * k.w, a.oY = k.w, a.oX = 1;
+  }
+  const size_t bytes = static_cast<size_t>(k.N * k.C * k.h * k.w) * (k.dtype == OutDType::kFloat32 ? 4 : 2);
+  // Poisoned, so an element no thread writes shows up.
+  std::vector<uint8_t> expected(bytes, 0xA5), got(bytes, 0x5A);
+  a.out = expected.data();
+  const bool previous = set_resized_crop_avx2_allowed(false);  // same roundings as this host code
+  resized_crop_cpu(a, 0, k.N * k.h / 2);  // two ranges, as parallel_for would split them
+  resized_crop_cpu(a, k.N * k.h / 2, k.N * k.h);
+  set_resized_crop_avx2_allowed(previous);
+  a.out = got.data();
+  run_threads(a, max_work);
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(got[i], expected[i]) << "byte " << i << " of " << bytes;
+}
+
+}  // namespace
+
+TEST(ResizedCropThread, MatchesCpuKernelOverEveryThread) {
+  std::mt19937 rng(23);
+  for (OutDType dtype : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+    for (bool cl : {false, true}) {
+      for (bool aa : {false, true}) {
+        for (int64_t C : {1, 3, 4, 5}) {
+          // Rows shorter than, equal to and not a multiple of a thread's 8 elements.
+          check_case({6, C, 7, 13, cl, aa, dtype}, INT32_MAX, rng);
+          check_case({5, C, 16, 8, cl, aa, dtype}, INT32_MAX, rng);
+          check_case({4, C, 3, 1, cl, aa, dtype}, INT32_MAX, rng);
+        }
+      }
+    }
+  }
+}
+
+TEST(ResizedCropThread, SplitLaunchesCoverEverySampleOnce) {
+  std::mt19937 rng(29);
+  for (bool cl : {false, true}) {
+    // Work per sample: NCHW 3 * 7 rows * 2 vectors = 42; channels_last 7 rows * 5 vectors = 35.
+    // Bounds of one sample, two and a half samples, and a prime.
+    for (int64_t max_work : {42, 105, 97, 1000}) {
+      check_case({7, 3, 7, 13, cl, true, OutDType::kFloat16}, max_work, rng);
+    }
+  }
+}
+
+TEST(ResizedCropThread, RefusesASampleTooLargeForOneLaunch) {
+  ResizedCropArgs a;
+  a.N = 2, a.C = 3, a.h = 8, a.w = 8;
+  a.oN = 3 * 64, a.oC = 64, a.oY = 8, a.oX = 1;
+  std::vector<ResizedCropLaunch> launches;
+  EXPECT_FALSE(plan_resized_crop_launches(a, &launches, 23));  // 24 items per sample
+  EXPECT_TRUE(plan_resized_crop_launches(a, &launches, 24));
+  EXPECT_EQ(launches.size(), 2u);
+}
