@@ -7,7 +7,12 @@
 - default_collate: ``torch.utils.data.default_collate`` on the same samples (fresh memory each
   batch, one intra-op thread, as in a DataLoader worker);
 - copy: one single-threaded ``memcpy`` of the same number of bytes into a preallocated buffer,
-  the speed a collation cannot beat on one core.
+  the speed a collation cannot beat on one core;
+- ragged: the engine over images of different sizes (each side 0.75-1.25x the image size, as
+  decoded JPEGs are), which cross as one ``prefetch.Ragged`` (values + offsets + sizes, no
+  padding), against the same engine over fixed-size images in the same run, epochs alternated:
+  ``ragged_vs_fixed_collate`` (collation bandwidth) and ``ragged_vs_fixed_pipeline`` (whole
+  epochs, where the producer's Python for the shape table counts too).
 """
 import itertools
 import os
@@ -49,6 +54,61 @@ def engine_samples(groups, num_threads, epochs=EPOCHS):
             wall.append((time.perf_counter() - t0) / len(groups))
             collate.append((pf.stats()["collate_s"] - before) / len(groups))
     return collate, wall
+
+
+def make_ragged_samples(n, image_size, seed=0):
+    """`n` distinct HWC uint8 images, each side drawn in [0.75, 1.25] x `image_size`."""
+    rng = np.random.default_rng(seed)
+    lo, hi = int(0.75 * image_size), int(1.25 * image_size) + 1
+    return [torch.from_numpy(rng.integers(0, 256, size=(int(rng.integers(lo, hi)),
+                                                        int(rng.integers(lo, hi)), 3),
+                                          dtype=np.uint8)) for _ in range(n)]
+
+
+def engine_alternating(group_sets, num_threads, epochs=EPOCHS):
+    """engine_samples for several sets of groups at once, their epochs alternated (A, B, A,
+    B...), so that each pair of epochs sees the same load. Returns one (collate GB/s, pipeline
+    GB/s) list of per-epoch figures per set."""
+    pfs = [prefetch.Prefetcher([prefetch.Samples(g) for g in groups], device="cpu", depth=3,
+                               num_threads=num_threads) for groups in group_sets]
+    out = [([], []) for _ in group_sets]
+    try:
+        for pf in pfs:
+            for _ in pf:  # untimed: the batch buffers' first touches
+                pass
+        for _ in range(epochs):
+            for pf, groups, (collate, pipeline) in zip(pfs, group_sets, out):
+                gb = sum(t.numel() for g in groups for t in g) / 1e9
+                before = pf.stats()["collate_s"]
+                t0 = time.perf_counter()
+                for _ in pf:
+                    pass
+                pipeline.append(gb / (time.perf_counter() - t0))
+                collate.append(gb / (pf.stats()["collate_s"] - before))
+    finally:
+        for pf in pfs:
+            pf.close()
+    return out
+
+
+def measure_ragged(batch_size, image_size=224, batches=12, num_threads=2):
+    """Collation of ragged batches against fixed-size ones, the same engine, epochs
+    alternated; ratios per pair of epochs (median, min, max)."""
+    fixed_pool = make_samples(batch_size * 2, image_size)
+    ragged_pool = make_ragged_samples(batch_size * 2, image_size, seed=1)
+    sets = [[pool[i % 2 * batch_size:(i % 2 + 1) * batch_size] for i in range(batches)]
+            for pool in (fixed_pool, ragged_pool)]
+    (fixed_c, fixed_p), (ragged_c, ragged_p) = engine_alternating(sets, num_threads)
+
+    def summary(values):
+        return {"median": timing.median(values), "min": min(values), "max": max(values)}
+    return {
+        "batch_size": batch_size,
+        "ragged_collate_gbps": timing.median(ragged_c),
+        "fixed_collate_gbps": timing.median(fixed_c),
+        "ragged_vs_fixed_collate": summary([r / f for r, f in zip(ragged_c, fixed_c)]),
+        "ragged_vs_fixed_pipeline": summary([r / f for r, f in zip(ragged_p, fixed_p)]),
+    }
 
 
 def measure(batch_size, image_size=224, batches=12, num_threads=2, samples=None):
@@ -95,6 +155,7 @@ def measure(batch_size, image_size=224, batches=12, num_threads=2, samples=None)
         "pipeline_gbps": gb / pipeline_s,
         "collate_vs_default_collate": default_best_s / collate_s,
         "collate_fraction_of_copy": copy_s / collate_s,
+        "ragged": measure_ragged(batch_size, image_size, batches, num_threads),
     }
 
 
@@ -110,6 +171,15 @@ def table(rows):
             "%11.2f (%.2f)" % (r["default_collate_gbps"], r["default_collate_best_gbps"]),
             "%11.2f" % r["collate_fraction_of_copy"], "%14.1f" % r["collate_vs_default_collate"],
         ]))
+    lines.append("  ragged images (sides 0.75-1.25x) vs fixed-size, same engine, epochs alternated:")
+    for r in rows:
+        g = r["ragged"]
+        lines.append("    batch %d: collation %.2f vs %.2f GB/s, ratio %.2f (%.2f-%.2f); whole "
+                     "epochs ratio %.2f (%.2f-%.2f)" % (
+                         r["batch_size"], g["ragged_collate_gbps"], g["fixed_collate_gbps"],
+                         g["ragged_vs_fixed_collate"]["median"], g["ragged_vs_fixed_collate"]["min"],
+                         g["ragged_vs_fixed_collate"]["max"], g["ragged_vs_fixed_pipeline"]["median"],
+                         g["ragged_vs_fixed_pipeline"]["min"], g["ragged_vs_fixed_pipeline"]["max"]))
     return "\n".join(lines)
 
 
@@ -126,6 +196,8 @@ def run(config):
     main_row = max(rows, key=lambda r: r["batch_size"])
     metrics = {k: main_row[k] for k in ("collate_gbps", "copy_gbps", "collate_vs_default_collate",
                                         "collate_fraction_of_copy")}
+    metrics["ragged_vs_fixed_collate"] = main_row["ragged"]["ragged_vs_fixed_collate"]["median"]
+    metrics["ragged_vs_fixed_pipeline"] = main_row["ragged"]["ragged_vs_fixed_pipeline"]["median"]
     return SectionResult(rows, metrics, table(rows))
 
 
