@@ -19,7 +19,8 @@ def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
     assert result["torch"] == torch.__version__
     metrics = result["metrics"]
     for key in ("collate_gbps", "copy_gbps", "collate_vs_default_collate", "ops_gbps",
-                "ops_fraction_of_copy", "ops_vs_torch_chain"):
+                "ops_fraction_of_copy", "ops_vs_torch_chain", "ragged_vs_fixed_collate",
+                "ragged_vs_fixed_pipeline"):
         assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
     if not torch.cuda.is_available():
         assert "h2d_gbps" not in metrics  # absent, never a placeholder
