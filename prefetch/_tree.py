@@ -209,13 +209,15 @@ def _ragged_samples(tensors, name, leaves):
     checks any sample), their offsets and their sizes — that unflatten makes into one Ragged."""
     counts = [t.numel() for t in tensors]
     offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum_(0)
-    sizes = torch.tensor([tuple(t.shape) for t in tensors], dtype=torch.int64).view(
-        len(tensors), tensors[0].dim())
+    # The shapes also travel in the spec, as plain tuples (a worker pickles them in its small
+    # descriptor): the Ragged made on the device knows them without reading the device.
+    shapes = tuple(tuple(t.shape) for t in tensors)
+    sizes = torch.tensor(shapes, dtype=torch.int64).view(len(tensors), tensors[0].dim())
     children = []
     for suffix, value in ((".values", tuple(tensors)), (".offsets", offsets), (".sizes", sizes)):
         leaves.append(Leaf(name + suffix, value))
         children.append((_LEAF, len(leaves) - 1))
-    return (_RAGGED, children)
+    return (_RAGGED, children, shapes)
 
 
 def flatten(batch, name="batch"):
@@ -247,8 +249,8 @@ def _flatten(obj, name, leaves, moves):
         return (_LEAF, len(leaves) - 1)
     if isinstance(obj, Ragged):
         children = [_flatten(getattr(obj, k), "%s.%s" % (name, k), leaves, moves)
-                    for k in Ragged.__slots__]
-        return (_RAGGED, children)
+                    for k in ("values", "offsets", "sizes")]
+        return (_RAGGED, children, obj._shapes)
     if isinstance(obj, np.ndarray):
         leaves.append(Leaf(name, ndarray_to_tensor(obj, name)))
         return (_LEAF, len(leaves) - 1)
@@ -282,7 +284,7 @@ def unflatten(spec, tensors, moves, device):
     if kind == _CONST:
         return spec[1]
     if kind == _RAGGED:
-        return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]))
+        return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]), shapes=spec[2])
     if kind == _DATACLASS:
         # A shallow copy of the source's object with the delivered fields: no __init__ or
         # __post_init__ runs again, frozen dataclasses included, and the original is untouched.

@@ -27,9 +27,9 @@ class Ragged:
     on ``values``' device (the Prefetcher delivers all three on the device, in one copy).
     """
 
-    __slots__ = ("values", "offsets", "sizes")
+    __slots__ = ("values", "offsets", "sizes", "_shapes")
 
-    def __init__(self, values, offsets, sizes):
+    def __init__(self, values, offsets, sizes, shapes=None):
         if not isinstance(values, torch.Tensor) or values.dim() != 1:
             raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % _describe(values))
         for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
@@ -40,6 +40,15 @@ class Ragged:
             raise ValueError("prefetch: Ragged has %d offsets but %d sizes"
                              % (offsets.shape[0], sizes.shape[0]))
         self.values, self.offsets, self.sizes = values, offsets, sizes
+        # The sizes as host tuples, when the maker had them (the Prefetcher and from_tensors do):
+        # shapes() then reads no device memory, so a transform drawing per-image geometry does
+        # not wait for the batch's copy.
+        if shapes is not None:
+            shapes = tuple(tuple(int(d) for d in s) for s in shapes)
+            if len(shapes) != sizes.shape[0]:
+                raise ValueError("prefetch: Ragged has %d sizes but %d shapes"
+                                 % (sizes.shape[0], len(shapes)))
+        self._shapes = shapes
 
     @classmethod
     def from_tensors(cls, tensors, *, device=None):
@@ -57,7 +66,8 @@ class Ragged:
         offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum(0)
         values = torch.cat([t.reshape(-1) for t in tensors]).to(device) if sum(counts) else \
             torch.empty(0, dtype=first.dtype, device=device)
-        return cls(values, offsets.to(device), sizes.to(device))
+        return cls(values, offsets.to(device), sizes.to(device),
+                   shapes=[tuple(t.shape) for t in tensors])
 
     def __len__(self):
         return self.sizes.shape[0]
@@ -76,8 +86,12 @@ class Ragged:
         return self.sizes.shape[1]
 
     def shapes(self):
-        """Each sample's shape, as a list of tuples (read on the CPU)."""
-        return [tuple(s) for s in self.sizes.cpu().tolist()]
+        """Each sample's shape, as a list of tuples: known on the host when the Ragged came from
+        the Prefetcher or ``from_tensors``; otherwise read from ``sizes`` (a device sync when
+        ``sizes`` is on a GPU)."""
+        if self._shapes is None:
+            self._shapes = tuple(tuple(s) for s in self.sizes.cpu().tolist())
+        return list(self._shapes)
 
     def tensors(self):
         """The samples, as views of ``values``."""
@@ -90,13 +104,13 @@ class Ragged:
         if not -n <= i < n:
             raise IndexError("prefetch: sample %d of a Ragged of %d" % (i, n))
         i %= n
-        shape = tuple(self.sizes[i].tolist())
+        shape = self.shapes()[i]
         return self.values.narrow(0, int(self.offsets[i]), math.prod(shape)).view(shape)
 
     def to(self, device, non_blocking=False):
         """The same samples on ``device``."""
         return Ragged(*(t.to(device, non_blocking=non_blocking)
-                        for t in (self.values, self.offsets, self.sizes)))
+                        for t in (self.values, self.offsets, self.sizes)), shapes=self._shapes)
 
     def __repr__(self):
         return "Ragged(%d samples of %s, %s, on %s)" % (

@@ -202,3 +202,17 @@ def test_samples_that_cannot_be_ragged_raise_through_workers_too():
         with pytest.raises(prefetch.CollateError, match="sample 5") as info:
             list(pf)
     assert "dataset index 5" in "\n".join(getattr(info.value, "__notes__", []))
+
+
+def test_a_delivered_ragged_knows_its_shapes_without_reading_the_device():
+    samples = images(4, seed=9)
+    with prefetch.Prefetcher([(prefetch.Samples(samples),)], device="cpu") as pf:
+        (batch,) = list(pf)
+    r = batch[0]
+    want = [tuple(t.shape) for t in samples]
+    # sizes that cannot be read (a meta tensor has no data): shapes() must not need them
+    r.sizes = torch.empty(r.sizes.shape, dtype=torch.int64, device="meta")
+    assert r.shapes() == want and r[2].shape == want[2]
+    assert Ragged.from_tensors(samples).shapes() == want
+    with pytest.raises(ValueError, match="4 sizes but 3 shapes"):
+        Ragged(r.values, r.offsets, r.sizes, shapes=want[:3])
