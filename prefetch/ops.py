@@ -3,7 +3,10 @@
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
 cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
-``flip_crop`` applies the same geometry to integer masks.
+``flip_crop`` applies the same geometry to integer masks. ``resized_crop`` crops each image of a
+ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to its box, resizes it
+bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
+and casts, in one pass.
 
 CPU outputs of 1 MiB or more come from a small process-wide pool of pre-faulted buffers that an
 output returns when it dies (torch's allocator would page-fault a fresh block on every call);
@@ -17,8 +20,8 @@ import torch
 
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "output_pool_stats", "release_output_pool",
-           "set_output_pool_limit"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "output_pool_stats",
+           "release_output_pool", "set_output_pool_limit"]
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -85,6 +88,63 @@ def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
     (0..255 for uint8, and so on): anything else raises RuntimeError instead of wrapping."""
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
                                                 _whole(fill, "fill"), indices)
+
+
+def _size_list(size):
+    if isinstance(size, (list, tuple)):
+        return [_whole(s, "size") for s in size]
+    s = _whole(size, "size")
+    return [s, s]
+
+
+def _ragged(images):
+    from .ragged import Ragged
+
+    if isinstance(images, Ragged):
+        return images
+    if isinstance(images, (list, tuple)):
+        if not images:  # no sample to take a dtype, a device or C from: an empty batch
+            return Ragged(torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.int64),
+                          torch.empty(0, 3, dtype=torch.int64))
+        return Ragged.from_tensors(images)
+    raise TypeError("prefetch: resized_crop takes a prefetch.Ragged or a list of HWC uint8 "
+                    "tensors, got %s" % type(images).__name__)
+
+
+def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtype=torch.float32,
+                 channels_last=False, antialias=False):
+    """Crops each image to its box, resizes the crop to ``size``, flips, normalizes and casts:
+    a ``[N, C, h, w]`` tensor of ``dtype``, each element computed once, in float32.
+
+    Args:
+        images: a :class:`prefetch.Ragged` of ``N`` uint8 HWC images of their own sizes and the
+            same C (read in place, never padded or copied), or a list of such tensors (packed
+            with ``Ragged.from_tensors``, one copy).
+        boxes: integer ``[N, 4]`` (top, left, height, width) per sample, each inside its image
+            (height, width >= 1; top + height <= H; left + width <= W); a box outside raises
+            RuntimeError naming the sample, its box and its image's size.
+        size: the output ``(h, w)`` (an int means square), 1 to 65535 each.
+        mean, std: ``C`` values each, in torchvision's convention (fractions of 1); finite,
+            std > 0.
+        hflip, vflip: bool ``[N]`` or None; a flip mirrors the resized output.
+        dtype: float32, float16 or bfloat16.
+        channels_last: return a channels_last tensor instead of a contiguous one.
+        antialias: as ``F.interpolate(..., mode="bilinear", align_corners=False,
+            antialias=antialias)`` on the float crop (a downscale then averages every input
+            pixel it covers instead of sampling four).
+
+    Every element is ``(interpolate(crop)[c, y, x] / 255 - mean[c]) / std[c]`` after the flips.
+    ``boxes``, ``hflip``, ``vflip`` and the Ragged's ``offsets`` and ``sizes`` may be on the CPU
+    or on the images' device. On CUDA, when offsets, sizes or boxes are on the device the op
+    reads them on the host once (one copy of a small table, a host synchronisation) to check the
+    boxes before the kernel reads any pixel; keep them on the CPU to avoid that.
+    """
+    r = _ragged(images)
+    if not isinstance(boxes, torch.Tensor):
+        boxes = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
+    return torch.ops.prefetch.resized_crop.default(
+        r.values, r.offsets, r.sizes, boxes, _size_list(size), [float(m) for m in mean],
+        [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
 
 
 # The order in which ops.cpp's output_pool_stats() returns its values.
@@ -234,3 +294,61 @@ def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill
     n, h, w = _check_geometry(n, h, w, hflip, vflip, crop, offsets, indices)
     _check_output_size("flip_crop", (n, h, w), masks.dtype)
     return masks.new_empty((n, h, w))
+
+
+def _check_table_device(x, name, t):
+    torch._check(t.device == x.device or t.device.type == "cpu", lambda: (
+        "resized_crop: %s is on %s but the values are on %s; each table argument must be on the "
+        "values' device or on the CPU" % (name, t.device, x.device)))
+
+
+@torch.library.register_fake("prefetch::resized_crop")
+def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
+                       dtype=torch.float32, channels_last=False, antialias=False):
+    # Mirrors ops.cpp's plan_resized_crop, except what needs the tables' values (the boxes, the
+    # samples' channels and extents): the real kernel checks those when it runs.
+    for name, t in (("offsets", offsets), ("sizes", sizes), ("boxes", boxes), ("hflip", hflip),
+                    ("vflip", vflip)):
+        if t is not None:
+            _check_table_device(values, name, t)
+    torch._check(values.dtype == torch.uint8, lambda: "resized_crop: values must be uint8, got %s" % values.dtype)
+    torch._check(values.dim() == 1, lambda: (
+        "resized_crop: values must be 1-D (a Ragged's packed samples), got shape %s" % list(values.shape)))
+    torch._check(offsets.dtype == torch.int64 and offsets.dim() == 1, lambda: (
+        "resized_crop: offsets must be a 1-D int64 tensor [N], got dtype %s and shape %s"
+        % (offsets.dtype, list(offsets.shape))))
+    torch._check(sizes.dtype == torch.int64 and sizes.dim() == 2 and sizes.shape[1] == 3, lambda: (
+        "resized_crop: sizes must be an int64 tensor [N, 3] of (H, W, C) per HWC sample, got dtype "
+        "%s and shape %s" % (sizes.dtype, list(sizes.shape))))
+    n = sizes.shape[0]
+    torch._check(offsets.shape[0] == n, lambda: (
+        "resized_crop: offsets has %s samples but sizes has %s" % (offsets.shape[0], n)))
+    torch._check(_integer(boxes.dtype), lambda: (
+        "resized_crop: boxes must be an integer tensor [N, 4] of (top, left, height, width) (not "
+        "uint64, whose values from 2^63 would wrap), got dtype %s"
+        % _DTYPE_NAMES.get(boxes.dtype, boxes.dtype)))
+    torch._check(boxes.dim() == 2 and boxes.shape[0] == n and boxes.shape[1] == 4, lambda: (
+        "resized_crop: boxes must have shape [N, 4] = [%s, 4], got %s" % (n, list(boxes.shape))))
+    torch._check(len(size) == 2, lambda: "resized_crop: size must be (h, w), got %d values: %s" % (len(size), list(size)))
+    torch._check(all(1 <= s <= _MAX_CROP for s in size), lambda: (
+        "resized_crop: size must be (h, w) with 1 <= h, w <= %d, got %s" % (_MAX_CROP, list(size))))
+    torch._check(dtype in _OUT_DTYPES, lambda: (
+        "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got %s" % dtype))
+    torch._check(len(mean) == len(std), lambda: (
+        "resized_crop: mean has %d values but std has %d" % (len(mean), len(std))))
+    torch._check(len(mean) > 0, lambda: "resized_crop: mean and std need one value per channel, got none")
+    for name, f in (("hflip", hflip), ("vflip", vflip)):
+        if f is not None:
+            torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
+                "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))
+            torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
+                "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
+    for i, (m, s) in enumerate(zip(mean, std)):
+        torch._check(s > 0, lambda i=i, s=s: "std[%d] must be > 0, got %s" % (i, s))
+        torch._check(math.isfinite(s), lambda i=i, s=s: "std[%d] must be finite, got %s" % (i, s))
+        torch._check(math.isfinite(m), lambda i=i, m=m: "mean[%d] must be finite, got %s" % (i, m))
+    h, w = size
+    c = len(mean)
+    _check_output_size("resized_crop", (n, c, h, w), dtype)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return values.new_empty((n, c, h, w), dtype=dtype).contiguous(memory_format=fmt)

@@ -11,14 +11,18 @@
 namespace prefetch {
 namespace kernels {
 
+// The columns of ResizedCropArgs::samples, one row per sample: where its H x W x C bytes start
+// in `values`, its size, and its box.
+enum SampleField : int {
+  kOffset = 0, kHeight, kWidth, kChannels, kTop, kLeft, kBoxHeight, kBoxWidth, kSampleFields
+};
+
 struct ResizedCropArgs {
-  // The ragged input: sample n's H x W x C bytes start at values + offsets[n]. Every table is
-  // in the memory the kernel runs on (host for the CPU kernel, device for the CUDA one).
+  // The ragged input: sample n's H x W x C bytes start at values + samples[n][kOffset]. Every
+  // table is in the memory the kernel runs on (host for the CPU kernel, device for the CUDA one).
   const uint8_t* values = nullptr;
-  const int64_t* offsets = nullptr;  // [N]
-  const int64_t* sizes = nullptr;    // [N, 3] (H, W, C)
-  const int64_t* boxes = nullptr;    // [N, 4] (top, left, height, width), inside the image: the
-                                     // torch layer checks, the kernels do not
+  const int64_t* samples = nullptr;  // [N, kSampleFields], boxes inside their images: the torch
+                                     // layer checks, the kernels do not
   const uint8_t* hflip = nullptr;    // [N] or null: mirror the output's columns
   const uint8_t* vflip = nullptr;    // [N] or null: mirror the output's rows
   int64_t N = 0, C = 1;              // samples; channels of every sample
@@ -41,12 +45,11 @@ struct SampleCrop {
 
 PF_HD SampleCrop sample_crop(const ResizedCropArgs& a, int64_t n) {
   SampleCrop s;
-  const int64_t W = a.sizes[3 * n + 1];
-  const int64_t* box = a.boxes + 4 * n;
-  s.row_stride = W * a.C;
-  s.origin = a.values + a.offsets[n] + box[0] * s.row_stride + box[1] * a.C;
-  s.height = box[2];
-  s.width = box[3];
+  const int64_t* row = a.samples + kSampleFields * n;
+  s.row_stride = row[kWidth] * a.C;
+  s.origin = a.values + row[kOffset] + row[kTop] * s.row_stride + row[kLeft] * a.C;
+  s.height = row[kBoxHeight];
+  s.width = row[kBoxWidth];
   s.hflip = a.hflip != nullptr && a.hflip[n] != 0;
   s.vflip = a.vflip != nullptr && a.vflip[n] != 0;
   return s;

@@ -251,6 +251,146 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
 
 namespace {
 
+// A table argument of resized_crop lives on the CPU or on the values' device.
+void check_table_device(const at::Tensor& values, const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.device() == values.device() || t.is_cpu(), "resized_crop: ", name, " is on ",
+              t.device(), " but the values are on ", values.device(),
+              "; each table argument must be on the values' device or on the CPU");
+}
+
+// Row n of the packed table (offset, H, W, C, top, left, height, width), checked: C channels, the
+// sample's bytes inside `values` (numel elements), the box inside the image.
+void check_sample(int64_t n, const int64_t* row, int64_t C, int64_t numel) {
+  using namespace kernels;
+  const int64_t off = row[kOffset], H = row[kHeight], W = row[kWidth], Cn = row[kChannels];
+  TORCH_CHECK(H >= 0 && W >= 0 && Cn >= 0, "resized_crop: sizes[", n, "] = (", H, ", ", W, ", ", Cn,
+              ") has a negative size");
+  TORCH_CHECK(Cn == C, "resized_crop: sample ", n, " has C = ", Cn, " channels (sizes[", n, "] = (",
+              H, ", ", W, ", ", Cn, ")) but mean and std have ", C, " values, one per channel");
+  uint64_t elements = 0;
+  const bool overflow = c10::mul_overflows(static_cast<uint64_t>(H), static_cast<uint64_t>(W), &elements) ||
+                        c10::mul_overflows(elements, static_cast<uint64_t>(C), &elements);
+  TORCH_CHECK(!overflow && off >= 0 && off <= numel && elements <= static_cast<uint64_t>(numel - off),
+              "resized_crop: sample ", n, " (offsets[", n, "] = ", off, ", sizes[", n, "] = (", H, ", ",
+              W, ", ", C, ")) does not lie inside the ", numel, " values");
+  const int64_t top = row[kTop], left = row[kLeft], height = row[kBoxHeight], width = row[kBoxWidth];
+  TORCH_CHECK(height >= 1 && width >= 1 && top >= 0 && left >= 0 && top <= H - height && left <= W - width,
+              "resized_crop: boxes[", n, "] = (top=", top, ", left=", left, ", height=", height,
+              ", width=", width, ") is not inside sample ", n, "'s image of H x W = ", H, " x ", W,
+              "; a box needs height, width >= 1, 0 <= top <= H - height and 0 <= left <= W - width");
+}
+
+}  // namespace
+
+void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offsets,
+                                const at::Tensor& sizes, const at::Tensor& boxes,
+                                const std::optional<at::Tensor>& hflip,
+                                const std::optional<at::Tensor>& vflip) {
+  check_table_device(values, offsets, "offsets");
+  check_table_device(values, sizes, "sizes");
+  check_table_device(values, boxes, "boxes");
+  if (hflip.has_value()) check_table_device(values, *hflip, "hflip");
+  if (vflip.has_value()) check_table_device(values, *vflip, "vflip");
+}
+
+ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& offsets,
+                                  const at::Tensor& sizes, const at::Tensor& boxes,
+                                  at::IntArrayRef size, at::ArrayRef<double> mean,
+                                  at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                  const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                                  bool channels_last, bool antialias,
+                                  const OutputAllocator& allocate) {
+  check_resized_crop_devices(values, offsets, sizes, boxes, hflip, vflip);
+  TORCH_CHECK(values.scalar_type() == at::kByte, "resized_crop: values must be uint8, got ",
+              values.scalar_type());
+  TORCH_CHECK(values.dim() == 1, "resized_crop: values must be 1-D (a Ragged's packed samples), got shape ",
+              shape_of(values));
+  TORCH_CHECK(values.numel() <= 1 || values.stride(0) == 1,
+              "resized_crop: values must be contiguous (stride 1), got stride ", values.stride(0));
+  TORCH_CHECK(offsets.scalar_type() == at::kLong && offsets.dim() == 1,
+              "resized_crop: offsets must be a 1-D int64 tensor [N], got dtype ", offsets.scalar_type(),
+              " and shape ", shape_of(offsets));
+  TORCH_CHECK(sizes.scalar_type() == at::kLong && sizes.dim() == 2 && sizes.size(1) == 3,
+              "resized_crop: sizes must be an int64 tensor [N, 3] of (H, W, C) per HWC sample, got dtype ",
+              sizes.scalar_type(), " and shape ", shape_of(sizes));
+  const int64_t N = sizes.size(0);
+  TORCH_CHECK(offsets.size(0) == N, "resized_crop: offsets has ", offsets.size(0),
+              " samples but sizes has ", N);
+  TORCH_CHECK(at::isIntegralType(boxes.scalar_type(), /*includeBool=*/false) && boxes.scalar_type() != at::kUInt64,
+              "resized_crop: boxes must be an integer tensor [N, 4] of (top, left, height, width) (not "
+              "uint64, whose values from 2^63 would wrap), got dtype ", boxes.scalar_type());
+  TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == N && boxes.size(1) == 4,
+              "resized_crop: boxes must have shape [N, 4] = [", N, ", 4], got ", shape_of(boxes));
+  TORCH_CHECK(size.size() == 2, "resized_crop: size must be (h, w), got ", size.size(), " values: ", size);
+  TORCH_CHECK(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxCrop && size[1] <= kMaxCrop,
+              "resized_crop: size must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", size);
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
+              "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
+  TORCH_CHECK(mean.size() == std.size(), "resized_crop: mean has ", mean.size(), " values but std has ",
+              std.size());
+  TORCH_CHECK(!mean.empty(), "resized_crop: mean and std need one value per channel, got none");
+  const int64_t C = static_cast<int64_t>(mean.size());
+  check_flip(hflip, "hflip", N);
+  check_flip(vflip, "vflip", N);
+
+  ResizedCropPlan plan;
+  plan.affine.resize(C);
+  for (int64_t c = 0; c < C; ++c) {
+    TORCH_CHECK(std[c] > 0, "std[", c, "] must be > 0, got ", std[c]);
+    TORCH_CHECK(std::isfinite(std[c]), "std[", c, "] must be finite, got ", std[c]);
+    TORCH_CHECK(std::isfinite(mean[c]), "mean[", c, "] must be finite, got ", mean[c]);
+    plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
+    plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
+  }
+
+  // The kernel's table: offsets | sizes | boxes, one row per sample (kernels::SampleField).
+  const at::Device device = values.device();
+  const at::Tensor boxes64 = boxes.to(at::kLong);
+  auto pack = [&](at::Device d) {
+    return at::cat({offsets.to(d).reshape({N, 1}), sizes.to(d), boxes64.to(d)}, 1).contiguous();
+  };
+  at::Tensor host;
+  if (offsets.is_cpu() && sizes.is_cpu() && boxes.is_cpu()) {
+    host = pack(at::kCPU);
+    // From pageable memory a non-blocking copy returns once the driver has staged the bytes.
+    plan.samples = device.is_cpu() ? host : host.to(device, /*non_blocking=*/true);
+  } else {
+    plan.samples = pack(device);
+    host = plan.samples.cpu();  // the one host synchronisation: the boxes are checked first
+  }
+  const int64_t* rows = host.const_data_ptr<int64_t>();
+  for (int64_t n = 0; n < N; ++n) check_sample(n, rows + kernels::kSampleFields * n, C, values.numel());
+  // bool is stored as one byte per element: the kernels read it as uint8.
+  if (hflip.has_value()) plan.hflip = hflip->to(device).contiguous().view(at::kByte);
+  if (vflip.has_value()) plan.vflip = vflip->to(device).contiguous().view(at::kByte);
+
+  const int64_t h = size[0], w = size[1];
+  checked_output_bytes("resized_crop", {N, C, h, w}, dtype);
+  plan.out = allocate({N, C, h, w}, values.options().dtype(dtype),
+                      channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  kernels::ResizedCropArgs& a = plan.args;
+  a.values = values.const_data_ptr<uint8_t>();
+  a.samples = plan.samples.const_data_ptr<int64_t>();
+  a.hflip = plan.hflip.defined() ? plan.hflip.const_data_ptr<uint8_t>() : nullptr;
+  a.vflip = plan.vflip.defined() ? plan.vflip.const_data_ptr<uint8_t>() : nullptr;
+  a.N = N;
+  a.C = C;
+  a.h = h;
+  a.w = w;
+  a.antialias = antialias;
+  a.out = plan.out.data_ptr();
+  a.dtype = dtype == at::kFloat ? kernels::OutDType::kFloat32
+            : dtype == at::kHalf ? kernels::OutDType::kFloat16
+                                 : kernels::OutDType::kBFloat16;
+  a.oN = plan.out.stride(0);
+  a.oC = plan.out.stride(1);
+  a.oY = plan.out.stride(2);
+  a.oX = plan.out.stride(3);
+  return plan;
+}
+
+namespace {
+
 // Large CPU outputs come from a pool of pre-faulted buffers that a tensor returns when it dies:
 // torch's CPU allocator hands out blocks this large straight from mmap, and faulting a fresh
 // 154 MiB output in costs more than the kernel itself (benchmarks/NOTES.md, issue 14 item 6).
@@ -343,6 +483,24 @@ at::Tensor flip_crop_cpu(const at::Tensor& masks, const std::optional<at::Tensor
   return plan.out;
 }
 
+at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets, const at::Tensor& sizes,
+                            const at::Tensor& boxes, at::IntArrayRef size, at::ArrayRef<double> mean,
+                            at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                            const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                            bool channels_last, bool antialias) {
+  ResizedCropPlan plan = plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip,
+                                           dtype, channels_last, antialias, pooled_empty);
+  plan.args.affine = plan.affine.data();
+  const kernels::ResizedCropArgs& a = plan.args;
+  // A row blends a few input rows of the crop's width and then w * C output values: a few
+  // hundred rows make a chunk worth a thread.
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, a.w * a.C));
+  at::parallel_for(0, a.N * a.h, grain, [&](int64_t begin, int64_t end) {
+    kernels::resized_crop_cpu(a, begin, end);
+  });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(prefetch, m) {
@@ -354,6 +512,10 @@ TORCH_LIBRARY(prefetch, m) {
   m.def(
       "flip_crop(Tensor masks, Tensor? hflip=None, Tensor? vflip=None, int[]? crop=None, "
       "Tensor? offsets=None, int fill=0, Tensor? indices=None) -> Tensor");
+  m.def(
+      "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
+      "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
+      "bool channels_last=False, bool antialias=False) -> Tensor");
   // The CPU output pool's controls (no tensors: one kernel for every backend). Private names;
   // prefetch/ops.py wraps them.
   m.def("_output_pool_stats() -> int[]", &output_pool_stats);
@@ -364,6 +526,7 @@ TORCH_LIBRARY(prefetch, m) {
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("normalize_flip", &normalize_flip_cpu);
   m.impl("flip_crop", &flip_crop_cpu);
+  m.impl("resized_crop", &resized_crop_cpu);
 }
 
 }  // namespace prefetch

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "normalize_flip.h"
+#include "resized_crop.h"
 
 namespace prefetch {
 
@@ -75,5 +76,35 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
                             const std::optional<at::Tensor>& offsets, int64_t fill,
                             const std::optional<at::Tensor>& indices,
                             const OutputAllocator& allocate = default_output);
+
+// resized_crop: a ragged batch of HWC uint8 samples (values, offsets, sizes: a prefetch.Ragged)
+// with one box per sample, checked on the host (every box inside its image, every sample inside
+// `values`) and packed into the kernel's per-sample table.
+struct ResizedCropPlan {
+  at::Tensor samples;           // int64 [N, kSampleFields] on the values' device: what the kernel reads
+  at::Tensor hflip, vflip;      // uint8 [N] on the values' device, or undefined
+  std::vector<kernels::Affine> affine;  // host copy; the CUDA path uploads it past kInlineChannels
+  at::Tensor out;
+  kernels::ResizedCropArgs args;  // pointers filled except `affine`
+};
+
+// "resized_crop: <arg> is on <device> but the values are on <device>" unless each table argument
+// is on the CPU or on the values' device. Called first by both registrations, as check_devices.
+void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offsets,
+                                const at::Tensor& sizes, const at::Tensor& boxes,
+                                const std::optional<at::Tensor>& hflip,
+                                const std::optional<at::Tensor>& vflip);
+
+// The tables (offsets, sizes, boxes, flips) may be on the CPU or on the values' device. When
+// offsets, sizes or boxes are on a CUDA device they are read on the host once, in one copy of the
+// packed [N, 8] table (a host synchronisation): the boxes must be checked before the kernel reads
+// the pixels they point to.
+ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& offsets,
+                                  const at::Tensor& sizes, const at::Tensor& boxes,
+                                  at::IntArrayRef size, at::ArrayRef<double> mean,
+                                  at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                  const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                                  bool channels_last, bool antialias,
+                                  const OutputAllocator& allocate = default_output);
 
 }  // namespace prefetch

@@ -99,15 +99,15 @@ struct Sample {
 void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h, int64_t w,
                const std::vector<Sample>& samples, std::mt19937& rng) {
   const int64_t N = static_cast<int64_t>(samples.size());
-  std::vector<int64_t> offsets(N), sizes(3 * N), boxes(4 * N);
+  std::vector<int64_t> table(kSampleFields * N), offsets(N);
   std::vector<uint8_t> hflip(N), vflip(N);
   int64_t total = 0;
   for (int64_t n = 0; n < N; ++n) {
     const Sample& s = samples[n];
     offsets[n] = total;
     total += s.H * s.W * C;
-    sizes[3 * n] = s.H, sizes[3 * n + 1] = s.W, sizes[3 * n + 2] = C;
-    boxes[4 * n] = s.top, boxes[4 * n + 1] = s.left, boxes[4 * n + 2] = s.height, boxes[4 * n + 3] = s.width;
+    const int64_t fields[kSampleFields] = {offsets[n], s.H, s.W, C, s.top, s.left, s.height, s.width};
+    std::copy(fields, fields + kSampleFields, table.begin() + kSampleFields * n);
     hflip[n] = s.hflip, vflip[n] = s.vflip;
   }
   std::vector<uint8_t> values(static_cast<size_t>(total));
@@ -120,9 +120,7 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   }
   ResizedCropArgs a;
   a.values = values.data();
-  a.offsets = offsets.data();
-  a.sizes = sizes.data();
-  a.boxes = boxes.data();
+  a.samples = table.data();
   a.hflip = hflip.data();
   a.vflip = vflip.data();
   a.N = N, a.C = C, a.h = h, a.w = w;

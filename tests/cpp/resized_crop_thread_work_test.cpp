@@ -63,20 +63,21 @@ void run_threads(const ResizedCropArgs& a, int64_t max_work) {
 // shuffled order with gaps between them, as a Ragged allows.
 void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
   SCOPED_TRACE(describe(k) + " max_work=" + std::to_string(max_work));
-  std::vector<int64_t> offsets(k.N), sizes(3 * k.N), boxes(4 * k.N);
+  std::vector<int64_t> samples(kSampleFields * k.N);
   std::vector<uint8_t> hflip(k.N), vflip(k.N);
   int64_t total = 0;
   for (int64_t n = k.N - 1; n >= 0; --n) {
+    int64_t* row = samples.data() + kSampleFields * n;
     const int64_t H = 1 + static_cast<int64_t>(rng() % 40), W = 1 + static_cast<int64_t>(rng() % 40);
-    sizes[3 * n] = H, sizes[3 * n + 1] = W, sizes[3 * n + 2] = k.C;
-    offsets[n] = total + static_cast<int64_t>(rng() % 5);
-    total = offsets[n] + H * W * k.C;
+    row[kHeight] = H, row[kWidth] = W, row[kChannels] = k.C;
+    row[kOffset] = total + static_cast<int64_t>(rng() % 5);
+    total = row[kOffset] + H * W * k.C;
     int64_t bh = 1 + static_cast<int64_t>(rng() % H), bw = 1 + static_cast<int64_t>(rng() % W);
     if (n % 4 == 1) bh = bw = 1;         // a single pixel
     if (n % 4 == 2) bh = H, bw = W;      // the whole image
-    boxes[4 * n] = static_cast<int64_t>(rng() % (H - bh + 1));
-    boxes[4 * n + 1] = static_cast<int64_t>(rng() % (W - bw + 1));
-    boxes[4 * n + 2] = bh, boxes[4 * n + 3] = bw;
+    row[kTop] = static_cast<int64_t>(rng() % (H - bh + 1));
+    row[kLeft] = static_cast<int64_t>(rng() % (W - bw + 1));
+    row[kBoxHeight] = bh, row[kBoxWidth] = bw;
     hflip[n] = rng() % 2;
     vflip[n] = rng() % 2;
   }
@@ -87,9 +88,7 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
 
   ResizedCropArgs a;
   a.values = values.data();
-  a.offsets = offsets.data();
-  a.sizes = sizes.data();
-  a.boxes = boxes.data();
+  a.samples = samples.data();
   a.hflip = hflip.data();
   a.vflip = vflip.data();
   a.N = k.N, a.C = k.C, a.h = k.h, a.w = k.w;

@@ -1,6 +1,7 @@
 // CUDA registration of the fused ops: checks and plans as on the CPU (ops.cpp), then the
-// torch-free kernels of csrc/kernels/normalize_flip.cu on torch's current stream. No host
-// synchronisation, and for up to 64 channels nothing but the launch itself.
+// torch-free kernels of csrc/kernels/normalize_flip.cu and resized_crop.cu on torch's current
+// stream. No host synchronisation (except resized_crop's one read of its tables when they are on
+// the device), and for up to 64 channels nothing but the launch itself.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -59,11 +60,39 @@ at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tenso
   return plan.out;
 }
 
+at::Tensor resized_crop_cuda(const at::Tensor& values, const at::Tensor& offsets, const at::Tensor& sizes,
+                             const at::Tensor& boxes, at::IntArrayRef size, at::ArrayRef<double> mean,
+                             at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                             const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                             bool channels_last, bool antialias) {
+  // Before the guard, which would refuse CPU values (next to CUDA tables) obscurely.
+  check_resized_crop_devices(values, offsets, sizes, boxes, hflip, vflip);
+  c10::cuda::CUDAGuard guard(values.device());
+  // Reads offsets, sizes and boxes on the host once when they are on the device (one copy of the
+  // packed table, a host synchronisation), to check every box before the kernel reads pixels.
+  ResizedCropPlan plan = plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip,
+                                           dtype, channels_last, antialias);
+  // The per-channel constants as normalize_flip's: by value up to kInlineChannels, else uploaded.
+  at::Tensor affine;
+  const int64_t C = static_cast<int64_t>(plan.affine.size());
+  if (C > kernels::kInlineChannels) {
+    at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
+    affine = host.to(values.device(), /*non_blocking=*/true);
+    plan.args.affine_device = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
+  }
+  plan.args.affine = plan.affine.data();
+  check_launch(kernels::resized_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
+               "resized_crop");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("normalize_flip", &normalize_flip_cuda);
   m.impl("flip_crop", &flip_crop_cuda);
+  m.impl("resized_crop", &resized_crop_cuda);
 }
 
 }  // namespace prefetch
