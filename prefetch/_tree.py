@@ -217,7 +217,7 @@ def _ragged_samples(tensors, name, leaves):
     for suffix, value in ((".values", tuple(tensors)), (".offsets", offsets), (".sizes", sizes)):
         leaves.append(Leaf(name + suffix, value))
         children.append((_LEAF, len(leaves) - 1))
-    return (_RAGGED, children, shapes)
+    return (_RAGGED, children, shapes, True)
 
 
 def flatten(batch, name="batch"):
@@ -250,7 +250,7 @@ def _flatten(obj, name, leaves, moves):
     if isinstance(obj, Ragged):
         children = [_flatten(getattr(obj, k), "%s.%s" % (name, k), leaves, moves)
                     for k in ("values", "offsets", "sizes")]
-        return (_RAGGED, children, obj._shapes)
+        return (_RAGGED, children, obj._shapes, obj._dense)
     if isinstance(obj, np.ndarray):
         leaves.append(Leaf(name, ndarray_to_tensor(obj, name)))
         return (_LEAF, len(leaves) - 1)
@@ -284,7 +284,11 @@ def unflatten(spec, tensors, moves, device):
     if kind == _CONST:
         return spec[1]
     if kind == _RAGGED:
-        return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]), shapes=spec[2])
+        # Dense when the flatten made the offsets (_ragged_samples); a Ragged passed in a batch
+        # keeps the packing it had, which only its own flag can vouch for.
+        dense = spec[3] if len(spec) > 3 else False
+        return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]), shapes=spec[2],
+                      dense=dense)
     if kind == _DATACLASS:
         # A shallow copy of the source's object with the delivered fields: no __init__ or
         # __post_init__ runs again, frozen dataclasses included, and the original is untouched.

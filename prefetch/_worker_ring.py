@@ -160,7 +160,7 @@ def _leaves_as_moves(spec):
     if kind in (_DATACLASS, _MAP):
         return spec[:3] + ([_leaves_as_moves(c) for c in spec[3]],)
     if kind == _RAGGED:
-        return (kind, [_leaves_as_moves(c) for c in spec[1]], spec[2])
+        return (kind, [_leaves_as_moves(c) for c in spec[1]]) + tuple(spec[2:])
     if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
         return (kind, spec[1], [_leaves_as_moves(c) for c in spec[2]])
     return spec

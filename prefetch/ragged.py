@@ -27,9 +27,9 @@ class Ragged:
     on ``values``' device (the Prefetcher delivers all three on the device, in one copy).
     """
 
-    __slots__ = ("values", "offsets", "sizes", "_shapes")
+    __slots__ = ("values", "offsets", "sizes", "_shapes", "_dense")
 
-    def __init__(self, values, offsets, sizes, shapes=None):
+    def __init__(self, values, offsets, sizes, shapes=None, dense=False):
         if not isinstance(values, torch.Tensor) or values.dim() != 1:
             raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % _describe(values))
         for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
@@ -49,6 +49,10 @@ class Ragged:
                 raise ValueError("prefetch: Ragged has %d sizes but %d shapes"
                                  % (sizes.shape[0], len(shapes)))
         self._shapes = shapes
+        # The samples lie one after another from element 0 (offsets are the running sum of
+        # their sizes): the Prefetcher's and from_tensors' packing. With the shapes, the offsets
+        # are then known on the host too.
+        self._dense = bool(dense) and shapes is not None
 
     @classmethod
     def from_tensors(cls, tensors, *, device=None):
@@ -67,7 +71,7 @@ class Ragged:
         values = torch.cat([t.reshape(-1) for t in tensors]).to(device) if sum(counts) else \
             torch.empty(0, dtype=first.dtype, device=device)
         return cls(values, offsets.to(device), sizes.to(device),
-                   shapes=[tuple(t.shape) for t in tensors])
+                   shapes=[tuple(t.shape) for t in tensors], dense=True)
 
     def __len__(self):
         return self.sizes.shape[0]
@@ -93,6 +97,17 @@ class Ragged:
             self._shapes = tuple(tuple(s) for s in self.sizes.cpu().tolist())
         return list(self._shapes)
 
+    def host_tables(self):
+        """``(offsets, sizes)`` as CPU int64 tensors, made from what the host knows when it can
+        (no device read, no synchronisation), else copied from the device."""
+        if self._dense:
+            shapes = self._shapes
+            counts = [math.prod(s) for s in shapes]
+            offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum_(0)
+            sizes = torch.tensor(shapes, dtype=torch.int64).view(len(shapes), self.rank)
+            return offsets, sizes
+        return self.offsets.cpu(), self.sizes.cpu()
+
     def tensors(self):
         """The samples, as views of ``values``."""
         offsets = self.offsets.cpu().tolist()
@@ -110,7 +125,8 @@ class Ragged:
     def to(self, device, non_blocking=False):
         """The same samples on ``device``."""
         return Ragged(*(t.to(device, non_blocking=non_blocking)
-                        for t in (self.values, self.offsets, self.sizes)), shapes=self._shapes)
+                        for t in (self.values, self.offsets, self.sizes)), shapes=self._shapes,
+                      dense=self._dense)
 
     def __repr__(self):
         return "Ragged(%d samples of %s, %s, on %s)" % (

@@ -214,5 +214,9 @@ def test_a_delivered_ragged_knows_its_shapes_without_reading_the_device():
     r.sizes = torch.empty(r.sizes.shape, dtype=torch.int64, device="meta")
     assert r.shapes() == want and r[2].shape == want[2]
     assert Ragged.from_tensors(samples).shapes() == want
+    r.offsets = torch.empty(r.offsets.shape, dtype=torch.int64, device="meta")
+    offsets, sizes = r.host_tables()  # from the host's knowledge, as the op needs them
+    assert offsets.tolist() == [sum(t.numel() for t in samples[:k]) for k in range(4)]
+    assert sizes.tolist() == [list(s) for s in want]
     with pytest.raises(ValueError, match="4 sizes but 3 shapes"):
         Ragged(r.values, r.offsets, r.sizes, shapes=want[:3])
