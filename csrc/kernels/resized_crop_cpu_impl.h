@@ -127,6 +127,29 @@ inline void blend_pixel(const float* p, const float* wt, int64_t K, int64_t C, f
   }
 }
 
+// Output row y of the current sample into buf, normalized: w pixels of C channels, interleaved
+// (x major) or planar (channel major).
+template <int kC, int kTaps, bool kInterleave>
+inline void horizontal_pass(const ResizedCropArgs& a, const Scratch& s, float* buf) {
+  constexpr int kAcc = kC > 0 ? kC : 1;
+  const int64_t C = kC > 0 ? kC : a.C;
+  const int64_t w = a.w, K = s.K;
+  const float* tmp = s.tmp.data();
+  const int64_t* xfirst = s.xfirst.data();
+  const float* xw = s.xw.data();
+  const Affine* affine = a.affine;
+  float acc_fixed[kAcc];
+  std::vector<float> acc_any(kC > 0 ? 0 : static_cast<size_t>(C));
+  float* acc = kC > 0 ? acc_fixed : acc_any.data();
+  for (int64_t xo = 0; xo < w; ++xo) {
+    const int64_t x = s.crop.hflip ? w - 1 - xo : xo;
+    blend_pixel<kC, kTaps>(tmp + xfirst[x] * C, xw + x * K, K, C, acc);
+    for (int64_t c = 0; c < C; ++c) {
+      buf[kInterleave ? xo * C + c : c * w + xo] = acc[c] * affine[c].scale + affine[c].bias;
+    }
+  }
+}
+
 template <typename Store, int kC, int kTaps>
 void resized_crop_rows(const ResizedCropArgs& a, int64_t begin, int64_t end) {
   using T = typename Store::type;
@@ -138,26 +161,18 @@ void resized_crop_rows(const ResizedCropArgs& a, int64_t begin, int64_t end) {
   Scratch s;
   s.buf.resize(static_cast<size_t>(w * C));
   std::vector<T> scratch(Store::kNeedsScratch ? static_cast<size_t>(w * C) : 0);
-  std::vector<float> acc(static_cast<size_t>(C));
   T* out = static_cast<T*>(a.out);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t n = r / a.h, y = r % a.h;
     if (n != s.n) prepare_sample(a, n, kTaps, &s);
     const int64_t src_y = s.crop.vflip ? a.h - 1 - y : y;
     vertical_pass(a, prefetch::kernels::axis_taps(s.sy, src_y), &s);
-    const int64_t K = s.K;
-    for (int64_t xo = 0; xo < w; ++xo) {
-      const int64_t x = s.crop.hflip ? w - 1 - xo : xo;
-      blend_pixel<kC, kTaps>(s.tmp.data() + s.xfirst[x] * C, s.xw.data() + x * K, K, C, acc.data());
-      for (int64_t c = 0; c < C; ++c) {
-        const float v = acc[c] * a.affine[c].scale + a.affine[c].bias;
-        s.buf[interleave ? xo * C + c : c * w + xo] = v;
-      }
-    }
     T* out_row = out + n * a.oN + y * a.oY;
     if (interleave) {
+      horizontal_pass<kC, kTaps, true>(a, s, s.buf.data());
       Store::store(out_row, 1, s.buf.data(), scratch.data(), w * C);
     } else {
+      horizontal_pass<kC, kTaps, false>(a, s, s.buf.data());
       for (int64_t c = 0; c < C; ++c) Store::store(out_row + c * a.oC, a.oX, s.buf.data() + c * w, scratch.data(), w);
     }
   }
