@@ -17,6 +17,7 @@ import torch
 
 from ._checks import check_seed, whole
 from .ops import flip_crop, normalize_flip
+from ._resized_augment import apply_resized, as_ragged, draw_boxes
 from .ragged import Ragged
 from .transforms import BatchPosition, Transform, get_leaf, set_leaf
 
@@ -35,6 +36,7 @@ class Draws(typing.NamedTuple):
     vflip: torch.Tensor
     crop: tuple
     offsets: typing.Optional[torch.Tensor]
+    boxes: typing.Optional[torch.Tensor] = None  # resizing: int64 [N, 4] windows, kept on the CPU
 
     def __getitem__(self, key):
         return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
@@ -47,7 +49,8 @@ class Draws(typing.NamedTuple):
             if torch.device(device).type == "cuda":
                 return t.pin_memory().to(device, non_blocking=True)
             return t.to(device, non_blocking=non_blocking)
-        return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets))
+        # (boxes stay on the CPU: resized_crop checks them there, before any pixel is read)
+        return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets), self.boxes)
 
 
 def _finite(values, name, positive=False):
@@ -66,6 +69,16 @@ def _finite(values, name, positive=False):
 
 def _name(key):
     return "%r" % (key,)
+
+
+def _per_image(value, n):
+    """One value per image: a sequence of n, or a number repeated."""
+    if isinstance(value, numbers.Integral):
+        return [int(value)] * n
+    value = list(value)
+    if len(value) != n:
+        raise ValueError("prefetch: %d image sizes for %d images" % (len(value), n))
+    return value
 
 
 class FusedAugment(Transform):
@@ -91,6 +104,18 @@ class FusedAugment(Transform):
         layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
             forced layout whose channel dimension does not hold ``len(mean)`` channels while the
             other one does is refused as looking wrong.
+        random_resized_crop: output ``(h, w)`` (an int means square): each image's window is
+            drawn as torchvision's ``RandomResizedCrop(size, scale, ratio)`` draws it, in the
+            image's own pixels, and resampled to the output in the same pass
+            (:func:`prefetch.ops.resized_crop`, bilinear, ``antialias``). Takes images of their
+            own sizes (a :class:`prefetch.Ragged`, what a ``Samples`` of different sizes becomes)
+            or an NHWC batch. With ``center_crop=True``: the centred window instead (validation),
+            of ``crop / resize`` of the shorter side when ``resize`` is given.
+        scale, ratio: RandomResizedCrop's area fraction and aspect ratio ranges.
+        resize: validation's ``Resize(resize) + CenterCrop(crop)`` as one resample, with
+            ``center_crop=True`` and ``crop`` (or ``random_resized_crop``) the output size.
+        antialias: for the resizing path: average every input pixel a downscale covers (as
+            torchvision's default, and PIL), instead of sampling four.
 
     Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
     draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
@@ -101,7 +126,9 @@ class FusedAugment(Transform):
 
     def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
-                 image_key=0, mask_key=None, mask_fill=0, layout="auto"):
+                 image_key=0, mask_key=None, mask_fill=0, layout="auto",
+                 random_resized_crop=None, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), resize=None,
+                 antialias=True):
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
@@ -145,8 +172,47 @@ class FusedAugment(Transform):
         else:
             self.seed, self.seed_given = check_seed(seed), True
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
+        self._init_resizing(random_resized_crop, scale, ratio, resize, antialias)
+
+    def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias):
+        from .crop_boxes import _pair
+
+        size = random_resized_crop
+        if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+            size = (size, size)
+        if size is not None:
+            try:
+                size = tuple(whole(c, "random_resized_crop") for c in size)
+            except TypeError:
+                size = ()
+            if len(size) != 2 or min(size) < 1:
+                raise ValueError("prefetch: random_resized_crop must be (h, w) of positive ints, "
+                                 "got %r" % (random_resized_crop,))
+            if self.crop is not None or self.padding:
+                raise ValueError("prefetch: random_resized_crop sets the output size and the "
+                                 "window; it takes no crop= or padding=")
+        if resize is not None:
+            if isinstance(resize, bool) or not isinstance(resize, numbers.Real) or resize <= 0:
+                raise ValueError("prefetch: resize must be a positive number (the shorter side "
+                                 "after the resize), got %r" % (resize,))
+            if not self.center_crop or (size is None and self.crop is None):
+                raise ValueError("prefetch: resize= is validation's Resize + CenterCrop: it needs "
+                                 "center_crop=True and crop= (or random_resized_crop=)")
+        self.random_resized_crop, self.resize = size, resize
+        self.scale, self.ratio = _pair(scale, "scale"), _pair(ratio, "ratio")
+        self.antialias = bool(antialias)
+        # The resizing path: images of any size, one window each, resampled to output_size.
+        self.resizes = size is not None or resize is not None
+        self.output_size = size if size is not None else self.crop
 
     def __repr__(self):
+        if self.resizes:
+            how = ("random_resized_crop=%s, scale=%s, ratio=%s" % (
+                self.output_size, self.scale, self.ratio) if not self.center_crop else
+                "crop=%s centred%s" % (self.output_size, ", resize=%g" % self.resize
+                                        if self.resize is not None else ""))
+            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d)" % (
+                how, self.hflip, self.vflip, self.dtype, self.seed)
         return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
                 % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
                    self.vflip, self.dtype, self.seed))
@@ -155,9 +221,9 @@ class FusedAugment(Transform):
         if isinstance(images, Ragged):
             raise TypeError(
                 "prefetch: FusedAugment's image leaf %s is a prefetch.Ragged (%d images of "
-                "different sizes); FusedAugment takes images of one size: resize them in the "
-                "dataset, or crop and resize them with prefetch.ops.resized_crop in a "
-                "device_transform" % (_name(self.image_key), len(images)))
+                "different sizes); without a resize FusedAugment takes images of one size: pass "
+                "random_resized_crop=size (training) or crop=, resize=, center_crop=True "
+                "(validation)" % (_name(self.image_key), len(images)))
         if not isinstance(images, torch.Tensor):
             raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
                             % (_name(self.image_key), type(images).__name__))
@@ -191,6 +257,9 @@ class FusedAugment(Transform):
         g = BatchPosition(epoch, index, rank).generator(self.seed)
         hflip = torch.rand(n, generator=g) < self.hflip
         vflip = torch.rand(n, generator=g) < self.vflip
+        if self.resizes:  # height and width: one per image (or one for all)
+            shapes = [(int(a), int(b)) for a, b in zip(_per_image(height, n), _per_image(width, n))]
+            return Draws(hflip, vflip, self.output_size, None, draw_boxes(self, shapes, g))
         h, w = self.crop if self.crop is not None else (height, width)
         if self.center_crop or (self.crop is None and self.padding == 0):
             return Draws(hflip, vflip, (h, w), None)
@@ -247,12 +316,30 @@ class FusedAugment(Transform):
     def apply(self, batch, position):
         """Draws the geometry of the batch at ``position`` and applies it."""
         images = get_leaf(batch, self.image_key)
+        if self.resizes:
+            return self._apply_resized(batch, images, position)
         return self._apply_draws(batch, self._device_draws(images, None, position))
+
+    def _apply_resized(self, batch, images, position):
+        r = as_ragged(images, "FusedAugment's image leaf %s" % _name(self.image_key))
+        shapes = r.shapes()
+        d = self.draws(len(shapes), [s[0] for s in shapes], [s[1] for s in shapes],
+                       position.epoch, position.index, position.rank)
+        if r.device.type != "cpu":
+            d = d.to(r.device)
+        masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
+        return apply_resized(self, batch, d, r, masks, set_leaf)
 
     def gather(self, batch, indices, position):
         """:meth:`apply` on rows ``indices`` of the whole image (and mask) leaf, gathered by the
         kernels in the same pass; the loader gathered the other leaves."""
         images = get_leaf(batch, self.image_key)
+        if self.resizes:  # the windows differ per image: gather the rows, then resize them
+            batch = set_leaf(batch, self.image_key, images.index_select(0, indices))
+            if self.mask_key is not None:
+                masks = get_leaf(batch, self.mask_key)
+                batch = set_leaf(batch, self.mask_key, masks.index_select(0, indices))
+            return self._apply_resized(batch, get_leaf(batch, self.image_key), position)
         return self._apply_draws(batch, self._device_draws(images, indices.numel(), position),
                                  indices=indices)
 

@@ -38,6 +38,7 @@ import typing
 import torch
 
 from ._checks import distributed_rank, is_stateful, mix64
+from .ragged import Ragged
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform",
            "save_transform_state", "load_transform_state", "DIRECT_EPOCH", "FusedAugment"]
@@ -135,10 +136,11 @@ def gathered_keys(transform):
 
 def get_leaf(batch, key):
     """The leaf ``key`` of a batch: an index of a tuple/list, a key of a mapping, or 0 for a
-    single tensor; KeyError naming the batch's type otherwise."""
-    if isinstance(batch, torch.Tensor):
+    single tensor (or a single Ragged); KeyError naming the batch's type otherwise."""
+    if isinstance(batch, (torch.Tensor, Ragged)):
         if key != 0:
-            raise KeyError("prefetch: the batch is a single tensor; key %r does not apply" % (key,))
+            raise KeyError("prefetch: the batch is a single %s; key %r does not apply"
+                           % ("tensor" if isinstance(batch, torch.Tensor) else "Ragged", key))
         return batch
     try:
         return batch[key]
@@ -150,7 +152,7 @@ def get_leaf(batch, key):
 def set_leaf(batch, key, value):
     """A batch like ``batch`` with leaf ``key`` replaced by ``value`` (namedtuples and dict
     subclasses keep their type; the input is not modified)."""
-    if isinstance(batch, torch.Tensor):
+    if isinstance(batch, (torch.Tensor, Ragged)):
         return value
     if isinstance(batch, tuple):
         items = list(batch)

@@ -116,7 +116,7 @@ def test_fused_augment_refuses_a_ragged_saying_what_to_do():
     aug = prefetch.FusedAugment((0.5,) * 3, (0.25,) * 3)
     with prefetch.Prefetcher([(prefetch.Samples(images(3)), 0)], device="cpu", transform=aug) as pf:
         with pytest.raises(TypeError, match=r"image leaf 0 is a prefetch.Ragged \(3 images of "
-                                            r"different sizes\).*resized_crop"):
+                                            r"different sizes\).*random_resized_crop=size"):
             list(pf)
 
 

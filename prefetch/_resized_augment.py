@@ -1,0 +1,106 @@
+"""FusedAugment's resizing path: ``random_resized_crop=`` (training) and ``resize=`` /
+``center_crop`` of a resized window (validation), for images of their own sizes (a
+:class:`prefetch.Ragged`) or of one size (an NHWC uint8 batch).
+
+Each image's window is drawn (or centred) in its own pixels (prefetch/crop_boxes.py), then
+:func:`prefetch.ops.resized_crop` crops, resamples, flips, normalizes and casts every image in one
+pass. A mask gets the same windows and flips with nearest-neighbour resampling (per sample,
+in torch: masks are small and integer).
+"""
+import torch
+
+from .crop_boxes import center_boxes, random_resized_boxes
+from .ops import resized_crop
+from .ragged import Ragged
+
+__all__ = ["as_ragged", "draw_boxes", "apply_resized"]
+
+
+def as_ragged(images, what):
+    """The image leaf as a Ragged whose offsets and sizes are on the CPU (the op checks the boxes
+    there; from the host's knowledge when it has it, so nothing waits for the device). An NHWC
+    uint8 batch is viewed as one, without a copy."""
+    if isinstance(images, Ragged):
+        if images.dtype != torch.uint8 or images.rank != 3:
+            raise TypeError("prefetch: %s is a Ragged of rank %d %s; resizing takes HWC uint8 "
+                            "images" % (what, images.rank, str(images.dtype).replace("torch.", "")))
+        offsets, sizes = images.host_tables()
+        return Ragged(images.values, offsets, sizes, shapes=images.shapes())
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.dtype != torch.uint8:
+        raise TypeError("prefetch: %s must be a Ragged of HWC uint8 images or an NHWC uint8 "
+                        "batch to be resized, got %s" % (what, _describe(images)))
+    n, h, w, c = images.shape
+    values = images.contiguous().view(-1)
+    offsets = torch.arange(n, dtype=torch.int64) * (h * w * c)
+    sizes = torch.tensor([[h, w, c]], dtype=torch.int64).expand(n, 3).contiguous()
+    return Ragged(values, offsets, sizes, shapes=[(h, w, c)] * n, dense=True)
+
+
+def draw_boxes(aug, shapes, generator):
+    """Each image's window: drawn as RandomResizedCrop draws it, or centred (validation)."""
+    heights = [s[0] for s in shapes]
+    widths = [s[1] for s in shapes]
+    if aug.center_crop:
+        return center_boxes(heights, widths, aug.output_size, aug.resize)
+    return random_resized_boxes(heights, widths, aug.scale, aug.ratio, generator=generator)
+
+
+def apply_resized(aug, batch, d, images, masks, set_leaf):
+    """The batch with its image leaf (and mask leaf) resized through draws ``d``."""
+    r = as_ragged(images, "FusedAugment's image leaf %r" % (aug.image_key,))
+    channels = r.shapes()[0][2] if len(r) else len(aug.mean)
+    if channels != len(aug.mean):
+        raise ValueError("prefetch: mean and std have %d values but the images (leaf %r) have %d "
+                         "channels" % (len(aug.mean), aug.image_key, channels))
+    out = resized_crop(r, d.boxes, d.crop, aug.mean, aug.std, hflip=d.hflip, vflip=d.vflip,
+                       dtype=aug.dtype, channels_last=aug.channels_last, antialias=aug.antialias)
+    batch = set_leaf(batch, aug.image_key, out)
+    if masks is not None:
+        batch = set_leaf(batch, aug.mask_key, resize_masks(aug, masks, r, d))
+    return batch
+
+
+def resize_masks(aug, masks, images, d):
+    """Each mask cropped to its image's window and resampled to the output size with nearest
+    neighbours (torchvision's mask interpolation), flipped as its image: ``[N, h, w]``."""
+    what = "the mask leaf %r" % (aug.mask_key,)
+    if isinstance(masks, Ragged):
+        samples = masks.tensors()
+    elif isinstance(masks, torch.Tensor) and masks.dim() in (3, 4):
+        samples = list(masks[:, 0] if masks.dim() == 4 else masks)
+    else:
+        raise TypeError("prefetch: %s must be a Ragged or an [N, H, W] / [N, 1, H, W] integer "
+                        "tensor, got %s" % (what, _describe(masks)))
+    shapes = images.shapes()
+    if len(samples) != len(shapes):
+        raise ValueError("prefetch: %s has %d samples, the image leaf %d"
+                         % (what, len(samples), len(shapes)))
+    h, w = d.crop
+    hflip, vflip = d.hflip.tolist(), d.vflip.tolist()
+    out = []
+    for k, (m, box) in enumerate(zip(samples, d.boxes.tolist())):
+        if m.dim() == 3 and m.shape[-1] == 1:
+            m = m[..., 0]
+        if m.dim() != 2 or tuple(m.shape) != tuple(shapes[k][:2]):
+            raise ValueError("prefetch: %s sample %d has shape %s, its image is %dx%d"
+                             % (what, k, tuple(m.shape), shapes[k][0], shapes[k][1]))
+        top, left, bh, bw = box
+        crop = m[top:top + bh, left:left + bw]
+        # nearest: source index floor(dst * in / out), as F.interpolate(mode="nearest") and
+        # torchvision's InterpolationMode.NEAREST; done on integers through float64 indices.
+        rows = torch.floor(torch.arange(h, dtype=torch.float64) * (bh / h)).long().clamp(max=bh - 1)
+        cols = torch.floor(torch.arange(w, dtype=torch.float64) * (bw / w)).long().clamp(max=bw - 1)
+        rows, cols = rows.to(m.device), cols.to(m.device)
+        if vflip[k]:
+            rows = rows.flip(0)
+        if hflip[k]:
+            cols = cols.flip(0)
+        out.append(crop.index_select(0, rows).index_select(1, cols))
+    return torch.stack(out) if out else torch.empty((0, h, w), dtype=torch.int64)
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "a %d-D %s tensor" % (x.dim(), str(x.dtype).replace("torch.", ""))
+    return "a %s" % type(x).__name__
+
