@@ -110,7 +110,7 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
                 "engine_collate_gbps_b8", "handoff_vs_engine_collate_b8", "handoff_only_gbps_b8",
                 "handoff_only_vs_engine_collate_b8", "handoff_stored_gbps_b8",
                 "handoff_stored_vs_engine_collate_b8", "jpeg_prefetch_vs_usual",
-                "jpeg_prefetch_default_collate_vs_usual"):
+                "jpeg_prefetch_default_collate_vs_usual", "jpeg_prefetch_resized_vs_usual"):
         assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
 
     (synthetic,) = details["synthetic"]
@@ -123,7 +123,8 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
         want = 96 if name == "handoff_stored" else 24
         assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
-    assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate"}
+    assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate",
+                                      "prefetch_resized"}
     for name, row in jpeg["pipelines"].items():
         assert set(row["rounds"]["images"]) == {jpeg["files"]}, name
     assert jpeg["files"] == 16 and jpeg["image_size"] == 32

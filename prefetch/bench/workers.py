@@ -199,6 +199,8 @@ def _to_tensor(img):
 
 class JpegImages(Dataset):
     """PIL decode + RandomResizedCrop, then per `mode`:
+    "decoded": no crop: the decoded HWC uint8 image of its own size (the window, resize, flip and
+    normalize come later, all in FusedAugment(random_resized_crop=...));
     "uint8": HWC uint8 (flip and normalize come later, in FusedAugment);
     "flip": per-sample random flip with torch.flip, HWC uint8 (normalize in the main process);
     "float": torchvision's recipe in the worker: flip, ToTensor (CHW float /255), Normalize."""
@@ -217,6 +219,8 @@ class JpegImages(Dataset):
 
         with Image.open(self.paths[i]) as f:
             img = f.convert("RGB")
+        if self.mode == "decoded":
+            return _to_tensor(img), i % CLASSES
         x = _to_tensor(self.crop(img))
         if self.mode == "uint8":
             return x, i % CLASSES
@@ -308,9 +312,11 @@ def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
     return Pipeline(name, batches, loader=loader)
 
 
-def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads, transform=True):
+def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads, transform=True,
+                      aug=None):
     loader = _loader(ds, batch_size, workers, collate_fn)
-    aug = prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0) if transform else None
+    if aug is None and transform:
+        aug = prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0)
     pf = prefetch.Prefetcher(loader, device=device, num_threads=threads, transform=aug)
 
     def batches():
@@ -488,6 +494,12 @@ def run_jpeg(config, batch_size, n_sizes):
                               device, prefetch.collate.samples, config.threads),
             prefetch_pipeline("prefetch_default_collate", JpegImages(paths, size, "uint8"), batch_size,
                               workers, device, default_collate, config.threads),
+            # Workers only decode; the images (of their own sizes) cross as one Ragged and
+            # FusedAugment draws each window and resizes it in the same pass as the rest.
+            prefetch_pipeline("prefetch_resized", JpegImages(paths, size, "decoded"), batch_size,
+                              workers, device, prefetch.collate.samples, config.threads,
+                              aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0,
+                                                        random_resized_crop=size)),
         ]
         crop_impl = pipelines[0].loader.dataset.crop_impl
         try:
@@ -504,6 +516,7 @@ def run_jpeg(config, batch_size, n_sizes):
         "prefetch_vs_usual": ratio(raw, "prefetch", "usual"),
         "prefetch_default_collate_vs_usual": ratio(raw, "prefetch_default_collate", "usual"),
         "prefetch_vs_usual_float": ratio(raw, "prefetch", "usual_float"),
+        "prefetch_resized_vs_usual": ratio(raw, "prefetch_resized", "usual"),
         "usual_float_vs_usual": ratio(raw, "usual_float", "usual"),
     }
     stages = profile["us_per_image"]
