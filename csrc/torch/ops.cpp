@@ -258,6 +258,15 @@ void check_table_device(const at::Tensor& values, const at::Tensor& t, const cha
               "; each table argument must be on the values' device or on the CPU");
 }
 
+// A flip table as the kernels read it: bool is one byte per element, read as uint8 [N] on
+// `device`. A host table for a CUDA kernel travels from a fresh pageable copy: the upload is
+// staged before it returns (no synchronisation), and a later change to the caller's tensor,
+// pinned or not, cannot reach the kernel.
+at::Tensor flip_bytes(const at::Tensor& flip, at::Device device) {
+  if (flip.device() == device) return flip.contiguous().view(at::kByte);
+  return flip.to(at::kByte).contiguous().to(device, /*non_blocking=*/true);
+}
+
 // Row n of the packed table (offset, H, W, C, top, left, height, width), checked: C channels, the
 // sample's bytes inside `values` (numel elements), the box inside the image.
 void check_sample(int64_t n, const int64_t* row, int64_t C, int64_t numel) {
@@ -360,9 +369,8 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
   }
   const int64_t* rows = host.const_data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n) check_sample(n, rows + kernels::kSampleFields * n, C, values.numel());
-  // bool is stored as one byte per element: the kernels read it as uint8.
-  if (hflip.has_value()) plan.hflip = hflip->to(device).contiguous().view(at::kByte);
-  if (vflip.has_value()) plan.vflip = vflip->to(device).contiguous().view(at::kByte);
+  if (hflip.has_value()) plan.hflip = flip_bytes(*hflip, device);
+  if (vflip.has_value()) plan.vflip = flip_bytes(*vflip, device);
 
   const int64_t h = size[0], w = size[1];
   checked_output_bytes("resized_crop", {N, C, h, w}, dtype);
