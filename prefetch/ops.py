@@ -135,15 +135,24 @@ def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtyp
 
     Every element is ``(interpolate(crop)[c, y, x] / 255 - mean[c]) / std[c]`` after the flips.
     ``boxes``, ``hflip``, ``vflip`` and the Ragged's ``offsets`` and ``sizes`` may be on the CPU
-    or on the images' device. On CUDA, when offsets, sizes or boxes are on the device the op
-    reads them on the host once (one copy of a small table, a host synchronisation) to check the
-    boxes before the kernel reads any pixel; keep them on the CPU to avoid that.
+    or on the images' device. The boxes are checked on the host before the kernel reads any
+    pixel: keep them on the CPU, and a Ragged that knows its layout on the host (the
+    Prefetcher's, ``Ragged.from_tensors``') gives its tables from there (``host_tables()``), so
+    the call does not synchronise with the device. Otherwise (boxes on the device, a Ragged
+    built from device tables, or inside ``torch.compile``) the op reads the tables on the host
+    once per call: one copy of a small table, a host synchronisation.
     """
     r = _ragged(images)
+    offsets, sizes = r.offsets, r.sizes
+    if r.values.device.type != "cpu" and not torch.compiler.is_compiling():
+        # A Ragged that knows its layout on the host (the Prefetcher's, from_tensors') gives its
+        # tables without reading the device, so the op checks the boxes with no synchronisation.
+        # Not while compiling: tables made from Python values would recompile for every batch.
+        offsets, sizes = r.host_tables()
     if not isinstance(boxes, torch.Tensor):
         boxes = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
     return torch.ops.prefetch.resized_crop.default(
-        r.values, r.offsets, r.sizes, boxes, _size_list(size), [float(m) for m in mean],
+        r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
         [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
 
 

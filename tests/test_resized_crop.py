@@ -392,3 +392,21 @@ def test_torch_compile_fullgraph(device):
 
     compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled(r, boxes, hflip), step(r, boxes, hflip))
+
+
+@pytest.mark.cuda
+def test_cuda_call_with_host_tables_does_not_synchronise():
+    from .conftest import require_cuda
+    require_cuda()
+    g = torch.Generator().manual_seed(80)
+    images = random_images([(20, 30), (15, 10), (9, 9)], 3, g)
+    r = Ragged.from_tensors(images, device="cuda")  # its layout known on the host
+    boxes = torch.tensor([[0, 0, 20, 30], [2, 3, 10, 5], [4, 4, 1, 1]])  # on the CPU
+    hflip = torch.tensor([True, False, True])  # on the CPU too
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = resized_crop(r, boxes, (8, 7), MEAN[:3], STD[:3], hflip=hflip, antialias=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert_matches(out, reference(images, boxes, (8, 7), MEAN, STD, hflip, None, True), torch.float32)
