@@ -103,6 +103,12 @@ std = "-std=c++" + cfg["standard"][0]
 # Given to the compiler and the linker alike (the build's sanitizer runtime is linked in).
 sanitize_flags = sanitizer_flags(sanitize)
 cxx_flags = (["-O0", "-g"] if debug else ["-O3"]) + [std] + cfg["warnings"] + sanitize_flags
+# at::parallel_for is inline: in an OpenMP build of torch it is a `#pragma omp parallel`, which
+# without -fopenmp compiles to a serial loop (every CPU op of the extension then ran on one
+# thread). Compile only: the GOMP_* calls resolve at load time to the OpenMP runtime torch
+# already loaded (its wheels bundle their own libgomp), never to a second one linked here.
+if torch.backends.openmp.is_available():
+    cxx_flags.append("-fopenmp")
 include_dirs = [os.path.join(ROOT, d) for d in cfg["include_core"] + cfg["include_torch"]]
 
 srcs = cfg["core"] + cfg["kernels_cpu"] + cfg["torch"]

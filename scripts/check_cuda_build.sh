@@ -47,7 +47,7 @@ import torch
 import prefetch
 
 assert prefetch.built_with_cuda(), "the extension was built without CUDA"
-missing = [op for op in ("normalize_flip", "flip_crop")
+missing = [op for op in ("normalize_flip", "flip_crop", "resized_crop")
            if not torch._C._dispatch_has_kernel_for_dispatch_key("prefetch::" + op, "CUDA")]
 assert not missing, "no CUDA kernel registered for %s" % missing
 print("check_cuda_build: built with CUDA against torch %s; CUDA kernels registered for every op"
