@@ -71,6 +71,21 @@ def _name(key):
     return "%r" % (key,)
 
 
+def _output_size(value, name):
+    """None, or ``(h, w)`` of positive ints from an int (square) or a pair."""
+    if value is None:
+        return None
+    pair = (value, value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
+        else value
+    try:
+        sizes = tuple(whole(c, name) for c in pair)
+    except TypeError:
+        sizes = ()
+    if len(sizes) != 2 or min(sizes) < 1:
+        raise ValueError("prefetch: %s must be (h, w) of positive ints, got %r" % (name, value))
+    return sizes
+
+
 def _per_image(value, n):
     """One value per image: a sequence of n, or a number repeated."""
     if isinstance(value, numbers.Integral):
@@ -140,16 +155,7 @@ class FusedAugment(Transform):
                 ok = False
             if not ok:
                 raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
-        if isinstance(crop, numbers.Integral) and not isinstance(crop, bool):
-            crop = (crop, crop)
-        if crop is not None:
-            try:
-                sizes = tuple(whole(c, "crop") for c in crop)
-            except TypeError:
-                sizes = ()
-            if len(sizes) != 2 or min(sizes) < 1:
-                raise ValueError("prefetch: crop must be (h, w) of positive ints, got %r" % (crop,))
-            crop = sizes
+        crop = _output_size(crop, "crop")
         if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
             raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
         fill = whole(fill, "fill")
@@ -177,17 +183,8 @@ class FusedAugment(Transform):
     def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias):
         from .crop_boxes import _pair
 
-        size = random_resized_crop
-        if isinstance(size, numbers.Integral) and not isinstance(size, bool):
-            size = (size, size)
+        size = _output_size(random_resized_crop, "random_resized_crop")
         if size is not None:
-            try:
-                size = tuple(whole(c, "random_resized_crop") for c in size)
-            except TypeError:
-                size = ()
-            if len(size) != 2 or min(size) < 1:
-                raise ValueError("prefetch: random_resized_crop must be (h, w) of positive ints, "
-                                 "got %r" % (random_resized_crop,))
             if self.crop is not None or self.padding:
                 raise ValueError("prefetch: random_resized_crop sets the output size and the "
                                  "window; it takes no crop= or padding=")

@@ -238,12 +238,7 @@ def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
         torch._check(all(1 <= c <= _MAX_CROP for c in crop), lambda: (
             "crop must be (h, w) with 1 <= h, w <= %d, got %s" % (_MAX_CROP, list(crop))))
         h, w = crop
-    for name, f in (("hflip", hflip), ("vflip", vflip)):
-        if f is not None:
-            torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
-                "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))
-            torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
-                "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
+    _check_flips(hflip, vflip, n)
     if offsets is not None:
         torch._check(_integer(offsets.dtype), lambda: (
             "offsets must be an integer tensor of shape [N, 2] = [%s, 2] (not uint64, whose values "
@@ -251,6 +246,15 @@ def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
         torch._check(offsets.dim() == 2 and offsets.shape[0] == n and offsets.shape[1] == 2,
                      lambda: "offsets must have shape [N, 2] = [%s, 2], got %s" % (n, list(offsets.shape)))
     return n, h, w
+
+
+def _check_flips(hflip, vflip, n):
+    for name, f in (("hflip", hflip), ("vflip", vflip)):
+        if f is not None:
+            torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
+                "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))
+            torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
+                "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
 
 
 def _check_output_size(op, sizes, dtype):
@@ -346,12 +350,7 @@ def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=Non
     torch._check(len(mean) == len(std), lambda: (
         "resized_crop: mean has %d values but std has %d" % (len(mean), len(std))))
     torch._check(len(mean) > 0, lambda: "resized_crop: mean and std need one value per channel, got none")
-    for name, f in (("hflip", hflip), ("vflip", vflip)):
-        if f is not None:
-            torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
-                "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))
-            torch._check(f.dim() == 1 and f.shape[0] == n, lambda name=name, f=f: (
-                "%s must have shape [N] = [%s], got %s" % (name, n, list(f.shape))))
+    _check_flips(hflip, vflip, n)
     for i, (m, s) in enumerate(zip(mean, std)):
         torch._check(s > 0, lambda i=i, s=s: "std[%d] must be > 0, got %s" % (i, s))
         torch._check(math.isfinite(s), lambda i=i, s=s: "std[%d] must be finite, got %s" % (i, s))

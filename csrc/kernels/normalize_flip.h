@@ -44,10 +44,6 @@ struct FlipCropArgs {
 void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end);
 void flip_crop_cpu(const FlipCropArgs& args, int64_t row_begin, int64_t row_end);
 
-// Whether normalize_flip_cpu may use its AVX2 + FMA + F16C build (when the CPU has them);
-// returns the previous setting. Tests turn it off to exercise the baseline build too.
-bool set_cpu_avx2_allowed(bool allowed);
-
 // Launch on `stream` (a cudaStream_t); defined in normalize_flip.cu. Return a cudaError_t.
 int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream);
 int flip_crop_cuda(const FlipCropArgs& args, void* stream);

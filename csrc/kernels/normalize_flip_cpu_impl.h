@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_stores.h"
 #include "normalize_flip.h"
 
 namespace {
@@ -88,31 +89,7 @@ void normalize_dispatch(const NormalizeFlipArgs& a, int64_t begin, int64_t end) 
   normalize_rows<Store, 0>(a, begin, end);
 }
 
-struct StoreFloat32 {
-  using type = float;
-  static constexpr bool kNeedsScratch = false;
-  static void store(float* dst, int64_t stride, const float* v, float*, int64_t n) {
-    if (stride == 1) {
-      std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      for (int64_t i = 0; i < n; ++i) dst[i * stride] = v[i];
-    }
-  }
-};
-
-struct StoreBFloat16 {
-  using type = uint16_t;
-  static constexpr bool kNeedsScratch = false;
-  static void store(uint16_t* dst, int64_t stride, const float* v, uint16_t*, int64_t n) {
-    if (stride == 1) {
-      for (int64_t i = 0; i < n; ++i) dst[i] = prefetch::kernels::float_to_bfloat16_bits(v[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) dst[i * stride] = prefetch::kernels::float_to_bfloat16_bits(v[i]);
-    }
-  }
-};
-
-// StoreFloat16 is defined by each including file: software rounding, or F16C instructions.
+// The float16 store is the including file's: software rounding, or F16C instructions.
 
 template <typename T>
 void flip_crop_rows(const FlipCropArgs& a, int64_t begin, int64_t end) {

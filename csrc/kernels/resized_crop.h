@@ -58,11 +58,6 @@ PF_HD SampleCrop sample_crop(const ResizedCropArgs& a, int64_t n) {
 // Output rows are (n, y) pairs, numbered n * h + y.
 void resized_crop_cpu(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end);
 
-// Whether resized_crop_cpu may use its AVX2 + FMA + F16C build (where the CPU has them); returns
-// the previous setting. The tests turn it off to compare the baseline build with the CUDA
-// threads' code bit for bit.
-bool set_resized_crop_avx2_allowed(bool allowed);
-
 // Launch on `stream` (a cudaStream_t); defined in resized_crop.cu. Returns a cudaError_t.
 int resized_crop_cuda(const ResizedCropArgs& args, void* stream);
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_stores.h"
 #include "resized_crop.h"
 #include "resized_crop_taps.h"
 
@@ -194,37 +195,17 @@ void dispatch_taps(const ResizedCropArgs& a, int64_t begin, int64_t end) {
   dispatch_channels<Store, 2>(a, begin, end);
 }
 
-struct OutFloat32 {
-  using type = float;
-  static constexpr bool kNeedsScratch = false;
-  static void store(float* dst, int64_t stride, const float* v, float*, int64_t n) {
-    if (stride == 1) {
-      std::memcpy(dst, v, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      for (int64_t i = 0; i < n; ++i) dst[i * stride] = v[i];
-    }
-  }
-};
-
-struct OutBFloat16 {
-  using type = uint16_t;
-  static constexpr bool kNeedsScratch = false;
-  static void store(uint16_t* dst, int64_t stride, const float* v, uint16_t*, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) dst[i * stride] = prefetch::kernels::float_to_bfloat16_bits(v[i]);
-  }
-};
-
 // The float16 store is defined by each including file: software rounding, or F16C instructions.
 template <typename OutHalf>
 void resized_crop_impl(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end) {
   if (args.h <= 0 || args.w <= 0) return;
   switch (args.dtype) {
     case OutDType::kFloat32:
-      return dispatch_taps<OutFloat32>(args, row_begin, row_end);
+      return dispatch_taps<StoreFloat32>(args, row_begin, row_end);
     case OutDType::kFloat16:
       return dispatch_taps<OutHalf>(args, row_begin, row_end);
     case OutDType::kBFloat16:
-      return dispatch_taps<OutBFloat16>(args, row_begin, row_end);
+      return dispatch_taps<StoreBFloat16>(args, row_begin, row_end);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_dispatch.h"
 #include "fast_divmod.h"
 #include "normalize_flip.h"
 #include "cuda_thread_work.h"

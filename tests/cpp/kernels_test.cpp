@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu_dispatch.h"
 #include "geometry.h"
 #include "normalize_flip.h"
 

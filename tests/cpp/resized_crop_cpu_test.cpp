@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_dispatch.h"
 #include "resized_crop.h"
 #include "resized_crop_taps.h"
 
@@ -180,7 +181,7 @@ TEST(ResizedCropCpu, MatchesNaiveResampler) {
       {3, 100, 0, 10, 3, 90, true, false},
   };
   for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
-    const bool previous = set_resized_crop_avx2_allowed(avx2);
+    const bool previous = set_cpu_avx2_allowed(avx2);
     for (bool aa : {false, true}) {
       for (int64_t C : {1, 3, 4, 2}) {
         for (bool cl : {false, true}) {
@@ -193,6 +194,6 @@ TEST(ResizedCropCpu, MatchesNaiveResampler) {
         }
       }
     }
-    set_resized_crop_avx2_allowed(previous);
+    set_cpu_avx2_allowed(previous);
   }
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_dispatch.h"
 #include "resized_crop.h"
 #include "resized_crop_thread_work.h"
 
@@ -105,10 +106,10 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
   // Poisoned, so an element no thread writes shows up.
   std::vector<uint8_t> expected(bytes, 0xA5), got(bytes, 0x5A);
   a.out = expected.data();
-  const bool previous = set_resized_crop_avx2_allowed(false);  // same roundings as this host code
+  const bool previous = set_cpu_avx2_allowed(false);  // same roundings as this host code
   resized_crop_cpu(a, 0, k.N * k.h / 2);  // two ranges, as parallel_for would split them
   resized_crop_cpu(a, k.N * k.h / 2, k.N * k.h);
-  set_resized_crop_avx2_allowed(previous);
+  set_cpu_avx2_allowed(previous);
   a.out = got.data();
   run_threads(a, max_work);
   for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(got[i], expected[i]) << "byte " << i << " of " << bytes;
