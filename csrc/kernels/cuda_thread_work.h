@@ -146,14 +146,15 @@ PF_HD void store_values(uint16_t* dst, const uint16_t (&v)[kVec], int count) {
     if (k < count) dst[k] = v[k];
 }
 
-// Thread item t of launch l (whose channels_last is kChannelsLast). `affine` holds the C
-// channels' constants (shared memory on the GPU).
-template <typename Conv, bool kChannelsLast>
-PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlipLaunch& l,
-                                 const Affine* affine, uint32_t t) {
-  using T = typename Conv::type;
-  const Conv conv;
-  const Geometry& g = a.g;
+// Where thread item t of a launch with an output-channel split (NormalizeFlipLaunch, or any
+// launch with `C`) writes: its sample, output row and first vector, and for NCHW its channel.
+struct ThreadPlace {
+  int64_t n;
+  uint32_t y, vec, c_row;
+};
+
+template <bool kChannelsLast, typename Launch>
+PF_HD ThreadPlace place_thread(const Launch& l, uint32_t t) {
   uint32_t row, vec, rest, y, n_local, c_row = 0;
   l.vecs_per_row.divmod(t, &row, &vec);
   l.h.divmod(row, &rest, &y);
@@ -162,7 +163,20 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
   } else {
     l.C.divmod(rest, &n_local, &c_row);
   }
-  const int64_t n = l.n0 + n_local;
+  return {l.n0 + n_local, y, vec, c_row};
+}
+
+// Thread item t of launch l (whose channels_last is kChannelsLast). `affine` holds the C
+// channels' constants (shared memory on the GPU).
+template <typename Conv, bool kChannelsLast>
+PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlipLaunch& l,
+                                 const Affine* affine, uint32_t t) {
+  using T = typename Conv::type;
+  const Conv conv;
+  const Geometry& g = a.g;
+  const ThreadPlace place = place_thread<kChannelsLast>(l, t);
+  const int64_t n = place.n;
+  const uint32_t y = place.y, vec = place.vec, c_row = place.c_row;
   const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
   const int64_t sy = source_row(g, win, y);
   const bool row_inside = sy >= 0 && sy < g.H;

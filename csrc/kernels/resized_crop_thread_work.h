@@ -62,15 +62,9 @@ PF_HD void resized_crop_thread(const ResizedCropArgs& a, const ResizedCropLaunch
                                const Affine* affine, uint32_t t) {
   using T = typename Conv::type;
   const Conv conv;
-  uint32_t row, vec, rest, y, n_local, c_row = 0;
-  l.vecs_per_row.divmod(t, &row, &vec);
-  l.h.divmod(row, &rest, &y);
-  if (kChannelsLast) {
-    n_local = rest;
-  } else {
-    l.C.divmod(rest, &n_local, &c_row);
-  }
-  const int64_t n = l.n0 + n_local;
+  const ThreadPlace place = place_thread<kChannelsLast>(l, t);
+  const int64_t n = place.n;
+  const uint32_t y = place.y, vec = place.vec, c_row = place.c_row;
   const SampleCrop crop = sample_crop(a, n);
   const AxisScale sy = axis_scale(crop.height, a.h, a.antialias);
   const AxisScale sx = axis_scale(crop.width, a.w, a.antialias);

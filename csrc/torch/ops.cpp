@@ -24,6 +24,19 @@ std::string shape_of(const at::Tensor& t) {
   return out.str();
 }
 
+// An image op's [N, C, h, w] float output, as the kernels' arguments describe it.
+template <typename Args>
+void set_output(Args* a, const at::Tensor& out, at::ScalarType dtype) {
+  a->out = out.data_ptr();
+  a->dtype = dtype == at::kFloat ? kernels::OutDType::kFloat32
+             : dtype == at::kHalf ? kernels::OutDType::kFloat16
+                                  : kernels::OutDType::kBFloat16;
+  a->oN = out.stride(0);
+  a->oC = out.stride(1);
+  a->oY = out.stride(2);
+  a->oX = out.stride(3);
+}
+
 // The fill of a mask of dtype t must be a value of t (300 would wrap to 44 in uint8).
 void check_mask_fill(at::ScalarType t, int64_t fill) {
   int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
@@ -205,14 +218,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
   a.hflip = plan.geometry.hflip_ptr();
   a.vflip = plan.geometry.vflip_ptr();
   a.fill = static_cast<uint8_t>(fill);
-  a.out = plan.out.data_ptr();
-  a.dtype = dtype == at::kFloat ? kernels::OutDType::kFloat32
-            : dtype == at::kHalf ? kernels::OutDType::kFloat16
-                                 : kernels::OutDType::kBFloat16;
-  a.oN = plan.out.stride(0);
-  a.oC = plan.out.stride(1);
-  a.oY = plan.out.stride(2);
-  a.oX = plan.out.stride(3);
+  set_output(&a, plan.out, dtype);
   return plan;
 }
 
@@ -386,14 +392,7 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
   a.h = h;
   a.w = w;
   a.antialias = antialias;
-  a.out = plan.out.data_ptr();
-  a.dtype = dtype == at::kFloat ? kernels::OutDType::kFloat32
-            : dtype == at::kHalf ? kernels::OutDType::kFloat16
-                                 : kernels::OutDType::kBFloat16;
-  a.oN = plan.out.stride(0);
-  a.oC = plan.out.stride(1);
-  a.oY = plan.out.stride(2);
-  a.oX = plan.out.stride(3);
+  set_output(&a, plan.out, dtype);
   return plan;
 }
 
