@@ -513,9 +513,11 @@ def test_missing_source_attributes_raise_attribute_error_naming_the_source():
             assert not hasattr(pf, name)
 
 
-# ---- item 20: a ragged sample names its position and, when known, its dataset index ---------
+# ---- item 20: a sample that does not fit names its position and, when known, its dataset index -
 
 class _Ragged(Dataset):
+    """Sample `bad` has another rank: samples that only differ in size would make a Ragged."""
+
     def __init__(self, n, bad):
         self.n, self.bad = n, bad
 
@@ -523,7 +525,7 @@ class _Ragged(Dataset):
         return self.n
 
     def __getitem__(self, i):
-        return torch.zeros(3 if i != self.bad else 4)
+        return torch.zeros(3) if i != self.bad else torch.zeros(4, 1)
 
 
 def _collate_error_text(pf):
@@ -539,7 +541,7 @@ def test_a_ragged_sample_names_its_dataset_index(num_workers):
                         collate_fn=prefetch.collate.samples)
     with prefetch.Prefetcher(loader, device="cpu") as pf:
         text = _collate_error_text(pf)
-        assert "sample 6" in text and "[4]" in text and "[3]" in text
+        assert "sample 6" in text and "[4, 1]" in text and "[3]" in text
         assert "dataset index 22" in text, text
         # The next epoch works: the ragged sample is still there, so it fails the same way.
         with pytest.raises(prefetch.CollateError, match="sample 6"):
