@@ -189,15 +189,18 @@ def test_ragged_batches_through_the_worker_ring(context, lease, monkeypatch):
     assert stats["worker_ring_batches"] >= len(want), stats
 
 
+class RankChangesAtFive(Dataset):
+    """Module level, so that spawn and forkserver workers (the sanitized run) can pickle it."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        return torch.zeros((3, 3, 3) if i != 5 else (3, 3), dtype=torch.uint8)
+
+
 def test_samples_that_cannot_be_ragged_raise_through_workers_too():
-    class Bad(Dataset):
-        def __len__(self):
-            return 16
-
-        def __getitem__(self, i):
-            return torch.zeros((3, 3, 3) if i != 5 else (3, 3), dtype=torch.uint8)
-
-    dl = DataLoader(Bad(), batch_size=8, num_workers=2, collate_fn=prefetch.collate.samples)
+    dl = DataLoader(RankChangesAtFive(), batch_size=8, num_workers=2, collate_fn=prefetch.collate.samples)
     with prefetch.Prefetcher(dl, device="cpu") as pf:
         with pytest.raises(prefetch.CollateError, match="sample 5") as info:
             list(pf)
