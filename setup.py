@@ -51,7 +51,7 @@ def resolve_cuda():
     return False, "off (torch has CUDA %s but nvcc was not found)" % torch.version.cuda
 
 
-SOURCE_SECTIONS = ("core", "kernels_cpu", "kernels_cuda", "torch", "torch_cpu_only", "torch_cuda")
+SOURCE_SECTIONS = ("core", "decode", "kernels_cpu", "kernels_cuda", "torch", "torch_cpu_only", "torch_cuda")
 SECTIONS = SOURCE_SECTIONS + ("include_core", "include_torch", "standard", "warnings", "cuda_defines",
                               "sanitize_address", "sanitize_thread")
 
@@ -85,6 +85,51 @@ def read_build_config(path=os.path.join(ROOT, "csrc", "build_config.txt")):
     return config
 
 
+JPEG_PROBE = r"""
+#include <cstdio>
+#include <jpeglib.h>
+#if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 1005000
+#error libjpeg-turbo >= 1.5 is needed
+#endif
+int main() {
+  jpeg_decompress_struct c;
+  JDIMENSION x = 0, w = 0;
+  jpeg_crop_scanline(&c, &x, &w);
+  return static_cast<int>(jpeg_skip_scanlines(&c, 0));
+}
+"""
+
+
+def resolve_jpeg():
+    """Whether libjpeg-turbo >= 1.5 (headers and library) is there: a probe compiled and linked
+    with the C++ compiler, as the extension will be. PREFETCH_JPEG=0 opts out, =1 requires it."""
+    import subprocess
+    import tempfile
+
+    wanted = os.environ.get("PREFETCH_JPEG", "")
+    if wanted.lower() in ("0", "false", "no", "off"):
+        return False, "off (PREFETCH_JPEG=0)"
+    compiler = os.environ.get("CXX", "c++")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "probe.cpp")
+        with open(src, "w") as f:
+            f.write(JPEG_PROBE)
+        try:
+            probe = subprocess.run([compiler, src, "-o", os.path.join(tmp, "probe"), "-ljpeg"],
+                                   capture_output=True, text=True)
+            found, detail = probe.returncode == 0, probe.stderr.strip().splitlines()[:1]
+        except OSError as e:
+            found, detail = False, [str(e)]
+    if found:
+        return True, "on (libjpeg-turbo)"
+    why = ("libjpeg-turbo >= 1.5 was not found by %s (%s); install it (Debian/Ubuntu: apt install "
+           "libjpeg-turbo8-dev or libjpeg62-turbo-dev; conda: conda install libjpeg-turbo)"
+           % (compiler, detail[0] if detail else "no detail"))
+    if flag("PREFETCH_JPEG"):
+        sys.exit("PREFETCH_JPEG=1 but " + why)
+    return False, "off: " + why
+
+
 def sanitizer_flags(mode):
     """PREFETCH_SANITIZE's flags: a mode of csrc/build_config.txt (address, thread) or none."""
     if not mode:
@@ -97,6 +142,7 @@ def sanitizer_flags(mode):
 
 cfg = read_build_config()
 with_cuda, why = resolve_cuda()
+with_jpeg, why_jpeg = resolve_jpeg()
 debug = flag("DEBUG")
 sanitize = os.environ.get("PREFETCH_SANITIZE", "")
 std = "-std=c++" + cfg["standard"][0]
@@ -111,7 +157,9 @@ if torch.backends.openmp.is_available():
     cxx_flags.append("-fopenmp")
 include_dirs = [os.path.join(ROOT, d) for d in cfg["include_core"] + cfg["include_torch"]]
 
-srcs = cfg["core"] + cfg["kernels_cpu"] + cfg["torch"]
+srcs = cfg["core"] + cfg["decode"] + cfg["kernels_cpu"] + cfg["torch"]
+jpeg_macros = [("PREFETCH_WITH_JPEG", None)] if with_jpeg else []
+jpeg_libraries = ["jpeg"] if with_jpeg else []
 if with_cuda:
     srcs += cfg["kernels_cuda"] + cfg["torch_cuda"]
     # No fast-math: CPU and CUDA round alike. The warnings reach nvcc's host compiler.
@@ -120,7 +168,8 @@ if with_cuda:
         "prefetch._C",
         srcs,
         include_dirs=include_dirs,
-        define_macros=[(d, None) for d in cfg["cuda_defines"]],
+        define_macros=[(d, None) for d in cfg["cuda_defines"]] + jpeg_macros,
+        libraries=jpeg_libraries,
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
         extra_link_args=sanitize_flags,
     )
@@ -130,6 +179,8 @@ else:
         "prefetch._C",
         srcs,
         include_dirs=include_dirs,
+        define_macros=jpeg_macros,
+        libraries=jpeg_libraries,
         extra_compile_args={"cxx": cxx_flags},
         extra_link_args=sanitize_flags,
     )
@@ -143,8 +194,8 @@ for compiler_flags in ext.extra_compile_args.values():
     compiler_flags += [flag for d in torch_includes for flag in ("-isystem", d)]
 
 print(
-    "prefetch build: torch %s | CUDA %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s%s"
-    % (torch.__version__, why, os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch default)"),
+    "prefetch build: torch %s | CUDA %s | JPEG %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s%s"
+    % (torch.__version__, why, why_jpeg, os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch default)"),
        os.environ.get("MAX_JOBS", "(ninja default)"), int(debug),
        " | sanitizers: " + sanitize if sanitize else ""),
     flush=True,

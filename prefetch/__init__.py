@@ -4,6 +4,8 @@ Wrap any DataLoader (or iterable of batches) in :class:`Prefetcher`; batches are
 threads into a reused ring of pinned buffers, copied on a side stream and handed over on the
 device while the previous training step still runs.
 """
+import torch
+
 from ._extension import _C
 from . import collate, ops, ray, sharding  # prefetch.ray imports no Ray (a Ray dataset brings it)
 from .errors import CollateError, PrefetchTimeout
@@ -16,9 +18,16 @@ from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "PassThroughWarning", "collate", "built_with_cuda"]
+__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "PassThroughWarning", "collate", "built_with_cuda",
+           "built_with_jpeg"]
 
 
 def built_with_cuda():
     """True when the extension was compiled with its CUDA backend."""
     return _C.built_with_cuda()
+
+
+def built_with_jpeg():
+    """True when the extension was compiled with libjpeg-turbo, so that
+    :func:`prefetch.ops.decode_jpeg` and ``FusedAugment(decode=True)`` decode on the CPU."""
+    return bool(torch.ops.prefetch._jpeg_decoder_built())

@@ -1,0 +1,188 @@
+// JPEG decoding as PyTorch ops on the CPU: the headers of a ragged batch of encoded images, and
+// their pixels (or only a box of each) as a ragged batch of HWC uint8 RGB images, one sample per
+// task of torch's intra-op thread pool, with the GIL released (ops never hold it).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/safe_numerics.h>
+#include <torch/library.h>
+
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "jpeg_decode.h"
+
+namespace prefetch {
+
+namespace {
+
+std::string shape_string(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+// An encoded batch as a 1-D prefetch.Ragged holds it: every sample's bytes at values[offsets[n]:
+// offsets[n] + sizes[n]], on the CPU (libjpeg reads host memory).
+struct EncodedBatch {
+  const uint8_t* values = nullptr;
+  std::vector<int64_t> offsets, lengths;
+  int64_t size() const { return static_cast<int64_t>(offsets.size()); }
+  const uint8_t* data(int64_t n) const { return values + offsets[n]; }
+};
+
+EncodedBatch encoded_batch(const char* op, const at::Tensor& values, const at::Tensor& offsets,
+                           const at::Tensor& sizes) {
+  TORCH_CHECK(values.device().is_cpu() && offsets.device().is_cpu() && sizes.device().is_cpu(),
+              op, ": the encoded images are decoded on the host: values, offsets and sizes must be "
+              "CPU tensors, got ", values.device(), ", ", offsets.device(), ", ", sizes.device());
+  TORCH_CHECK(values.scalar_type() == at::kByte && values.dim() == 1,
+              op, ": values must be a 1-D uint8 tensor (the bytes of every encoded image, packed), "
+              "got dtype ", values.scalar_type(), " and shape ", shape_string(values));
+  TORCH_CHECK(values.numel() <= 1 || values.stride(0) == 1, op,
+              ": values must be contiguous (stride 1), got stride ", values.stride(0));
+  TORCH_CHECK(offsets.scalar_type() == at::kLong && offsets.dim() == 1, op,
+              ": offsets must be a 1-D int64 tensor [N], got dtype ", offsets.scalar_type(),
+              " and shape ", shape_string(offsets));
+  TORCH_CHECK(sizes.scalar_type() == at::kLong &&
+                  (sizes.dim() == 1 || (sizes.dim() == 2 && sizes.size(1) == 1)),
+              op, ": sizes must be an int64 tensor [N] or [N, 1] of byte counts (a 1-D Ragged's), "
+              "got dtype ", sizes.scalar_type(), " and shape ", shape_string(sizes));
+  const int64_t N = offsets.size(0);
+  TORCH_CHECK(sizes.size(0) == N, op, ": offsets has ", N, " samples but sizes has ", sizes.size(0));
+  EncodedBatch b;
+  b.values = values.const_data_ptr<uint8_t>();
+  const at::Tensor o = offsets.contiguous(), s = sizes.reshape({N}).contiguous();
+  b.offsets.assign(o.const_data_ptr<int64_t>(), o.const_data_ptr<int64_t>() + N);
+  b.lengths.assign(s.const_data_ptr<int64_t>(), s.const_data_ptr<int64_t>() + N);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t off = b.offsets[n], len = b.lengths[n];
+    TORCH_CHECK(off >= 0 && len >= 0 && off <= values.numel() && len <= values.numel() - off, op,
+                ": sample ", n, " (offsets[", n, "] = ", off, ", sizes[", n, "] = ", len,
+                " bytes) does not lie inside the ", values.numel(), " values");
+  }
+  return b;
+}
+
+// Runs fn(n) for every sample on torch's intra-op threads. A decoder error names its sample; when
+// several samples fail, the first one's error is raised (at::parallel_for rethrows it).
+template <typename Fn>
+void for_each_sample(const char* op, const EncodedBatch& b, Fn fn) {
+  at::parallel_for(0, b.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      try {
+        fn(n);
+      } catch (const decode::JpegError& e) {
+        TORCH_CHECK(false, op, ": sample ", n, " (", b.lengths[n], " bytes at offset ", b.offsets[n],
+                    ") cannot be decoded: ", e.what());
+      }
+    }
+  });
+}
+
+std::vector<decode::JpegHeader> headers_of(const char* op, const EncodedBatch& b) {
+  std::vector<decode::JpegHeader> headers(static_cast<size_t>(b.size()));
+  for_each_sample(op, b, [&](int64_t n) {
+    headers[n] = decode::read_jpeg_header(b.data(n), static_cast<size_t>(b.lengths[n]));
+  });
+  return headers;
+}
+
+// [N, 3] int64: (H, W, 3) per sample, the sizes table of the RGB images decode_jpeg returns.
+at::Tensor jpeg_sizes_cpu(const at::Tensor& values, const at::Tensor& offsets, const at::Tensor& sizes) {
+  const EncodedBatch b = encoded_batch("jpeg_sizes", values, offsets, sizes);
+  const std::vector<decode::JpegHeader> headers = headers_of("jpeg_sizes", b);
+  at::Tensor out = at::empty({b.size(), 3}, at::kLong);
+  int64_t* row = out.data_ptr<int64_t>();
+  for (const decode::JpegHeader& h : headers) {
+    *row++ = h.height;
+    *row++ = h.width;
+    *row++ = 3;
+  }
+  return out;
+}
+
+// The decoded region of every sample: its box when boxes are given (checked against the header
+// before any pixel is decoded), else the whole image.
+std::vector<decode::Region> regions_of(const EncodedBatch& b, const std::vector<decode::JpegHeader>& headers,
+                                       const std::optional<at::Tensor>& boxes) {
+  const int64_t N = b.size();
+  std::vector<decode::Region> regions(static_cast<size_t>(N));
+  if (!boxes.has_value()) {
+    for (int64_t n = 0; n < N; ++n) regions[n] = {0, 0, headers[n].height, headers[n].width};
+    return regions;
+  }
+  TORCH_CHECK(at::isIntegralType(boxes->scalar_type(), /*includeBool=*/false) &&
+                  boxes->scalar_type() != at::kUInt64,
+              "decode_jpeg: boxes must be an integer tensor [N, 4] of (top, left, height, width), got dtype ",
+              boxes->scalar_type());
+  TORCH_CHECK(boxes->dim() == 2 && boxes->size(0) == N && boxes->size(1) == 4,
+              "decode_jpeg: boxes must have shape [N, 4] = [", N, ", 4], got ", shape_string(*boxes));
+  const at::Tensor host = boxes->to(at::kCPU, at::kLong).contiguous();
+  const int64_t* box = host.const_data_ptr<int64_t>();
+  for (int64_t n = 0; n < N; ++n, box += 4) {
+    const int64_t H = headers[n].height, W = headers[n].width;
+    const int64_t top = box[0], left = box[1], height = box[2], width = box[3];
+    TORCH_CHECK(height >= 1 && width >= 1 && top >= 0 && left >= 0 && top <= H - height && left <= W - width,
+                "decode_jpeg: boxes[", n, "] = (top=", top, ", left=", left, ", height=", height,
+                ", width=", width, ") is not inside sample ", n, "'s image of H x W = ", H, " x ", W,
+                "; a box needs height, width >= 1, 0 <= top <= H - height and 0 <= left <= W - width");
+    regions[n] = {top, left, height, width};
+  }
+  return regions;
+}
+
+// A Ragged's (values, offsets, sizes) of the decoded RGB regions, packed without padding.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor& values,
+                                                               const at::Tensor& offsets,
+                                                               const at::Tensor& sizes,
+                                                               const std::optional<at::Tensor>& boxes) {
+  const EncodedBatch b = encoded_batch("decode_jpeg", values, offsets, sizes);
+  const std::vector<decode::JpegHeader> headers = headers_of("decode_jpeg", b);
+  const std::vector<decode::Region> regions = regions_of(b, headers, boxes);
+  const int64_t N = b.size();
+  at::Tensor out_offsets = at::empty({N}, at::kLong), out_sizes = at::empty({N, 3}, at::kLong);
+  int64_t* off = out_offsets.data_ptr<int64_t>();
+  int64_t* size = out_sizes.data_ptr<int64_t>();
+  int64_t total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const decode::Region& r = regions[n];
+    off[n] = total;
+    size[3 * n] = r.height, size[3 * n + 1] = r.width, size[3 * n + 2] = 3;
+    int64_t bytes = 0;
+    TORCH_CHECK(!c10::mul_overflows(r.height * r.width, int64_t{3}, &bytes) &&
+                    !c10::add_overflows(total, bytes, &total),
+                "decode_jpeg: the decoded images' bytes overflow int64 at sample ", n);
+  }
+  at::Tensor out = at::empty({total}, at::kByte);
+  uint8_t* pixels = out.data_ptr<uint8_t>();
+  for_each_sample("decode_jpeg", b, [&](int64_t n) {
+    const decode::Region& r = regions[n];
+    decode::decode_jpeg_rgb(b.data(n), static_cast<size_t>(b.lengths[n]), r, pixels + off[n], r.width * 3);
+  });
+  return std::make_tuple(out, out_offsets, out_sizes);
+}
+
+bool jpeg_decoder_built() { return decode::jpeg_available(); }
+std::string jpeg_decoder_library() { return decode::jpeg_library(); }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(prefetch, m) {
+  m.def("jpeg_sizes(Tensor values, Tensor offsets, Tensor sizes) -> Tensor");
+  m.def(
+      "decode_jpeg(Tensor values, Tensor offsets, Tensor sizes, Tensor? boxes=None) "
+      "-> (Tensor, Tensor, Tensor)");
+  // What this build decodes with (no tensors: one kernel for every backend). Private names;
+  // prefetch.built_with_jpeg() and prefetch.ops wrap them.
+  m.def("_jpeg_decoder_built() -> bool", &jpeg_decoder_built);
+  m.def("_jpeg_decoder_library() -> str", &jpeg_decoder_library);
+}
+
+TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
+  m.impl("jpeg_sizes", &jpeg_sizes_cpu);
+  m.impl("decode_jpeg", &decode_jpeg_cpu);
+}
+
+}  // namespace prefetch
