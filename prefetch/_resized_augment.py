@@ -10,10 +10,11 @@ in torch: masks are small and integer).
 import torch
 
 from .crop_boxes import center_boxes, random_resized_boxes
+from .decode import decode_resized_crop, encoded_batch, jpeg_sizes
 from .ops import resized_crop
 from .ragged import Ragged
 
-__all__ = ["as_ragged", "draw_boxes", "apply_resized"]
+__all__ = ["as_ragged", "draw_boxes", "apply_resized", "apply_decoded"]
 
 
 def as_ragged(images, what):
@@ -58,6 +59,29 @@ def apply_resized(aug, batch, d, images, masks, set_leaf):
     if masks is not None:
         batch = set_leaf(batch, aug.mask_key, resize_masks(aug, masks, r, d))
     return batch
+
+
+def apply_decoded(aug, batch, encoded, position, set_leaf):
+    """decode=True: the windows are drawn from the JPEG headers' sizes (no pixel decoded for
+    them), then only the windows are decoded, resized, flipped and normalized."""
+    from .ragged import Ragged
+
+    if not isinstance(encoded, (Ragged, list, tuple)):
+        raise TypeError("prefetch: FusedAugment(decode=True) takes encoded JPEGs as its image leaf "
+                        "(a Ragged of 1-D uint8 samples, what a Samples of the files' bytes "
+                        "becomes), got %s" % _describe(encoded))
+    device = encoded.device if isinstance(encoded, Ragged) else torch.device("cpu")
+    data = encoded_batch(encoded)  # on the CPU: libjpeg (and nvJPEG's host stage) read it there
+    if len(aug.mean) != 3:
+        raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, got %d"
+                         % len(aug.mean))
+    sizes = jpeg_sizes(data)
+    d = aug.draws(len(data), sizes[:, 0].tolist(), sizes[:, 1].tolist(), position.epoch,
+                  position.index, position.rank)
+    out = decode_resized_crop(data, d.boxes, d.crop, aug.mean, aug.std, hflip=d.hflip,
+                              vflip=d.vflip, dtype=aug.dtype, channels_last=aug.channels_last,
+                              antialias=aug.antialias, device=device)
+    return set_leaf(batch, aug.image_key, out)
 
 
 def resize_masks(aug, masks, images, d):

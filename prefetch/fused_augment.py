@@ -17,7 +17,7 @@ import torch
 
 from ._checks import check_seed, whole
 from .ops import flip_crop, normalize_flip
-from ._resized_augment import apply_resized, as_ragged, draw_boxes
+from ._resized_augment import apply_decoded, apply_resized, as_ragged, draw_boxes
 from .ragged import Ragged
 from .transforms import BatchPosition, Transform, get_leaf, set_leaf
 
@@ -131,6 +131,12 @@ class FusedAugment(Transform):
             ``center_crop=True`` and ``crop`` (or ``random_resized_crop``) the output size.
         antialias: for the resizing path: average every input pixel a downscale covers (as
             torchvision's default, and PIL), instead of sampling four.
+        decode: the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
+            samples: a ``Samples`` of the files' bytes), decoded here for the resizing path:
+            each window is drawn from the image's header and only the window is decoded
+            (:func:`prefetch.ops.decode_resized_crop`; libjpeg-turbo in C++ threads on the
+            CPU, nvJPEG through torchvision on a GPU when it is installed). Needs
+            ``random_resized_crop`` or ``resize`` + ``center_crop``; takes no masks.
 
     Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
     draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
@@ -143,7 +149,7 @@ class FusedAugment(Transform):
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
                  image_key=0, mask_key=None, mask_fill=0, layout="auto",
                  random_resized_crop=None, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), resize=None,
-                 antialias=True):
+                 antialias=True, decode=False):
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
@@ -179,6 +185,15 @@ class FusedAugment(Transform):
             self.seed, self.seed_given = check_seed(seed), True
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
         self._init_resizing(random_resized_crop, scale, ratio, resize, antialias)
+        self.decode = bool(decode)
+        if self.decode and not self.resizes:
+            raise ValueError("prefetch: decode=True decodes each image's window for the resizing "
+                             "path: pass random_resized_crop=size (training) or crop=, resize=, "
+                             "center_crop=True (validation)")
+        if self.decode and mask_key is not None:
+            raise ValueError("prefetch: decode=True takes no mask_key: masks are not decoded; "
+                             "decode the images and masks in the dataset, or use "
+                             "random_resized_crop without decode")
 
     def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias):
         from .crop_boxes import _pair
@@ -208,8 +223,9 @@ class FusedAugment(Transform):
                 self.output_size, self.scale, self.ratio) if not self.center_crop else
                 "crop=%s centred%s" % (self.output_size, ", resize=%g" % self.resize
                                         if self.resize is not None else ""))
-            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d)" % (
-                how, self.hflip, self.vflip, self.dtype, self.seed)
+            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s)" % (
+                how, self.hflip, self.vflip, self.dtype, self.seed,
+                ", decode=True" if self.decode else "")
         return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
                 % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
                    self.vflip, self.dtype, self.seed))
@@ -318,6 +334,8 @@ class FusedAugment(Transform):
         return self._apply_draws(batch, self._device_draws(images, None, position))
 
     def _apply_resized(self, batch, images, position):
+        if self.decode:
+            return apply_decoded(self, batch, images, position, set_leaf)
         r = as_ragged(images, "FusedAugment's image leaf %s" % _name(self.image_key))
         shapes = r.shapes()
         d = self.draws(len(shapes), [s[0] for s in shapes], [s[1] for s in shapes],

@@ -6,7 +6,8 @@ cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
 ``flip_crop`` applies the same geometry to integer masks. ``resized_crop`` crops each image of a
 ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to its box, resizes it
 bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
-and casts, in one pass.
+and casts, in one pass. ``decode_jpeg``, ``jpeg_sizes`` and ``decode_resized_crop`` decode JPEG
+bytes (:mod:`prefetch.decode`), only the boxes' regions when boxes are given.
 
 CPU outputs of 1 MiB or more come from a small process-wide pool of pre-faulted buffers that an
 output returns when it dies (torch's allocator would page-fault a fresh block on every call);
@@ -20,8 +21,9 @@ import torch
 
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "output_pool_stats",
-           "release_output_pool", "set_output_pool_limit"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "decode_jpeg", "jpeg_sizes",
+           "decode_resized_crop", "output_pool_stats", "release_output_pool",
+           "set_output_pool_limit"]
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -360,3 +362,7 @@ def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=Non
     _check_output_size("resized_crop", (n, c, h, w), dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return values.new_empty((n, c, h, w), dtype=dtype).contiguous(memory_format=fmt)
+
+
+# Decoding lives in its own module; its ops are part of this namespace.
+from .decode import decode_jpeg, decode_resized_crop, jpeg_sizes  # noqa: E402

@@ -21,15 +21,18 @@ PY=${PYTHON:-python3}
 missing_debs=()
 command -v cmake >/dev/null 2>&1 || missing_debs+=(cmake)
 [ -f /usr/include/gtest/gtest.h ] || missing_debs+=(libgtest-dev)
+# libjpeg-turbo's headers: the CPU JPEG decoder (Debian's libjpeg-dev is libjpeg-turbo).
+[ -f /usr/include/jpeglib.h ] || missing_debs+=(libjpeg-dev)
 if [ ${#missing_debs[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "install.sh: installing ${missing_debs[*]} (C++ core tests)"
+    echo "install.sh: installing ${missing_debs[*]} (C++ core tests, JPEG decoding)"
     # Not fatal: a machine without a package index (the GPU image) still builds the extension.
     if ! { timeout 300 apt-get update -qq && timeout 300 apt-get install -y -qq "${missing_debs[@]}" >/dev/null; }; then
-      echo "install.sh: could not install ${missing_debs[*]}; the C++ tests need them" >&2
+      echo "install.sh: could not install ${missing_debs[*]}; the C++ tests (and, for libjpeg-dev," \
+      "JPEG decoding) need them" >&2
     fi
   else
-    echo "install.sh: please install ${missing_debs[*]} for the C++ tests" >&2
+    echo "install.sh: please install ${missing_debs[*]} for the C++ tests (libjpeg-dev: JPEG decoding)" >&2
   fi
 fi
 
@@ -90,4 +93,4 @@ if [ -z "$extras" ] && ! build .; then
   exit 1
 fi
 grep -E "prefetch build:" "$log" | head -n 1 || true
-"$PY" -c "import prefetch; print('install.sh: prefetch %s installed (CUDA: %s)' % (prefetch.__version__, prefetch.built_with_cuda()))"
+"$PY" -c "import prefetch; print('install.sh: prefetch %s installed (CUDA: %s, JPEG decoding: %s)' % (prefetch.__version__, prefetch.built_with_cuda(), prefetch.built_with_jpeg()))"

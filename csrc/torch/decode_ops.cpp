@@ -6,12 +6,16 @@
 #include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <atomic>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "jpeg_decode.h"
+#include "ops_common.h"
+#include "resized_crop.h"
 
 namespace prefetch {
 
@@ -65,17 +69,27 @@ EncodedBatch encoded_batch(const char* op, const at::Tensor& values, const at::T
   return b;
 }
 
-// Runs fn(n) for every sample on torch's intra-op threads. A decoder error names its sample; when
-// several samples fail, the first one's error is raised (at::parallel_for rethrows it).
+// Runs fn(n) for every sample on torch's intra-op threads, each thread taking the next sample when
+// it is done with one (images differ in size: a static split leaves a thread idle at the end).
+// A decoder error names its sample; the first error stops the others taking more samples, and
+// at::parallel_for rethrows it.
 template <typename Fn>
 void for_each_sample(const char* op, const EncodedBatch& b, Fn fn) {
-  at::parallel_for(0, b.size(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  const int64_t N = b.size();
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), N));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    for (int64_t n = next.fetch_add(1); n < N && !failed.load(); n = next.fetch_add(1)) {
       try {
         fn(n);
       } catch (const decode::JpegError& e) {
+        failed.store(true);
         TORCH_CHECK(false, op, ": sample ", n, " (", b.lengths[n], " bytes at offset ", b.offsets[n],
                     ") cannot be decoded: ", e.what());
+      } catch (...) {
+        failed.store(true);
+        throw;
       }
     }
   });
@@ -105,7 +119,8 @@ at::Tensor jpeg_sizes_cpu(const at::Tensor& values, const at::Tensor& offsets, c
 
 // The decoded region of every sample: its box when boxes are given (checked against the header
 // before any pixel is decoded), else the whole image.
-std::vector<decode::Region> regions_of(const EncodedBatch& b, const std::vector<decode::JpegHeader>& headers,
+std::vector<decode::Region> regions_of(const char* op, const EncodedBatch& b,
+                                       const std::vector<decode::JpegHeader>& headers,
                                        const std::optional<at::Tensor>& boxes) {
   const int64_t N = b.size();
   std::vector<decode::Region> regions(static_cast<size_t>(N));
@@ -115,17 +130,17 @@ std::vector<decode::Region> regions_of(const EncodedBatch& b, const std::vector<
   }
   TORCH_CHECK(at::isIntegralType(boxes->scalar_type(), /*includeBool=*/false) &&
                   boxes->scalar_type() != at::kUInt64,
-              "decode_jpeg: boxes must be an integer tensor [N, 4] of (top, left, height, width), got dtype ",
+              op, ": boxes must be an integer tensor [N, 4] of (top, left, height, width), got dtype ",
               boxes->scalar_type());
   TORCH_CHECK(boxes->dim() == 2 && boxes->size(0) == N && boxes->size(1) == 4,
-              "decode_jpeg: boxes must have shape [N, 4] = [", N, ", 4], got ", shape_string(*boxes));
+              op, ": boxes must have shape [N, 4] = [", N, ", 4], got ", shape_string(*boxes));
   const at::Tensor host = boxes->to(at::kCPU, at::kLong).contiguous();
   const int64_t* box = host.const_data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n, box += 4) {
     const int64_t H = headers[n].height, W = headers[n].width;
     const int64_t top = box[0], left = box[1], height = box[2], width = box[3];
     TORCH_CHECK(height >= 1 && width >= 1 && top >= 0 && left >= 0 && top <= H - height && left <= W - width,
-                "decode_jpeg: boxes[", n, "] = (top=", top, ", left=", left, ", height=", height,
+                op, ": boxes[", n, "] = (top=", top, ", left=", left, ", height=", height,
                 ", width=", width, ") is not inside sample ", n, "'s image of H x W = ", H, " x ", W,
                 "; a box needs height, width >= 1, 0 <= top <= H - height and 0 <= left <= W - width");
     regions[n] = {top, left, height, width};
@@ -140,7 +155,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor&
                                                                const std::optional<at::Tensor>& boxes) {
   const EncodedBatch b = encoded_batch("decode_jpeg", values, offsets, sizes);
   const std::vector<decode::JpegHeader> headers = headers_of("decode_jpeg", b);
-  const std::vector<decode::Region> regions = regions_of(b, headers, boxes);
+  const std::vector<decode::Region> regions = regions_of("decode_jpeg", b, headers, boxes);
   const int64_t N = b.size();
   at::Tensor out_offsets = at::empty({N}, at::kLong), out_sizes = at::empty({N, 3}, at::kLong);
   int64_t* off = out_offsets.data_ptr<int64_t>();
@@ -164,6 +179,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor&
   return std::make_tuple(out, out_offsets, out_sizes);
 }
 
+// resized_crop of the decoded boxes, one sample at a time: each thread decodes a box into its own
+// buffer and resizes it while it is in cache; only the boxes are decoded. The output equals
+// resized_crop(decode_jpeg(...), boxes, ...).
+at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets,
+                                   const at::Tensor& sizes, const at::Tensor& boxes, at::IntArrayRef size,
+                                   at::ArrayRef<double> mean, at::ArrayRef<double> std,
+                                   const std::optional<at::Tensor>& hflip,
+                                   const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                                   bool channels_last, bool antialias) {
+  const char* op = "decode_resized_crop";
+  const EncodedBatch b = encoded_batch(op, values, offsets, sizes);
+  TORCH_CHECK(mean.size() == 3, op, ": the decoded images are RGB: mean and std need 3 values, got ",
+              mean.size());
+  ResizedCropPlan plan = plan_resized_crop_output(b.size(), size, mean, std, hflip, vflip, dtype,
+                                                  channels_last, antialias, at::TensorOptions(at::kCPU),
+                                                  pooled_empty);
+  const std::vector<decode::JpegHeader> headers = headers_of(op, b);
+  const std::vector<decode::Region> regions = regions_of(op, b, headers, boxes);
+  plan.args.affine = plan.affine.data();
+  const kernels::ResizedCropArgs& all = plan.args;
+  uint8_t* out = static_cast<uint8_t*>(plan.out.data_ptr());
+  const int64_t sample_bytes = all.oN * static_cast<int64_t>(plan.out.element_size());
+  // One buffer per thread, grown to the largest box it decodes (a fresh one per sample would be
+  // a fresh mmap and its page faults, for boxes above malloc's mmap threshold).
+  static thread_local std::vector<uint8_t> box_pixels;
+  for_each_sample(op, b, [&](int64_t n) {
+    const decode::Region& r = regions[n];
+    box_pixels.resize(static_cast<size_t>(r.height * r.width * 3));
+    decode::decode_jpeg_rgb(b.data(n), static_cast<size_t>(b.lengths[n]), r, box_pixels.data(), r.width * 3);
+    const int64_t table[kernels::kSampleFields] = {0, r.height, r.width, 3, 0, 0, r.height, r.width};
+    kernels::ResizedCropArgs one = all;
+    one.values = box_pixels.data();
+    one.samples = table;
+    one.N = 1;
+    one.hflip = all.hflip != nullptr ? all.hflip + n : nullptr;
+    one.vflip = all.vflip != nullptr ? all.vflip + n : nullptr;
+    one.out = out + n * sample_bytes;
+    kernels::resized_crop_cpu(one, 0, one.h);
+  });
+  return plan.out;
+}
+
 bool jpeg_decoder_built() { return decode::jpeg_available(); }
 std::string jpeg_decoder_library() { return decode::jpeg_library(); }
 
@@ -174,6 +231,10 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   m.def(
       "decode_jpeg(Tensor values, Tensor offsets, Tensor sizes, Tensor? boxes=None) "
       "-> (Tensor, Tensor, Tensor)");
+  m.def(
+      "decode_resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
+      "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
+      "bool channels_last=False, bool antialias=False) -> Tensor");
   // What this build decodes with (no tensors: one kernel for every backend). Private names;
   // prefetch.built_with_jpeg() and prefetch.ops wrap them.
   m.def("_jpeg_decoder_built() -> bool", &jpeg_decoder_built);
@@ -183,6 +244,7 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("jpeg_sizes", &jpeg_sizes_cpu);
   m.impl("decode_jpeg", &decode_jpeg_cpu);
+  m.impl("decode_resized_crop", &decode_resized_crop_cpu);
 }
 
 }  // namespace prefetch

@@ -308,6 +308,65 @@ void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offs
   if (vflip.has_value()) check_table_device(values, *vflip, "vflip");
 }
 
+namespace {
+
+// The arguments that shape resized_crop's output, checked; returns C.
+int64_t check_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<double> mean,
+                                  at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                  const std::optional<at::Tensor>& vflip, at::ScalarType dtype) {
+  TORCH_CHECK(size.size() == 2, "resized_crop: size must be (h, w), got ", size.size(), " values: ", size);
+  TORCH_CHECK(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxCrop && size[1] <= kMaxCrop,
+              "resized_crop: size must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", size);
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
+              "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
+  TORCH_CHECK(mean.size() == std.size(), "resized_crop: mean has ", mean.size(), " values but std has ",
+              std.size());
+  TORCH_CHECK(!mean.empty(), "resized_crop: mean and std need one value per channel, got none");
+  const int64_t C = static_cast<int64_t>(mean.size());
+  check_flip(hflip, "hflip", N);
+  check_flip(vflip, "vflip", N);
+  for (int64_t c = 0; c < C; ++c) {
+    TORCH_CHECK(std[c] > 0, "std[", c, "] must be > 0, got ", std[c]);
+    TORCH_CHECK(std::isfinite(std[c]), "std[", c, "] must be finite, got ", std[c]);
+    TORCH_CHECK(std::isfinite(mean[c]), "mean[", c, "] must be finite, got ", mean[c]);
+  }
+  return C;
+}
+
+}  // namespace
+
+ResizedCropPlan plan_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<double> mean,
+                                         at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                         const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                                         bool channels_last, bool antialias,
+                                         const at::TensorOptions& options,
+                                         const OutputAllocator& allocate) {
+  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, dtype);
+  ResizedCropPlan plan;
+  plan.affine.resize(C);
+  for (int64_t c = 0; c < C; ++c) {
+    plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
+    plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
+  }
+  const at::Device device = options.device();
+  if (hflip.has_value()) plan.hflip = flip_bytes(*hflip, device);
+  if (vflip.has_value()) plan.vflip = flip_bytes(*vflip, device);
+  const int64_t h = size[0], w = size[1];
+  checked_output_bytes("resized_crop", {N, C, h, w}, dtype);
+  plan.out = allocate({N, C, h, w}, options.dtype(dtype),
+                      channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  kernels::ResizedCropArgs& a = plan.args;
+  a.hflip = plan.hflip.defined() ? plan.hflip.const_data_ptr<uint8_t>() : nullptr;
+  a.vflip = plan.vflip.defined() ? plan.vflip.const_data_ptr<uint8_t>() : nullptr;
+  a.N = N;
+  a.C = C;
+  a.h = h;
+  a.w = w;
+  a.antialias = antialias;
+  set_output(&a, plan.out, dtype);
+  return plan;
+}
+
 ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& offsets,
                                   const at::Tensor& sizes, const at::Tensor& boxes,
                                   at::IntArrayRef size, at::ArrayRef<double> mean,
@@ -336,27 +395,9 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
               "uint64, whose values from 2^63 would wrap), got dtype ", boxes.scalar_type());
   TORCH_CHECK(boxes.dim() == 2 && boxes.size(0) == N && boxes.size(1) == 4,
               "resized_crop: boxes must have shape [N, 4] = [", N, ", 4], got ", shape_of(boxes));
-  TORCH_CHECK(size.size() == 2, "resized_crop: size must be (h, w), got ", size.size(), " values: ", size);
-  TORCH_CHECK(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxCrop && size[1] <= kMaxCrop,
-              "resized_crop: size must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", size);
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
-              "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
-  TORCH_CHECK(mean.size() == std.size(), "resized_crop: mean has ", mean.size(), " values but std has ",
-              std.size());
-  TORCH_CHECK(!mean.empty(), "resized_crop: mean and std need one value per channel, got none");
-  const int64_t C = static_cast<int64_t>(mean.size());
-  check_flip(hflip, "hflip", N);
-  check_flip(vflip, "vflip", N);
-
-  ResizedCropPlan plan;
-  plan.affine.resize(C);
-  for (int64_t c = 0; c < C; ++c) {
-    TORCH_CHECK(std[c] > 0, "std[", c, "] must be > 0, got ", std[c]);
-    TORCH_CHECK(std::isfinite(std[c]), "std[", c, "] must be finite, got ", std[c]);
-    TORCH_CHECK(std::isfinite(mean[c]), "mean[", c, "] must be finite, got ", mean[c]);
-    plan.affine[c].scale = static_cast<float>(1.0 / (255.0 * std[c]));
-    plan.affine[c].bias = static_cast<float>(-mean[c] / std[c]);
-  }
+  // The output's arguments are checked before the tables are read (a bad size or dtype is
+  // reported without a device read); the output is allocated once the boxes are known good.
+  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, dtype);
 
   // The kernel's table: offsets | sizes | boxes, one row per sample (kernels::SampleField).
   const at::Device device = values.device();
@@ -364,35 +405,23 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
   auto pack = [&](at::Device d) {
     return at::cat({offsets.to(d).reshape({N, 1}), sizes.to(d), boxes64.to(d)}, 1).contiguous();
   };
-  at::Tensor host;
+  at::Tensor host, samples;
   if (offsets.is_cpu() && sizes.is_cpu() && boxes.is_cpu()) {
     host = pack(at::kCPU);
     // From pageable memory a non-blocking copy returns once the driver has staged the bytes.
-    plan.samples = device.is_cpu() ? host : host.to(device, /*non_blocking=*/true);
+    samples = device.is_cpu() ? host : host.to(device, /*non_blocking=*/true);
   } else {
-    plan.samples = pack(device);
-    host = plan.samples.cpu();  // the one host synchronisation: the boxes are checked first
+    samples = pack(device);
+    host = samples.cpu();  // the one host synchronisation: the boxes are checked first
   }
   const int64_t* rows = host.const_data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n) check_sample(n, rows + kernels::kSampleFields * n, C, values.numel());
-  if (hflip.has_value()) plan.hflip = flip_bytes(*hflip, device);
-  if (vflip.has_value()) plan.vflip = flip_bytes(*vflip, device);
 
-  const int64_t h = size[0], w = size[1];
-  checked_output_bytes("resized_crop", {N, C, h, w}, dtype);
-  plan.out = allocate({N, C, h, w}, values.options().dtype(dtype),
-                      channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
-  kernels::ResizedCropArgs& a = plan.args;
-  a.values = values.const_data_ptr<uint8_t>();
-  a.samples = plan.samples.const_data_ptr<int64_t>();
-  a.hflip = plan.hflip.defined() ? plan.hflip.const_data_ptr<uint8_t>() : nullptr;
-  a.vflip = plan.vflip.defined() ? plan.vflip.const_data_ptr<uint8_t>() : nullptr;
-  a.N = N;
-  a.C = C;
-  a.h = h;
-  a.w = w;
-  a.antialias = antialias;
-  set_output(&a, plan.out, dtype);
+  ResizedCropPlan plan = plan_resized_crop_output(N, size, mean, std, hflip, vflip, dtype, channels_last,
+                                                  antialias, values.options(), allocate);
+  plan.samples = samples;
+  plan.args.values = values.const_data_ptr<uint8_t>();
+  plan.args.samples = plan.samples.const_data_ptr<int64_t>();
   return plan;
 }
 
@@ -417,28 +446,6 @@ BufferPool& output_pool() {
   return *pool;
 }
 
-at::Tensor pooled_empty(at::IntArrayRef sizes, const at::TensorOptions& options,
-                        at::MemoryFormat format) {
-  const size_t bytes = static_cast<size_t>(
-      checked_output_bytes("prefetch op", sizes, options.dtype().toScalarType()));
-  BufferPool& pool = output_pool();
-  // An output the pool would free on return gains nothing from it (it would be faulted in
-  // twice: once by the pool's memset, once more by nobody), so torch allocates it.
-  if (bytes < kPooledOutputMinBytes || bytes > pool.stats().max_idle_bytes) {
-    return at::empty(sizes, options.memory_format(format));
-  }
-  std::shared_ptr<AlignedBuffer> lease = pool.acquire(bytes);
-  std::vector<int64_t> strides;
-  if (format == at::MemoryFormat::ChannelsLast) {
-    auto cl = c10::get_channels_last_strides_2d(sizes);
-    strides.assign(cl.begin(), cl.end());
-  } else {
-    auto contiguous = c10::contiguous_strides(sizes);
-    strides.assign(contiguous.begin(), contiguous.end());
-  }
-  return at::from_blob(
-      lease->data(), sizes, strides, [lease](void*) mutable { lease.reset(); }, options);
-}
 
 // The pool's Python face (schemas below): stats in a fixed order that prefetch/ops.py names.
 std::vector<int64_t> output_pool_stats() {
@@ -509,6 +516,29 @@ at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets,
 }
 
 }  // namespace
+
+at::Tensor pooled_empty(at::IntArrayRef sizes, const at::TensorOptions& options,
+                        at::MemoryFormat format) {
+  const size_t bytes = static_cast<size_t>(
+      checked_output_bytes("prefetch op", sizes, options.dtype().toScalarType()));
+  BufferPool& pool = output_pool();
+  // An output the pool would free on return gains nothing from it (it would be faulted in
+  // twice: once by the pool's memset, once more by nobody), so torch allocates it.
+  if (bytes < kPooledOutputMinBytes || bytes > pool.stats().max_idle_bytes) {
+    return at::empty(sizes, options.memory_format(format));
+  }
+  std::shared_ptr<AlignedBuffer> lease = pool.acquire(bytes);
+  std::vector<int64_t> strides;
+  if (format == at::MemoryFormat::ChannelsLast) {
+    auto cl = c10::get_channels_last_strides_2d(sizes);
+    strides.assign(cl.begin(), cl.end());
+  } else {
+    auto contiguous = c10::contiguous_strides(sizes);
+    strides.assign(contiguous.begin(), contiguous.end());
+  }
+  return at::from_blob(
+      lease->data(), sizes, strides, [lease](void*) mutable { lease.reset(); }, options);
+}
 
 TORCH_LIBRARY(prefetch, m) {
   m.def(

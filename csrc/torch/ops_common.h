@@ -95,6 +95,19 @@ void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offs
                                 const std::optional<at::Tensor>& hflip,
                                 const std::optional<at::Tensor>& vflip);
 
+// resized_crop's output half: checks the size, dtype, mean/std and flips of N samples and fills
+// a plan's affine table, flips, output (on options' device) and every argument but the input's
+// (values, samples). The decoding ops use it for images they decode themselves.
+ResizedCropPlan plan_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<double> mean,
+                                         at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                                         const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                                         bool channels_last, bool antialias,
+                                         const at::TensorOptions& options,
+                                         const OutputAllocator& allocate = default_output);
+
+// An op's CPU output: from the process's pool of pre-faulted buffers when large (ops.cpp).
+at::Tensor pooled_empty(at::IntArrayRef sizes, const at::TensorOptions& options, at::MemoryFormat format);
+
 // The tables (offsets, sizes, boxes, flips) may be on the CPU or on the values' device. When
 // offsets, sizes or boxes are on a CUDA device they are read on the host once, in one copy of the
 // packed [N, 8] table (a host synchronisation): the boxes must be checked before the kernel reads

@@ -230,6 +230,21 @@ class JpegImages(Dataset):
         return x, i % CLASSES
 
 
+class JpegBytes(Dataset):
+    """The files' bytes, read as a dataset of encoded images yields them: prefetch decodes them
+    (FusedAugment(decode=True): only each random window, in C++ threads)."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        with open(self.paths[i], "rb") as f:
+            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8), i % CLASSES
+
+
 def stage_profile(paths, size, repeats=1):
     """Mean CPU microseconds per image of one worker's stages (this thread's CPU time, one
     intra-op thread as in a DataLoader worker): decode, crop+resize, to-tensor, flip, and the
@@ -344,6 +359,53 @@ class EnginePipeline(Pipeline):
         self.collate = (after["bytes_collated"] - before["bytes_collated"],
                         after["collate_s"] - before["collate_s"])
         return n
+
+
+class DaliPipeline(Pipeline):
+    """NVIDIA DALI's CPU pipeline on the same files: readers.file -> decoders.image_random_crop
+    (libjpeg-turbo, only the window decoded) -> resize -> crop_mirror_normalize (random mirror,
+    float CHW), on `threads` CPU threads (device_id=None). Needs `pip install nvidia-dali-cuda130`
+    (optional: the section skips this row without it)."""
+
+    def __init__(self, paths, batch_size, size, threads):
+        from nvidia.dali import fn, pipeline_def, types
+
+        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=0,
+                      prefetch_queue_depth=2)
+        def pipe():
+            jpegs, labels = fn.readers.file(files=paths, labels=[i % CLASSES for i in range(len(paths))],
+                                            random_shuffle=True, name="reader")
+            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                                   random_area=(0.08, 1.0),
+                                                   random_aspect_ratio=(3 / 4, 4 / 3))
+            images = fn.resize(images, resize_x=size, resize_y=size)
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
+                mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD])
+            return images, labels
+
+        self._pipe = pipe()
+        self._pipe.build()
+        self._iterations = -(-len(paths) // batch_size)
+        super().__init__("dali_cpu", self._batches_of_epoch)
+
+    def _batches_of_epoch(self):
+        for _ in range(self._iterations):
+            images, _ = self._pipe.run()
+            # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
+            yield torch.from_numpy(np.array(images.as_tensor()))
+
+    def close(self):
+        self._pipe = None
+        super().close()
+
+
+def dali_available():
+    try:
+        import nvidia.dali  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return False
+    return True
 
 
 def interleave(pipelines, repeats, device, progress=None, label=""):
@@ -501,6 +563,17 @@ def run_jpeg(config, batch_size, n_sizes):
                               aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0,
                                                         random_resized_crop=size)),
         ]
+        if prefetch.built_with_jpeg():
+            # The source reads the files' bytes (no workers: they would only read files);
+            # FusedAugment decodes only each window, resizes, flips and normalizes, in C++
+            # threads of the main process.
+            pipelines.append(prefetch_pipeline(
+                "prefetch_decode", JpegBytes(paths), batch_size, 0, device,
+                prefetch.collate.samples, config.threads,
+                aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0, random_resized_crop=size,
+                                          decode=True)))
+        if dali_available() and device.type == "cpu":
+            pipelines.append(DaliPipeline(paths, batch_size, size, config.threads or 2))
         crop_impl = pipelines[0].loader.dataset.crop_impl
         try:
             raw = interleave(pipelines, n_sizes["jpeg_repeats"], device, config.progress, "jpeg ")
@@ -519,6 +592,11 @@ def run_jpeg(config, batch_size, n_sizes):
         "prefetch_resized_vs_usual": ratio(raw, "prefetch_resized", "usual"),
         "usual_float_vs_usual": ratio(raw, "usual_float", "usual"),
     }
+    for name in ("prefetch_decode", "dali_cpu"):
+        if name in raw:
+            ratios["%s_vs_usual" % name] = ratio(raw, name, "usual")
+    if "prefetch_decode" in raw and "dali_cpu" in raw:
+        ratios["prefetch_decode_vs_dali_cpu"] = ratio(raw, "prefetch_decode", "dali_cpu")
     stages = profile["us_per_image"]
     worker_total = profile["worker_us_per_image"]["prefetch"]
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
