@@ -131,3 +131,19 @@ def test_a_direct_call_decodes_a_list_of_byte_strings():
     out = aug((FILES[:3], torch.arange(3)))
     want = ref((prefetch.Ragged.from_tensors([pillow_rgb(f) for f in FILES[:3]]), torch.arange(3)))
     assert torch.equal(out[0], want[0]) and torch.equal(out[1], want[1])
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_the_decoded_windows_are_close_to_the_cpu_decoders():
+    from .conftest import require_cuda
+
+    require_cuda()
+    files = FILES[:-1]  # nvJPEG has no CMYK
+    kw = dict(random_resized_crop=24, hflip=0.5, seed=2)
+    loader = DataLoader(EncodedFiles(files), batch_size=13, collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cuda", transform=prefetch.FusedAugment(MEAN, STD, decode=True, **kw)) as pf:
+        (gpu, _), = list(pf)
+    cpu = run(files, prefetch.FusedAugment(MEAN, STD, decode=True, **kw), decoded=False, batch_size=13)[0][0]
+    assert gpu.device.type == "cuda" and gpu.shape == cpu.shape
+    # nvJPEG's IDCT and chroma upsampling may differ from libjpeg's by a few levels
+    assert (gpu.cpu() - cpu).abs().mean().item() < 4 / 255 / min(STD)
