@@ -62,9 +62,10 @@ def decode_jpeg(data, boxes=None, *, device="cpu"):
     ``n``, inside it) to HWC uint8 RGB: a :class:`prefetch.Ragged` of ``N`` images of their own
     sizes, packed without padding, on ``device``.
 
-    A stream that is not a JPEG, is truncated or has an unsupported layout raises RuntimeError
-    naming the sample and libjpeg's reason; a box outside its image raises before any pixel is
-    decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for
+    A stream that is not a JPEG, is truncated before the end of the rows it must decode, or has
+    an unsupported layout raises RuntimeError naming the sample and libjpeg's reason (a stream cut
+    below a box decodes that box: its rows are all there); a box outside its image raises before
+    any pixel is decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for
     the CPU, or torchvision for a CUDA ``device``.
     """
     device = torch.device(device)
@@ -72,8 +73,8 @@ def decode_jpeg(data, boxes=None, *, device="cpu"):
         return _decode_on_gpu(data, boxes, device)
     r = encoded_batch(data)
     offsets, sizes = r.host_tables()
-    if boxes is not None and not isinstance(boxes, torch.Tensor):
-        boxes = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
+    if boxes is not None:
+        boxes = _boxes(boxes, len(r))
     values, offsets, sizes = torch.ops.prefetch.decode_jpeg(r.values, offsets, sizes, boxes)
     out = Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True)
     return out if device.type == "cpu" else out.to(device, non_blocking=True)
@@ -87,8 +88,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     the CPU and cross to a CUDA device as uint8, or nvJPEG decodes them there)."""
     from .ops import _size_list, resized_crop
 
-    if not isinstance(boxes, torch.Tensor):
-        boxes = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
+    boxes = _boxes(boxes, None)
     device = torch.device(device)
     if device.type == "cpu":
         # One pass per sample: each thread decodes a box and resizes it while it is in cache.
@@ -121,6 +121,23 @@ def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hf
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return values.new_empty((offsets.shape[0], 3, size[0], size[1]), dtype=dtype).contiguous(
         memory_format=fmt)
+
+
+def _boxes(boxes, n):
+    """Boxes as a tensor; a list that is not [N, 4] integers is refused, saying what it is."""
+    if isinstance(boxes, torch.Tensor):
+        return boxes
+    try:
+        t = torch.as_tensor(boxes, dtype=torch.int64)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError("prefetch: boxes must be an integer [N, 4] tensor or nested list of (top, "
+                        "left, height, width), got %s (%s)" % (type(boxes).__name__, e)) from None
+    if t.numel() == 0 and (n == 0 or n is None):
+        return t.reshape(0, 4)
+    if t.dim() != 2 or t.shape[1] != 4:
+        raise ValueError("prefetch: boxes must have shape [N, 4] (top, left, height, width), got %s"
+                         % list(t.shape))
+    return t
 
 
 def _torchvision_decoder():

@@ -103,7 +103,7 @@ class Ragged:
         if self._dense:
             shapes = self._shapes
             counts = [math.prod(s) for s in shapes]
-            offsets = torch.tensor([0] + counts[:-1], dtype=torch.int64).cumsum_(0)
+            offsets = torch.tensor(([0] + counts[:-1]) if shapes else [], dtype=torch.int64).cumsum_(0)
             sizes = torch.tensor(shapes, dtype=torch.int64).view(len(shapes), self.rank)
             return offsets, sizes
         return self.offsets.cpu(), self.sizes.cpu()

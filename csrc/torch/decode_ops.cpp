@@ -206,7 +206,11 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
   static thread_local std::vector<uint8_t> box_pixels;
   for_each_sample(op, b, [&](int64_t n) {
     const decode::Region& r = regions[n];
-    box_pixels.resize(static_cast<size_t>(r.height * r.width * 3));
+    const size_t bytes = static_cast<size_t>(r.height * r.width * 3);
+    // A thread keeps at most what a typical photo's box needs; one huge box is not kept for life.
+    constexpr size_t kKeep = size_t{16} << 20;
+    if (box_pixels.capacity() > kKeep && bytes <= kKeep) std::vector<uint8_t>().swap(box_pixels);
+    box_pixels.resize(bytes);
     decode::decode_jpeg_rgb(b.data(n), static_cast<size_t>(b.lengths[n]), r, box_pixels.data(), r.width * 3);
     const int64_t table[kernels::kSampleFields] = {0, r.height, r.width, 3, 0, 0, r.height, r.width};
     kernels::ResizedCropArgs one = all;
