@@ -6,6 +6,8 @@ import sys
 import pytest
 import torch
 
+import prefetch
+
 from prefetch.bench.__main__ import main
 
 
@@ -123,8 +125,14 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
         want = 96 if name == "handoff_stored" else 24
         assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
+    from prefetch.bench.workers import dali_available
+
     assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate",
-                                      "prefetch_resized"}
+                                      "prefetch_resized"} | (
+        {"prefetch_decode"} if prefetch.built_with_jpeg() else set()) | (
+        {"dali_cpu"} if dali_available() else set())
+    if prefetch.built_with_jpeg():
+        assert metrics["jpeg_prefetch_decode_vs_usual"] > 0
     for name, row in jpeg["pipelines"].items():
         assert set(row["rounds"]["images"]) == {jpeg["files"]}, name
     assert jpeg["files"] == 16 and jpeg["image_size"] == 32
