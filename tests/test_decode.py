@@ -685,3 +685,32 @@ def test_boxes_that_are_not_n_by_4_integers_are_refused_by_name():
         decode_resized_crop(data, None, (4, 4), [0.5] * 3, [0.2] * 3)
     with pytest.raises(ValueError, match=r"boxes must have shape \[N, 4\].*\[1, 3\]"):
         decode_jpeg(data, [[0, 0, 1]])
+
+
+def _encoded_tables(files):
+    r = prefetch.decode.encoded_batch(files)
+    offsets, sizes = r.host_tables()
+    return r.values, offsets, sizes
+
+
+def test_opcheck_of_the_ops_with_a_fixed_output_shape():
+    values, offsets, sizes = _encoded_tables([encode(30, 41, seed=1), encode(17, 9, seed=2)])
+    boxes = torch.tensor([[1, 2, 20, 30], [0, 0, 17, 9]])
+    torch.library.opcheck(torch.ops.prefetch.jpeg_sizes.default, (values, offsets, sizes))
+    for kwargs in ({}, {"hflip": torch.tensor([True, False]), "dtype": torch.bfloat16,
+                        "channels_last": True, "antialias": True}):
+        torch.library.opcheck(torch.ops.prefetch.decode_resized_crop.default,
+                              (values, offsets, sizes, boxes, [8, 6], [0.5] * 3, [0.25] * 3), kwargs)
+
+
+def test_torch_compile_fullgraph_of_decode_resized_crop():
+    values, offsets, sizes = _encoded_tables([encode(30, 41, seed=1), encode(17, 9, seed=2)])
+    boxes = torch.tensor([[1, 2, 20, 30], [0, 0, 17, 9]])
+
+    def step(v, o, s, b):
+        x = torch.ops.prefetch.decode_resized_crop(v, o, s, b, [8, 6], [0.5] * 3, [0.25] * 3)
+        return x * 2
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(values, offsets, sizes, boxes), step(values, offsets, sizes, boxes),
+                               rtol=0, atol=0)
