@@ -132,6 +132,7 @@ class _Counters:
         self.batches = 0
         self.epochs = 0
         self.wait_s = 0.0
+        self.consumer_s = 0.0   # the consumer's wall time from its first next() to its last return
         self.produce_s = 0.0
         self.source_s = 0.0     # of produce_s: in the source's next() (a DataLoader's hand-off)
         self.transform_s = 0.0  # of produce_s: in the transforms (CPU: the work; CUDA: launches)
@@ -140,6 +141,38 @@ class _Counters:
         with self.lock:
             for key, value in deltas.items():
                 setattr(self, key, getattr(self, key) + value)
+
+
+def _ratio(part, whole):
+    return part / whole if whole > 0 else 0.0
+
+
+def derived_fractions(counters):
+    """The fractions ``stats()`` derives from its counters (0.0 while a denominator is 0).
+
+    - ``wait_fraction`` = ``wait_s / consumer_s``: of the consumer's wall time (from each
+      epoch's first ``next()`` call to its last return: its own work between batches plus its
+      waits), the part spent inside ``next()`` waiting for a batch. 0: the data was always
+      ready; near 1: the consumer (the training step) mostly waits for data.
+    - the producer's shares of ``produce_s`` (its whole time per batch, summed), stage by stage:
+      ``source_share`` (``source_s``), ``collate_share`` (``collate_s``: collation, and on the
+      CPU device the copy), ``blocked_share`` (``producer_blocked_s``: waiting for a free slot,
+      the consumer being slower), ``transform_share`` (``transform_s``) and ``handoff_share``,
+      the rest (flattening the batch, enqueuing the device copy, publishing); they sum to 1.
+      ``collate_s`` and ``producer_blocked_s`` are the engine's; without them (a closed
+      Prefetcher) only ``source_share`` and ``transform_share`` are given.
+    """
+    out = {"wait_fraction": _ratio(counters["wait_s"], counters["consumer_s"])}
+    produce = counters["produce_s"]
+    out["source_share"] = _ratio(counters["source_s"], produce)
+    out["transform_share"] = _ratio(counters["transform_s"], produce)
+    if "collate_s" in counters and "producer_blocked_s" in counters:
+        out["collate_share"] = _ratio(counters["collate_s"], produce)
+        out["blocked_share"] = _ratio(counters["producer_blocked_s"], produce)
+        rest = produce - counters["source_s"] - counters["transform_s"] - counters["collate_s"] \
+            - counters["producer_blocked_s"]
+        out["handoff_share"] = _ratio(max(0.0, rest), produce)
+    return out
 
 
 class _RunState:
@@ -357,6 +390,7 @@ class EpochRun:
         self._timeout_arg = timeout
         self._length, self._on_batch, self._on_end = length, on_batch, on_end
         self.delivered = 0  # batches this run handed to the consumer
+        self._last_return = None  # perf_counter() when next() last returned or raised
         # Not at exit: _at_exit stops every run there, within one deadline for all.
         weakref.finalize(self, _stop_run, self._engine, state).atexit = False
 
@@ -387,10 +421,15 @@ class EpochRun:
             raise StopIteration
         t0 = time.perf_counter()
         status, seq, _ = self._engine.next(state.token, self._timeout, False)
-        waited = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        waited = t1 - t0
+        # The consumer's wall time: from this run's first next() call, every interval between
+        # two returns of next() (the consumer's own work, then its wait).
+        span = t1 - (t0 if self._last_return is None else self._last_return)
+        self._last_return = t1
         if status == _BATCH:
             self.delivered += 1
-            self._counters.add(wait_s=waited, batches=1)  # one lock a batch, not two
+            self._counters.add(wait_s=waited, consumer_s=span, batches=1)  # one lock a batch
             batch = state.results.pop(seq)
             if self._protect:  # an untransformed batch's block was protected by next()
                 _protect(batch, torch.cuda.current_stream(self._device))
@@ -402,7 +441,7 @@ class EpochRun:
                         state.snapshots.pop(-1, None)
                 self._on_batch(state.epoch, state.first_index + self.delivered, source_state)
             return batch
-        self._counters.add(wait_s=waited)
+        self._counters.add(wait_s=waited, consumer_s=span)
         if status == _END:
             self._finish()
             if self._on_end is not None:
@@ -565,11 +604,12 @@ class Pipeline:
         c = self._counters
         with c.lock:
             out = {"batches": c.batches, "epochs": c.epochs, "wait_s": c.wait_s,
-                   "produce_s": c.produce_s, "source_s": c.source_s,
-                   "transform_s": c.transform_s}
+                   "consumer_s": c.consumer_s, "produce_s": c.produce_s,
+                   "source_s": c.source_s, "transform_s": c.transform_s}
         if not self.closed and self.owned_by_this_process:  # (not the engine a fork inherited)
             out.update(self.engine.stats())
             out["collate_gbps"] = (
                 out["bytes_collated"] / out["collate_s"] / 1e9 if out["collate_s"] > 0 else 0.0
             )
+        out.update(derived_fractions(out))
         return out

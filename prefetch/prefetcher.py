@@ -215,8 +215,16 @@ class Prefetcher(ClosesOnExit):
         - the transform: ``transform_s``, the producer's time in ``transform`` and
           ``device_transform`` (on the CPU the work itself; on CUDA the time to enqueue it on the
           copy stream, which then runs on the device);
-        - the consumer: ``wait_s``, the time ``next()`` waited for a batch (the consumer is input
-          bound when this grows with the epoch);
+        - the consumer: ``wait_s``, the time ``next()`` waited for a batch, and ``consumer_s``,
+          the consumer's wall time from each epoch's first ``next()`` call to its last return
+          (its own work between batches plus those waits);
+
+        derived from those (0.0 while the denominator is 0): ``wait_fraction`` = ``wait_s /
+        consumer_s``, the part of the consumer's time spent waiting for data (near 0: the
+        consumer, e.g. the training step, is the slower side; near 1: it is input bound);
+        ``source_share``, ``collate_share``, ``blocked_share`` (``producer_blocked_s``),
+        ``transform_share`` and ``handoff_share`` (the rest: flattening, enqueuing the device
+        copy, publishing), each stage's part of ``produce_s``, summing to 1;
 
         ``produce_s`` is the producer's whole time per batch, ``batches`` and ``epochs`` the
         counts; the ring's ``ring_growths``, and with the worker ring
