@@ -12,7 +12,7 @@ import torch
 
 import prefetch
 
-from . import arrays, collate, e2e, h2d, ops, workers
+from . import arrays, collate, e2e, h2d, loader_cli, ops, workers
 from .charts import write_charts
 from .section import Config, Skipped
 
@@ -37,7 +37,12 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=None, help="engine collation threads (default: cores, <= 8)")
     p.add_argument("--steps", type=int, default=None, help="training steps per e2e pipeline")
     p.add_argument("--out", default="bench-out", help="directory for results.json")
-    return p.parse_args(argv)
+    loader_cli.add_arguments(p)
+    args = p.parse_args(argv)
+    for name in ("step", "transform"):
+        if getattr(args, name) and not args.loader:
+            p.error("--%s needs --loader" % name)
+    return args
 
 
 def progress(msg):
@@ -52,6 +57,8 @@ def device_name(device):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.loader:
+        return loader_cli.run(args, device_name)
     names = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in names if s not in BY_NAME]
     if unknown:

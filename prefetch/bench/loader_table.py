@@ -1,0 +1,74 @@
+"""The printed form of a LoaderReport: the rates with their range, each Prefetcher stage, the
+notes, and the verdict as the last line."""
+from .verdict import percent, rate
+
+ROWS = [
+    ("loader_bps", "the loader alone", None),
+    ("prefetch_bps", "the loader through prefetch.Prefetcher", None),
+    ("step_bps", "the step alone, on one batch (the compute bound)", None),
+    ("plain_step_bps", "the step fed by the loader", "plain_step_wait_fraction"),
+    ("prefetch_step_bps", "the step fed by the Prefetcher", "prefetch_step_wait_fraction"),
+]
+
+STAGES = [
+    ("source_ms", "source_share", "source: the loader's next()", "source"),
+    ("collate_ms", "collate_share", "collation into the pinned ring (and, on the CPU, the copy)",
+     "collation"),
+    ("handoff_ms", "handoff_share", "hand-off: flattening, enqueuing the copy, publishing", None),
+    ("transform_ms", "transform_share", "transform", "transform"),
+    ("producer_blocked_ms", "blocked_share", "waiting for a free slot (the consumer is slower)",
+     None),
+]
+
+
+def flat_metrics(report):
+    """The flat ``metrics`` object of results.json (medians)."""
+    f = {k: s.median for k, s in report.figures.items()}
+    out = dict(f)
+    if f.get("loader_bps"):
+        out["prefetch_vs_loader"] = f["prefetch_bps"] / f["loader_bps"]
+    if f.get("plain_step_bps") and "prefetch_step_bps" in f:
+        out["prefetch_step_vs_plain_step"] = f["prefetch_step_bps"] / f["plain_step_bps"]
+    out["stats_wait_fraction"] = report.stages["wait_fraction"]
+    return out
+
+
+def format_report(report):
+    """Lines to print; the last one is the verdict."""
+    c = report.config
+    lines = ["", "your loader (%s) on %s: %d interleaved rounds, each pass <= %g s or %d batches "
+             "after %d warm-up batches" % (c["loader"], c["device"], c["rounds"], c["seconds"],
+                                            c["batches"], c["warmup"]),
+             "  %-50s | %-26s | %s" % ("", "batches/s median (range)", "waits for data")]
+    for key, label, wait_key in ROWS:
+        s = report.figures.get(key)
+        if s is None:
+            continue
+        cell = "%s (%s–%s)" % (rate(s.median), rate(s.low), rate(s.high))
+        wait = ""
+        if wait_key in report.figures:
+            w = report.figures[wait_key]
+            wait = "%s (%s–%s)" % (percent(w.median), percent(w.low), percent(w.high))
+        lines.append("  %-50s | %-26s | %s" % (label, cell, wait))
+    f = flat_metrics(report)
+    ratios = []
+    if "prefetch_vs_loader" in f:
+        ratios.append("Prefetcher / loader alone %.2fx" % f["prefetch_vs_loader"])
+    if "prefetch_step_vs_plain_step" in f:
+        ratios.append("step fed by the Prefetcher / fed by the loader %.2fx"
+                      % f["prefetch_step_vs_plain_step"])
+    if ratios:
+        lines.append("  ratios of medians: " + "; ".join(ratios))
+    st = report.stages
+    lines.append("  the Prefetcher's stages, per batch over its %d batches (Prefetcher.stats()):"
+                 % st["batches_produced"])
+    for ms, share, label, rate_name in STAGES:
+        alone = st["rates"].get(rate_name) if rate_name else None
+        lines.append("    %-62s %8.3f ms  %5s of the producer%s" % (
+            label, st[ms], percent(st[share]),
+            ("  (alone: %s batches/s)" % rate(alone)) if alone else ""))
+    lines.append("    %-62s %8.3f ms  wait_fraction %s" % (
+        "the consumer waiting in next()", st["consumer_wait_ms"], percent(st["wait_fraction"])))
+    for note in report.notes:
+        lines.append("  note: " + note)
+    return lines
