@@ -74,3 +74,25 @@ def raises():
 
 
 NOT_CALLABLE = 3
+
+
+class Images:
+    """A re-iterable of uint8 NHWC image batches (for a transform)."""
+
+    def __init__(self, n=10000, batch=8, size=32):
+        self.n, self.batch, self.size = n, batch, size
+        self.images = torch.randint(0, 256, (batch, size, size, 3), dtype=torch.uint8)
+
+    def __iter__(self):
+        for _ in range(self.n):
+            yield self.images
+
+
+def image_loader():
+    return Images()
+
+
+def make_transform():
+    import prefetch
+    return prefetch.FusedAugment(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), crop=32,
+                                 padding=4, hflip=0.5, seed=0)

@@ -257,3 +257,17 @@ def test_cli_bad_module_function_is_one_clear_line(args, message, tmp_path):
 def test_cli_step_needs_a_loader():
     r = bench("--step", "tests.bench_loaders:fast_step")
     assert r.returncode == 2 and "--step needs --loader" in r.stderr
+
+
+def test_cli_with_a_transform(tmp_path):
+    r = bench("--loader", "tests.bench_loaders:image_loader", "--step",
+              "tests.bench_loaders:fast_step", "--transform", "tests.bench_loaders:make_transform",
+              "--device", "cpu", "--out", str(tmp_path), *QUICK)
+    assert r.returncode == 0, r.stderr
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["config"]["transform"] == "FusedAugment"
+    stages = data["details"]["loader"]["stages"]
+    assert stages["transform_ms"] > 0 and stages["rates"]["transform"] > 0
+    assert any(n.startswith("the transform runs only in the Prefetcher")
+               for n in data["details"]["loader"]["notes"])
+    assert last_line(r.stdout).split(":")[0] in ("input-bound", "balanced", "compute-bound")

@@ -11,8 +11,9 @@ machine state, each pass bounded by ``seconds`` or ``batches`` (whichever comes 
   bound); ``plain_step``, the step fed by the loader; ``prefetch_step``, fed by the Prefetcher;
   for the two fed loops, the fraction of the loop's wall time spent in the loader's ``next()``.
 
-Each figure is the median over the rounds with its range; the Prefetcher's ``stats()`` over all
-its passes gives each stage's time per batch. ``LoaderReport.verdict`` is the one-line answer
+Each figure is the median over the rounds with its range; the Prefetcher's ``stats()``
+counters, summed over its passes feeding the step (without a step: its passes alone), give each
+stage's time per batch. ``LoaderReport.verdict`` is the one-line answer
 (:mod:`prefetch.bench.verdict`).
 """
 import gc
@@ -24,6 +25,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 import prefetch
+from prefetch._pipeline import derived_fractions
 
 from . import timing
 from .target import TargetError
@@ -148,7 +150,7 @@ def _check_iterable(loader, what="make_loader()"):
 
 def _stage_figures(s, submitted, with_transform):
     """Per-batch seconds, shares of the producer's time and the batches/s each stage alone
-    would allow, from the Prefetcher's stats() over every pass."""
+    would allow, from the Prefetcher's stats() counters summed over the passes counted."""
     n = max(1, submitted)
     stages = {
         "batches_produced": submitted,
@@ -241,13 +243,29 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
             rounds_of.setdefault(name + "_wait_fraction", []).append(p.wait_fraction)
         rounds_of.setdefault(name + "_batches", []).append(p.batches)
 
+    # The stage figures come from stats() over the Prefetcher passes that answer the question:
+    # those feeding the step when there is one (the consumer's wait is the step's), else all.
+    counted = "prefetch_step" if step is not None else "prefetch"
+    totals = {}
+
+    def pf_pass(name, with_step):
+        before = pf.stats()
+        p = _timed_pass(lambda: iter(pf), with_step, seconds, batches, warmup, device)
+        if name == counted:  # the pass's run is stopped and joined: its counters are final
+            after = pf.stats()
+            for k, v in after.items():
+                if isinstance(v, (int, float)) and k in before and not k.endswith(
+                        ("_share", "_fraction", "_gbps")):
+                    totals[k] = totals.get(k, 0) + v - before[k]
+        return p
+
     cached = None
     try:
         for r in range(rounds):
             say("round %d/%d: the loader alone" % (r + 1, rounds))
             add("loader", _timed_pass(lambda: iter(loader), None, seconds, batches, warmup, device))
             say("round %d/%d: the loader through the Prefetcher" % (r + 1, rounds))
-            add("prefetch", _timed_pass(lambda: iter(pf), None, seconds, batches, warmup, device))
+            add("prefetch", pf_pass("prefetch", None))
             if step is None:
                 continue
             if cached is None:
@@ -261,12 +279,11 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
             say("round %d/%d: the step fed by the loader" % (r + 1, rounds))
             add("plain_step", _timed_pass(lambda: iter(loader), step, seconds, batches, warmup, device))
             say("round %d/%d: the step fed by the Prefetcher" % (r + 1, rounds))
-            add("prefetch_step", _timed_pass(lambda: iter(pf), step, seconds, batches, warmup, device))
+            add("prefetch_step", pf_pass("prefetch_step", step))
         cached = None
-        pf._pipeline.stop()  # the last pass's producer stops before the counters are read
-        s = pf.stats()
     finally:
         pf.close()
+    s = dict(totals, **derived_fractions(totals))
     figures = {k: timing.Summary.of(v) for k, v in rounds_of.items() if not k.endswith("_batches")}
     stages = _stage_figures(s, s.get("submitted", s["batches"]), transform is not None)
     med = {k: v.median for k, v in figures.items()}

@@ -60,8 +60,9 @@ def format_report(report):
     if ratios:
         lines.append("  ratios of medians: " + "; ".join(ratios))
     st = report.stages
-    lines.append("  the Prefetcher's stages, per batch over its %d batches (Prefetcher.stats()):"
-                 % st["batches_produced"])
+    lines.append("  the Prefetcher's stages, per batch over the %d batches of its passes %s "
+                 "(Prefetcher.stats()):" % (st["batches_produced"], "feeding the step"
+                                            if c["step"] else "alone"))
     for ms, share, label, rate_name in STAGES:
         alone = st["rates"].get(rate_name) if rate_name else None
         lines.append("    %-62s %8.3f ms  %5s of the producer%s" % (
