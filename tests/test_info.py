@@ -1,0 +1,121 @@
+"""python -m prefetch.info: what a bug report needs, as text, JSON and prefetch.info.report()."""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import prefetch
+import prefetch.info as info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECTIONS = ("prefetch", "build", "torch", "cuda", "host", "python", "os", "env", "packages")
+
+
+def run_module(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "prefetch.info", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=env)
+
+
+def test_module_prints_the_report():
+    proc = run_module()
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("prefetch %s at " % prefetch.__version__)
+    for needle in ("CUDA:", "arch list:", "JPEG decoder:", "sanitizers:", "DEBUG:", "torch %s" % torch.__version__,
+                   "pinned-memory limit (ulimit -l)", "cores:", "Python ", "OS: ", "TORCH_CUDA_ARCH_LIST=",
+                   "OMP_NUM_THREADS="):
+        assert needle in out, (needle, out)
+
+
+def test_module_json_matches_the_function():
+    proc = run_module("--json", env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(SECTIONS) <= set(data)
+    assert data["env"]["OMP_NUM_THREADS"] == "1"
+    assert data["build"]["cuda"] is prefetch.built_with_cuda()
+    assert data["build"]["jpeg"] is prefetch.built_with_jpeg()
+    assert data["prefetch"]["version"] == prefetch.__version__
+
+
+def test_report_returns_the_dict_and_prints_it():
+    out = io.StringIO()
+    data = info.report(out=out)
+    assert set(SECTIONS) <= set(data)
+    assert out.getvalue() == info.format_report(data)
+    assert data["prefetch"]["location"] == os.path.dirname(os.path.abspath(prefetch.__file__))
+    assert data["torch"]["version"] == torch.__version__
+    assert data["python"]["version"] == sys.version.split()[0]
+    host = data["host"]
+    assert host["cpu_count"] == os.cpu_count()
+    assert host["torch_num_threads"] == torch.get_num_threads()
+    assert set(host["pinned_memory_limit"]) == {"soft", "hard"}
+    assert all(v == "unlimited" or v.endswith(" KiB") for v in host["pinned_memory_limit"].values())
+    if hasattr(os, "sched_getaffinity"):
+        assert host["cpu_affinity"] == len(os.sched_getaffinity(0))
+    cuda = data["cuda"]
+    assert cuda["torch_cuda"] == torch.version.cuda
+    assert cuda["available"] is torch.cuda.is_available()
+    if not torch.cuda.is_available():
+        assert cuda["device_count"] == 0 and not torch.cuda.is_initialized()
+    assert info.report(out=None) is not None  # prints nothing
+
+
+def test_build_fields_agree_with_the_extension():
+    build = info.report(out=None)["build"]
+    assert build["cuda"] is prefetch.built_with_cuda()
+    assert build["jpeg"] is prefetch.built_with_jpeg()
+    library = torch.ops.prefetch._jpeg_decoder_library()
+    assert build["jpeg_library"] == library
+    assert build["extension"] == prefetch._C.__file__
+    if os.path.exists(info.BUILD_INFO_PATH):
+        with open(info.BUILD_INFO_PATH) as f:
+            recorded = json.load(f)
+        # A record that disagrees with the loaded extension is reported, never hidden.
+        assert build["consistent"] is (not build["problems"])
+        if build["consistent"]:
+            assert recorded["cuda"] is prefetch.built_with_cuda()
+            assert recorded["jpeg"] is prefetch.built_with_jpeg()
+        assert build["cuda_why"] == recorded["cuda_why"]
+        assert build["arch_list"] == recorded["arch_list"]
+        assert build["cuda_why"].startswith("on" if recorded["cuda"] else "off")
+        assert (recorded["arch_list"] is None) is (not recorded["cuda"])
+
+
+def test_missing_build_info_says_unknown(monkeypatch, tmp_path):
+    monkeypatch.setattr(info, "BUILD_INFO_PATH", str(tmp_path / "missing.json"))
+    out = io.StringIO()
+    build = info.report(out=out)["build"]
+    for key in ("cuda_why", "arch_list", "jpeg_why", "sanitize", "debug", "built_at", "consistent"):
+        assert build[key] == "unknown", (key, build[key])
+    assert build["info_file"].startswith("unknown")
+    # What the loaded extension says is still known.
+    assert build["cuda"] is prefetch.built_with_cuda()
+    assert build["jpeg"] is prefetch.built_with_jpeg()
+    assert "arch list:        unknown" in out.getvalue()
+
+
+def test_a_record_that_disagrees_is_flagged(monkeypatch, tmp_path):
+    path = tmp_path / "_build_info.json"
+    path.write_text(json.dumps({"cuda": not prefetch.built_with_cuda(), "cuda_why": "on (test)", "jpeg":
+                                prefetch.built_with_jpeg(), "torch": torch.__version__, "sanitize": None}))
+    monkeypatch.setattr(info, "BUILD_INFO_PATH", str(path))
+    out = io.StringIO()
+    build = info.report(out=out)["build"]
+    assert build["consistent"] is False
+    assert build["cuda_why"] == "on (test)"
+    assert build["sanitize"] is None
+    assert any("cuda=" in p for p in build["problems"])
+    assert "WARNING: the record says cuda=" in out.getvalue()
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]"])
+def test_an_unreadable_record_is_unknown(monkeypatch, tmp_path, content):
+    path = tmp_path / "_build_info.json"
+    path.write_text(content)
+    monkeypatch.setattr(info, "BUILD_INFO_PATH", str(path))
+    assert info.report(out=None)["build"]["arch_list"] == "unknown"
