@@ -271,3 +271,67 @@ def test_cli_with_a_transform(tmp_path):
     assert any(n.startswith("the transform runs only in the Prefetcher")
                for n in data["details"]["loader"]["notes"])
     assert last_line(r.stdout).split(":")[0] in ("input-bound", "balanced", "compute-bound")
+
+
+# --- the existing bench's readable output (issue 17 item 2) -------------------------------
+
+from prefetch.bench import e2e as E2E  # noqa: E402
+from prefetch.bench import summary as S  # noqa: E402
+from prefetch.bench import text as T  # noqa: E402
+
+
+def test_summary_verdict_counts_comparisons_and_says_why_one_trails():
+    line = S.verdict({"collate_vs_default_collate": 13.2, "ops_vs_torch_chain": 96.9,
+                      "e2e_vs_baseline": 1.89, "e2e_heavy_vs_baseline": 0.94,
+                      "prefetch_vs_usual_b64": 4.6, "prefetch_vs_usual_b256": 6.2,
+                      "collate_gbps": 20.0}, "cpu", 2)
+    assert line.startswith("verdict: prefetch was faster than the usual PyTorch path in 4 of 5 "
+                           "comparisons (ratios 0.94x to 96.9x, median 6.20x)")
+    assert "training loop (heavy CNN) vs DataLoader + torch ops 0.94x (on a CPU the model or " \
+           "consumer and the pipeline share the same 2 cores)" in line
+    assert "batch 256" in S.comparisons({"prefetch_vs_usual_b64": 4.6, "prefetch_vs_usual_b256": 6.2})[0][1]
+    assert S.verdict({}).startswith("verdict: no comparison")
+    assert "see its section's table" in S.verdict({"ops_vs_torch_chain": 0.5}, "cuda", 8)
+
+
+def test_e2e_table_says_why_prefetch_is_slower_and_that_cached_is_not_a_bound():
+    def row(ips, wait):
+        return {"img_per_s": ips, "step_s": 64 / ips, "wait_fraction": wait,
+                "step_s_median": 64 / ips, "step_s_range": [0.9 * 64 / ips, 1.1 * 64 / ips]}
+    result = {"config": {"workers": 2, "shapes": {"heavy_cnn": {"batch_size": 64, "image_size": 112}}},
+              "results": {"heavy_cnn": {"baseline": row(64, 0.01), "prefetch": row(60, 0.003),
+                                        "ceiling": row(58, 0.0)}}}
+    out = E2E.table(result, "cpu")
+    assert "heavy_cnn: prefetch / baseline 0.94: on a CPU the model and the input pipeline " \
+           "share the same" in out
+    assert "baseline and prefetch faster than the cached batches: those are not a bound" in out
+    assert "ceiling" not in out and "cached" in out
+    assert E2E.why_slower("m", {"baseline": row(64, 0.01), "prefetch": row(70, 0.0)}, "cpu") is None
+    assert "compute bounds both" in E2E.why_slower(
+        "m", {"baseline": row(64, 0.01), "prefetch": row(60, 0.0)}, "cuda")
+
+
+def test_text_columns_and_spread():
+    lines = T.columns(["a", "bb"], [["xyz", "1"], ["q", "22222"]])
+    assert lines == ["  a   |    bb", "  xyz |     1", "  q   | 22222"]
+    assert T.spread(2.5, 1.0, 10.0, "%.1f") == "2.5 (1.0–10.0)"
+
+
+def test_bench_closes_with_the_verdict_and_names_its_ratios(tmp_path):
+    r = bench("--quick", "--sections", "collate,ops", "--batch-size", "8", "--image-size", "32",
+              "--device", "cpu", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert last_line(out).startswith("verdict: prefetch was faster than the usual PyTorch path in ")
+    assert "plain copy, 1 thread" in out and "engine / plain copy" in out
+    assert "whole epochs" in out  # pipeline_gbps, which the h2d skip message points to
+    assert "limit" not in out
+    assert "fused / torch chain" in out and "copy of as many bytes" in out
+    data = json.loads((tmp_path / "results.json").read_text())
+    m = data["metrics"]
+    assert m["collate_vs_plain_copy"] == m["collate_fraction_of_copy"] > 0  # old key kept
+    assert m["pipeline_gbps"] > 0
+    assert data["verdict"] == last_line(out)
+    row = data["details"]["collate"][0]
+    lo, hi = row["collate_gbps_range"]
+    assert lo <= row["collate_gbps"] <= hi

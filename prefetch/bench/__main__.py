@@ -1,5 +1,6 @@
-"""python -m prefetch.bench: measures prefetch against the alternatives and the machine's limit,
-in the same run, and writes a table and results.json."""
+"""python -m prefetch.bench: measures prefetch against the alternatives and against plain copies
+of as many bytes, in the same run, writes a table and results.json, and closes with a verdict.
+With --loader module:function it measures your own loader (and --step) instead."""
 import argparse
 import datetime
 import json
@@ -14,6 +15,7 @@ import prefetch
 
 from . import arrays, collate, e2e, h2d, loader_cli, ops, workers
 from .charts import write_charts
+from .summary import verdict
 from .section import Config, Skipped
 
 # Every section, in the default order of --sections.
@@ -101,12 +103,14 @@ def main(argv=None):
         "metrics": metrics,
         "details": details,
         "skipped": skipped,
+        "verdict": verdict(metrics, device.type),
     }
     path = os.path.join(args.out, "results.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)
     write_charts(result, args.out)
     print("\nwrote %s in %.1f s" % (path, time.perf_counter() - t0))
+    print(verdict(metrics, device.type))
     return 0
 
 

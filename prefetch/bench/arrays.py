@@ -1,5 +1,5 @@
-"""ArrayLoader against a DataLoader over the same arrays, and device-resident batches against
-the device's copy limit.
+"""ArrayLoader against a DataLoader over the same arrays, and device-resident batches against a
+device copy of as many bytes.
 
 Workload (the fast-sources issue): CIFAR-size uint8 images ``[N, 32, 32, 3]`` and int64 labels.
 - host: batches delivered on the device by ArrayLoader(resident="host") vs
@@ -17,7 +17,7 @@ import torch
 
 import prefetch
 
-from . import timing
+from . import text, timing
 from .section import Section, SectionResult
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.247, 0.243, 0.261)
@@ -41,7 +41,7 @@ def _images_per_second(make_iter, device, batch_size, batches, warmup=3, repeats
             next(it)
 
     seconds = timing.samples(consume, repeats, device=device, warmup=0, setup=warmed_up)
-    return timing.median([batch_size * batches / s for s in seconds])
+    return timing.Summary.of([batch_size * batches / s for s in seconds])
 
 
 def _dataloader_iter(images, labels, batch_size, workers, device):
@@ -64,18 +64,24 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g)
     labels = torch.randint(0, 10, (n,), generator=g)
     batches = min(batches, n // batch_size - 4)
-    row = {"num_images": n, "image_size": size, "batch_size": batch_size, "batches_timed": batches}
+    row = {"num_images": n, "image_size": size, "batch_size": batch_size, "batches_timed": batches,
+           "repeats": repeats}
+    ranges = {}
 
     progress("arrays: ArrayLoader(resident='host'), %d x %dx%dx3 uint8" % (n, size, size))
     with prefetch.ArrayLoader((images, labels), batch_size, drop_last=True, resident="host",
                               device=device, num_threads=threads) as loader:
-        row["host_img_per_s"] = _images_per_second(lambda: iter(loader), device, batch_size,
-                                                   batches, repeats=repeats)
+        rate = _images_per_second(lambda: iter(loader), device, batch_size, batches,
+                                  repeats=repeats)
+        row["host_img_per_s"], row["host_img_per_s_range"] = rate.median, [rate.low, rate.high]
     for w in workers:
         progress("arrays: DataLoader(TensorDataset) with %d workers" % w)
-        row["dataloader_%dw_img_per_s" % w] = _images_per_second(
+        rate = _images_per_second(
             lambda: _dataloader_iter(images, labels, batch_size, w, device), device, batch_size,
             batches, repeats=repeats)
+        row["dataloader_%dw_img_per_s" % w] = rate.median
+        ranges["dataloader_%dw" % w] = [rate.low, rate.high]
+    row["dataloader_img_per_s_ranges"] = ranges
     best = max(row["dataloader_%dw_img_per_s" % w] for w in workers)
     row["arrays_vs_dataloader"] = row["host_img_per_s"] / best
 
@@ -84,9 +90,11 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     with prefetch.ArrayLoader((images, labels), batch_size, drop_last=True, resident="device",
                               device=device, transform=aug) as loader:
         device_batches = min(n // batch_size - 4, batches * 4)
-        rate = _images_per_second(lambda: iter(loader), device, batch_size, device_batches,
-                                  repeats=repeats)
+        summary = _images_per_second(lambda: iter(loader), device, batch_size, device_batches,
+                                     repeats=repeats)
+    rate = summary.median
     row["device_img_per_s"] = rate
+    row["device_img_per_s_range"] = [summary.low, summary.high]
     row["device_batches_per_s"] = rate / batch_size
 
     # The kernel alone: one gather + crop + flip + normalize over the whole epoch's order, bytes
@@ -104,8 +112,12 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
     moved = n * size * size * 3 * (1 + 4)
     src = torch.empty(moved // 2, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
-    row["kernel_s"] = timing.median(timing.kernel_samples(fused, max(3, repeats), device))
-    row["copy_s"] = timing.median(timing.kernel_samples(lambda: dst.copy_(src), max(3, repeats), device))
+    kernels = timing.kernel_samples(fused, max(3, repeats), device)
+    copies = timing.kernel_samples(lambda: dst.copy_(src), max(3, repeats), device)
+    row["kernel_s"], row["copy_s"] = timing.median(kernels), timing.median(copies)
+    row["device_gbps_range"] = [moved / max(kernels) / 1e9, moved / min(kernels) / 1e9]
+    row["copy_gbps_range"] = [moved / max(copies) / 1e9, moved / min(copies) / 1e9]
+    row["kernel_repeats"] = len(kernels)
     row["device_gbps"] = moved / row["kernel_s"] / 1e9
     row["copy_gbps"] = moved / row["copy_s"] / 1e9
     row["arrays_device_fraction_of_copy"] = row["device_gbps"] / row["copy_gbps"]
@@ -116,19 +128,25 @@ def measure(device, n=50000, size=32, batch_size=256, batches=40, workers=(0, 2)
 
 
 def table(r):
-    lines = ["", "arrays (%d uint8 %dx%dx3 images, batch %d)" % (
-        r["num_images"], r["image_size"], r["image_size"], r["batch_size"])]
-    loaders = [("ArrayLoader host", r["host_img_per_s"])] + [
-        ("DataLoader %s workers" % k.split("_")[1][:-1], v) for k, v in r.items()
-        if k.startswith("dataloader_")]
-    for name, rate in loaders:
-        lines.append("  %-22s | %10.0f images/s | %6.1f batches/s" % (name, rate, rate / r["batch_size"]))
+    lines = ["", "arrays (%d uint8 %dx%dx3 images, batch %d; median (range) of %d repetitions)" % (
+        r["num_images"], r["image_size"], r["image_size"], r["batch_size"], r["repeats"])]
+    ranges = r.get("dataloader_img_per_s_ranges", {})
+    loaders = [("ArrayLoader host", r["host_img_per_s"], r["host_img_per_s_range"])] + [
+        ("DataLoader %s workers" % k.split("_")[1][:-1], v, ranges.get(k[:-len("_img_per_s")]))
+        for k, v in r.items() if k.startswith("dataloader_") and k.endswith("_img_per_s")]
+    lines += text.columns(["loader", "images/s", "batches/s"], [
+        [name, text.spread(rate, *(rng or (rate, rate)), fmt="%.0f"), "%.1f" % (rate / r["batch_size"])]
+        for name, rate, rng in loaders])
     lines.append("  ArrayLoader host / best DataLoader: %.1fx" % r["arrays_vs_dataloader"])
-    lines.append("  ArrayLoader device + FusedAugment: %.0f images/s (%.1f batches/s), %.2f of the "
-                 "kernel's rate" % (r["device_img_per_s"], r["device_batches_per_s"],
-                                    r["device_loop_fraction_of_kernel"]))
-    lines.append("  fused gather kernel, one epoch: %.2f GB/s moved | copy %.2f GB/s | fraction of copy "
-                 "%.2f" % (r["device_gbps"], r["copy_gbps"], r["arrays_device_fraction_of_copy"]))
+    lines.append("  ArrayLoader device + FusedAugment: %s images/s (%.1f batches/s); this loop / the "
+                 "fused gather kernel alone over the epoch: %.2f" % (
+                     text.spread(r["device_img_per_s"], *r["device_img_per_s_range"], fmt="%.0f"),
+                     r["device_batches_per_s"], r["device_loop_fraction_of_kernel"]))
+    lines.append("  fused gather kernel, one epoch: %s GB/s moved | a device copy of as many bytes %s "
+                 "GB/s | kernel / copy %.2f (%d repetitions)" % (
+                     text.spread(r["device_gbps"], *r["device_gbps_range"]),
+                     text.spread(r["copy_gbps"], *r["copy_gbps_range"]),
+                     r["arrays_device_fraction_of_copy"], r["kernel_repeats"]))
     return "\n".join(lines)
 
 

@@ -20,7 +20,8 @@ def write_charts(result, out_dir):
         axes = axes if hasattr(axes, "__len__") else [axes]
         for ax, (model, rows) in zip(axes, details["e2e"]["results"].items()):
             names = list(rows)
-            ax.bar(names, [rows[n]["img_per_s"] for n in names], color="#4c72b0")
+            ax.bar([{"ceiling": "cached"}.get(n, n) for n in names],  # not a bound: e2e.py
+                   [rows[n]["img_per_s"] for n in names], color="#4c72b0")
             ax.set_title(model)
             ax.set_ylabel("images/s")
         fig.suptitle("e2e on %s" % result["device"])

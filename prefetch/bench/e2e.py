@@ -6,8 +6,15 @@ dataset generated in memory, in the same run.
 (b) timm's PrefetchLoader (normalization on a side stream; no flips) when timm is installed;
 (c) prefetch: Prefetcher over DataLoader(collate_fn=prefetch.collate.samples) with FusedAugment
     (flips + normalization in one kernel on the copy stream);
-(d) ceiling: the same number of batches already on the device, preprocessed — compute only.
+(d) cached (key ``ceiling``): a few batches preprocessed once with torch ops, already on the
+    device, cycled — the step with no input work. Not a bound: on a CPU the model shares the cores
+    with nothing else in it, but its input layout (torch-permuted NHWC) differs from
+    FusedAugment's contiguous NCHW, so a pipeline can come out faster.
+
+The table shows each step's time as median (range) over the timed steps, and says why when
+prefetch is slower than the baseline.
 """
+import os
 import time
 
 import torch
@@ -17,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 
-from . import timing
+from . import text, timing
 from .section import Section, SectionResult
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -119,10 +126,18 @@ def train(batches, model, steps, device, warmup=2):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     it = iter(batches)
     wait, count, t_start = 0.0, 0, None
+    step_times, t_prev = [], None
     for step in range(warmup + steps):
         if step == warmup:
             timing.sync(device)
             wait, t_start = 0.0, time.perf_counter()
+            t_prev = t_start
+        elif step > warmup:
+            if device.type == "cuda":
+                timing.sync(device)  # per-step times on a GPU need the step's kernels done
+            now = time.perf_counter()
+            step_times.append(now - t_prev)
+            t_prev = now
         t0 = time.perf_counter()
         images, labels = next(it)
         wait += time.perf_counter() - t0
@@ -132,9 +147,12 @@ def train(batches, model, steps, device, warmup=2):
         opt.step()
         count += images.shape[0] if step >= warmup else 0
     timing.sync(device)
-    total = time.perf_counter() - t_start
+    end = time.perf_counter()
+    step_times.append(end - t_prev)
+    total = end - t_start
     it.close()
-    return {"img_per_s": count / total, "step_s": total / steps, "wait_fraction": wait / total}
+    return {"img_per_s": count / total, "step_s": total / steps, "wait_fraction": wait / total,
+            "step_s_median": timing.median(step_times), "step_s_range": [min(step_times), max(step_times)]}
 
 
 def timm_available():
@@ -210,21 +228,70 @@ def metrics(e2e):
         "e2e_wait_fraction": small["prefetch"]["wait_fraction"],
         "e2e_overlap_ratio": heavy["prefetch"]["step_s"] / heavy["ceiling"]["step_s"],
     }
+    if "baseline" in heavy and "prefetch" in heavy:
+        m["e2e_heavy_vs_baseline"] = heavy["prefetch"]["img_per_s"] / heavy["baseline"]["img_per_s"]
     if "timm" in small:
         m["e2e_vs_timm"] = small["prefetch"]["img_per_s"] / small["timm"]["img_per_s"]
     return m
 
 
-def table(result):
+LABELS = {"baseline": "baseline", "timm": "timm", "prefetch": "prefetch", "ceiling": "cached"}
+
+
+def why_slower(model, rows, device_type, cores=None):
+    """A line saying why prefetch was slower than the baseline for `model`, or None."""
+    base, pf = rows.get("baseline"), rows.get("prefetch")
+    if not base or not pf or pf["img_per_s"] >= base["img_per_s"]:
+        return None
+    ratio = pf["img_per_s"] / base["img_per_s"]
+    if device_type == "cpu":
+        why = ("on a CPU the model and the input pipeline share the same %s cores: the engine's "
+               "threads and the DataLoader workers take cycles from the model's, and with "
+               "%.1f%% / %.1f%% of the time waiting for data neither pipeline is what bounds the "
+               "step (a GPU takes the model off those cores)"
+               % (cores or "few", 100 * base["wait_fraction"], 100 * pf["wait_fraction"]))
+    else:
+        why = ("the step waits %.1f%% (prefetch) and %.1f%% (baseline) for data: the model's "
+               "compute bounds both, and the difference is within the per-step range"
+               % (100 * pf["wait_fraction"], 100 * base["wait_fraction"]))
+    return "  %s: prefetch / baseline %.2f: %s" % (model, ratio, why)
+
+
+def cached_beaten(model, rows):
+    """A line when a pipeline beat the cached batches (which are not a bound), or None."""
+    cached = rows.get("ceiling")
+    if not cached:
+        return None
+    faster = [n for n, r in rows.items() if n != "ceiling" and r["img_per_s"] > cached["img_per_s"]]
+    if not faster:
+        return None
+    return ("  %s: %s faster than the cached batches: those are not a bound (their input layout, "
+            "torch-permuted NHWC, is not FusedAugment's contiguous NCHW, and a step's time varies "
+            "as the range shows)" % (model, " and ".join(faster)))
+
+
+def table(result, device_type="cpu"):
     c = result["config"]
-    lines = ["", "e2e (uint8 images, %d DataLoader workers)" % c["workers"],
-             "  model       batch x size  pipeline  | images/s | step ms | waiting for data"]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    lines = ["", "e2e (uint8 images, %d DataLoader workers; step ms: median (range) over the timed "
+             "steps; cached = the batches preprocessed once, on the device)" % c["workers"]]
+    body, notes = [], []
     for model, rows in result["results"].items():
         shape = c["shapes"][model]
         for name, r in rows.items():
-            lines.append("  %-11s %5d x %-5d %-9s | %8.0f | %7.1f | %5.1f%%" % (
-                model, shape["batch_size"], shape["image_size"], name, r["img_per_s"],
-                r["step_s"] * 1e3, 100 * r["wait_fraction"]))
+            step = ("%.1f (%.1f–%.1f)" % (1e3 * r["step_s_median"], 1e3 * r["step_s_range"][0],
+                                          1e3 * r["step_s_range"][1]) if "step_s_median" in r
+                    else "%.1f" % (1e3 * r["step_s"]))
+            vs = ("%.2f" % (r["img_per_s"] / rows["baseline"]["img_per_s"])
+                  if "baseline" in rows and name != "baseline" else "")
+            body.append(["%s %d x %d" % (model, shape["batch_size"], shape["image_size"]),
+                         LABELS.get(name, name), "%.0f" % r["img_per_s"], vs, step,
+                         "%.1f%%" % (100 * r["wait_fraction"])])
+        notes += [n for n in (why_slower(model, rows, device_type, cores), cached_beaten(model, rows))
+                  if n]
+    lines += text.columns(["model, batch x size", "pipeline", "images/s", "vs baseline",
+                           "step ms", "waiting for data"], body)
+    lines += notes
     return "\n".join(lines)
 
 
@@ -233,7 +300,8 @@ def run(config):
                      image_size=112 if config.quick else config.image_size, workers=config.workers,
                      steps=config.steps or (4 if config.quick else 10), threads=config.threads,
                      progress=config.progress)
-    return SectionResult(result, metrics(result), table(result), skipped=result["skipped"])
+    return SectionResult(result, metrics(result), table(result, config.device.type),
+                         skipped=result["skipped"])
 
 
 SECTION = Section("e2e", "a training loop fed by each pipeline, vs the same batches already on the "

@@ -1,12 +1,12 @@
 """Host -> device: batches through the Prefetcher's ring, against ``tensor.pin_memory().to(dev,
 non_blocking=True)`` per batch, against a raw loop of pinned-memory copies of the same size
-(the limit), in the same run; and the zero-copy variant (the fused op reading the batch straight
+on one stream (the bus's speed as a plain loop reaches it), in the same run; and the zero-copy variant (the fused op reading the batch straight
 from pinned memory) against copy-then-op. CUDA only."""
 import torch
 
 import prefetch
 
-from . import timing
+from . import text, timing
 from .ops import MEAN, STD
 from .pinned import cuda_view_of_pinned
 from .section import Section, SectionResult, Skipped
@@ -34,8 +34,13 @@ def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None, rep
         for i in range(count):
             batches[i % 4].pin_memory().to(device, non_blocking=True)
 
-    def gbps(fn):
-        return batch_bytes * count / timing.median(timing.samples(fn, repeats, device=device)) / 1e9
+    ranges = {}
+
+    def gbps(fn, key):
+        seconds = timing.samples(fn, repeats, device=device)
+        ranges[key + "_range"] = [batch_bytes * count / max(seconds) / 1e9,
+                                  batch_bytes * count / min(seconds) / 1e9]
+        return batch_bytes * count / timing.median(seconds) / 1e9
 
     # One epoch of the Prefetcher is the `count` batches.
     with prefetch.Prefetcher([batches[i % 4] for i in range(count)], device=device,
@@ -46,10 +51,12 @@ def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None, rep
 
         out = {
             "batch_mib": batch_bytes / 2**20,
-            "h2d_raw_gbps": gbps(raw),
-            "pin_memory_gbps": gbps(pin_each),
-            "h2d_gbps": gbps(ring),
+            "repeats": repeats,
+            "h2d_raw_gbps": gbps(raw, "h2d_raw_gbps"),
+            "pin_memory_gbps": gbps(pin_each, "pin_memory_gbps"),
+            "h2d_gbps": gbps(ring, "h2d_gbps"),
         }
+        out.update(ranges)
     out["h2d_fraction_of_raw"] = out["h2d_gbps"] / out["h2d_raw_gbps"]
     out["h2d_vs_pin_memory"] = out["h2d_gbps"] / out["pin_memory_gbps"]
     return out
@@ -82,31 +89,46 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
 
         if not torch.equal(op(view), copy_then_op()):
             raise AssertionError("zero-copy and copy-then-op outputs differ")
-        zero_s = timing.median(timing.kernel_samples(lambda: op(view), repeats, device))
-        two_s = timing.median(timing.kernel_samples(copy_then_op, repeats, device))
+        zero = timing.kernel_samples(lambda: op(view), repeats, device)
+        two = timing.kernel_samples(copy_then_op, repeats, device)
+        zero_s, two_s = timing.median(zero), timing.median(two)
         rows.append({
-            "dtype": "float16", "channels_last": channels_last, "images": n,
+            "dtype": "float16", "channels_last": channels_last, "images": n, "repeats": repeats,
             "zero_copy_s": zero_s, "copy_then_op_s": two_s,
+            "zero_copy_s_range": [min(zero), max(zero)],
+            "copy_then_op_s_range": [min(two), max(two)],
             "zero_copy_vs_copy_then_op": two_s / zero_s,
         })
     return rows
 
 
 def table(row, zero_copy_rows):
-    lines = ["", "h2d (%.1f MiB batches): ring %.2f GB/s | pin_memory().to() %.2f GB/s | raw pinned %.2f GB/s"
-             " | ring/raw %.2f" % (row["batch_mib"], row["h2d_gbps"], row["pin_memory_gbps"],
-                                   row["h2d_raw_gbps"], row["h2d_fraction_of_raw"])]
+    def cell(key):
+        return text.spread(row[key], *row[key + "_range"])
+
+    lines = ["", "h2d (%.1f MiB batches; GB/s, median (range) of %d repetitions)"
+             % (row["batch_mib"], row["repeats"])]
+    lines += text.columns(
+        ["", "ring (Prefetcher)", "pin_memory().to()", "raw pinned copies, one stream",
+         "ring / raw pinned copies", "ring / pin_memory().to()"],
+        [["GB/s", cell("h2d_gbps"), cell("pin_memory_gbps"), cell("h2d_raw_gbps"),
+          "%.2f" % row["h2d_fraction_of_raw"], "%.2f" % row["h2d_vs_pin_memory"]]])
     for z in zero_copy_rows:
-        lines.append("zero-copy fp16%s: %.3f ms | copy, then op %.3f ms | copy-then-op / zero-copy %.2f"
-                     % (" channels_last" if z["channels_last"] else "", z["zero_copy_s"] * 1e3,
-                        z["copy_then_op_s"] * 1e3, z["zero_copy_vs_copy_then_op"]))
+        lines.append("  zero-copy fp16%s: %s ms | copy, then op %s ms | copy-then-op / zero-copy "
+                     "%.2f (above 1: zero-copy is faster)" % (
+                         " channels_last" if z["channels_last"] else "",
+                         text.spread(z["zero_copy_s"] * 1e3, *(1e3 * t for t in z["zero_copy_s_range"]),
+                                     fmt="%.3f"),
+                         text.spread(z["copy_then_op_s"] * 1e3,
+                                     *(1e3 * t for t in z["copy_then_op_s_range"]), fmt="%.3f"),
+                         z["zero_copy_vs_copy_then_op"]))
     return "\n".join(lines)
 
 
 def run(config):
     if config.device.type != "cuda":
         raise Skipped("no CUDA device: host-to-device copies do not apply; the CPU pipeline's copy "
-                      "is measured by collate (pipeline_gbps) and e2e")
+                      "is in collate's 'whole epochs' column (pipeline_gbps) and in e2e")
     size, largest = config.image_size, max(config.batch_sizes)
     config.progress("h2d: %d-image batches through the ring, pin_memory().to(), raw pinned copies"
                     % largest)
@@ -116,10 +138,11 @@ def run(config):
     config.progress("h2d: zero-copy (the op reading pinned memory) against copy, then op")
     zrows = measure_zero_copy(config.device, n=n, size=size, crop=size,
                               repeats=2 if config.quick else 5)
-    metrics = {k: row[k] for k in ("h2d_gbps", "h2d_raw_gbps", "h2d_fraction_of_raw")}
+    metrics = {k: row[k] for k in ("h2d_gbps", "h2d_raw_gbps", "h2d_fraction_of_raw",
+                                   "h2d_vs_pin_memory")}
     metrics["zero_copy_vs_copy_then_op"] = zrows[0]["zero_copy_vs_copy_then_op"]
     return SectionResult(row, metrics, table(row, zrows), details={"h2d_zero_copy": zrows})
 
 
 SECTION = Section("h2d", "host -> device through the ring, vs pin_memory().to() and raw pinned "
-                         "copies (GPU)", run)
+                         "copies on one stream (GPU)", run)

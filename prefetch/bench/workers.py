@@ -606,6 +606,20 @@ def run_jpeg(config, batch_size, n_sizes):
                                        for k in ("decode", "crop_resize", "to_tensor")}}
 
 
+def slower_reason(config):
+    """Why a prefetch pipeline can trail in this run (the figures are whole epochs on shared
+    cores)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = config.get("loadavg") or [None, None]
+    why = ("on a CPU the main process (the consumer, the engine's threads, a decode on its "
+           "threads) and the %d workers share the same %d cores" % (config["workers"], cores or 0))
+    if config.get("device", "cpu").startswith("cuda"):
+        why = "the main process's threads and the %d workers share %d cores" % (config["workers"], cores or 0)
+    if None not in load:
+        why += "; the load average was %.1f-%.1f, so other work took cycles too" % tuple(load)
+    return why
+
+
 def table(result):
     load = result["config"]["loadavg"]
     lines = [] if None in load else [
@@ -618,23 +632,30 @@ def table(result):
                  % (part["files"], part["mean_file_kb"], part["image_size"], part["crop"]) if jpeg else
                  "synthetic %dx%dx3 uint8" % (part["image_size"], part["image_size"]))
         lines += ["", "workers: %s, batch %d, %d workers" % (title, part["batch_size"], part["workers"]),
-                  "  pipeline                 | images/s (min-max)      | batches/s | main CPU us/img"
+                  "  pipeline                 | images/s median (range) | batches/s | main CPU us/img"
                   " | worker CPU us/img"]
         for name, r in part["pipelines"].items():
             ips = r["img_per_s"]
             worker = r.get("worker_cpu_us_per_img")
-            lines.append("  %-24s | %7.0f (%7.0f-%7.0f) | %9.1f | %15.0f | %17s" % (
+            lines.append("  %-24s | %7.0f (%7.0f–%7.0f) | %9.1f | %15.0f | %17s" % (
                 name, ips["median"], ips["low"], ips["high"], r["batches_per_s"]["median"],
                 r["main_cpu_us_per_img"], "-" if worker is None else "%.0f" % worker))
+        lines.append("  ratios, a_vs_b = a's images/s / b's (median (range) of per-round ratios; "
+                     "above 1: a is faster):")
+        slower = []
         for name, s in part["ratios"].items():
-            lines.append("  %-40s %5.2fx (%.2f-%.2f)" % (name, s["median"], s["low"], s["high"]))
+            lines.append("  %-40s %5.2fx (%.2f–%.2f)" % (name, s["median"], s["low"], s["high"]))
+            if name.startswith("prefetch") and s["median"] < 1:
+                slower.append(name)
+        if slower:
+            lines.append("  %s below 1: %s" % (", ".join(slower), slower_reason(result["config"])))
         if jpeg:
             us = part["stage_us_per_image"]
             lines.append("  one worker, us/img: " + ", ".join("%s %.0f" % kv for kv in us.items()))
         else:
             lines.append("  hand-off %.2f GB/s (prefetch run), %.2f GB/s (no transform), %.2f GB/s "
-                         "(no transform, samples in memory) vs engine collation %.2f GB/s "
-                         "in-process: %.2f, %.2f, %.2f" % (
+                         "(no transform, samples in memory); the engine's in-process collation "
+                         "%.2f GB/s; hand-off / in-process collation: %.2f, %.2f, %.2f" % (
                              part["handoff_gbps"], part["handoff_only_gbps"],
                              part["handoff_stored_gbps"], part["engine_collate_gbps"],
                              part["handoff_vs_engine_collate"], part["handoff_only_vs_engine_collate"],
