@@ -11,7 +11,8 @@ import torch
 
 import prefetch
 from prefetch.bench import verdict as V
-from prefetch.bench.loader import is_step_factory, measure_loader
+from prefetch.bench import measure_loader
+from prefetch.bench.loader import is_step_factory
 from prefetch.bench.target import TargetError, resolve
 from tests import bench_loaders
 

@@ -5,7 +5,7 @@ from .verdict import percent, rate
 ROWS = [
     ("loader_bps", "the loader alone", None),
     ("prefetch_bps", "the loader through prefetch.Prefetcher", None),
-    ("step_bps", "the step alone, on one batch (the compute bound)", None),
+    ("step_bps", "the step alone, on one batch kept in memory", None),
     ("plain_step_bps", "the step fed by the loader", "plain_step_wait_fraction"),
     ("prefetch_step_bps", "the step fed by the Prefetcher", "prefetch_step_wait_fraction"),
 ]
