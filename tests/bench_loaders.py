@@ -96,3 +96,16 @@ def make_transform():
     import prefetch
     return prefetch.FusedAugment(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25), crop=32,
                                  padding=4, hflip=0.5, seed=0)
+
+
+def samples_loader():
+    """A DataLoader with collate_fn=prefetch.collate.samples: its batches are Samples."""
+    import prefetch
+    return DataLoader(SlowDataset(n=2000, delay=0.0), batch_size=8,
+                      collate_fn=prefetch.collate.samples)
+
+
+def samples_step(batch):
+    images, labels = batch
+    assert isinstance(images, torch.Tensor), type(images)  # a Prefetcher's batch
+    time.sleep(0.01)

@@ -176,6 +176,7 @@ def test_api_refuses_a_step_that_is_not_callable():
     ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
     ("tests.bench_loaders:missing", "has no attribute 'missing'"),
     ("tests.bench_loaders:NOT_CALLABLE", "is a int, not a function"),
+    ("tests/bench_loaders.py:fast_loader", "name the module, not its file: tests.bench_loaders:fast_loader"),
 ])
 def test_resolve_names_what_was_wrong(spec, message):
     with pytest.raises(TargetError, match=message):
@@ -336,3 +337,10 @@ def test_bench_closes_with_the_verdict_and_names_its_ratios(tmp_path):
     row = data["details"]["collate"][0]
     lo, hi = row["collate_gbps_range"]
     assert lo <= row["collate_gbps"] <= hi
+
+
+def test_api_a_samples_loader_feeds_the_step_through_the_prefetcher_only():
+    report = measure_loader(bench_loaders.samples_loader, bench_loaders.samples_step, **API_QUICK)
+    assert "plain_step_bps" not in report.figures
+    assert report.verdict.kind == "compute-bound", report.verdict.line
+    assert any("prefetch.collate.samples" in n for n in report.notes)

@@ -224,8 +224,14 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     device = pf.device
     rounds_of = {}
     notes = []
-    if isinstance(loader, torch.utils.data.DataLoader) and \
-            loader.collate_fn is not prefetch.collate.samples:
+    # Batches of prefetch.Samples (collate_fn=prefetch.collate.samples) become tensors only in a
+    # Prefetcher: the step is then fed by the Prefetcher alone.
+    samples_loader = getattr(loader, "collate_fn", None) is prefetch.collate.samples
+    if samples_loader and step is not None:
+        notes.append("the loader's collate_fn is prefetch.collate.samples, whose batches only a "
+                     "Prefetcher turns into tensors: the step is fed by the Prefetcher alone and "
+                     "the verdict reads that loop")
+    if isinstance(loader, torch.utils.data.DataLoader) and not samples_loader:
         notes.append("the Prefetcher wraps the DataLoader as it is: its collate_fn still runs %s "
                      "(collate_fn=prefetch.collate.samples lets the engine collate into its "
                      "pinned ring instead)" % ("in the workers" if loader.num_workers else
@@ -276,8 +282,10 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
                     raise TargetError("the loader yielded no batch")
             say("round %d/%d: the step alone on one batch" % (r + 1, rounds))
             add("step", _step_alone(step, cached, seconds, batches, warmup, device))
-            say("round %d/%d: the step fed by the loader" % (r + 1, rounds))
-            add("plain_step", _timed_pass(lambda: iter(loader), step, seconds, batches, warmup, device))
+            if not samples_loader:
+                say("round %d/%d: the step fed by the loader" % (r + 1, rounds))
+                add("plain_step", _timed_pass(lambda: iter(loader), step, seconds, batches,
+                                              warmup, device))
             say("round %d/%d: the step fed by the Prefetcher" % (r + 1, rounds))
             add("prefetch_step", pf_pass("prefetch_step", step))
         cached = None
@@ -287,10 +295,12 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     figures = {k: timing.Summary.of(v) for k, v in rounds_of.items() if not k.endswith("_batches")}
     stages = _stage_figures(s, s.get("submitted", s["batches"]), transform is not None)
     med = {k: v.median for k, v in figures.items()}
+    plain_wait = med.get("plain_step_wait_fraction")
+    if samples_loader:  # the loop as it runs is the Prefetcher's
+        plain_wait = med.get("prefetch_step_wait_fraction")
     verdict = judge(med["loader_bps"], med["prefetch_bps"], med.get("step_bps"),
                     med.get("plain_step_bps"), med.get("prefetch_step_bps"),
-                    med.get("plain_step_wait_fraction"), med.get("prefetch_step_wait_fraction"),
-                    stages["rates"])
+                    plain_wait, med.get("prefetch_step_wait_fraction"), stages["rates"])
     config = {"device": str(device), "seconds": seconds, "batches": batches, "rounds": rounds,
               "warmup": warmup, "depth": depth, "num_threads": num_threads,
               "loader": type(loader).__name__, "step": step is not None,

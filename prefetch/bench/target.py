@@ -20,6 +20,11 @@ def resolve(spec, option="--loader"):
     if not module_name or not attr:
         raise TargetError("%s %r: expected module:function, got an empty %s"
                           % (option, spec, "module" if not module_name else "function"))
+    if module_name.endswith(".py") or os.sep in module_name:
+        dotted = module_name[:-3] if module_name.endswith(".py") else module_name
+        raise TargetError("%s %r: name the module, not its file: %s:%s (run from the directory "
+                          "that holds it, or put that directory on PYTHONPATH)"
+                          % (option, spec, dotted.strip(os.sep).replace(os.sep, "."), attr))
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
