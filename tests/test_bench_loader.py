@@ -230,9 +230,9 @@ def test_cli_finds_a_module_in_the_current_directory(tmp_path):
         "import torch\n"
         "def make_loader():\n"
         "    return [torch.ones(4, 4) for _ in range(30)]\n")
-    env = {"PYTHONPATH": ""}
+    # PYTHONPATH holds the repository only (for prefetch itself): my_train is found in the cwd.
     r = bench("--loader", "my_train:make_loader", "--device", "cpu", "--out", str(tmp_path / "o"),
-              *QUICK, cwd=str(tmp_path), env_extra=env)
+              *QUICK, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert last_line(r.stdout).startswith("loader-only: ")
     assert (tmp_path / "o" / "results.json").exists()
