@@ -2,22 +2,29 @@
 
 What is compiled and with which flags is csrc/build_config.txt, which CMakeLists.txt reads too;
 this file only decides which of its sections this build uses. CUDA sources are compiled when the
-installed torch is a CUDA build and nvcc is found; a visible GPU is never required.
-PREFETCH_FORCE_CPU=1 opts out, FORCE_CUDA=1 forces CUDA on (and fails loudly if it cannot).
-TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured; PREFETCH_SANITIZE=address|thread
+installed torch is a CUDA build; a visible GPU is never required. nvcc is the toolkit's
+torch.utils.cpp_extension finds, else NVIDIA's nvcc wheels in this environment (which
+scripts/install.sh installs; scripts/cuda_from_pip.py); a CUDA torch without either stops the
+build with the pip command that installs them, rather than dropping CUDA silently.
+PREFETCH_FORCE_CPU=1 opts out, FORCE_CUDA=1 insists on CUDA (a CPU torch then fails loudly).
+TORCH_CUDA_ARCH_LIST, MAX_JOBS and DEBUG are honoured (without TORCH_CUDA_ARCH_LIST and without a
+visible GPU: the architectures torch was built for, the newest also as PTX); PREFETCH_SANITIZE=address|thread
 instruments the C++ code (its meaning is written in csrc/build_config.txt; scripts/sanitize.sh
 python uses address).
 """
+import datetime
 import glob
+import json
 import os
-import shutil
+import re
 import sys
 
 from setuptools import setup
 
 try:
     import torch
-    from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+    import torch.utils.cpp_extension as cpp_extension
+    from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 except ImportError:
     sys.exit(
         "prefetch builds against the installed torch, and none is installed.\n"
@@ -26,6 +33,8 @@ except ImportError:
     )
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import cuda_from_pip  # noqa: E402  (NVIDIA's nvcc wheels: found, or named in the error)
 
 
 def flag(name):
@@ -33,22 +42,65 @@ def flag(name):
 
 
 def resolve_cuda():
-    torch_cuda = torch.version.cuda is not None
-    nvcc = shutil.which("nvcc") or (CUDA_HOME and os.path.join(CUDA_HOME, "bin", "nvcc"))
-    nvcc = nvcc if nvcc and os.path.exists(nvcc) else None
+    """(on, why). CUDA is on when torch is a CUDA build and an nvcc of its CUDA major version is
+    found: the toolkit torch.utils.cpp_extension finds (CUDA_HOME, PATH, /usr/local/cuda), else
+    NVIDIA's nvcc wheels in this environment (site-packages/nvidia/cu<major>, which then becomes
+    CUDA_HOME). A CUDA torch without either stops the build with the command that installs the
+    wheels, instead of dropping CUDA silently (PREFETCH_FORCE_CPU=1 builds without it)."""
     if flag("PREFETCH_FORCE_CPU"):
         return False, "off (PREFETCH_FORCE_CPU=1)"
-    if flag("FORCE_CUDA"):
-        if not torch_cuda:
+    torch_cuda = torch.version.cuda
+    if torch_cuda is None:
+        if flag("FORCE_CUDA"):
             sys.exit("FORCE_CUDA=1 but torch %s is a CPU build; install a CUDA build of torch." % torch.__version__)
-        if not nvcc:
-            sys.exit("FORCE_CUDA=1 but nvcc was not found (CUDA_HOME=%s)." % CUDA_HOME)
-        return True, "on (FORCE_CUDA=1, nvcc %s)" % nvcc
-    if torch_cuda and nvcc:
-        return True, "on (torch CUDA %s, nvcc %s)" % (torch.version.cuda, nvcc)
-    if not torch_cuda:
         return False, "off (torch %s is a CPU build)" % torch.__version__
-    return False, "off (torch has CUDA %s but nvcc was not found)" % torch.version.cuda
+    major = int(torch_cuda.split(".")[0])
+    nvcc = cuda_from_pip.system_nvcc(cpp_extension.CUDA_HOME)
+    nvcc_version = nvcc and cuda_from_pip.nvcc_version(nvcc)
+    if nvcc and (not nvcc_version or nvcc_version[0] == major):
+        return True, "on (torch CUDA %s, nvcc %s)" % (torch_cuda, nvcc)
+    home = cuda_from_pip.find_home(torch_cuda)
+    if home:
+        cpp_extension.CUDA_HOME = os.environ["CUDA_HOME"] = home
+        return True, "on (torch CUDA %s, nvcc %s from NVIDIA's wheels%s)" % (
+            torch_cuda, os.path.join(home, "bin", "nvcc"),
+            "; %s is CUDA %d.%d" % ((nvcc,) + nvcc_version) if nvcc else "")
+    found = ("nvcc %s is CUDA %d.%d" % ((nvcc,) + nvcc_version) if nvcc
+             else "no nvcc was found (CUDA_HOME=%s, PATH)" % cpp_extension.CUDA_HOME)
+    command = cuda_from_pip.install_command(sys.executable, torch_cuda)
+    sys.exit(
+        "prefetch build: torch %s is a CUDA %s build but %s, so its CUDA code cannot be compiled.\n"
+        "%s"
+        "Or install a CUDA %d toolkit and set CUDA_HOME to it; or build without CUDA (its Prefetcher\n"
+        "then refuses CUDA devices): PREFETCH_FORCE_CPU=1 pip install --no-build-isolation -e .\n"
+        "(bash scripts/install.sh installs NVIDIA's nvcc wheels by itself.)"
+        % (torch.__version__, torch_cuda, found,
+           "Install NVIDIA's nvcc of the same CUDA version from the package index, then build again:\n"
+           "    %s\n" % command if command else "", major))
+
+
+def resolve_arch_list():
+    """(TORCH_CUDA_ARCH_LIST, where it came from). Unset, with no visible GPU, torch would fail
+    (IndexError in _get_cuda_arch_flags): the architectures this torch was built for are used,
+    with PTX for the newest, and exported for torch's build to read."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"], "TORCH_CUDA_ARCH_LIST"
+    if torch.cuda.is_available():  # no CUDA context is created
+        caps = sorted({torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+        return ";".join("%d.%d" % c for c in caps), "the visible GPUs"
+    flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else ""
+    archs = []
+    for f in (flags or "").split():
+        m = re.fullmatch(r"sm_(\d+)(\d)([a-z]?)", f)
+        if m:
+            archs.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+    if not archs:
+        sys.exit("prefetch build: no GPU is visible and torch %s names no architectures it was built "
+                 "for (%r): set TORCH_CUDA_ARCH_LIST, e.g. TORCH_CUDA_ARCH_LIST=9.0" % (torch.__version__, flags))
+    archs = sorted(set(archs))
+    value = ";".join("%d.%d%s" % a for a in archs) + "+PTX"
+    os.environ["TORCH_CUDA_ARCH_LIST"] = value
+    return value, "no GPU visible: the architectures torch %s was built for" % torch.__version__
 
 
 SOURCE_SECTIONS = ("core", "decode", "kernels_cpu", "kernels_cuda", "torch", "torch_cpu_only", "torch_cuda")
@@ -142,6 +194,7 @@ def sanitizer_flags(mode):
 
 cfg = read_build_config()
 with_cuda, why = resolve_cuda()
+arch_list, arch_source = resolve_arch_list() if with_cuda else (None, "no CUDA")
 with_jpeg, why_jpeg = resolve_jpeg()
 debug = flag("DEBUG")
 sanitize = os.environ.get("PREFETCH_SANITIZE", "")
@@ -164,10 +217,13 @@ if with_cuda:
     srcs += cfg["kernels_cuda"] + cfg["torch_cuda"]
     # No fast-math: CPU and CUDA round alike. The warnings reach nvcc's host compiler.
     nvcc_flags = (["-O0", "-g", "-G"] if debug else ["-O3"]) + [std, "-Xcompiler=" + ",".join(cfg["warnings"])]
+    # NVIDIA's runtime wheel has libcudart.so.<major> but not the libcudart.so -lcudart needs.
+    cudart_dir = cuda_from_pip.cudart_link_dir(cpp_extension.CUDA_HOME, os.path.join(ROOT, "build"))
     ext = CUDAExtension(
         "prefetch._C",
         srcs,
         include_dirs=include_dirs,
+        library_dirs=[cudart_dir] if cudart_dir else [],
         define_macros=[(d, None) for d in cfg["cuda_defines"]] + jpeg_macros,
         libraries=jpeg_libraries,
         extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
@@ -195,10 +251,49 @@ for compiler_flags in ext.extra_compile_args.values():
 
 print(
     "prefetch build: torch %s | CUDA %s | JPEG %s | TORCH_CUDA_ARCH_LIST=%s | MAX_JOBS=%s | DEBUG=%s%s"
-    % (torch.__version__, why, why_jpeg, os.environ.get("TORCH_CUDA_ARCH_LIST", "(torch default)"),
+    % (torch.__version__, why, why_jpeg,
+       "%s (%s)" % (arch_list, arch_source) if with_cuda else "(no CUDA)",
        os.environ.get("MAX_JOBS", "(ninja default)"), int(debug),
        " | sanitizers: " + sanitize if sanitize else ""),
     flush=True,
 )
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)})
+# What this build decided, for `python -m prefetch.info` (prefetch/_build_info.json, written next
+# to the extension once it is built; not tracked by git).
+nvcc_release = with_cuda and cuda_from_pip.nvcc_version(os.path.join(cpp_extension.CUDA_HOME, "bin", "nvcc"))
+BUILD_INFO = {
+    "cuda": with_cuda,
+    "cuda_why": why,
+    "cuda_home": cpp_extension.CUDA_HOME if with_cuda else None,
+    "nvcc_version": "%d.%d" % nvcc_release if nvcc_release else None,
+    "arch_list": arch_list,
+    "arch_list_source": arch_source,
+    "jpeg": with_jpeg,
+    "jpeg_why": why_jpeg,
+    "debug": debug,
+    "sanitize": sanitize or None,
+    "torch": torch.__version__,
+    "torch_cuda": torch.version.cuda,
+    "python": sys.version.split()[0],
+    "compiler": os.environ.get("CXX", "c++"),
+    "max_jobs": os.environ.get("MAX_JOBS"),
+}
+
+
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    def run(self):
+        n_cu = sum(src.endswith(".cu") for src in srcs)
+        print("prefetch build: compiling %d C++%s sources with ninja (MAX_JOBS=%s); this takes a minute "
+              "or two%s" % (len(srcs) - n_cu, " and %d CUDA" % n_cu if n_cu else "",
+                           os.environ.get("MAX_JOBS", "all cores"),
+                           ", CUDA more per architecture (%s)" % arch_list if n_cu else ""), flush=True)
+        super().run()
+        BUILD_INFO["built_at"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        path = os.path.join(os.path.dirname(self.get_ext_fullpath("prefetch._C")), "_build_info.json")
+        with open(path, "w") as f:
+            json.dump(BUILD_INFO, f, indent=1, sort_keys=True)
+            f.write("\n")
+        print("prefetch build: done; build options recorded in %s (python -m prefetch.info)" % path, flush=True)
+
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

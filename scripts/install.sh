@@ -11,6 +11,9 @@
 #                                       nothing, install no extras; what the build needs must be there
 #   PREFETCH_TORCH=torch==2.13.0        installed only when there is no torch
 #   PYTHON=python3                      the interpreter to install into
+# When torch is a CUDA build and no nvcc of its CUDA version is found (torch from pip, no CUDA
+# toolkit), NVIDIA's nvcc wheels of that exact version are installed into the same environment
+# (scripts/cuda_from_pip.py names them; setup.py then uses them as CUDA_HOME).
 # An installed torch is never replaced: a constraints file holds torch at the installed build, so
 # that no dependency can pull another one (an unpinned torch from the index is a CUDA build of
 # several GB). Nothing already present is reinstalled.
@@ -18,9 +21,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
+extras=${PREFETCH_EXTRAS-test,lightning,ray}
 missing_debs=()
-command -v cmake >/dev/null 2>&1 || missing_debs+=(cmake)
-[ -f /usr/include/gtest/gtest.h ] || missing_debs+=(libgtest-dev)
+# cmake and GoogleTest: the C++ core's tests (scripts/test.sh), wanted with the test extra only.
+if [[ ",$extras," == *,test,* ]]; then
+  command -v cmake >/dev/null 2>&1 || missing_debs+=(cmake)
+  [ -f /usr/include/gtest/gtest.h ] || missing_debs+=(libgtest-dev)
+fi
 # libjpeg-turbo's headers: the CPU JPEG decoder (Debian's libjpeg-dev is libjpeg-turbo).
 [ -f /usr/include/jpeglib.h ] || missing_debs+=(libjpeg-dev)
 if [ ${#missing_debs[@]} -gt 0 ]; then
@@ -45,13 +52,35 @@ constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 "$PY" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" >"$constraints"
 
-extras=${PREFETCH_EXTRAS-test,lightning,ray}
 if [ "${PREFETCH_SKIP_EXTRAS:-0}" = 1 ]; then
   echo "install.sh: PREFETCH_SKIP_EXTRAS=1: no extras, nothing fetched from a package index"
   extras=""
   pip_from=(--no-index --no-deps)
 else
   pip_from=(-c "$constraints")
+fi
+
+# A CUDA torch without a matching nvcc: NVIDIA's compiler wheels, so that CUDA is not dropped.
+# (A failure here is left to setup.py, which stops with the command to run.)
+if [ "${PREFETCH_FORCE_CPU:-0}" != 1 ]; then
+  cuda_err=$(mktemp)
+  if cuda_reqs=$("$PY" scripts/cuda_from_pip.py 2>"$cuda_err"); then
+    if [ -n "$cuda_reqs" ]; then
+      mapfile -t cuda_reqs <<<"$cuda_reqs"
+      if [ "${PREFETCH_SKIP_EXTRAS:-0}" = 1 ]; then
+        echo "install.sh: torch is a CUDA build and no nvcc of its CUDA version was found;" \
+          "PREFETCH_SKIP_EXTRAS=1 fetches nothing: pip install ${cuda_reqs[*]} would" >&2
+      else
+        echo "install.sh: torch is a CUDA build and no nvcc of its CUDA version was found;" \
+          "installing NVIDIA's compiler from the package index: pip install ${cuda_reqs[*]}"
+        "$PY" -m pip install -q "${pip_from[@]}" "${cuda_reqs[@]}" ||
+          echo "install.sh: installing ${cuda_reqs[*]} failed" >&2
+      fi
+    fi
+  else
+    grep -v "No CUDA runtime is found" "$cuda_err" >&2 || true
+  fi
+  rm -f "$cuda_err"
 fi
 
 # The build requirements: with --no-build-isolation pip does not install them itself.
@@ -68,9 +97,19 @@ with open("pyproject.toml", "rb") as f:
 # --no-build-isolation: the extension is built against the torch installed above, never against
 # a freshly fetched one.
 log=$(mktemp)
-build() {  # build SPEC; pip's output goes to $log
+# The build's progress, out of pip's verbose output: setup.py's own lines and one per compiled file.
+progress() {
+  awk '/prefetch build:/ { if (!seen[$0]++) print; fflush(); next }
+       /^ *\[[0-9]+\/[0-9]+\] / { src = ""
+         for (i = 2; i < NF; i++) if ($i == "-c" && $(i + 1) != "-c") src = $(i + 1)
+         if (src == "") { for (i = 2; i <= NF; i++) if ($i == "-o" && i < NF) src = $(i + 1) }
+         n = split(src, parts, "/")
+         print "  " $1 " " (n ? parts[n] : "linking"); fflush() }'
+}
+build() {  # build SPEC; pip's output goes to $log, its progress to stdout
   echo "install.sh: pip install --no-build-isolation -e '$1' (log: $log)"
-  "$PY" -m pip install --no-build-isolation "${pip_from[@]}" -v -e "$1" >"$log" 2>&1
+  "$PY" -m pip install --no-build-isolation "${pip_from[@]}" -v -e "$1" 2>&1 | tee "$log" | progress
+  return "${PIPESTATUS[0]}"
 }
 if [ -n "$extras" ] && ! build ".[$extras]"; then
   tail -n 60 "$log" >&2
@@ -92,5 +131,4 @@ if [ -z "$extras" ] && ! build .; then
   echo "install.sh: building prefetch failed (full log: $log)" >&2
   exit 1
 fi
-grep -E "prefetch build:" "$log" | head -n 1 || true
 "$PY" -c "import prefetch; print('install.sh: prefetch %s installed (CUDA: %s, JPEG decoding: %s)' % (prefetch.__version__, prefetch.built_with_cuda(), prefetch.built_with_jpeg()))"
