@@ -285,7 +285,7 @@ class BuildExt(BuildExtension.with_options(use_ninja=True)):
         n_cu = sum(src.endswith(".cu") for src in srcs)
         print("prefetch build: compiling %d C++%s sources with ninja (MAX_JOBS=%s); this takes a minute "
               "or two%s" % (len(srcs) - n_cu, " and %d CUDA" % n_cu if n_cu else "",
-                           os.environ.get("MAX_JOBS", "all cores"),
+                           os.environ.get("MAX_JOBS", "ninja default"),
                            ", CUDA more per architecture (%s)" % arch_list if n_cu else ""), flush=True)
         super().run()
         BUILD_INFO["built_at"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
