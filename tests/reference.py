@@ -1,5 +1,6 @@
 """Float64 pure-torch references for the fused ops, written independently of the kernels."""
 import torch
+import torch.nn.functional as F
 
 
 def reference_geometry(x, hflip, vflip, crop, offsets, fill):
@@ -39,3 +40,38 @@ def reference(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None
     m = torch.tensor(mean[:C], dtype=torch.float64).view(1, C, 1, 1)
     s = torch.tensor(std[:C], dtype=torch.float64).view(1, C, 1, 1)
     return (win / 255.0 - m) / s
+
+
+# prefetch.ops.resized_crop's reference (tests/test_resized_crop.py, tests/test_decode.py): crop,
+# F.interpolate in float64, flip, normalize, one sample at a time.
+def interpolate64(crop, size, antialias):
+    """F.interpolate of a float64 [1, C, H, W] crop to size (h, w), align_corners=False.
+
+    torch's CPU antialias kernel (2.13) is wrong when the output width is 1 and the output height
+    is not: every output row gets the same value. Height and width are resampled independently,
+    so that case is computed on the transposed crop, where torch is right."""
+    h, w = size
+    if antialias and w == 1 and h > 1:
+        out = F.interpolate(crop.transpose(-1, -2), size=(w, h), mode="bilinear",
+                            align_corners=False, antialias=True)
+        return out.transpose(-1, -2)
+    return F.interpolate(crop, size=(h, w), mode="bilinear", align_corners=False, antialias=antialias)
+
+
+def resized_reference(images, boxes, size, mean, std, hflip=None, vflip=None, antialias=False):
+    """images: list of HWC uint8 tensors -> float64 [N, C, h, w] (mean, std: at least C values)."""
+    C = images[0].shape[-1] if images else len(mean)
+    outs = []
+    for n, image in enumerate(images):
+        top, left, height, width = (int(v) for v in boxes[n])
+        crop = image.cpu()[top:top + height, left:left + width].permute(2, 0, 1).double()[None]
+        out = interpolate64(crop, size, antialias)[0]
+        if vflip is not None and bool(vflip[n]):
+            out = out.flip(1)
+        if hflip is not None and bool(hflip[n]):
+            out = out.flip(2)
+        outs.append(out)
+    x = torch.stack(outs) if outs else torch.empty(0, C, *size, dtype=torch.float64)
+    m = torch.tensor(mean[:C], dtype=torch.float64).view(1, C, 1, 1)
+    s = torch.tensor(std[:C], dtype=torch.float64).view(1, C, 1, 1)
+    return (x / 255.0 - m) / s

@@ -10,12 +10,12 @@ import os
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import prefetch
 from prefetch import Ragged
 from prefetch.ops import decode_jpeg, decode_resized_crop, jpeg_sizes, resized_crop
 
+from . import reference
 from .conftest import require_cuda
 
 Image = pytest.importorskip("PIL.Image")  # the [test] extra brings Pillow
@@ -372,32 +372,11 @@ EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 F32_TOL = 5e-6  # tests/test_resized_crop.py: float32 blends of a float64 reference
 
 
-def interpolate64(crop, size, antialias):
-    """F.interpolate of a float64 [1, C, H, W] crop, align_corners=False. torch 2.13's CPU antialias
-    kernel is wrong for an output width of 1 with a height above 1 (tests/test_resized_crop.py):
-    that case is computed on the transposed crop."""
-    h, w = size
-    if antialias and w == 1 and h > 1:
-        return F.interpolate(crop.transpose(-1, -2), size=(w, h), mode="bilinear", align_corners=False,
-                             antialias=True).transpose(-1, -2)
-    return F.interpolate(crop, size=(h, w), mode="bilinear", align_corners=False, antialias=antialias)
-
-
 def resized_reference(data, boxes, size, hflip, vflip, antialias):
-    outs = []
-    for n, d in enumerate(data):
-        t, l, h, w = boxes[n]
-        crop = torch.from_numpy(pillow_rgb(d)[t:t + h, l:l + w].copy()).permute(2, 0, 1).double()[None]
-        out = interpolate64(crop, size, antialias)[0]
-        if vflip is not None and bool(vflip[n]):
-            out = out.flip(1)
-        if hflip is not None and bool(hflip[n]):
-            out = out.flip(2)
-        outs.append(out)
-    x = torch.stack(outs)
-    mean = torch.tensor(MEAN, dtype=torch.float64).view(1, 3, 1, 1)
-    std = torch.tensor(STD, dtype=torch.float64).view(1, 3, 1, 1)
-    return (x / 255.0 - mean) / std
+    """resized_crop's float64 reference (tests/reference.py) of Pillow's decode."""
+    images = [torch.from_numpy(pillow_rgb(d).copy()) for d in data]
+    boxes = [[int(v) for v in b] for b in boxes]
+    return reference.resized_reference(images, boxes, size, MEAN, STD, hflip, vflip, antialias)
 
 
 def assert_matches(out, ref, dtype):

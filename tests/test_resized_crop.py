@@ -10,6 +10,8 @@ import prefetch
 from prefetch import Ragged
 from prefetch.ops import resized_crop
 
+from .reference import resized_reference as reference
+
 MEAN = [0.485, 0.456, 0.406, 0.5, 0.3]
 STD = [0.229, 0.224, 0.225, 0.25, 0.4]
 EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
@@ -18,39 +20,6 @@ EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 # values up to 255: measured at most 1.3e-6 (relative from magnitude 1 up) over 400 random crops,
 # where torch's own float32 F.interpolate is 2.6e-5 off the same reference. 5e-6 leaves room.
 F32_TOL = 5e-6
-
-
-def interpolate64(crop, size, antialias):
-    """F.interpolate of a float64 [1, C, H, W] crop to size (h, w), align_corners=False.
-
-    torch's CPU antialias kernel (2.13) is wrong when the output width is 1 and the output height
-    is not: every output row gets the same value. Height and width are resampled independently,
-    so that case is computed on the transposed crop, where torch is right."""
-    h, w = size
-    if antialias and w == 1 and h > 1:
-        out = F.interpolate(crop.transpose(-1, -2), size=(w, h), mode="bilinear",
-                            align_corners=False, antialias=True)
-        return out.transpose(-1, -2)
-    return F.interpolate(crop, size=(h, w), mode="bilinear", align_corners=False, antialias=antialias)
-
-
-def reference(images, boxes, size, mean, std, hflip=None, vflip=None, antialias=False):
-    """images: list of HWC uint8 tensors -> float64 [N, C, h, w] (mean, std: at least C values)."""
-    C = images[0].shape[-1] if images else len(mean)
-    outs = []
-    for n, image in enumerate(images):
-        top, left, height, width = (int(v) for v in boxes[n])
-        crop = image.cpu()[top:top + height, left:left + width].permute(2, 0, 1).double()[None]
-        out = interpolate64(crop, size, antialias)[0]
-        if vflip is not None and bool(vflip[n]):
-            out = out.flip(1)
-        if hflip is not None and bool(hflip[n]):
-            out = out.flip(2)
-        outs.append(out)
-    x = torch.stack(outs) if outs else torch.empty(0, C, *size, dtype=torch.float64)
-    m = torch.tensor(mean[:C], dtype=torch.float64).view(1, C, 1, 1)
-    s = torch.tensor(std[:C], dtype=torch.float64).view(1, C, 1, 1)
-    return (x / 255.0 - m) / s
 
 
 def assert_matches(out, ref, dtype):
