@@ -572,8 +572,14 @@ def run_jpeg(config, batch_size, n_sizes):
                 prefetch.collate.samples, config.threads,
                 aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0, random_resized_crop=size,
                                           decode=True)))
+        dali_skipped = None
         if dali_available() and device.type == "cpu":
-            pipelines.append(DaliPipeline(paths, batch_size, size, config.threads or 2))
+            try:
+                pipelines.append(DaliPipeline(paths, batch_size, size, config.threads or 2))
+            except Exception as e:  # noqa: BLE001 - an optional peer that cannot run here
+                # (e.g. its codec library fails to load): the row is skipped, saying why.
+                dali_skipped = "DALI could not build its pipeline: %s" % str(e).splitlines()[0][:200]
+                config.progress("workers: jpeg: dali_cpu skipped (%s)" % dali_skipped)
         crop_impl = pipelines[0].loader.dataset.crop_impl
         try:
             raw = interleave(pipelines, n_sizes["jpeg_repeats"], device, config.progress, "jpeg ")
@@ -601,6 +607,7 @@ def run_jpeg(config, batch_size, n_sizes):
     worker_total = profile["worker_us_per_image"]["prefetch"]
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
             "mean_file_kb": mean_kb, "crop": crop_impl, "pipelines": rows, "ratios": ratios,
+            "dali_skipped": dali_skipped,
             "stage_us_per_image": stages, "worker_us_per_image": profile["worker_us_per_image"],
             "prefetch_worker_shares": {k: stages[k] / worker_total
                                        for k in ("decode", "crop_resize", "to_tensor")}}
