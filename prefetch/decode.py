@@ -9,16 +9,24 @@ entropy-decoded only), with the same pixels as a full decode. The result equals 
 ``Image.open(f).convert("RGB")``: grayscale images repeat their channel, CMYK and YCCK images are
 converted as Pillow converts them, progressive images decode like baseline ones.
 
-With a CUDA ``device`` and torchvision installed, :func:`decode_jpeg` decodes with nvJPEG
-(``torchvision.io.decode_jpeg(..., device="cuda")``); the regions are then cut from the decoded
-images.
+With a CUDA ``device``, :func:`decode_jpeg` decodes with the GPU decoder that
+:func:`gpu_jpeg_decoder` names (TorchCodec's or torchvision's nvJPEG, else the CPU decoder and a
+copy; :mod:`prefetch.gpu_decoders`): the headers are read and the boxes checked on the CPU first,
+so every backend raises the same errors; whole images are decoded on the GPU and the boxes cut
+there; whatever the GPU decoder refuses (CMYK, EXIF-rotated for TorchCodec, ...) or fails on is
+decoded by the CPU decoder, image by image, and copied. The result is ordered on the caller's
+current stream like any torch op's.
 """
+import itertools
+
+import numpy as np
 import torch
 
+from . import gpu_decoders
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
 from .ragged import Ragged
 
-__all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop"]
+__all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder"]
 
 
 def encoded_batch(data):
@@ -57,7 +65,7 @@ def jpeg_sizes(data):
     return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)
 
 
-def decode_jpeg(data, boxes=None, *, device="cpu"):
+def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None):
     """Decodes every image (or only the region ``boxes[n]`` = (top, left, height, width) of image
     ``n``, inside it) to HWC uint8 RGB: a :class:`prefetch.Ragged` of ``N`` images of their own
     sizes, packed without padding, on ``device``.
@@ -65,27 +73,42 @@ def decode_jpeg(data, boxes=None, *, device="cpu"):
     A stream that is not a JPEG, is truncated before the end of the rows it must decode, or has
     an unsupported layout raises RuntimeError naming the sample and libjpeg's reason (a stream cut
     below a box decodes that box: its rows are all there); a box outside its image raises before
-    any pixel is decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for
-    the CPU, or torchvision for a CUDA ``device``.
+    any pixel is decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``)
+    for the CPU.
+
+    On a CUDA ``device`` the images are decoded by ``gpu_decoder`` (``"torchcodec"``,
+    ``"torchvision"``, ``"cpu"``; default: ``$PREFETCH_GPU_JPEG_DECODER``, else the first available,
+    see :func:`gpu_jpeg_decoder`), with the CPU decoder taking every image the GPU decoder refuses
+    or fails on. nvJPEG's pixels differ from libjpeg's by a few levels (its IDCT and chroma
+    upsampling). ``data`` should then be on the CPU (a pinned Ragged is read in place, not copied).
     """
     device = torch.device(device)
-    if device.type == "cuda" and _torchvision_decoder() is not None:
-        return _decode_on_gpu(data, boxes, device)
     r = encoded_batch(data)
-    offsets, sizes = r.host_tables()
-    if boxes is not None:
-        boxes = _boxes(boxes, len(r))
-    values, offsets, sizes = torch.ops.prefetch.decode_jpeg(r.values, offsets, sizes, boxes)
-    out = Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True)
+    if device.type == "cuda" and len(r):
+        backend = gpu_decoders.select_gpu_decoder(gpu_decoder)
+        if backend.name != "cpu":
+            return _decode_with_backend(r, boxes, device, backend)
+    out = _decode_on_cpu(r, boxes)
     return out if device.type == "cpu" else out.to(device, non_blocking=True)
 
 
+def gpu_jpeg_decoder(name=None):
+    """The name of the decoder :func:`decode_jpeg` uses for a CUDA device: ``"torchcodec"``
+    (TorchCodec >= 0.16 installed), else ``"torchvision"`` (>= 0.20), else ``"cpu"`` (the CPU
+    decoder, then a copy); ``name`` or ``$PREFETCH_GPU_JPEG_DECODER`` (``auto``, ``torchcodec``,
+    ``torchvision``, ``cpu``) chooses, and a chosen decoder that cannot be used raises saying why.
+    Imports the library to check it; initialises no CUDA."""
+    return gpu_decoders.select_gpu_decoder(name).name
+
+
 def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype=torch.float32, channels_last=False, antialias=False, device="cpu"):
+                        dtype=torch.float32, channels_last=False, antialias=False, device="cpu",
+                        gpu_decoder=None):
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
-    outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (the regions are decoded on
-    the CPU and cross to a CUDA device as uint8, or nvJPEG decodes them there)."""
+    outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (on a CUDA device the regions
+    come from :func:`decode_jpeg` with ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of
+    the boxes)."""
     from .ops import _size_list, resized_crop
 
     boxes = _boxes(boxes, None)
@@ -99,7 +122,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
             [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
     # resized there.
-    regions = decode_jpeg(data, boxes, device=device)
+    regions = decode_jpeg(data, boxes, device=device, gpu_decoder=gpu_decoder)
     whole = torch.zeros_like(boxes, dtype=torch.int64, device="cpu")
     whole[:, 2:] = boxes[:, 2:].cpu()
     return resized_crop(regions, whole, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
@@ -140,31 +163,136 @@ def _boxes(boxes, n):
     return t
 
 
-def _torchvision_decoder():
-    try:
-        from torchvision.io import decode_jpeg as tv_decode_jpeg
-    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
-        return None
-    return tv_decode_jpeg
-
-
-def _decode_on_gpu(data, boxes, device):
-    """nvJPEG through torchvision (whole images; the boxes are cut afterwards, on the device)."""
-    from torchvision.io import ImageReadMode
-
-    r = encoded_batch(data)
-    images = _torchvision_decoder()(r.tensors(), mode=ImageReadMode.RGB, device=device)
-    images = [im.permute(1, 2, 0) for im in images]  # CHW -> HWC views
+def _decode_on_cpu(r, boxes):
+    offsets, sizes = r.host_tables()
     if boxes is not None:
-        sizes = [tuple(im.shape[:2]) for im in images]
-        for n, (t, l, h, w) in enumerate(torch.as_tensor(boxes).reshape(-1, 4).tolist()):
-            H, W = sizes[n]
-            if not (h >= 1 and w >= 1 and 0 <= t <= H - h and 0 <= l <= W - w):
-                raise RuntimeError("decode_jpeg: boxes[%d] = (top=%d, left=%d, height=%d, width=%d) "
-                                   "is not inside sample %d's image of H x W = %d x %d"
-                                   % (n, t, l, h, w, n, H, W))
-            images[n] = images[n][t:t + h, l:l + w]
-    return Ragged.from_tensors([im.contiguous() for im in images])
+        boxes = _boxes(boxes, len(r))
+    values, offsets, sizes = torch.ops.prefetch.decode_jpeg(r.values, offsets, sizes, boxes)
+    return Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True)
+
+
+def _decode_with_backend(r, boxes, device, backend):
+    """decode_jpeg on ``device`` with a GPU ``backend``, the CPU decoder taking what it refuses.
+
+    Every error is the CPU decoder's: a header it cannot read or a box outside its image makes the
+    CPU decoder run on the whole batch, which raises before decoding any pixel; a stream that fails
+    on both decoders makes it run again on the whole batch to name the sample by its index here."""
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    n_images = len(r)
+    offsets, lengths = r.host_tables()
+    starts, nbytes = offsets.tolist(), lengths.view(-1).tolist()
+    images = r.tensors()  # views of the (possibly pinned) values: nothing is copied
+    buf = _byte_view(r.values)
+    layouts = [gpu_decoders.jpeg_layout(buf, o, n) for o, n in zip(starts, nbytes)]
+    with_cpu = _with_cpu_decoder()
+    if with_cpu:
+        try:
+            hw = torch.ops.prefetch.jpeg_sizes(r.values, offsets, lengths)[:, :2].tolist()
+        except RuntimeError:
+            _decode_on_cpu(r, boxes)  # raises the CPU decoder's own error, naming the sample
+            raise
+    else:
+        hw = [[lay.height, lay.width] for lay in layouts]
+        for n, (h, w) in enumerate(hw):
+            if not h or not w:
+                raise RuntimeError("decode_jpeg: sample %d (%d bytes at offset %d) has no JPEG frame "
+                                   "header that prefetch can read, and prefetch was built without "
+                                   "libjpeg-turbo, whose decoder would say why (%s)"
+                                   % (n, nbytes[n], starts[n], torch.ops.prefetch._jpeg_decoder_library()))
+    regions, bad = _regions(boxes, hw, n_images)
+    if bad is not None:
+        if with_cpu:
+            return _decode_on_cpu(r, boxes).to(device, non_blocking=True)  # raises its box error
+        raise RuntimeError(bad)
+
+    why = [backend.refuses(layout) for layout in layouts]
+    on_gpu = [n for n in range(n_images) if why[n] is None]
+    outputs, errors = gpu_decoders.decode_on_device(backend, [images[n] for n in on_gpu], device)
+    decoded = [None] * n_images
+    for n, image, error in zip(on_gpu, outputs, errors):
+        if image is not None and gpu_decoders.fits(image, hw[n][0], hw[n][1], device):
+            decoded[n] = image
+        else:
+            why[n] = ("%s: %s" % (type(error).__name__, error) if image is None else
+                      "it returned %s where the header says %d x %d x 3 uint8 on %s"
+                      % (_describe(image), hw[n][0], hw[n][1], device))
+    on_cpu = [n for n in range(n_images) if decoded[n] is None]
+    if on_cpu and not with_cpu:
+        n = on_cpu[0]
+        raise RuntimeError("decode_jpeg: sample %d (%d bytes at offset %d) cannot be decoded by the "
+                           "GPU decoder %s (%s), and prefetch was built without libjpeg-turbo, "
+                           "whose CPU decoder would take it (%s)"
+                           % (n, nbytes[n], starts[n], backend.name, why[n],
+                              torch.ops.prefetch._jpeg_decoder_library()))
+    from_cpu = None
+    if on_cpu:
+        index = torch.tensor(on_cpu, dtype=torch.int64)
+        cpu_boxes = torch.tensor([regions[n] for n in on_cpu], dtype=torch.int64)
+        try:
+            # The batch's own values with the tables of these samples: no bytes are copied.
+            from_cpu = torch.ops.prefetch.decode_jpeg(r.values, offsets[index], lengths[index], cpu_boxes)
+        except RuntimeError:
+            _decode_on_cpu(r, boxes)  # names the sample by its index in this batch
+            raise
+        if len(on_gpu) >= 2 and all(e is not None for e in errors):
+            gpu_decoders.disable(backend, errors[0], len(on_gpu))
+    return _pack(decoded, from_cpu, on_cpu, regions, device)
+
+
+def _pack(decoded, from_cpu, on_cpu, regions, device):
+    """One Ragged of the boxes: cut from the GPU's images on the device, copied from the CPU's."""
+    shapes = [(h, w, 3) for (_, _, h, w) in regions]
+    counts = [h * w * 3 for (h, w, _) in shapes]
+    starts = [0, *itertools.accumulate(counts[:-1])] if counts else []
+    values = torch.empty(sum(counts), dtype=torch.uint8, device=device)
+    for n, image in enumerate(decoded):
+        if image is not None:
+            t, l, h, w = regions[n]
+            values[starts[n]:starts[n] + counts[n]].view(h, w, 3).copy_(image[t:t + h, l:l + w])
+    if on_cpu:
+        cpu_values, cpu_offsets = from_cpu[0], from_cpu[1].tolist()
+        on_device = cpu_values.to(device, non_blocking=True)  # one copy of all the CPU's boxes
+        for k, n in enumerate(on_cpu):
+            values[starts[n]:starts[n] + counts[n]].copy_(
+                on_device[cpu_offsets[k]:cpu_offsets[k] + counts[n]])
+    offsets = torch.tensor(starts, dtype=torch.int64)
+    sizes = torch.tensor(shapes, dtype=torch.int64).view(len(shapes), 3)
+    return Ragged(values, offsets.to(device), sizes.to(device), shapes=shapes, dense=True)
+
+
+def _regions(boxes, hw, n_images):
+    """((top, left, height, width) per sample, None) when every box lies inside its image (the
+    whole image without boxes), else (None, the CPU decoder's message for the first that does
+    not). Boxes that are not integer [N, 4] count as outside: the CPU decoder says what they are."""
+    if boxes is None:
+        return [(0, 0, h, w) for h, w in hw], None
+    boxes = _boxes(boxes, n_images)
+    if (boxes.dtype.is_floating_point or boxes.dtype.is_complex or boxes.dtype in (torch.bool, torch.uint64)
+            or boxes.dim() != 2 or tuple(boxes.shape) != (n_images, 4)):
+        return None, "decode_jpeg: boxes must be an integer tensor [N, 4] = [%d, 4], got %s" % (
+            n_images, _describe(boxes))
+    rows = boxes.to("cpu", torch.int64).tolist()
+    for n, ((t, l, h, w), (H, W)) in enumerate(zip(rows, hw)):
+        if not (h >= 1 and w >= 1 and t >= 0 and l >= 0 and t <= H - h and l <= W - w):
+            return None, ("decode_jpeg: boxes[%d] = (top=%d, left=%d, height=%d, width=%d) is not "
+                          "inside sample %d's image of H x W = %d x %d; a box needs height, width "
+                          ">= 1, 0 <= top <= H - height and 0 <= left <= W - width"
+                          % (n, t, l, h, w, n, H, W))
+    return [tuple(row) for row in rows], None
+
+
+def _byte_view(values):
+    """A memoryview of the encoded bytes, indexable by absolute offset (no copy for a contiguous
+    CPU tensor, pinned or not)."""
+    array = values.numpy()
+    return memoryview(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+
+
+def _with_cpu_decoder():
+    import prefetch
+
+    return prefetch.built_with_jpeg()
 
 
 def _describe(x):
