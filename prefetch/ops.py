@@ -22,7 +22,7 @@ import torch
 from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "decode_jpeg", "jpeg_sizes",
-           "decode_resized_crop", "output_pool_stats", "release_output_pool",
+           "decode_resized_crop", "gpu_jpeg_decoder", "output_pool_stats", "release_output_pool",
            "set_output_pool_limit"]
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -365,4 +365,4 @@ def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=Non
 
 
 # Decoding lives in its own module; its ops are part of this namespace.
-from .decode import decode_jpeg, decode_resized_crop, jpeg_sizes  # noqa: E402
+from .decode import decode_jpeg, decode_resized_crop, gpu_jpeg_decoder, jpeg_sizes  # noqa: E402
