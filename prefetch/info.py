@@ -2,8 +2,10 @@
 
 prefetch's version and location, the options its extension was built with (recorded by setup.py
 in prefetch/_build_info.json; "unknown" when that file is missing), torch, CUDA, the driver and
-the visible devices (from nvidia-smi; CUDA itself is never initialised), the pinned-memory limit,
-cores, memory, Python, the OS and the environment variables that change a build or a run.
+the visible devices (from nvidia-smi; CUDA itself is never initialised), the decoder that JPEGs get
+on a CUDA device (from what is installed: TorchCodec and torchvision are not imported), the
+pinned-memory limit, cores, memory, Python, the OS and the environment variables that change a
+build or a run.
 Like ``python -m torch.utils.collect_env``.
 
 :func:`report` returns the same as a dict (and prints it unless ``out=None``).
@@ -20,13 +22,14 @@ import sys
 import torch
 
 import prefetch
+from prefetch import gpu_decoders
 
 UNKNOWN = "unknown"
 BUILD_INFO_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")
 ENV_VARS = ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS",
             "MKL_NUM_THREADS", "MAX_JOBS", "DEBUG", "FORCE_CUDA", "PYTORCH_CUDA_ALLOC_CONF",
             "CUDA_LAUNCH_BLOCKING", "LD_LIBRARY_PATH")
-PACKAGES = ("numpy", "pillow", "torchdata", "torchvision", "lightning", "ray", "matplotlib",
+PACKAGES = ("numpy", "pillow", "torchdata", "torchvision", "torchcodec", "lightning", "ray", "matplotlib",
             "nvidia-cuda-nvcc", "cuda-toolkit")
 
 
@@ -123,7 +126,17 @@ def _cuda():
         "devices": devices,
         "driver": driver,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_jpeg_decoder": _gpu_jpeg_decoder(),
     }
+
+
+def _gpu_jpeg_decoder():
+    """What prefetch.ops.decode_jpeg uses on a CUDA device, from what is installed (no import of
+    TorchCodec or torchvision, which would load their CUDA libraries)."""
+    try:
+        return gpu_decoders.describe()
+    except Exception as exc:  # noqa: BLE001 - a report never fails on one field
+        return "%s (%s: %s)" % (UNKNOWN, type(exc).__name__, exc)
 
 
 def _limit(value):
@@ -234,6 +247,7 @@ def format_report(info):
     ]
     lines += ["  GPU %s: %s, %s, compute capability %s" % (d["index"], d["name"], d["memory"], d["compute_capability"])
               for d in c["devices"]]
+    lines += ["  GPU JPEG decoder: %s" % c["gpu_jpeg_decoder"]]
     lines += [
         "",
         "Host",

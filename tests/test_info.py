@@ -119,3 +119,51 @@ def test_an_unreadable_record_is_unknown(monkeypatch, tmp_path, content):
     path.write_text(content)
     monkeypatch.setattr(info, "BUILD_INFO_PATH", str(path))
     assert info.report(out=None)["build"]["arch_list"] == "unknown"
+
+
+def test_the_gpu_jpeg_decoder_is_named():
+    from prefetch import gpu_decoders
+
+    out = io.StringIO()
+    data = info.report(out=out)
+    assert data["cuda"]["gpu_jpeg_decoder"] == gpu_decoders.describe()
+    assert "  GPU JPEG decoder: %s\n" % gpu_decoders.describe() in out.getvalue()
+    assert "torchcodec" in data["packages"]
+    proc = run_module("--json", env=dict(os.environ, PREFETCH_GPU_JPEG_DECODER="cpu"))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["cuda"]["gpu_jpeg_decoder"].endswith("chosen by PREFETCH_GPU_JPEG_DECODER=cpu)")
+    assert data["env_prefetch"]["PREFETCH_GPU_JPEG_DECODER"] == "cpu"
+
+
+@pytest.mark.parametrize("versions, line", [
+    ({"torchvision": "0.26.0+cu130"}, "torchvision 0.26.0+cu130 (nvJPEG)"),
+    ({"torchvision": "0.26.0", "torchcodec": "0.16.0"}, "torchcodec 0.16.0 (nvJPEG)"),
+    ({}, "cpu (torchcodec is not installed; torchvision is not installed)"),
+])
+def test_the_gpu_jpeg_decoder_comes_from_what_is_installed_without_importing_it(monkeypatch, versions, line):
+    from prefetch import gpu_decoders
+
+    imported = []
+    for cls in (gpu_decoders.TorchCodecBackend, gpu_decoders.TorchvisionBackend):
+        monkeypatch.setattr(cls, "_load", lambda self: imported.append(self.name))
+    monkeypatch.setattr(gpu_decoders, "BACKENDS", [gpu_decoders.TorchCodecBackend(),
+                                                   gpu_decoders.TorchvisionBackend(), gpu_decoders.CpuBackend()])
+    monkeypatch.setattr(gpu_decoders, "_installed_version", lambda package: versions.get(package))
+    monkeypatch.delenv("PREFETCH_GPU_JPEG_DECODER", raising=False)
+    out = io.StringIO()
+    assert info.report(out=out)["cuda"]["gpu_jpeg_decoder"] == line
+    assert "GPU JPEG decoder: %s" % line in out.getvalue()
+    assert imported == []
+    if not torch.cuda.is_available():
+        assert not torch.cuda.is_initialized()
+
+
+def test_a_failing_gpu_jpeg_decoder_line_does_not_fail_the_report(monkeypatch):
+    from prefetch import gpu_decoders
+
+    def broken():
+        raise OSError("cannot read site-packages")
+
+    monkeypatch.setattr(gpu_decoders, "describe", broken)
+    assert info.report(out=None)["cuda"]["gpu_jpeg_decoder"] == "unknown (OSError: cannot read site-packages)"
