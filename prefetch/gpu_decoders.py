@@ -25,33 +25,37 @@ backend for ``python -m prefetch.info`` without importing either library or init
 
 Streams: what the backends do, and what this module does about it
 ------------------------------------------------------------------
-- torchvision (torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp): the outputs are allocated with
+- torchvision (torchvision/csrc/io/image/cuda/decode_jpegs_cuda.cpp on its main branch; the
+  batched decoder since 0.20, pytorch/vision PR 8496): the outputs are allocated with
   ``torch::empty`` while the caller's stream is current, and nvJPEG writes them on a private stream
   from torch's pool that never waits for the caller's stream. Before returning it host-synchronises
   that private stream and makes the caller's stream wait on an event recorded there, so the pixels
   are final when it returns; the danger is before: the caching allocator hands out a block as soon
   as it is freed on the caller's stream, so nvJPEG can overwrite memory that kernels queued on the
-  caller's stream have not read yet (pytorch/vision PR 9606, which reproduces it on nvJPEG's
-  hardware and software paths alike). That PR was closed without being merged and torchvision's
-  decoders are deprecated since 0.29, so no torchvision release is exempt.
-- TorchCodec 0.16 (src/torchcodec/_core/DecodeJpegCuda.cpp): decodes on the caller's current stream
-  and host-synchronises that stream before returning (so a call made while a training step is
-  queued on that stream waits for the step). It applies the EXIF orientation, which prefetch's
-  decoders (like Pillow's ``Image.open``) do not: images with an orientation other than 1 are
-  refused here and decoded on the CPU. nvJPEG's hardware engine (seen on H100s, not on A100s) writes
-  its outputs before earlier work queued on the same stream has run (meta-pytorch/torchcodec PR
-  1634, merged after 0.16.0 was released), the same hazard as torchvision's.
+  caller's stream have not read yet (pytorch/vision PR 9606, which reproduces it with torchvision
+  0.28 on nvJPEG's hardware and software paths alike). That PR was closed without being merged
+  and torchvision's decoders are deprecated since 0.29, so no torchvision release is exempt.
+- TorchCodec (src/torchcodec/_core/DecodeJpegCuda.cpp on its main branch, the decoder of
+  meta-pytorch/torchcodec PR 1547, released in 0.16): decodes on the caller's current stream and
+  host-synchronises that stream before returning (so a call made while a training step is queued
+  on that stream waits for the step). It applies the EXIF orientation, which prefetch's decoders
+  (like Pillow's ``Image.open``) do not: images with an orientation other than 1 are refused here
+  and decoded on the CPU. nvJPEG's hardware engine (seen on H100s, not on A100s) writes its outputs
+  before earlier work queued on the same stream has run (meta-pytorch/torchcodec PR 1634, merged
+  after 0.16.0 was released): the same hazard as torchvision's.
 
 So a backend is called with a private decode stream of prefetch's current (one per device, taken
 once from torch's stream pool and never destroyed) on which nothing is pending:
 ``side.synchronize()`` before the call waits only for earlier decodes. The outputs are then
-allocated from that stream's pool, whose blocks no queued kernel can still be reading, and
-TorchCodec's host synchronisation waits for its own decode only. ``side.synchronize()`` after the
-call costs nothing more today (both backends have waited already) and keeps the pixels final even
-for a backend that only orders its work on the current stream. The caller's stream then reads the
-outputs (cutting the boxes, packing the batch), and ``record_stream(caller)`` keeps their blocks
-from being handed to the next decode before those reads have run. ``torch.cuda.synchronize(device)``
-would also be correct, but it waits for every stream of the device, the training step included.
+allocated from that stream's pool, whose blocks are only ever freed by prefetch after the reads
+recorded below, so no queued kernel can still be reading them; and TorchCodec's host
+synchronisation waits for its own decode only. ``side.synchronize()`` after the call costs nothing
+more today (both backends have waited already) and keeps the pixels final even for a backend that
+only orders its work on the current stream. The caller's stream then reads the outputs (cutting
+the boxes, packing the batch), and ``record_stream(caller)`` keeps their blocks from being handed to
+the next decode before those reads have run. ``torch.cuda.synchronize(device)`` would also be
+correct, but it waits for every stream of the device, the training step included. The cost: the
+decode stream's pool keeps about one batch of whole decoded images cached.
 """
 import importlib.metadata
 import importlib.util
@@ -229,8 +233,10 @@ class GpuJpegBackend:
     def _load(self):
         raise NotImplementedError
 
-    def version(self):
-        return _installed_version(self.package) if self.package else None
+    def _loaded(self):
+        if not self.available():
+            raise RuntimeError("the GPU JPEG decoder %s cannot be used here: %s" % (self.name, self.why))
+        return self._api
 
     def installed(self):
         """(usable as far as the installed version says, version, why not) without importing."""
@@ -290,7 +296,8 @@ class TorchCodecBackend(GpuJpegBackend):
         return why
 
     def decode_batch(self, images, device):
-        return [im.permute(1, 2, 0) for im in self._api(list(images), mode="RGB", device=device)]
+        decode = self._loaded()
+        return [im.permute(1, 2, 0) for im in decode(list(images), mode="RGB", device=device)]
 
 
 class TorchvisionBackend(GpuJpegBackend):
@@ -308,7 +315,7 @@ class TorchvisionBackend(GpuJpegBackend):
         return decode_jpeg, ImageReadMode.RGB
 
     def decode_batch(self, images, device):
-        decode, rgb = self._api
+        decode, rgb = self._loaded()
         return [im.permute(1, 2, 0) for im in decode(list(images), mode=rgb, device=device)]
 
 
@@ -320,9 +327,6 @@ class CpuBackend(GpuJpegBackend):
     library = "prefetch's libjpeg-turbo decoder, then a copy to the device"
 
     def _load(self):
-        return None
-
-    def version(self):
         return None
 
     def installed(self):

@@ -225,6 +225,9 @@ def fake_torchcodec(monkeypatch, with_device=True, calls=None):
 def test_the_torchvision_backend_calls_decode_jpeg_with_a_list_in_rgb(monkeypatch):
     calls = []
     fake_torchvision(monkeypatch, calls=calls)
+    fresh = TorchvisionBackend()  # decode_batch checks availability itself
+    assert tuple(fresh.decode_batch([torch.zeros(3, dtype=torch.uint8)], torch.device("cuda", 0))[0].shape) == (2, 5, 3)
+    calls.clear()
     backend = TorchvisionBackend()
     assert backend.available() and backend.why is None
     images = [torch.zeros(7, dtype=torch.uint8), torch.ones(9, dtype=torch.uint8)]
