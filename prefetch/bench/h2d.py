@@ -18,6 +18,13 @@ def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=None, rep
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError("the h2d section needs a CUDA device")
+    # Pinned under the measured device, as every allocation here: pin_memory() pins under the
+    # current device, and the zero-copy view (pinned.py) needs its blocks pinned for `device`.
+    with torch.cuda.device(device):
+        return _measure(device, batch_bytes, count, threads, repeats)
+
+
+def _measure(device, batch_bytes, count, threads, repeats):
     g = torch.Generator().manual_seed(0)
     batches = [torch.randint(0, 256, (batch_bytes,), dtype=torch.uint8, generator=g) for _ in range(4)]
     pinned = batches[0].pin_memory()
@@ -70,10 +77,17 @@ def measure_zero_copy(device, n=256, size=224, crop=224, padding=4, repeats=5):
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError("the zero-copy variant needs a CUDA device")
+    with torch.cuda.device(device):
+        return _measure_zero_copy(device, n, size, crop, padding, repeats)
+
+
+def _measure_zero_copy(device, n, size, crop, padding, repeats):
     g = torch.Generator().manual_seed(0)
+    # The device's context exists before the block is pinned (torch pins under the current
+    # device only when it has one), so the block maps to `device` and the view is zero-copy.
+    staged = torch.empty((n, size, size, 3), dtype=torch.uint8, device=device)
     pinned = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).pin_memory()
     view = cuda_view_of_pinned(pinned, device)
-    staged = torch.empty(pinned.shape, dtype=torch.uint8, device=device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
     draws = aug.draws(n, size, size).to(device)
     rows = []

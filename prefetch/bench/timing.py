@@ -50,13 +50,17 @@ def kernel_samples(fn, repeats, device, *, warmup=1, inner=10):
     for _ in range(warmup):
         fn()
     sync(device)
+    # The events go on the measured device's stream, where fn's kernels run (an op on cuda:1
+    # tensors launches on cuda:1's current stream): events on the current device's stream would
+    # time another device's queue, an empty one when the current device is not the measured one.
+    stream = torch.cuda.current_stream(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for _ in range(repeats):
-        start.record()
+        start.record(stream)
         for _ in range(inner):
             fn()
-        end.record()
+        end.record(stream)
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / inner)
     return times
