@@ -1,63 +1,381 @@
 #!/usr/bin/env bash
-# The GPU run in one device call: build the extension for Hopper, every test with
-# FAIL_WITHOUT_CUDA=1, compute-sanitizer memcheck over the CUDA tests, and the full benchmark.
-# Logs and results go to $OUT (the device tool's folder; default ./gpu-out), at most 8 files:
-#   env.txt build.log tests.log memcheck.log bench.log bench/results.json bench/e2e.png bench/ops.png
-# Usage (device tool): bash benchmarks/gpu_check.sh [steps]   steps: build,tests,memcheck,bench
-# Each step has its own timeout (build 300 s, tests 240, memcheck 200, bench 240), which together
-# exceed one device call's 10 minutes in the worst case. Unless a first run shows the whole
-# script well inside 10 minutes, use two calls on the warm machine (the build is then a no-op):
-#   bash benchmarks/gpu_check.sh build,tests,memcheck      then      bash benchmarks/gpu_check.sh build,bench
-# Never run on a GPU yet (written without one): expect the first run to need fixes.
+# The GPU check: everything only a GPU can prove, stage by stage, offline, each stage under its
+# own time limit, each stage's result written as it finishes, so that one failure or timeout
+# loses nothing else.
+#
+#   bash benchmarks/gpu_check.sh [options] [STAGES]      STAGES: comma-separated, default
+#                                                        build,tests,sanitize,memory,ddp,bench
+#   --cpu          CPU mode (also automatic when torch sees no GPU): the same preflight, order,
+#                  limits and files; each stage runs its CPU path or says "skipped (no GPU)"
+#   --budget S     seconds for this whole invocation: a stage's limit is cut to what is left,
+#                  and a stage that no longer fits is recorded as skipped, not started
+#   --pack         keep the logs out of $OUT, in a temporary folder, and write them to
+#                  $OUT/logs.tar.gz after every stage (the device tool returns at most 8 files)
+#   --list         print the stages and their limits
+# Environment: OUT (default ./gpu-out), GPU_CHECK_LIMIT_<STAGE>=seconds overrides a limit,
+# GPU_CHECK_SELFTEST=1 adds a stage that sleeps past a 2-second limit (it must come out as
+# "timeout" while the following stages still run), PYTHON (default python3).
+#
+# Stages (limit in seconds; preflight always runs first):
+#   preflight   45  what the machine has: $OUT/preflight.txt, and its JSON in summary.json
+#   build      300  scripts/install.sh, TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 FORCE_CUDA=1, nothing
+#                   fetched (PREFETCH_SKIP_EXTRAS=1, no extras, pip offline, apt-get refused); a
+#                   no-op when the sources are those of the last build on this machine
+#   tests      200  every CUDA test: FAIL_WITHOUT_CUDA=1 pytest -m cuda tests
+#   sanitize   280  compute-sanitizer memcheck/racecheck on each op and copy path, then
+#                   synccheck/initcheck on the ops (benchmarks/gpu/run_sanitize.py)
+#   memory     140  20 epochs after 2 warm-ups of every pipeline: nothing may grow; empty_cache()
+#                   after close under expandable_segments (benchmarks/gpu/memory.py)
+#   ddp         90  torchrun: each rank's CUDA contexts on its own device only (ddp_contexts.py)
+#   bench      360  python -m prefetch.bench, one section per process, merged: $OUT/bench/
+#                   results.json, readme_table.md (the README's GPU tables), e2e.png, ops.png
+#   suite      420  not by default: the whole Python suite on the GPU (scripts/test.sh,
+#                   PREFETCH_SKIP_CTEST=1: no GoogleTest there)
+# Together (without suite) 1415 s, under 25 minutes. One device call is at most 10 minutes, so
+# split it into calls on the warm machine (the build is kept there, and "build" in a later call
+# is then a no-op that also rebuilds on a fresh machine); timeout_s=600 for each:
+#   call 1: bash benchmarks/gpu_check.sh --pack --budget 570 build,tests
+#   call 2: bash benchmarks/gpu_check.sh --pack --budget 570 build,sanitize,memory,ddp
+#   call 3: bash benchmarks/gpu_check.sh --pack --budget 570 build,bench
+#   call 4 (if device time is left): bash benchmarks/gpu_check.sh --pack --budget 570 build,suite
+#
+# Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
+# limit, note, details; the preflight; "result"), preflight.txt, bench/{results.json,
+# readme_table.md,e2e.png,ops.png}, and the logs: $OUT/logs/ (or logs.tar.gz with --pack) with
+# <stage>.log, <stage>.status.json and each stage's own files (tests.xml, sanitize/, memory/,
+# ddp/, bench/). Exit status 0 when summary.json's result is "ok".
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-STEPS=${1:-build,tests,memcheck,bench}
-export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16}
-export PYTHONUNBUFFERED=1 PREFETCH_SKIP_EXTRAS=1 FORCE_CUDA=1
-status=()
-t_start=$(date +%s)
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+# The checkout's prefetch, whatever is installed (the build installs this checkout anyway).
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+GPU=benchmarks/gpu
+SKIP=77  # a body's "nothing to run here" (its note says why)
 
-step() {  # step NAME TIMEOUT_S LOG COMMAND...
-  local name=$1 limit=$2 log=$3; shift 3
-  case ",$STEPS," in *",$name,"*) ;; *) return 0 ;; esac
-  local t0=$(date +%s)
-  timeout --signal=TERM --kill-after=15 "$limit" "$@" >"$OUT/$log" 2>&1
+limit_of() {  # limit_of STAGE: seconds, GPU_CHECK_LIMIT_<STAGE> first
+  local default var
+  case $1 in
+    preflight) default=45 ;; selftest) default=2 ;; build) default=300 ;; tests) default=200 ;;
+    sanitize) default=280 ;; memory) default=140 ;; ddp) default=90 ;; bench) default=360 ;;
+    suite) default=420 ;; *) default=60 ;;
+  esac
+  var="GPU_CHECK_LIMIT_$(printf '%s' "$1" | tr '[:lower:]' '[:upper:]')"
+  printf '%s\n' "${!var:-$default}"
+}
+
+note() {  # note TEXT: the running stage's note (appended), shown in summary.json
+  printf '%s\n' "$*" >>"$GPU_CHECK_LOGS/$GPU_CHECK_STAGE.note"
+}
+
+# ---- stage bodies: each runs as its own process under `timeout` --------------------------
+
+body_preflight() {
+  local args=(--out "$GPU_CHECK_LOGS")
+  [ "$GPU_CHECK_FORCE_CPU" = 1 ] && args+=(--cpu)
+  "$PY" "$GPU/preflight.py" "${args[@]}" || return 1
+  cp "$GPU_CHECK_LOGS/preflight.txt" "$OUT/preflight.txt"
+  note "$(sed -n 2p "$GPU_CHECK_LOGS/preflight.txt")"
+}
+
+body_selftest() {
+  note "sleeps 30 s under a ${GPU_CHECK_STAGE_LIMIT}-second limit: must be reported as timeout"
+  sleep 30
+}
+
+source_sum() {  # what the extension is built from, with the interpreter and torch it is for
+  {
+    find csrc -type f -print0 | sort -z | xargs -0 sha256sum
+    sha256sum setup.py pyproject.toml scripts/install.sh scripts/cuda_from_pip.py
+    "$PY" -c 'import sys, torch; print(sys.version, torch.__version__, torch.version.cuda)'
+    printf '%s %s\n' "${TORCH_CUDA_ARCH_LIST:-}" "${FORCE_CUDA:-}"
+  } 2>&1 | sha256sum | cut -c1-32
+}
+
+body_build() {
+  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} MAX_JOBS=${MAX_JOBS:-16} FORCE_CUDA=1
+  local stamp=build/gpu_check/build.stamp sum
+  sum=$(source_sum)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ] &&
+     "$PY" -c 'import sys, prefetch; sys.exit(0 if prefetch.built_with_cuda() else 1)' 2>/dev/null; then
+    note "up to date: the sources, Python and torch of the last build on this machine"
+    return 0
+  fi
+  # Nothing may wait on a network that is not there: install.sh's apt-get (for GoogleTest or
+  # libjpeg headers the image may lack) is refused at once, and pip looks at no index and
+  # skips its own version check, which ignores --no-index.
+  local offline="$GPU_CHECK_LOGS/offline-bin"
+  mkdir -p "$offline"
+  for tool in apt-get apt; do
+    printf '#!/bin/sh\necho "gpu_check: refused: %s $*: this machine is offline" >&2\nexit 100\n' \
+      "$tool" >"$offline/$tool"
+    chmod +x "$offline/$tool"
+  done
+  echo "gpu_check: TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST MAX_JOBS=$MAX_JOBS FORCE_CUDA=1" \
+    "PREFETCH_SKIP_EXTRAS=1 PREFETCH_EXTRAS= bash scripts/install.sh"
+  PATH="$offline:$PATH" PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
+    PREFETCH_SKIP_EXTRAS=1 PREFETCH_EXTRAS="" bash scripts/install.sh || {
+      note "scripts/install.sh failed (see build.log)"; return 1; }
+  "$PY" -c 'import prefetch; print("gpu_check: prefetch", prefetch.__version__, "CUDA",
+prefetch.built_with_cuda(), "JPEG", prefetch.built_with_jpeg())
+raise SystemExit(0 if prefetch.built_with_cuda() else 1)' || {
+    note "the extension was built without CUDA (see build.log)"; return 1; }
+  mkdir -p "$(dirname "$stamp")" && printf '%s\n' "$sum" >"$stamp"
+  note "built ($("$PY" -c 'import prefetch; print("JPEG decoding", prefetch.built_with_jpeg())'))"
+}
+
+body_tests() {
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    # No GPU: collecting them still proves every CUDA test module imports and is selected.
+    local out n
+    out=$("$PY" -m pytest -m cuda tests --collect-only -q -p no:cacheprovider 2>&1)
+    local rc=$?
+    printf '%s\n' "$out"
+    n=$(printf '%s\n' "$out" | grep -c '::')
+    note "no GPU: collected $n cuda-marked tests, not run"
+    return $rc
+  fi
+  local args=(-m cuda tests -q -p no:cacheprovider -rfE --junitxml="$GPU_CHECK_LOGS/tests.xml")
+  "$PY" -c 'import pytest_timeout' 2>/dev/null && args+=(--timeout=120)
+  FAIL_WITHOUT_CUDA=1 "$PY" -m pytest "${args[@]}"
   local rc=$?
-  status+=("$name: rc=$rc in $(( $(date +%s) - t0 )) s (log: $log)")
-  echo "gpu_check: ${status[-1]}"
+  junit_note "$GPU_CHECK_LOGS/tests.xml"
   return $rc
 }
 
-{
-  date -u +"%Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  python3 -c "import sys, torch; print('python', sys.version.split()[0]); print('torch', torch.__version__, 'cuda', torch.version.cuda); print(torch.cuda.get_device_name())"
-  nvcc --version | tail -n 2
-  python3 -c "import timm; print('timm', timm.__version__)" 2>&1 | tail -n 1
-} >"$OUT/env.txt" 2>&1
+junit_note() {  # junit_note FILE: "N passed, ..." as the stage's note and detail
+  "$PY" - "$1" "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE" <<'EOF' || true
+import json, sys, xml.etree.ElementTree as ET
+path, base = sys.argv[1], sys.argv[2]
+try:
+    suites = ET.parse(path).getroot()
+except (OSError, ET.ParseError) as exc:
+    open(base + ".note", "a").write("no junit report (%s)\n" % exc)
+    raise SystemExit(0)
+suites = [suites] if suites.tag == "testsuite" else list(suites)
+total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+failed = [c.get("classname", "") + "::" + c.get("name", "") for s in suites for c in s.iter("testcase")
+          if c.find("failure") is not None or c.find("error") is not None]
+total["passed"] = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
+total["failed_tests"] = failed[:50]
+json.dump(total, open(base + ".detail.json", "w"), indent=2)
+open(base + ".note", "a").write("%(passed)d passed, %(failures)d failed, %(errors)d errors, "
+                                "%(skipped)d skipped\n" % total)
+EOF
+}
 
-step build 300 build.log bash scripts/install.sh || { echo "gpu_check: build failed"; tail -n 40 "$OUT/build.log"; exit 1; }
+body_sanitize() {
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    note "no GPU: each sanitize script's CPU path, without compute-sanitizer"
+    "$PY" "$GPU/run_sanitize.py" --logs "$GPU_CHECK_LOGS/sanitize" --cpu
+  else
+    "$PY" "$GPU/run_sanitize.py" --logs "$GPU_CHECK_LOGS/sanitize" \
+      --budget $((GPU_CHECK_STAGE_LIMIT - 10))
+  fi
+  local rc=$?
+  cp "$GPU_CHECK_LOGS/sanitize/sanitize.json" "$GPU_CHECK_LOGS/sanitize.detail.json" 2>/dev/null
+  [ $rc = $SKIP ] && note "compute-sanitizer is not on this machine"
+  return $rc
+}
 
-# The C++ suite needs GoogleTest; without it (nothing can be installed there) run Python only.
-if [ -f /usr/include/gtest/gtest.h ] || [ -f /usr/local/include/gtest/gtest.h ]; then
-  skip_ctest=0
-else
-  skip_ctest=1
+body_memory() {
+  local device=cuda
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    device=cpu
+    note "no GPU: the same scenarios on the CPU (host memory only)"
+  fi
+  "$PY" "$GPU/memory.py" --device $device --out "$GPU_CHECK_LOGS/memory/memory.json"
+  local rc=$?
+  "$PY" - "$GPU_CHECK_LOGS" <<'EOF' || true
+import json, sys
+logs = sys.argv[1]
+try:
+    r = json.load(open(logs + "/memory/memory.json"))
+except (OSError, ValueError):
+    raise SystemExit(0)
+detail = {"ok": r.get("ok"), "growth": {n: s.get("growth", s.get("error", "")[-300:])
+                                         for n, s in r["scenarios"].items()}}
+if "empty_cache_after_close" in r:
+    detail["empty_cache_after_close"] = r["empty_cache_after_close"]["ok"]
+json.dump(detail, open(logs + "/memory.detail.json", "w"), indent=2)
+EOF
+  return $rc
+}
+
+body_ddp() {
+  # One GPU means two torchrun runs (ddp_contexts.py: NCCL refuses two ranks on one device).
+  local device=cuda runs=2
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    device=cpu runs=1
+    note "no GPU: 2 CPU ranks with gloo (the script and its check; no CUDA context to count)"
+  fi
+  [ "${GPU_CHECK_GPUS:-0}" -ge 2 ] && runs=1
+  "$PY" "$GPU/ddp_contexts.py" --launch --device $device --out "$GPU_CHECK_LOGS/ddp" \
+    --timeout $(( (GPU_CHECK_STAGE_LIMIT - 10) / runs ))
+  local rc=$?
+  cp "$GPU_CHECK_LOGS/ddp/ddp.json" "$GPU_CHECK_LOGS/ddp.detail.json" 2>/dev/null
+  return $rc
+}
+
+body_bench() {
+  local args=(--out "$OUT/bench" --work "$GPU_CHECK_LOGS/bench" --budget $((GPU_CHECK_STAGE_LIMIT - 15)))
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    # The same runner, merge, charts and table, on two small sections.
+    args+=(--device cpu --quick --sections collate,ops --batch-size 8 --image-size 32)
+    note "no GPU: the section runner on collate and ops, --quick, batch 8, 32x32 (figures mean nothing)"
+  fi
+  "$PY" "$GPU/bench_sections.py" "${args[@]}"
+}
+
+body_suite() {
+  FAIL_WITHOUT_CUDA=1 PREFETCH_SKIP_CTEST=1 PREFETCH_TEST_TIMEOUT=$((GPU_CHECK_STAGE_LIMIT - 20)) \
+    bash scripts/test.sh
+}
+
+if [ "${1:-}" = --stage-body ]; then
+  export GPU_CHECK_STAGE=$2
+  "body_$2"
+  exit $?
 fi
-step tests 240 tests.log env FAIL_WITHOUT_CUDA=1 PREFETCH_SKIP_CTEST=$skip_ctest \
-  PREFETCH_TEST_TIMEOUT=220 bash scripts/test.sh
 
-# Every CUDA case under memcheck, without torch's caching allocator (so a stray access outside a
-# live allocation is seen), failing on the first error report.
-step memcheck 200 memcheck.log env PYTORCH_NO_CUDA_MEMORY_CACHING=1 FAIL_WITHOUT_CUDA=1 \
-  compute-sanitizer --tool memcheck --error-exitcode=1 --target-processes all \
-  python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_ops.py tests/test_prefetcher.py \
-  tests/test_transforms.py tests/test_array_loader.py
+# ---- the runner --------------------------------------------------------------------------
 
-step bench 240 bench.log python3 -m prefetch.bench --out "$OUT/bench"
+usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
-echo "gpu_check: done in $(( $(date +%s) - t_start )) s"
-printf '  %s\n' "${status[@]}"
-for s in "${status[@]}"; do case $s in *"rc=0 "*) ;; *) exit 1 ;; esac; done
+FORCE_CPU=0 BUDGET="" PACK=0 STAGES=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cpu) FORCE_CPU=1 ;;
+    --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
+    --budget=*) BUDGET=${1#--budget=} ;;
+    --pack) PACK=1 ;;
+    --list) for s in preflight selftest build tests sanitize memory ddp bench suite; do
+              printf '%-10s %s s\n' "$s" "$(limit_of $s)"; done; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "gpu_check: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) STAGES=$1 ;;
+  esac
+  shift
+done
+STAGES=${STAGES:-build,tests,sanitize,memory,ddp,bench}
+[ "$STAGES" = all ] && STAGES=build,tests,sanitize,memory,ddp,bench,suite
+for s in ${STAGES//,/ }; do
+  case $s in build|tests|sanitize|memory|ddp|bench|suite) ;;
+    *) echo "gpu_check: unknown stage '$s'; stages: build,tests,sanitize,memory,ddp,bench,suite" >&2
+       exit 2 ;;
+  esac
+done
+if [ -n "$BUDGET" ] && ! [[ $BUDGET =~ ^[0-9]+$ ]]; then
+  echo "gpu_check: --budget takes whole seconds, got '$BUDGET'" >&2; exit 2
+fi
+
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT" || exit 2
+OUT=$(cd "$OUT" && pwd)
+if [ "$PACK" = 1 ]; then
+  LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-logs.XXXXXX")
+else
+  LOGS="$OUT/logs"
+fi
+# A fresh record: stale results of an earlier run in the same $OUT must not read as this one's.
+rm -rf "$OUT/logs" "$OUT/bench" "$OUT/summary.json" "$OUT/preflight.txt" "$OUT/logs.tar.gz"
+mkdir -p "$LOGS"
+export OUT GPU_CHECK_LOGS=$LOGS GPU_CHECK_FORCE_CPU=$FORCE_CPU
+T_START=$(date +%s)
+DEADLINE=$(( T_START + ${BUDGET:-999999} ))
+RESERVE=15  # recording and packing after the last stage
+
+"$PY" - "$LOGS/run.json" "$STAGES" "$BUDGET" "$PACK" "$(git rev-parse HEAD 2>/dev/null)" \
+  "$(git status --porcelain 2>/dev/null | wc -l)" <<'EOF' 2>/dev/null
+import datetime, json, sys
+path, stages, budget, pack, commit, dirty = sys.argv[1:]
+json.dump({"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "stages_asked": stages.split(","), "budget_s": int(budget) if budget else None,
+           "packed_logs": pack == "1", "commit": commit or None,
+           "uncommitted_files": int(dirty) if commit else None}, open(path, "w"), indent=2)
+EOF
+
+pack_logs() {
+  [ "$PACK" = 1 ] || return 0
+  tar -czf "$OUT/logs.tar.gz.tmp" -C "$LOGS" . 2>/dev/null && mv "$OUT/logs.tar.gz.tmp" "$OUT/logs.tar.gz"
+}
+
+record() {  # record STAGE STATUS RC SECONDS LIMIT [NOTE]
+  "$PY" "$GPU/record.py" --logs "$LOGS" --out "$OUT" --stage "$1" --status "$2" --rc "$3" \
+    --seconds "$4" --limit "$5" --note "${6:-}" --log "$1.log" ||
+    echo "gpu_check: $1: $2 (rc $3, $4 s; record.py failed)"
+  pack_logs
+}
+
+BUILD_FAILED=0
+run_stage() {  # run_stage NAME
+  local name=$1 limit cut="" t0 rc status
+  limit=$(limit_of "$name")
+  if [ "$MODE" != gpu ]; then
+    case $name in
+      build) record build skipped 0 0 "$limit" "no GPU: the CUDA build is only for a GPU run (CI builds the CPU extension and, without a GPU, the CUDA one: scripts/check_cuda_build.sh)"; return ;;
+      suite) record suite skipped 0 0 "$limit" "no GPU: the CPU suite is scripts/test.sh's, run by .ci/run"; return ;;
+    esac
+  fi
+  if [ "$BUILD_FAILED" = 1 ] && [ "$name" != selftest ]; then
+    record "$name" skipped 0 0 "$limit" "the build stage failed: no extension to run"
+    return
+  fi
+  local left=$(( DEADLINE - $(date +%s) - RESERVE ))
+  # The preflight decides the mode and costs seconds: it always runs.
+  [ "$name" = preflight ] && [ "$left" -lt 15 ] && left=15
+  if [ "$left" -lt "$limit" ]; then
+    if [ "$left" -lt 20 ] && [ "$name" != preflight ]; then
+      record "$name" skipped 0 0 "$limit" "not started: ${left} s left of --budget $BUDGET"
+      return
+    fi
+    limit=$left cut="limit cut to $left s by --budget $BUDGET"
+  fi
+  echo "gpu_check: $name (limit $limit s) ..."
+  t0=$(date +%s)
+  GPU_CHECK_MODE=$MODE GPU_CHECK_STAGE_LIMIT=$limit GPU_CHECK_GPUS=$GPUS \
+    timeout --signal=TERM --kill-after=10 "$limit" bash "$ROOT/benchmarks/gpu_check.sh" \
+    --stage-body "$name" >"$LOGS/$name.log" 2>&1
+  rc=$?
+  case $rc in
+    0) status=ok ;;
+    "$SKIP") status=skipped ;;
+    124|137) status=timeout; cut="${cut:+$cut; }stopped at its limit of $limit s" ;;
+    *) status=failed ;;
+  esac
+  if [ "$status" = failed ] || [ "$status" = timeout ]; then
+    echo "---- last lines of $name.log:"; tail -n 25 "$LOGS/$name.log"; echo "----"
+    [ "$name" = build ] && BUILD_FAILED=1
+  fi
+  record "$name" "$status" "$rc" $(( $(date +%s) - t0 )) "$limit" "$cut"
+}
+
+# The preflight decides the mode; it runs whatever the stages.
+MODE=cpu GPUS=0
+run_stage preflight
+if [ -f "$LOGS/preflight.json" ]; then
+  read -r MODE GPUS < <("$PY" -c 'import json, sys; r = json.load(open(sys.argv[1]))
+print(r["mode"], r.get("gpu_count") or 0)' "$LOGS/preflight.json" 2>/dev/null || echo cpu 0)
+elif [ "$FORCE_CPU" = 0 ] && nvidia-smi -L >/dev/null 2>&1; then
+  MODE=gpu GPUS=$(nvidia-smi -L | grep -c '^GPU')
+fi
+echo "gpu_check: mode $MODE ($GPUS GPU(s)); stages $STAGES${BUDGET:+; budget $BUDGET s}; logs $LOGS"
+[ "${GPU_CHECK_SELFTEST:-0}" = 1 ] && run_stage selftest
+for s in ${STAGES//,/ }; do
+  run_stage "$s"
+done
+
+"$PY" "$GPU/record.py" --logs "$LOGS" --out "$OUT" --summary-only
+# The packed copy is the record: the temporary folder would only pile up on a warm machine.
+pack_logs && [ "$PACK" = 1 ] && [ -s "$OUT/logs.tar.gz" ] && rm -rf "$LOGS"
+echo "gpu_check: done in $(( $(date +%s) - T_START )) s; $OUT/summary.json:"
+"$PY" - "$OUT/summary.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for st in s["stages"]:
+    print("  %-10s %-8s %5s s / %5s s  %s" % (st["stage"], st["status"], st["seconds"], st["limit_s"],
+                                            st["note"][:150]))
+print("result: %s%s" % (s["result"], " (not ok: %s)" % ", ".join(s["not_ok"]) if s["not_ok"] else ""))
+raise SystemExit(0 if s["result"] == "ok" else 1)
+EOF

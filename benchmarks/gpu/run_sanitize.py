@@ -1,0 +1,148 @@
+"""compute-sanitizer over every op and every copy path, one process and one log per (tool, script).
+
+    python benchmarks/gpu/run_sanitize.py --logs DIR --budget 270          # on a GPU
+    python benchmarks/gpu/run_sanitize.py --logs DIR --cpu                 # CI: the scripts' CPU path
+
+Runs, in this order, while the budget lasts (what does not fit is listed as not started, so the
+most telling runs come first): memcheck over every op and path, racecheck over the same, then
+synccheck and initcheck over the ops (the kernels' barriers and reads of memory nothing wrote).
+memcheck and initcheck run with PYTORCH_NO_CUDA_MEMORY_CACHING=1, so that an access outside a
+live allocation is outside any allocation; every run has --error-exitcode=1; the worker ring's
+runs follow its DataLoader workers (--target-processes all). DIR/sanitize.json has each run's
+status and error count; DIR/<tool>-<script>.log its output.
+
+On the CPU (--cpu) it runs each script's CPU path (sanitize_ops.py all, sanitize_copy.py all,
+--device cpu), so a script that would fail on the GPU for a reason of its own fails here first.
+"""
+import os
+import re
+import shutil
+import sys
+import time
+
+import _common  # noqa: F401
+from _common import ROOT, run_limited, write_json
+
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "decode")
+PATHS = ("prefetcher", "array_loader_host", "array_loader_device", "worker_ring", "ragged")
+SKIP = 77
+
+
+def plan(tools=None):
+    """[(tool, script, target)] in the order they run."""
+    runs = []
+    for tool in ("memcheck", "racecheck"):
+        runs += [(tool, "sanitize_ops.py", op) for op in OPS]
+        runs += [(tool, "sanitize_copy.py", path) for path in PATHS]
+    for tool in ("synccheck", "initcheck"):
+        runs += [(tool, "sanitize_ops.py", op) for op in OPS]
+    if tools:
+        runs = [r for r in runs if r[0] in tools]
+    return runs
+
+
+def command(sanitizer, tool, script, target):
+    cmd = [sanitizer, "--tool", tool, "--error-exitcode=1"]
+    if target == "worker_ring":
+        cmd += ["--target-processes", "all"]
+    return cmd + [sys.executable, os.path.join(ROOT, "benchmarks", "gpu", script), target,
+                  "--device", "cuda"]
+
+
+def errors_in(text):
+    """compute-sanitizer's 'ERROR SUMMARY: N errors', or None when it did not get that far."""
+    found = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    return int(found[-1]) if found else None
+
+
+def run_gpu(args):
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        for d in ("/usr/local/cuda/bin", "/usr/local/cuda/compute-sanitizer"):
+            if os.path.exists(os.path.join(d, "compute-sanitizer")):
+                sanitizer = os.path.join(d, "compute-sanitizer")
+    if sanitizer is None:
+        print("sanitize: compute-sanitizer is not on this machine: nothing to run")
+        return SKIP, {"skipped": "no compute-sanitizer"}
+    deadline = time.monotonic() + args.budget if args.budget else None
+    results, status = [], 0
+    for tool, script, target in plan(args.tools and args.tools.split(",")):
+        name = "%s-%s" % (tool, target)
+        limit = args.run_limit
+        if deadline is not None:
+            limit = min(limit, deadline - time.monotonic())
+        if limit < 20:
+            results.append({"run": name, "status": "not started (budget)"})
+            continue
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if tool in ("memcheck", "initcheck"):
+            env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        cmd = command(sanitizer, tool, script, target)
+        log = os.path.join(args.logs, name + ".log")
+        t0 = time.monotonic()
+        rc, text = run_limited(cmd, limit, log, env=env, cwd=ROOT)
+        errors = errors_in(text)
+        if rc == "timeout":
+            state = "timeout"
+        elif rc == SKIP:
+            state = "skipped"
+        elif rc == 0 and errors in (0, None):
+            state = "ok"
+        else:
+            state = "failed"
+        results.append({"run": name, "status": state, "returncode": rc, "errors": errors,
+                        "seconds": round(time.monotonic() - t0, 1), "log": os.path.basename(log)})
+        print("sanitize: %-40s %-8s %s errors, %.1f s" % (name, state, "?" if errors is None else errors,
+                                                          results[-1]["seconds"]), flush=True)
+        if state == "failed":
+            status = 1
+            print(text[-2500:], flush=True)
+        elif state == "timeout" and status == 0:
+            status = 124
+        write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results})
+    return status, {"runs": results}
+
+
+def run_cpu(args):
+    results, status = [], 0
+    for script, target in (("sanitize_ops.py", "all"), ("sanitize_copy.py", "all")):
+        path = os.path.join(ROOT, "benchmarks", "gpu", script)
+        for extra in (["--help"], [target, "--device", "cpu"] + (["--repeat", "1"] if "ops" in script else [])):
+            name = "cpu-%s%s" % (script[:-3], "-help" if extra == ["--help"] else "")
+            rc, text = run_limited([sys.executable, path] + extra, args.run_limit,
+                                   os.path.join(args.logs, name + ".log"), cwd=ROOT)
+            state = "ok" if rc == 0 else "timeout" if rc == "timeout" else "failed"
+            results.append({"run": name, "status": state, "returncode": rc})
+            print("sanitize: %-40s %s" % (name, state), flush=True)
+            if state != "ok":
+                print(text[-2500:], flush=True)
+                status = status or (124 if rc == "timeout" else 1)
+    write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results, "mode": "cpu"})
+    return status, {"runs": results}
+
+
+def main(argv=None):
+    p = _common.parser(__doc__)
+    p.add_argument("--logs", required=True, help="folder for the logs and sanitize.json")
+    p.add_argument("--cpu", action="store_true", help="the scripts' CPU path, without the sanitizer")
+    p.add_argument("--budget", type=float, default=None, help="seconds for all runs together")
+    p.add_argument("--run-limit", type=float, default=90, help="seconds per run at most (default 90)")
+    p.add_argument("--tools", default=None, help="only these tools (memcheck,racecheck,synccheck,initcheck)")
+    p.add_argument("--list", action="store_true", help="print the runs in order and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for tool, script, target in plan(args.tools and args.tools.split(",")):
+            print("%s %s %s" % (tool, script, target))
+        return 0
+    os.makedirs(args.logs, exist_ok=True)
+    status, detail = (run_cpu if args.cpu else run_gpu)(args)
+    runs = detail.get("runs", [])
+    counts = {}
+    for r in runs:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print("sanitize: %s" % (", ".join("%d %s" % (v, k) for k, v in sorted(counts.items())) or detail))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

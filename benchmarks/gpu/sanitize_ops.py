@@ -1,0 +1,253 @@
+"""One op, a few calls, every argument path: small enough to run under compute-sanitizer.
+
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|decode|all [--device cuda]
+
+Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
+CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
+this script's. The cases reach each kernel's paths: windows partly and wholly outside the image,
+both flips, every output dtype and memory format, NCHW input, more than 64 channels (constants
+uploaded instead of passed inline), gathers by index, ragged images with and without antialias,
+JPEG regions. Exit 0 when every case matched, 1 on a mismatch or an error, 77 when the op cannot
+run here (decode without libjpeg-turbo or Pillow), with the reason.
+"""
+import io
+import sys
+import time
+
+import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
+from _common import MEAN, STD, resolve_device, sync
+
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "decode")
+SKIP = 77
+# A float32 result may differ from the CPU's in the last bits (the GPU contracts mul+add into
+# FMA: issue 24 item 9); half types by their rounding of the same value.
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+class Unavailable(Exception):
+    """The op cannot run in this build or environment (the message says why)."""
+
+
+def compare(name, got, expected, tol):
+    import torch
+
+    got = got.cpu()
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        raise AssertionError("%s: got %s %s, the CPU gave %s %s"
+                             % (name, tuple(got.shape), got.dtype, tuple(expected.shape),
+                                expected.dtype))
+    if got.is_floating_point():
+        diff = (got.float() - expected.float()).abs().max().item() if got.numel() else 0.0
+    else:
+        diff = int((got.to(torch.int64) - expected.to(torch.int64)).abs().max()) if got.numel() else 0
+    print("  %-44s max |device - cpu| = %g" % (name, diff), flush=True)
+    if diff > tol:
+        raise AssertionError("%s: max difference %g from the CPU result is over %g" % (name, diff, tol))
+    return diff
+
+
+def _geometry(n, H, W, crop, g):
+    import torch
+
+    hflip = torch.rand(n, generator=g) < 0.5
+    vflip = torch.rand(n, generator=g) < 0.5
+    # Windows partly outside, and one wholly outside (fill only).
+    offsets = torch.randint(-6, 7, (n, 2), generator=g)
+    offsets[0] = torch.tensor([H + 3, -W - 2])
+    return hflip, vflip, offsets
+
+
+def case_normalize_flip(device):
+    import torch
+
+    from prefetch.ops import normalize_flip
+
+    g = torch.Generator().manual_seed(1)
+    n, H, W = 8, 37, 41
+    images = torch.randint(0, 256, (n, H, W, 3), dtype=torch.uint8, generator=g)
+    hflip, vflip, offsets = _geometry(n, H, W, (32, 36), g)
+    on = lambda t: t.to(device)  # noqa: E731
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for channels_last in (False, True):
+            kw = dict(hflip=hflip, vflip=vflip, crop=(32, 36), offsets=offsets, fill=7,
+                      dtype=dtype, channels_last=channels_last)
+            expected = normalize_flip(images, MEAN, STD, **kw)
+            got = normalize_flip(on(images), MEAN, STD, **{k: on(v) if isinstance(v, torch.Tensor)
+                                                            else v for k, v in kw.items()})
+            compare("NHWC %s%s, crop+offsets+fill" % (str(dtype)[6:], " CL" if channels_last else ""),
+                    got, expected, TOLERANCE[str(dtype)[6:]])
+    # NCHW input, 70 channels: the per-channel constants do not fit inline (> 64) and are uploaded.
+    C = 70
+    wide = torch.randint(0, 256, (4, C, 9, 11), dtype=torch.uint8, generator=g)
+    mean = (torch.rand(C, generator=g) * 0.5 + 0.25).tolist()
+    std = (torch.rand(C, generator=g) * 0.3 + 0.1).tolist()
+    flips = torch.tensor([True, False, True, False])
+    compare("NCHW, 70 channels (uploaded constants)",
+            normalize_flip(on(wide), mean, std, hflip=on(flips), layout="NCHW"),
+            normalize_flip(wide, mean, std, hflip=flips, layout="NCHW"), TOLERANCE["float32"])
+    # A gather: output k from input indices[k], as ArrayLoader's device path does.
+    indices = torch.tensor([5, 0, 7, 7, 2, 3])
+    hf, vf, off = hflip[:6], vflip[:6], offsets[:6]
+    compare("gather by indices",
+            normalize_flip(on(images), MEAN, STD, hflip=on(hf), vflip=on(vf), crop=24,
+                           offsets=on(off), indices=on(indices)),
+            normalize_flip(images, MEAN, STD, hflip=hf, vflip=vf, crop=24, offsets=off,
+                           indices=indices), TOLERANCE["float32"])
+
+
+def case_flip_crop(device):
+    import torch
+
+    from prefetch.ops import flip_crop
+
+    g = torch.Generator().manual_seed(2)
+    n, H, W = 8, 37, 41
+    hflip, vflip, offsets = _geometry(n, H, W, (32, 36), g)
+    on = lambda t: t.to(device)  # noqa: E731
+    for dtype in (torch.uint8, torch.int16, torch.int32, torch.int64):
+        masks = torch.randint(0, 100, (n, H, W), generator=g).to(dtype)
+        compare("%s masks, crop+offsets+fill" % str(dtype)[6:],
+                flip_crop(on(masks), hflip=on(hflip), vflip=on(vflip), crop=(32, 36),
+                          offsets=on(offsets), fill=9),
+                flip_crop(masks, hflip=hflip, vflip=vflip, crop=(32, 36), offsets=offsets, fill=9), 0)
+    masks = torch.randint(0, 100, (n, H, W), generator=g).to(torch.int64)
+    indices = torch.tensor([3, 3, 1, 6])
+    compare("gather by indices",
+            flip_crop(on(masks), hflip=on(hflip[:4]), crop=20, offsets=on(offsets[:4]),
+                      indices=on(indices)),
+            flip_crop(masks, hflip=hflip[:4], crop=20, offsets=offsets[:4], indices=indices), 0)
+
+
+def case_resized_crop(device):
+    import torch
+
+    import prefetch
+    from prefetch.ops import resized_crop
+
+    g = torch.Generator().manual_seed(3)
+    shapes = [(37, 41), (12, 90), (64, 64), (5, 7), (101, 33), (24, 24)]
+    images = [torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=g) for h, w in shapes]
+    boxes = []
+    for h, w in shapes:
+        bh, bw = max(1, h // 2), max(1, (2 * w) // 3)
+        boxes.append([(h - bh) // 2, w - bw, bh, bw])
+    boxes = torch.tensor(boxes)
+    hflip = torch.tensor([True, False, False, True, True, False])
+    vflip = torch.tensor([False, False, True, True, False, True])
+    cpu = prefetch.Ragged.from_tensors(images)
+    dev = prefetch.Ragged.from_tensors(images, device=device)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for antialias in (False, True):
+            for channels_last in (False, True):
+                kw = dict(dtype=dtype, antialias=antialias, channels_last=channels_last)
+                compare("%s%s%s" % (str(dtype)[6:], " antialias" if antialias else "",
+                                    " CL" if channels_last else ""),
+                        resized_crop(dev, boxes, (24, 28), MEAN, STD, hflip=hflip.to(device),
+                                     vflip=vflip.to(device), **kw),
+                        resized_crop(cpu, boxes, (24, 28), MEAN, STD, hflip=hflip, vflip=vflip, **kw),
+                        TOLERANCE[str(dtype)[6:]])
+    # Upscaling (a box smaller than the output) and boxes given on the device.
+    small = torch.tensor([[0, 0, 3, 4]] * len(shapes))
+    compare("upscale, boxes on the device",
+            resized_crop(dev, small.to(device), 16, MEAN, STD),
+            resized_crop(cpu, small, 16, MEAN, STD), TOLERANCE["float32"])
+
+
+def _jpegs():
+    import numpy as np
+
+    try:
+        from PIL import Image
+    except ImportError:
+        raise Unavailable("Pillow is not installed: no JPEG to decode") from None
+    out = []
+    rng = np.random.default_rng(4)
+    for i, (h, w) in enumerate([(40, 56), (33, 17), (64, 48), (21, 30)]):
+        y, x = np.mgrid[0:h, 0:w]
+        smooth = np.stack([(x * 4 + i * 9) % 256, (y * 5) % 256, ((x + y) * 3) % 256], -1)
+        noise = rng.integers(0, 16, (h, w, 3))
+        image = Image.fromarray((smooth + noise).clip(0, 255).astype(np.uint8), "RGB")
+        if i == 3:
+            image = image.convert("L")
+        buf = io.BytesIO()
+        image.save(buf, format="JPEG", quality=90, subsampling=i % 3)
+        out.append(buf.getvalue())
+    return out
+
+
+def case_decode(device):
+    import torch
+
+    import prefetch
+    from prefetch.ops import decode_jpeg, decode_resized_crop
+
+    if not prefetch.built_with_jpeg():
+        raise Unavailable("prefetch was built without libjpeg-turbo (%s)"
+                          % torch.ops.prefetch._jpeg_decoder_library())
+    data = _jpegs()
+    boxes = torch.tensor([[4, 6, 20, 30], [0, 0, 33, 17], [10, 8, 40, 32], [2, 3, 9, 11]])
+    cpu = decode_jpeg(data)
+    got = decode_jpeg(data, device=device)
+    if got.values.device.type != device.type:
+        raise AssertionError("decode_jpeg(device=%s) returned values on %s" % (device, got.values.device))
+    # nvJPEG's IDCT is not libjpeg-turbo's: a few levels apart, never a different picture.
+    for k in range(len(data)):
+        compare("decode_jpeg image %d (%s)" % (k, "x".join(map(str, cpu[k].shape))),
+                got[k], cpu[k], 24)
+    regions = decode_jpeg(data, boxes, device=device)
+    for k in range(len(data)):
+        t, l, h, w = boxes[k].tolist()
+        compare("decode_jpeg region %d" % k, regions[k], cpu[k][t:t + h, l:l + w], 24)
+    flips = torch.tensor([True, False, True, False])
+    compare("decode_resized_crop",
+            decode_resized_crop(data, boxes, (16, 20), MEAN, STD, hflip=flips.to(device), device=device),
+            decode_resized_crop(data, boxes, (16, 20), MEAN, STD, hflip=flips), 0.5)
+
+
+CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
+         "resized_crop": case_resized_crop, "decode": case_decode}
+
+
+def main(argv=None):
+    p = _common.parser(__doc__)
+    p.add_argument("op", choices=OPS + ("all",))
+    _common.device_argument(p)
+    p.add_argument("--repeat", type=int, default=2, help="runs of every case (default 2)")
+    args = p.parse_args(argv)
+    import torch
+
+    import prefetch
+
+    device = resolve_device(args.device)
+    if device.type == "cuda" and not prefetch.built_with_cuda():
+        print("sanitize_ops: prefetch was built without CUDA; build it on this machine first "
+              "(bash benchmarks/gpu_check.sh build)")
+        return 1
+    print("sanitize_ops: %s on %s (torch %s, prefetch %s)" % (args.op, device, torch.__version__,
+                                                             prefetch.__version__), flush=True)
+    names = OPS if args.op == "all" else (args.op,)
+    failed, skipped = [], []
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            for r in range(args.repeat):
+                print("%s, run %d:" % (name, r + 1), flush=True)
+                CASES[name](device)
+            sync(device)
+            print("%s: ok in %.1f s" % (name, time.perf_counter() - t0), flush=True)
+        except Unavailable as why:
+            print("%s: SKIPPED: %s" % (name, why), flush=True)
+            skipped.append(name)
+        except Exception:  # noqa: BLE001 - report every op, then fail
+            import traceback
+
+            traceback.print_exc()
+            print("%s: FAILED" % name, flush=True)
+            failed.append(name)
+    if failed:
+        return 1
+    return SKIP if skipped and len(skipped) == len(names) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
