@@ -136,7 +136,10 @@ body_tests() {
     note "no GPU: collected $n cuda-marked tests, not run"
     return $rc
   fi
-  local args=(-m cuda tests -q -p no:cacheprovider -rfE --junitxml="$GPU_CHECK_LOGS/tests.xml")
+  # -v: a test per line as it ends, so a stage stopped at its limit still shows how far it got;
+  # one module that fails to import must not cost the others (it still fails the stage).
+  local args=(-m cuda tests -v -p no:cacheprovider -rfE --durations=15 --continue-on-collection-errors
+              --junitxml="$GPU_CHECK_LOGS/tests.xml")
   "$PY" -c 'import pytest_timeout' 2>/dev/null && args+=(--timeout=120)
   FAIL_WITHOUT_CUDA=1 "$PY" -m pytest "${args[@]}"
   local rc=$?

@@ -25,8 +25,9 @@ def gpu_module(name):
 
 def run_check(tmp_path, *args, env=None, timeout=150):
     out = tmp_path / "out"
-    full_env = dict(os.environ, OUT=str(out), OMP_NUM_THREADS="1", **(env or {}))
-    full_env.pop("GPU_CHECK_SELFTEST", None) if "GPU_CHECK_SELFTEST" not in (env or {}) else None
+    # Not the settings of a gpu_check run this suite may itself be part of (its suite stage).
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}
+    full_env.update(OUT=str(out), OMP_NUM_THREADS="1", **(env or {}))
     p = subprocess.run(["bash", SCRIPT] + list(args), capture_output=True, text=True,
                        timeout=timeout, env=full_env, cwd=str(tmp_path))
     return p, out
@@ -126,6 +127,8 @@ def test_ddp_check_fails_a_context_off_the_ranks_device():
     assert "nvidia-smi lists its process on device 0 (GPU-a, 480 MiB)" in ddp.problems_of(listed)[0]
     worker = dict(clean, smi={"11": [{"uuid": "GPU-b", "device": 1, "used_mib": "300"}]})
     assert "its DataLoader worker (pid 11) holds a CUDA context" in ddp.problems_of(worker)[0]
+    blind = dict(clean, primary_contexts=[])
+    assert "proves nothing" in ddp.problems_of(blind)[0]
     plan = ddp.plan("cpu")
     assert plan == [("gloo_2ranks_cpu", 2, "gloo")]
 
@@ -238,3 +241,45 @@ def test_every_test_that_needs_cuda_carries_the_cuda_marker():
             if not (module_marked or any("mark.cuda" in ast.unparse(d) for d in f.decorator_list)):
                 missing.append("%s::%s" % (name, f.name))
     assert not missing, "add @pytest.mark.cuda to: %s" % ", ".join(missing)
+
+
+FAKE_SANITIZER = """#!%s
+# compute-sanitizer's stand-in: runs the script it was given on the CPU, then reports as the
+# real one does; FAKE_FAIL=<target> makes that target report errors.
+import os, subprocess, sys
+args = sys.argv[1:]
+i = next(k for k, a in enumerate(args) if a.endswith(".py"))
+cmd = [args[i - 1], args[i], args[i + 1], "--device", "cpu"]
+rc = subprocess.call(cmd)
+bad = os.environ.get("FAKE_FAIL") == args[i + 1]
+print("========= ERROR SUMMARY: %%d errors" %% (2 if bad else 0), flush=True)
+sys.exit(1 if bad or rc else 0)
+"""
+
+
+def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path):
+    fake = tmp_path / "bin" / "compute-sanitizer"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SANITIZER % sys.executable)
+    fake.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (fake.parent, os.environ["PATH"]), FAKE_FAIL="flip_crop",
+               PYTHONPATH=ROOT)
+    logs = tmp_path / "logs"
+    p = subprocess.run([sys.executable, os.path.join(GPU_DIR, "run_sanitize.py"), "--logs", str(logs),
+                        "--tools", "synccheck", "--jobs", "2"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 1, p.stdout + p.stderr
+    runs = json.loads((logs / "sanitize.json").read_text())["runs"]
+    assert [r["run"] for r in runs] == ["synccheck-" + op for op in
+                                        ("normalize_flip", "flip_crop", "resized_crop", "decode")]
+    by = {r["run"]: r for r in runs}
+    assert by["synccheck-flip_crop"]["status"] == "failed" and by["synccheck-flip_crop"]["errors"] == 2
+    assert all(by[n]["status"] == "ok" and by[n]["errors"] == 0 for n in by if "flip_crop" not in n)
+    assert "ERROR SUMMARY: 2 errors" in (logs / "synccheck-flip_crop.log").read_text()
+    # No budget left: nothing started, nothing failed.
+    p = subprocess.run([sys.executable, os.path.join(GPU_DIR, "run_sanitize.py"), "--logs", str(logs),
+                        "--tools", "synccheck", "--budget", "5"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs = json.loads((logs / "sanitize.json").read_text())["runs"]
+    assert {r["status"] for r in runs} == {"not started (budget)"}

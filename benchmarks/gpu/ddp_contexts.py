@@ -89,18 +89,24 @@ def contexts_report(device_index):
     report["primary_contexts"] = [i for i in range(count) if has is not None and has(i)]
     if has is None:
         report["primary_contexts_note"] = "torch._C._cuda_hasPrimaryContext is missing"
-    uuids = {}
-    for i in range(count):
-        u = str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
-        uuids["GPU-" + u if u and not u.startswith("GPU-") else u] = i
+    # The GPUs' UUIDs are mapped to device indices by the launcher: asking torch for them here
+    # could itself touch the other devices.
     rows, source = _smi_rows()
     report["smi_source"] = source
-    report["smi"] = {}
-    for pid in [os.getpid()] + report["children"]:
-        for row in rows.get(pid, []):
-            row = dict(row, device=uuids.get(row["uuid"]))
-            report["smi"].setdefault(str(pid), []).append(row)
+    report["smi"] = {str(pid): rows[pid] for pid in [os.getpid()] + report["children"] if pid in rows}
     return report
+
+
+def device_uuids():
+    """{"GPU-<uuid>": CUDA device index} as torch numbers the devices (in the launcher)."""
+    import torch
+
+    out = {}
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            u = str(getattr(torch.cuda.get_device_properties(i), "uuid", ""))
+            out[u if u.startswith("GPU-") else "GPU-" + u] = i
+    return out
 
 
 def rank_main(args):
@@ -173,6 +179,10 @@ def problems_of(report):
     """Why a rank's report fails the check (empty when it passes)."""
     own = report.get("own_device")
     out = []
+    if own is not None and "primary_contexts_note" not in report \
+            and own not in report.get("primary_contexts", []):
+        out.append("rank %s: no primary context seen even on its own device %s: the check sees "
+                   "nothing and proves nothing" % (report.get("rank"), own))
     others = [i for i in report.get("primary_contexts", []) if i != own]
     if others:
         out.append("rank %s (device %s) holds a primary context on device(s) %s"
@@ -190,11 +200,15 @@ def problems_of(report):
     return out
 
 
-def check(out_dir, world):
+def check(out_dir, world, uuids=None):
     reports = []
     for path in sorted(glob.glob(os.path.join(out_dir, "rank*.json"))):
         with open(path) as f:
             reports.append(json.load(f))
+    for r in reports:  # which device each nvidia-smi row is, in torch's numbering
+        for rows in r.get("smi", {}).values():
+            for row in rows:
+                row.setdefault("device", (uuids or {}).get(row["uuid"]))
     problems = []
     if len(reports) != world:
         problems.append("%d rank report(s) in %s, expected %d" % (len(reports), out_dir, world))
@@ -220,6 +234,7 @@ def plan(device):
 
 def launch(args):
     runs, ok = [], True
+    uuids = device_uuids() if args.device.startswith("cuda") else {}
     for name, nproc, backend in plan(args.device):
         out = os.path.join(args.out, name)
         shutil.rmtree(out, ignore_errors=True)
@@ -234,7 +249,7 @@ def launch(args):
         rc, output = run_limited(cmd, args.timeout, os.path.join(out, "torchrun.log"), env=env)
         if rc == "timeout":
             rc = "timeout after %.0f s" % args.timeout
-        reports, problems = check(out, nproc)
+        reports, problems = check(out, nproc, uuids)
         if rc != 0:
             problems.insert(0, "torchrun exited with %s (log: %s)" % (rc, os.path.join(out, "torchrun.log")))
             print(output[-3000:], flush=True)
@@ -260,7 +275,8 @@ def launch(args):
 def main(argv=None):
     args = parse_args(argv)
     if args.check:
-        reports, problems = check(args.out, len(glob.glob(os.path.join(args.out, "rank*.json"))))
+        reports, problems = check(args.out, len(glob.glob(os.path.join(args.out, "rank*.json"))),
+                                  device_uuids() if args.device.startswith("cuda") else {})
         print("\n".join(problems) or "ok: %d rank(s), each on its own device only" % len(reports))
         return 1 if problems else 0
     if args.launch:

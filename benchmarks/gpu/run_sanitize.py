@@ -8,16 +8,19 @@ most telling runs come first): memcheck over every op and path, racecheck over t
 synccheck and initcheck over the ops (the kernels' barriers and reads of memory nothing wrote).
 memcheck and initcheck run with PYTORCH_NO_CUDA_MEMORY_CACHING=1, so that an access outside a
 live allocation is outside any allocation; every run has --error-exitcode=1; the worker ring's
-runs follow its DataLoader workers (--target-processes all). DIR/sanitize.json has each run's
-status and error count; DIR/<tool>-<script>.log its output.
+runs follow its DataLoader workers (--target-processes all). --jobs runs go at once, taken in
+that order. DIR/sanitize.json has each run's status and error count; DIR/<tool>-<target>.log
+its output.
 
 On the CPU (--cpu) it runs each script's CPU path (sanitize_ops.py all, sanitize_copy.py all,
 --device cpu), so a script that would fail on the GPU for a reason of its own fails here first.
 """
+import concurrent.futures
 import os
 import re
 import shutil
 import sys
+import threading
 import time
 
 import _common  # noqa: F401
@@ -65,22 +68,25 @@ def run_gpu(args):
         print("sanitize: compute-sanitizer is not on this machine: nothing to run")
         return SKIP, {"skipped": "no compute-sanitizer"}
     deadline = time.monotonic() + args.budget if args.budget else None
-    results, status = [], 0
-    for tool, script, target in plan(args.tools and args.tools.split(",")):
+    lock = threading.Lock()
+    runs = plan(args.tools and args.tools.split(","))
+    results = [None] * len(runs)
+
+    def one(k):
+        tool, script, target = runs[k]
         name = "%s-%s" % (tool, target)
         limit = args.run_limit
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic())
         if limit < 20:
-            results.append({"run": name, "status": "not started (budget)"})
-            continue
+            results[k] = {"run": name, "status": "not started (budget)"}
+            return
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         if tool in ("memcheck", "initcheck"):
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
-        cmd = command(sanitizer, tool, script, target)
         log = os.path.join(args.logs, name + ".log")
         t0 = time.monotonic()
-        rc, text = run_limited(cmd, limit, log, env=env, cwd=ROOT)
+        rc, text = run_limited(command(sanitizer, tool, script, target), limit, log, env=env, cwd=ROOT)
         errors = errors_in(text)
         if rc == "timeout":
             state = "timeout"
@@ -90,16 +96,24 @@ def run_gpu(args):
             state = "ok"
         else:
             state = "failed"
-        results.append({"run": name, "status": state, "returncode": rc, "errors": errors,
-                        "seconds": round(time.monotonic() - t0, 1), "log": os.path.basename(log)})
-        print("sanitize: %-40s %-8s %s errors, %.1f s" % (name, state, "?" if errors is None else errors,
-                                                          results[-1]["seconds"]), flush=True)
-        if state == "failed":
-            status = 1
-            print(text[-2500:], flush=True)
-        elif state == "timeout" and status == 0:
-            status = 124
-        write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results})
+        r = {"run": name, "status": state, "returncode": rc, "errors": errors,
+             "seconds": round(time.monotonic() - t0, 1), "log": os.path.basename(log)}
+        with lock:
+            results[k] = r
+            print("sanitize: %-32s %-8s %s errors, %.1f s" % (
+                name, state, "?" if errors is None else errors, r["seconds"]), flush=True)
+            if state == "failed":
+                print(text[-2500:], flush=True)
+            write_json(os.path.join(args.logs, "sanitize.json"),
+                       {"runs": [x for x in results if x], "jobs": args.jobs})
+
+    # Several runs at once: each is mostly one CPU thread instrumenting small kernels, and the
+    # GPU and the machine's cores have room for a few (the budget is what is scarce).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, range(len(runs))))
+    states = [r["status"] for r in results]
+    write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results, "jobs": args.jobs})
+    status = 1 if "failed" in states else 124 if "timeout" in states else 0
     return status, {"runs": results}
 
 
@@ -127,6 +141,7 @@ def main(argv=None):
     p.add_argument("--cpu", action="store_true", help="the scripts' CPU path, without the sanitizer")
     p.add_argument("--budget", type=float, default=None, help="seconds for all runs together")
     p.add_argument("--run-limit", type=float, default=90, help="seconds per run at most (default 90)")
+    p.add_argument("--jobs", type=int, default=4, help="runs at once on the GPU (default 4)")
     p.add_argument("--tools", default=None, help="only these tools (memcheck,racecheck,synccheck,initcheck)")
     p.add_argument("--list", action="store_true", help="print the runs in order and exit")
     args = p.parse_args(argv)
