@@ -51,6 +51,9 @@ PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 # The checkout's prefetch, whatever is installed (the build installs this checkout anyway).
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# Nothing here may wait on a network (the GPU machine has none), a test's pip call included:
+# pip looks at no index and skips its own version check, which ignores --no-index.
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 GPU=benchmarks/gpu
 SKIP=77  # a body's "nothing to run here" (its note says why)
 
@@ -102,9 +105,8 @@ body_build() {
     note "up to date: the sources, Python and torch of the last build on this machine"
     return 0
   fi
-  # Nothing may wait on a network that is not there: install.sh's apt-get (for GoogleTest or
-  # libjpeg headers the image may lack) is refused at once, and pip looks at no index and
-  # skips its own version check, which ignores --no-index.
+  # install.sh's apt-get (for GoogleTest or libjpeg headers the image may lack) is refused at
+  # once instead of waiting on a network that is not there (pip is offline: the top).
   local offline="$GPU_CHECK_LOGS/offline-bin"
   mkdir -p "$offline"
   for tool in apt-get apt; do
@@ -114,8 +116,7 @@ body_build() {
   done
   echo "gpu_check: TORCH_CUDA_ARCH_LIST=$TORCH_CUDA_ARCH_LIST MAX_JOBS=$MAX_JOBS FORCE_CUDA=1" \
     "PREFETCH_SKIP_EXTRAS=1 PREFETCH_EXTRAS= bash scripts/install.sh"
-  PATH="$offline:$PATH" PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 \
-    PREFETCH_SKIP_EXTRAS=1 PREFETCH_EXTRAS="" bash scripts/install.sh || {
+  PATH="$offline:$PATH" PREFETCH_SKIP_EXTRAS=1 PREFETCH_EXTRAS="" bash scripts/install.sh || {
       note "scripts/install.sh failed (see build.log)"; return 1; }
   "$PY" -c 'import prefetch; print("gpu_check: prefetch", prefetch.__version__, "CUDA",
 prefetch.built_with_cuda(), "JPEG", prefetch.built_with_jpeg())
