@@ -58,9 +58,17 @@ class Backend {
   virtual void set_debug_delay(int64_t max_us, uint64_t seed) { (void)max_us; (void)seed; }
 };
 
+class CudaCalls;  // cuda_calls.h
+
 std::unique_ptr<Backend> make_host_backend();
-// Defined only when the core is built with CUDA (PREFETCH_WITH_CUDA); throws otherwise.
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// The CUDA backend on `device`: its copy stream is `stream` (a cudaStream_t the caller keeps
+// valid for the backend's life and never destroys: the binding passes one of torch's pool
+// streams), or, when null, a non-blocking stream of its own that it destroys. Throws
+// BackendError in a build without CUDA (PREFETCH_WITH_CUDA).
+std::unique_ptr<Backend> make_cuda_backend(int device, void* stream = nullptr);
+// The same backend over other CUDA calls than the runtime's (the C++ tests' recording fake).
+std::unique_ptr<Backend> make_cuda_backend_with(std::shared_ptr<CudaCalls> calls, int device,
+                                                void* stream = nullptr);
 bool built_with_cuda();
 
 }  // namespace prefetch

@@ -117,6 +117,11 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
                           const DestinationAllocator& allocate) {
   std::lock_guard<std::mutex> producer(producer_mutex_);
   const uint64_t blocked_ns = wait_for_room(token);
+  if (token != last_staged_token_) {
+    // An epoch's first batch: where freeing what the ring outgrew last epoch costs the least.
+    ring_.release_retired();
+    last_staged_token_ = token;
+  }
 
   size_t total = 0;
   std::vector<LeafLayout> layout = pack_layout(leaves, &total);

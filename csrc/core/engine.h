@@ -131,6 +131,8 @@ class Engine {
   int depth() const { return options_.depth; }
   int num_threads() const { return pool_.num_threads(); }
   size_t slot_capacity(size_t index) const { return ring_.capacity(index); }
+  // Buffers the ring has outgrown and not freed yet (see ring.h); producer thread only.
+  size_t retired_buffers() const { return ring_.retired_buffers(); }
   // Packed sources whose release has not run yet (their copy may still read them).
   size_t packed_in_flight() const;
 
@@ -161,6 +163,7 @@ class Engine {
 
   std::mutex producer_mutex_;  // one submit at a time owns the ring
   size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)
+  uint64_t last_staged_token_ = 0;  // the epoch of the last stage() (guarded by producer_mutex_)
 
   mutable std::mutex pending_mutex_;
   std::deque<PendingRelease> pending_;  // oldest first (copy stream order)

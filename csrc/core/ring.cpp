@@ -43,12 +43,23 @@ Slot& Ring::acquire(size_t index, size_t bytes) {
   Slot& slot = slots_[index];
   release_after_copy(slot);
   if (!slot.host || slot.host->size() < bytes) {
-    slot.host.reset();  // free the old buffer before taking a bigger one
+    if (slot.host) {
+      retired_bytes_ += slot.host->size();
+      retired_.push_back(std::move(slot.host));
+    }
     slot.host = backend_.alloc_host(grown_capacity(bytes));
     ++slot.grow_count;
     capacities_[index].store(slot.host->size(), std::memory_order_relaxed);
+    size_t live = 0;
+    for (const auto& s : slots_) live += s.host ? s.host->size() : 0;
+    if (retired_bytes_ > live) release_retired();
   }
   return slot;
+}
+
+void Ring::release_retired() {
+  retired_.clear();
+  retired_bytes_ = 0;
 }
 
 void Ring::drain() {

@@ -25,6 +25,17 @@ struct AffineTable {
   Affine c[kInlineChannels];
 };
 
+// A launch's by-value table for C channels: the host table's values for C <= kInlineChannels (the
+// kernel reads no other), nothing for more (the kernel reads `device`). False when the table the
+// kernel would read is unset: the launchers then refuse rather than read a null pointer.
+inline bool launch_affine_table(const Affine* host, const Affine* device, int64_t C, AffineTable* table) {
+  *table = AffineTable{};
+  if (C > kInlineChannels) return device != nullptr;
+  if (host == nullptr) return false;
+  for (int64_t c = 0; c < C; ++c) table->c[c] = host[c];
+  return true;
+}
+
 // One launch: samples [n0, n0 + samples) of the batch. What every op's launch holds.
 struct SampleLaunch {
   int64_t n0 = 0, samples = 0;
@@ -81,17 +92,23 @@ inline bool plan_normalize_flip_launches(const NormalizeFlipArgs& a,
   return split_by_samples(g.N, g.h, rows_per_sample, row_len, max_work, prototype, launches);
 }
 
+// The message of the device-side assertion a bad gather index raises (tests match it).
+#define PF_GATHER_INDEX_ASSERTION "prefetch: a gather index is out of range (indices must lie in [0, samples))"
+
 // The gathered sample, checked on the device: the op cannot check a device index tensor without
 // a host synchronisation, and a bad index must stop the kernel, never read another allocation
 // (the contract of torch's own index kernels' device-side assertions). The CPU op checks indices
-// before it runs.
+// before it runs. The values are printed, then a device-side assertion fails, as torch's
+// CUDA_KERNEL_ASSERT does (whatever NDEBUG says): the runtime flushes the kernel's printf buffer
+// and the host's next call raises cudaErrorAssert ("device-side assert triggered"). __trap(),
+// used before, ended the kernel with the buffer unflushed: the message was usually lost.
 PF_HD int64_t checked_source(const Geometry& g, int64_t n) {
   const int64_t s = source_sample(g, n);
 #if defined(__CUDA_ARCH__)
   if (g.rows != nullptr && (s < 0 || s >= g.sources)) {
     printf("prefetch: indices[%lld] = %lld is out of range for %lld samples\n",
            static_cast<long long>(n), static_cast<long long>(s), static_cast<long long>(g.sources));
-    __trap();
+    __assert_fail(PF_GATHER_INDEX_ASSERTION, __FILE__, __LINE__, __func__);
   }
 #endif
   return s;

@@ -9,7 +9,6 @@
 // bytes of the same lines, served by L1/L2).
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <vector>
 
 #include "normalize_flip.h"
@@ -67,12 +66,8 @@ int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream) {
   std::vector<NormalizeFlipLaunch> launches;
   if (!plan_normalize_flip_launches(args, &launches)) return cudaErrorInvalidValue;
   if (launches.empty()) return cudaSuccess;
-  AffineTable table{};
-  if (args.g.C <= kInlineChannels) {
-    std::memcpy(table.c, args.affine, static_cast<size_t>(args.g.C) * sizeof(Affine));
-  } else if (args.affine_device == nullptr) {
-    return cudaErrorInvalidValue;
-  }
+  AffineTable table;
+  if (!launch_affine_table(args.affine, args.affine_device, args.g.C, &table)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   for (const NormalizeFlipLaunch& l : launches) {
     switch (args.dtype) {

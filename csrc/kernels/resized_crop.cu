@@ -9,7 +9,6 @@
 // the loads they steer.
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <vector>
 
 #include "resized_crop.h"
@@ -59,12 +58,8 @@ int resized_crop_cuda(const ResizedCropArgs& args, void* stream) {
   std::vector<ResizedCropLaunch> launches;
   if (!plan_resized_crop_launches(args, &launches)) return cudaErrorInvalidValue;
   if (launches.empty()) return cudaSuccess;
-  AffineTable table{};
-  if (args.C <= kInlineChannels) {
-    std::memcpy(table.c, args.affine, static_cast<size_t>(args.C) * sizeof(Affine));
-  } else if (args.affine_device == nullptr) {
-    return cudaErrorInvalidValue;
-  }
+  AffineTable table;
+  if (!launch_affine_table(args.affine, args.affine_device, args.C, &table)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
   for (const ResizedCropLaunch& l : launches) {
     switch (args.dtype) {

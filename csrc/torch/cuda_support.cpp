@@ -16,6 +16,10 @@ c10::cuda::CUDAStream external(void* stream, int device) {
 
 bool cuda_support_built() { return true; }
 
+void* cuda_copy_stream(int device) {
+  return c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device)).stream();
+}
+
 DestinationAllocator cuda_destination_allocator(int device, void* copy_stream) {
   return [device, copy_stream](size_t bytes) {
     c10::cuda::CUDAGuard device_guard(static_cast<c10::DeviceIndex>(device));

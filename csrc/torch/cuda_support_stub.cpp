@@ -15,6 +15,7 @@ namespace {
 }  // namespace
 
 bool cuda_support_built() { return false; }
+void* cuda_copy_stream(int) { no_cuda(); }
 DestinationAllocator cuda_destination_allocator(int, void*) { no_cuda(); }
 void* cuda_current_stream(int) { no_cuda(); }
 void cuda_protect_for_stream(const at::Tensor&, int, void*) { no_cuda(); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "jpeg_decode.h"
+#include "kernel_args.h"
 #include "ops_common.h"
 #include "resized_crop.h"
 
@@ -197,7 +198,7 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
                                                   pooled_empty);
   const std::vector<decode::JpegHeader> headers = headers_of(op, b);
   const std::vector<decode::Region> regions = regions_of(op, b, headers, boxes);
-  plan.args.affine = plan.affine.data();
+  complete_args(&plan, cpu_target());
   const kernels::ResizedCropArgs& all = plan.args;
   uint8_t* out = static_cast<uint8_t*>(plan.out.data_ptr());
   const int64_t sample_bytes = all.oN * static_cast<int64_t>(plan.out.element_size());

@@ -9,6 +9,11 @@
 namespace prefetch {
 
 bool cuda_support_built();
+// The engine's copy stream on `device`: one of torch's pool streams, which live as long as the
+// process. The caching allocator ties the blocks allocated on a stream to its handle, and with
+// expandable segments empty_cache() synchronises those handles later: a stream the engine created
+// and destroyed would leave a dangling one there (docs/engine.md, Backends).
+void* cuda_copy_stream(int device);
 // Memory for packed batches on `device`, from torch's caching allocator, allocated on the copy
 // stream so that its reuse is ordered after the copy.
 DestinationAllocator cuda_destination_allocator(int device, void* copy_stream);

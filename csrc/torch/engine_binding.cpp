@@ -20,7 +20,8 @@
 
 namespace py = pybind11;
 
-void bind_slot_words(py::module_& m);  // slot_words_binding.cpp
+void bind_slot_words(py::module_& m);   // slot_words_binding.cpp
+void bind_kernel_args(py::module_& m);  // kernel_args_binding.cpp
 
 namespace prefetch {
 namespace {
@@ -210,7 +211,11 @@ class PyEngine {
     options.max_batch_bytes = static_cast<size_t>(max_batch_bytes);
     // A CPU destination is plain host memory: collate into it, not through the ring.
     options.collate_into_destination = !is_cuda_;
-    auto backend = is_cuda_ ? make_cuda_backend(device_index) : make_host_backend();
+    // (A build without CUDA refuses in make_cuda_backend, naming the device, before torch is
+    // asked for a stream.)
+    auto backend = !is_cuda_              ? make_host_backend()
+                   : !cuda_support_built() ? make_cuda_backend(device_index)
+                                           : make_cuda_backend(device_index, cuda_copy_stream(device_index));
     void* copy_stream = backend->stream_handle();
     engine_ = std::make_shared<Engine>(std::move(backend), options);
     if (is_cuda_) {
@@ -692,6 +697,7 @@ PYBIND11_MODULE(_C, m) {
       "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
       "views resolved), or a CollateError naming it.");
   bind_slot_words(m);
+  bind_kernel_args(m);
   m.def(
       "same_shapes",
       [](const py::list& samples) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "buffer_pool.h"
+#include "kernel_args.h"
 #include "ops_common.h"
 
 namespace prefetch {
@@ -474,7 +475,7 @@ at::Tensor normalize_flip_cpu(const at::Tensor& images, at::ArrayRef<double> mea
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
                                                dtype, std::string(layout), channels_last, indices,
                                                pooled_empty);
-  plan.args.affine = plan.affine.data();
+  complete_args(&plan, cpu_target());
   const kernels::Geometry& g = plan.args.g;
   const int64_t rows = g.N * g.h;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, g.w * g.C));
@@ -489,6 +490,7 @@ at::Tensor flip_crop_cpu(const at::Tensor& masks, const std::optional<at::Tensor
                          const std::optional<at::Tensor>& offsets, int64_t fill,
                          const std::optional<at::Tensor>& indices) {
   FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, indices, pooled_empty);
+  complete_args(&plan, cpu_target());
   const int64_t rows = plan.args.g.N * plan.args.g.h;
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, plan.args.g.w));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
@@ -504,7 +506,7 @@ at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets,
                             bool channels_last, bool antialias) {
   ResizedCropPlan plan = plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip,
                                            dtype, channels_last, antialias, pooled_empty);
-  plan.args.affine = plan.affine.data();
+  complete_args(&plan, cpu_target());
   const kernels::ResizedCropArgs& a = plan.args;
   // A row blends a few input rows of the crop's width and then w * C output values: a few
   // hundred rows make a chunk worth a thread.

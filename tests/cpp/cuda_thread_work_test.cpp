@@ -253,3 +253,24 @@ TEST(FlipCropThread, MatchesCpuKernelOverEveryThread) {
     }
   }
 }
+
+// The launchers' by-value constants (normalize_flip.cu, resized_crop.cu): copied from the host
+// table up to kInlineChannels, the device table's presence required beyond; an unset table is a
+// refusal (cudaErrorInvalidValue from the launcher), never a read of a null pointer.
+TEST(LaunchAffineTable, InlineUpToTheLimitDeviceBeyondAndRefusesAnUnsetTable) {
+  std::vector<Affine> host(kInlineChannels + 1);
+  for (size_t c = 0; c < host.size(); ++c) host[c] = {0.5f + static_cast<float>(c), -1.0f * static_cast<float>(c)};
+  AffineTable table;
+  for (int64_t C : {int64_t{1}, int64_t{3}, int64_t{kInlineChannels}}) {
+    ASSERT_TRUE(launch_affine_table(host.data(), nullptr, C, &table)) << C;
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_EQ(table.c[c].scale, host[c].scale);
+      EXPECT_EQ(table.c[c].bias, host[c].bias);
+    }
+    for (int64_t c = C; c < kInlineChannels; ++c) EXPECT_EQ(table.c[c].scale, 0.0f);
+    EXPECT_FALSE(launch_affine_table(nullptr, host.data(), C, &table)) << "the inline path reads the host table";
+  }
+  const Affine* device = host.data();  // any non-null pointer: the launcher only passes it on
+  EXPECT_TRUE(launch_affine_table(nullptr, device, kInlineChannels + 1, &table));
+  EXPECT_FALSE(launch_affine_table(host.data(), nullptr, kInlineChannels + 1, &table));
+}

@@ -1,7 +1,9 @@
-// CUDA registration of the fused ops: checks and plans as on the CPU (ops.cpp), then the
-// torch-free kernels of csrc/kernels/normalize_flip.cu and resized_crop.cu on torch's current
-// stream. No host synchronisation (except resized_crop's one read of its tables when they are on
-// the device), and for up to 64 channels nothing but the launch itself.
+// CUDA registration of the fused ops. Everything but the device is shared with the CPU
+// registration: the checks and plans (ops.cpp) and the kernels' complete arguments
+// (kernel_args.cpp, where the CPU tests reach them). What is CUDA's own is here and only here: the
+// device guard, torch's current stream, and the upload of per-channel constants beyond
+// kernels::kInlineChannels. No host synchronisation (except resized_crop's one read of its tables
+// when they are on the device), and for up to 64 channels nothing but the launch itself.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -10,6 +12,7 @@
 
 #include <cstring>
 
+#include "kernel_args.h"
 #include "ops_common.h"
 
 namespace prefetch {
@@ -19,6 +22,22 @@ void check_launch(int status, const char* op) {
   TORCH_CHECK(status == 0, op, " CUDA kernel launch failed: ",
               cudaGetErrorString(static_cast<cudaError_t>(status)));
 }
+
+// Kernels on `device`: constants past kInlineChannels travel through pinned memory, whose block
+// the caching host allocator keeps until the copy (on the current stream) has run.
+KernelTarget cuda_target(at::Device device) {
+  KernelTarget target;
+  target.cuda = true;
+  target.upload = [device](const std::vector<kernels::Affine>& table) {
+    const int64_t floats = static_cast<int64_t>(table.size() * sizeof(kernels::Affine) / sizeof(float));
+    at::Tensor host = at::empty({floats}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    std::memcpy(host.data_ptr<float>(), table.data(), table.size() * sizeof(kernels::Affine));
+    return host.to(device, /*non_blocking=*/true);
+  };
+  return target;
+}
+
+void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> mean,
                                at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
@@ -31,19 +50,8 @@ at::Tensor normalize_flip_cuda(const at::Tensor& images, at::ArrayRef<double> me
   c10::cuda::CUDAGuard guard(images.device());
   NormalizeFlipPlan plan = plan_normalize_flip(images, mean, std, hflip, vflip, crop, offsets, fill,
                                                dtype, std::string(layout), channels_last, indices);
-  // Up to kInlineChannels channels' constants travel in the kernel's arguments (plan.args.affine
-  // is the host copy): nothing to upload, and a CUDA graph captures them by value. More channels
-  // go through pinned memory; the caching host allocator keeps that block until the copy has run.
-  at::Tensor affine;
-  const int64_t C = static_cast<int64_t>(plan.affine.size());
-  if (C > kernels::kInlineChannels) {
-    at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
-    std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
-    affine = host.to(images.device(), /*non_blocking=*/true);
-    plan.args.affine_device = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
-  }
-  check_launch(kernels::normalize_flip_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
-               "normalize_flip");
+  const at::Tensor constants = complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::normalize_flip_cuda(plan.args, current_stream()), "normalize_flip");
   return plan.out;
 }
 
@@ -55,8 +63,8 @@ at::Tensor flip_crop_cuda(const at::Tensor& masks, const std::optional<at::Tenso
   check_devices("flip_crop", masks, "masks", hflip, vflip, offsets, indices);
   c10::cuda::CUDAGuard guard(masks.device());
   FlipCropPlan plan = plan_flip_crop(masks, hflip, vflip, crop, offsets, fill, indices);
-  check_launch(kernels::flip_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
-               "flip_crop");
+  complete_args(&plan, cuda_target(masks.device()));
+  check_launch(kernels::flip_crop_cuda(plan.args, current_stream()), "flip_crop");
   return plan.out;
 }
 
@@ -72,18 +80,8 @@ at::Tensor resized_crop_cuda(const at::Tensor& values, const at::Tensor& offsets
   // packed table, a host synchronisation), to check every box before the kernel reads pixels.
   ResizedCropPlan plan = plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip,
                                            dtype, channels_last, antialias);
-  // The per-channel constants as normalize_flip's: by value up to kInlineChannels, else uploaded.
-  at::Tensor affine;
-  const int64_t C = static_cast<int64_t>(plan.affine.size());
-  if (C > kernels::kInlineChannels) {
-    at::Tensor host = at::empty({2 * C}, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
-    std::memcpy(host.data_ptr<float>(), plan.affine.data(), plan.affine.size() * sizeof(kernels::Affine));
-    affine = host.to(values.device(), /*non_blocking=*/true);
-    plan.args.affine_device = reinterpret_cast<const kernels::Affine*>(affine.const_data_ptr<float>());
-  }
-  plan.args.affine = plan.affine.data();
-  check_launch(kernels::resized_crop_cuda(plan.args, c10::cuda::getCurrentCUDAStream().stream()),
-               "resized_crop");
+  const at::Tensor constants = complete_args(&plan, cuda_target(values.device()));
+  check_launch(kernels::resized_crop_cuda(plan.args, current_stream()), "resized_crop");
   return plan.out;
 }
 
