@@ -34,11 +34,11 @@ import torch
 
 from ._checks import distributed_rank
 from ._extension import _C
-from ._tree import PreparedBatch, flatten, unflatten
+from ._tree import PreparedBatch, flatten, host_batch, unflatten
 from ._worker_ring import loader_of
 from .errors import CollateError, PrefetchTimeout
 from .ragged import Ragged
-from .transforms import BatchPosition, run_transform
+from .transforms import BatchPosition, has_host_stage, run_transform
 
 __all__ = ["Pipeline", "EpochRun", "ClosesOnExit", "default_num_threads"]
 
@@ -201,9 +201,33 @@ class _RunState:
         return self.snapshots.get(-1) if self.snapshots else None
 
 
+def bind_thread_to(device):
+    """Makes ``device`` the calling thread's current CUDA device (nothing for a CPU device). A new
+    thread starts on device 0: without this, the first CUDA call the producer makes (a stream
+    lookup, an allocation, a transform's kernel) would create a context on GPU 0 in every DDP
+    rank, ~0.5 GB each."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
+def order_moves(moves, copy_stream, current_stream):
+    """Makes the copy stream wait for the work that produced the batch's tensors already on a
+    device (the "moves"): the stream current on the producer thread for each one's device (its
+    default stream unless the source chose another), where the source made them. The copy stream
+    is non-blocking, so nothing else orders it after that work. ``current_stream(device)`` is
+    torch.cuda.current_stream; a parameter so that the CPU tests can count the waits."""
+    waited = set()
+    for m in moves:
+        if m.is_cuda and m.device not in waited:
+            waited.add(m.device)
+            copy_stream.wait_stream(current_stream(m.device))
+
+
 class _DeviceStage:
-    """What the producer does to a batch once it is on the device: rebuild its structure, then
-    the transforms, on the copy stream."""
+    """What the producer does to a batch once it is on the device: rebuild its structure (the
+    moves copied or taken as they are, ordered after the source's work), then the transforms,
+    all on the copy stream. Returns the batch and what the consumer's stream must be protected
+    for beyond the packed block: None, the moved tensors, or (with transforms) the whole batch."""
 
     def __init__(self, device, stream_handle, transform, device_transform, rank):
         self.device, self.transform, self.device_transform = device, transform, device_transform
@@ -211,18 +235,38 @@ class _DeviceStage:
         self.stream = (torch.cuda.ExternalStream(stream_handle, device=device)
                        if device.type == "cuda" else None)
         self.transforms = transform is not None or device_transform is not None
+        self.host_stage = has_host_stage(transform)
+
+    def position(self, epoch, index):
+        rank = self.rank if self.rank is not None else distributed_rank()
+        return BatchPosition(epoch, index, rank)
+
+    def host(self, batch, epoch, index):
+        """The transform's host stage (Transform.host_apply) on the batch as the source gave it,
+        before it is collated: nothing of it has crossed to the device yet."""
+        return self.transform.host_apply(batch, self.position(epoch, index), self.device)
+
+    def _transform(self, batch, epoch, index):
+        if self.transform is not None:
+            batch = run_transform(self.transform, batch, self.position(epoch, index))
+        if self.device_transform is not None:
+            batch = self.device_transform(batch)
+        return batch
 
     def __call__(self, spec, tensors, moves, epoch, index):
-        batch = unflatten(spec, tensors, moves, self.device)
-        if not self.transforms:
-            return batch
-        with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
-            if self.transform is not None:
-                rank = self.rank if self.rank is not None else distributed_rank()
-                batch = run_transform(self.transform, batch, BatchPosition(epoch, index, rank))
-            if self.device_transform is not None:
-                batch = self.device_transform(batch)
-        return batch
+        if self.stream is None:  # the host backend: everything is ordered on this thread
+            batch = unflatten(spec, tensors, moves, self.device)
+            return (self._transform(batch, epoch, index) if self.transforms else batch), None
+        if moves:
+            order_moves(moves, self.stream, torch.cuda.current_stream)
+        with torch.cuda.stream(self.stream):
+            # A move to this device is the tensor itself; to another, a copy torch runs on the
+            # source device's current stream and orders before the copy stream (two-way).
+            moved = [m.to(self.device, non_blocking=True) for m in moves]
+            batch = unflatten(spec, tensors, moved, self.device)
+            if not self.transforms:
+                return batch, (moved or None)
+            return self._transform(batch, epoch, index), batch
 
 
 def _produce(engine, source, state, counters, stage):
@@ -230,6 +274,7 @@ def _produce(engine, source, state, counters, stage):
     seq = 0
     snapshots = state.snapshots
     try:
+        bind_thread_to(stage.device)
         it = iter(source)
         if snapshots is not None:
             snapshots[-1] = source.state_dict()
@@ -243,8 +288,19 @@ def _produce(engine, source, state, counters, stage):
             t_source = time.perf_counter() - t0
             if snapshots is not None:
                 snapshots[seq] = source.state_dict()
-            packed = None
-            if isinstance(batch, PreparedBatch):
+            packed = host_s = None
+            if stage.host_stage:
+                t_host = time.perf_counter()
+                batch, packed = host_batch(batch)
+                try:
+                    batch = stage.host(batch, state.epoch, state.first_index + seq)
+                    spec, leaves, moves = flatten(batch)
+                except BaseException:
+                    if packed is not None and packed.release is not None:
+                        packed.release.release()
+                    raise
+                host_s = time.perf_counter() - t_host
+            elif isinstance(batch, PreparedBatch):
                 spec, leaves, moves, packed = batch
             else:
                 spec, leaves, moves = flatten(batch)
@@ -253,18 +309,21 @@ def _produce(engine, source, state, counters, stage):
             # publish: the consumer's stream waits for all of it, the host for none of it.
             # (On the host backend only a transform reads the batch before it is published.)
             try:
-                if packed is None:
+                if packed is None or host_s is not None:
                     staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
                 else:  # one copy of the packed buffer; the engine frees it once that has read it
                     staged_seq, tensors = engine.stage_packed(
                         state.token, packed.data, [leaf.value for leaf in leaves], packed.release,
                         packed.pin, stage.transforms)
             finally:
+                # The host stage read the packed slot; stage() has collated what it kept.
+                if host_s is not None and packed is not None and packed.release is not None:
+                    packed.release.release()
                 leaves = packed = None
             t_stage = time.perf_counter()
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
-            t_transform = time.perf_counter() - t_stage
+            t_transform = time.perf_counter() - t_stage + (host_s or 0.0)
             tensors = spec = moves = None  # held by the batch now, not by this frame
             engine.publish(state.token)
             seq += 1
@@ -385,7 +444,6 @@ class EpochRun:
         self._engine = pipeline.engine
         self._counters = pipeline._counters
         self._device, self._owner = pipeline.device, pipeline.owner
-        self._protect = pipeline.device.type == "cuda" and pipeline._stage.transforms
         self._timeout = -1.0 if timeout is None else float(timeout)
         self._timeout_arg = timeout
         self._length, self._on_batch, self._on_end = length, on_batch, on_end
@@ -430,9 +488,9 @@ class EpochRun:
         if status == _BATCH:
             self.delivered += 1
             self._counters.add(wait_s=waited, consumer_s=span, batches=1)  # one lock a batch
-            batch = state.results.pop(seq)
-            if self._protect:  # an untransformed batch's block was protected by next()
-                _protect(batch, torch.cuda.current_stream(self._device))
+            batch, protect = state.results.pop(seq)
+            if protect is not None:  # the packed block itself was protected by next()
+                _protect(protect, torch.cuda.current_stream(self._device))
             if self._on_batch is not None:
                 source_state = None
                 if state.snapshots is not None:

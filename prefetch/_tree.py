@@ -275,12 +275,35 @@ def _flatten(obj, name, leaves, moves):
     return (_CONST, obj)
 
 
+def host_batch(batch):
+    """``(batch, packed)``: a source's item as a batch structure on the host, for a transform's host
+    stage. A PreparedBatch is rebuilt from its leaves (views of a worker ring slot, which stays
+    held: ``packed``, to be released once the engine has collated what the stage kept; the rows a
+    gather leaf names, taken); any other item is the batch itself, with ``packed`` None."""
+    if not isinstance(batch, PreparedBatch):
+        return batch, None
+    tensors = []
+    for leaf in batch.leaves:
+        value = leaf.value
+        if leaf.rows is not None:
+            value = value.index_select(0, leaf.rows)
+        elif isinstance(value, list):
+            value = torch.stack(value)
+        elif isinstance(value, tuple):
+            value = torch.cat([t.reshape(-1) for t in value])
+        tensors.append(value)
+    return unflatten(batch.spec, tensors, batch.moves, None), batch.packed
+
+
 def unflatten(spec, tensors, moves, device):
+    """The batch ``flatten`` split: its structure from ``spec``, leaf k from ``tensors[k]``, move k
+    from ``moves[k]`` sent to ``device`` (None: as it is)."""
     kind = spec[0]
     if kind == _LEAF:
         return tensors[spec[1]]
     if kind == _MOVE:
-        return moves[spec[1]].to(device, non_blocking=True)
+        m = moves[spec[1]]
+        return m if device is None else m.to(device, non_blocking=True)
     if kind == _CONST:
         return spec[1]
     if kind == _RAGGED:

@@ -17,7 +17,8 @@ import torch
 
 from ._checks import check_seed, whole
 from .ops import flip_crop, normalize_flip
-from ._resized_augment import apply_decoded, apply_resized, as_ragged, draw_boxes
+from ._resized_augment import (DecodedWindows, apply_decoded, apply_decoded_windows, apply_resized,
+                               as_ragged, decode_on_host, draw_boxes)
 from .ragged import Ragged
 from .transforms import BatchPosition, Transform, get_leaf, set_leaf
 
@@ -37,12 +38,15 @@ class Draws(typing.NamedTuple):
     crop: tuple
     offsets: typing.Optional[torch.Tensor]
     boxes: typing.Optional[torch.Tensor] = None  # resizing: int64 [N, 4] windows, kept on the CPU
+    # The CPU draws these were moved from (None: these are on the CPU): what host code reads.
+    host: typing.Optional["Draws"] = None
 
     def __getitem__(self, key):
         return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
 
     def to(self, device, non_blocking=False):
-        """The same draws on ``device`` (CUDA: through pinned memory, no host synchronisation)."""
+        """The same draws on ``device`` (CUDA: through pinned memory, no host synchronisation),
+        keeping the CPU draws in ``host`` for whatever the host must read of them."""
         def move(t):
             if not isinstance(t, torch.Tensor):
                 return t
@@ -50,7 +54,8 @@ class Draws(typing.NamedTuple):
                 return t.pin_memory().to(device, non_blocking=True)
             return t.to(device, non_blocking=non_blocking)
         # (boxes stay on the CPU: resized_crop checks them there, before any pixel is read)
-        return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets), self.boxes)
+        return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets), self.boxes,
+                     self.host if self.host is not None else self)
 
 
 def _finite(values, name, positive=False):
@@ -333,7 +338,17 @@ class FusedAugment(Transform):
             return self._apply_resized(batch, images, position)
         return self._apply_draws(batch, self._device_draws(images, None, position))
 
+    def host_apply(self, batch, position, device):
+        """The host stage (prefetch.transforms): with ``decode=True`` and a CUDA ``device``, the
+        drawn windows are decoded here, before the copy, so that the encoded bytes never cross to
+        the device and back; otherwise nothing (the device kernels do all the work)."""
+        if not self.decode or torch.device(device).type != "cuda":
+            return batch
+        return decode_on_host(self, batch, position, device)
+
     def _apply_resized(self, batch, images, position):
+        if isinstance(images, DecodedWindows):
+            return apply_decoded_windows(self, batch, images, set_leaf)
         if self.decode:
             return apply_decoded(self, batch, images, position, set_leaf)
         r = as_ragged(images, "FusedAugment's image leaf %s" % _name(self.image_key))

@@ -29,6 +29,21 @@ When and where (both kinds):
 - A transform with ``state_dict()`` and ``load_state_dict()`` has its state saved in the loader's
   ``state_dict()`` under ``"transform"`` and restored by ``load_state_dict()``.
 
+The host stage (a :class:`Transform` only): a Transform that overrides
+:meth:`Transform.host_apply` gets each batch **before** it is collated and copied — on the same
+producer thread, in batch order, at the same :class:`BatchPosition` its :meth:`~Transform.apply`
+will get, with the loader's ``device``. The batch is as the source gave it, on the host: CPU
+tensors, ``Samples``, a :class:`prefetch.Ragged`; with DataLoader workers writing into prefetch's
+shared ring, views of the ring's pinned slot (the slot is released once the engine has collated
+what the stage returned). What it returns is what the loader collates, copies and hands to
+``apply``, so only that crosses to the device: encoded JPEGs decoded here cross as pixels, not
+as bytes that would come back to the host for the decoder (``FusedAugment(decode=True)`` on a GPU
+does this). It may return tensors already on the device (a GPU decoder's output, say): the
+loader's copy stream waits for the producer thread's current stream on their device before it
+uses them. An exception raised there reaches the consumer like any other. Loaders without a host
+stage call nothing; the ``ArrayLoader``'s device residency has no host stage (its data is on the
+device already).
+
 Leaves are addressed by key (:func:`get_leaf`): an index into a tuple/list batch, a key of a dict
 batch, or 0 for a batch that is a single tensor.
 """
@@ -40,7 +55,7 @@ import torch
 from ._checks import distributed_rank, is_stateful, mix64
 from .ragged import Ragged
 
-__all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform",
+__all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "save_transform_state", "load_transform_state", "DIRECT_EPOCH", "FusedAugment"]
 
 # The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
@@ -91,6 +106,12 @@ class Transform:
         """Transforms one batch at ``position`` and returns the result."""
         raise NotImplementedError("%s must implement apply(batch, position)" % type(self).__name__)
 
+    def host_apply(self, batch, position, device):
+        """The host stage (see the module docstring): the batch at ``position`` on the host,
+        before it is collated and copied to ``device``; returns what the loader copies. The base
+        class defines none (loaders skip it unless a subclass overrides it)."""
+        return batch
+
     def gather(self, batch, indices, position):
         """Gathers and transforms one batch of a device-resident dataset
         (``ArrayLoader(resident="device")``): the leaves named in ``gathers`` are the whole
@@ -127,6 +148,12 @@ def run_transform(transform, batch, position):
     if isinstance(transform, Transform):
         return transform.apply(batch, position)
     return transform(batch)
+
+
+def has_host_stage(transform):
+    """Whether a loader calls ``transform.host_apply`` before the copy: a Transform whose class
+    overrides it."""
+    return isinstance(transform, Transform) and type(transform).host_apply is not Transform.host_apply
 
 
 def gathered_keys(transform):
