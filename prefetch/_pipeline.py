@@ -297,7 +297,7 @@ def _produce(engine, source, state, counters, stage):
                     spec, leaves, moves = flatten(batch)
                 except BaseException:
                     if packed is not None and packed.release is not None:
-                        packed.release.release()
+                        packed.release()
                     raise
                 host_s = time.perf_counter() - t_host
             elif isinstance(batch, PreparedBatch):
@@ -318,7 +318,7 @@ def _produce(engine, source, state, counters, stage):
             finally:
                 # The host stage read the packed slot; stage() has collated what it kept.
                 if host_s is not None and packed is not None and packed.release is not None:
-                    packed.release.release()
+                    packed.release()
                 leaves = packed = None
             t_stage = time.perf_counter()
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,

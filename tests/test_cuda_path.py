@@ -103,6 +103,8 @@ class _Recorder(Transform):
 
     def host_apply(self, batch, position, device):
         images, labels = batch
+        if isinstance(images, list):  # a Samples: the per-sample path, as the source gave it
+            images = torch.stack(list(images))
         self.host_calls.append((threading.current_thread().name, position, torch.device(device),
                                 images.device.type, tuple(images.shape)))
         sums = images.reshape(images.shape[0], -1).sum(1)
@@ -155,10 +157,15 @@ class _Images(Dataset):
         return self.images[i], i
 
 
-def test_the_host_stage_reads_the_worker_rings_slots_and_releases_them():
+@pytest.mark.parametrize("lease", [True, False])
+def test_the_host_stage_reads_the_worker_rings_slots_and_releases_them(monkeypatch, lease):
     """With DataLoader workers writing into the shared ring, the host stage gets views of the
     slot; each slot is released after the engine has collated what the stage kept (otherwise the
-    ring's slots run out within an epoch and it would hang: the timeout turns that into a failure)."""
+    ring's slots run out within an epoch and it would hang: the timeout turns that into a failure).
+    lease=False: the CUDA device's path (the batch arrives as the slot's packed views), on the CPU."""
+    from prefetch import _worker_ring
+
+    monkeypatch.setattr(_worker_ring, "LEASE_ON_CPU", lease)
     ds = _Images()
     loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=prefetch.collate.samples)
     t = _Recorder()
@@ -302,7 +309,7 @@ def test_resize_masks_reads_the_draws_host_copies_not_the_device_flips():
     g = torch.Generator().manual_seed(4)
     shapes = [(9, 7), (6, 11)]
     images = prefetch.Ragged.from_tensors([torch.zeros(h, w, 3, dtype=torch.uint8) for h, w in shapes])
-    masks = prefetch.Ragged.from_tensors([torch.randint(0, 9, (h, w), generator=g) for h, w in shapes])
+    masks = prefetch.Ragged.from_tensors([torch.randint(0, 9, (h, w, 1), generator=g) for h, w in shapes])
     aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=5, hflip=0.5, vflip=0.5, seed=2, mask_key=1)
     host = aug.draws(2, [9, 6], [7, 11], 0, 3, 0)
     expected = resize_masks(aug, masks, images, host)
@@ -313,7 +320,7 @@ def test_resize_masks_reads_the_draws_host_copies_not_the_device_flips():
     # And the host copies are the draws themselves: nearest-neighbour of each window, flipped.
     for k, ((h, w), box) in enumerate(zip(shapes, host.boxes.tolist())):
         top, left, bh, bw = box
-        m = masks.tensors()[k][top:top + bh, left:left + bw]
+        m = masks.tensors()[k][top:top + bh, left:left + bw, 0]
         rows = (torch.arange(5, dtype=torch.float64) * (bh / 5)).floor().long().clamp(max=bh - 1)
         cols = (torch.arange(5, dtype=torch.float64) * (bw / 5)).floor().long().clamp(max=bw - 1)
         ref = m[rows][:, cols]

@@ -8,7 +8,7 @@ from prefetch import FusedAugment
 from prefetch.ops import flip_crop, normalize_flip
 
 from .conftest import require_cuda
-from .reference import reference, reference_geometry
+from .reference import assert_close_across_devices, reference, reference_geometry
 from .test_reliability import run_child
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ def test_cuda_argument_device_mismatch_raises(op, arg, inputs_on, arg_on):
                        % (op, arg, dev(arg_on), what, dev(inputs_on))):
         _call(op, _images(inputs_on), **{arg: _args(2, arg_on)[arg]})
     got = _call(op, _images("cuda"), **{arg: _args(2, "cuda")[arg]})
-    assert torch.equal(got.cpu(), _call(op, _images(), **{arg: _args(2, "cpu")[arg]}))
+    assert_close_across_devices(got, _call(op, _images(), **{arg: _args(2, "cpu")[arg]}))
 
 
 @pytest.mark.cuda

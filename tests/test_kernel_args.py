@@ -39,12 +39,12 @@ def _expected_constants(mean, std):
 def _check_constants(d, target, mean, std):
     C = len(mean)
     expected = _expected_constants(mean, std)
-    assert d["affine"] == pytest.approx(expected, rel=0, abs=0), "the host table"
+    assert d["affine"] == expected, "the host table (exactly the float32 rounding of the float64 formula)"
     uploads = target == "cuda" and C > INLINE
     assert d["inline"] == (C <= INLINE)
     assert d["uploaded"] == uploads
     if uploads:
-        assert d["affine_device"] == pytest.approx(expected, rel=0, abs=0), "the device table"
+        assert d["affine_device"] == expected, "the device table"
     else:
         assert d["affine_device"] is None
 
@@ -194,3 +194,20 @@ def test_the_ops_run_the_same_assembly():
     ref = (images.double().permute(0, 3, 1, 2) / 255 - torch.tensor(mean, dtype=torch.float64).view(1, C, 1, 1)) \
         / torch.tensor(std, dtype=torch.float64).view(1, C, 1, 1)
     assert torch.allclose(out.double(), ref, atol=1e-5)
+
+
+def test_the_gpu_cpu_bound_passes_what_it_states_and_fails_beyond():
+    """tests/reference.py's bound (docs/custom_ops.md, "CPU and GPU results") can fail."""
+    from .reference import assert_close_across_devices
+
+    base = torch.tensor([0.5, -2.0, 3e5, float("inf")])
+    assert_close_across_devices(base * (1 + 5e-7), base)
+    with pytest.raises(AssertionError):
+        assert_close_across_devices(base + 3e-6, base)
+    half = torch.tensor([1.0, 100.0], dtype=torch.float16)
+    one_ulp = torch.tensor([1.0 + 2 ** -10, 100.0], dtype=torch.float16)
+    assert_close_across_devices(one_ulp, half)
+    with pytest.raises(AssertionError):
+        assert_close_across_devices(torch.tensor([1.0 + 2 ** -8, 100.0], dtype=torch.float16), half)
+    with pytest.raises(AssertionError):
+        assert_close_across_devices(torch.tensor([1, 2]), torch.tensor([1, 3]))

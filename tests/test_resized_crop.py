@@ -10,6 +10,7 @@ import prefetch
 from prefetch import Ragged
 from prefetch.ops import resized_crop
 
+from .reference import assert_close_across_devices
 from .reference import resized_reference as reference
 
 MEAN = [0.485, 0.456, 0.406, 0.5, 0.3]
@@ -162,7 +163,10 @@ def test_reduced_precision_is_the_float32_result_rounded(device, dtype, antialia
     ragged = Ragged.from_tensors(images, device=device)
     f32 = resized_crop(ragged, boxes, (9, 16), mean, std, antialias=antialias)
     low = resized_crop(ragged, boxes, (9, 16), mean, std, dtype=dtype, antialias=antialias)
-    assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
+    if low.device.type == "cuda":  # each kernel's FMAs are ptxas's choice (tests/reference.py)
+        assert_close_across_devices(low, f32.to(dtype))
+    else:
+        assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
 
 
 def test_training_sizes(device):

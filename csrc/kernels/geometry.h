@@ -115,7 +115,8 @@ struct Affine {
 };
 
 // CUDA and the AVX2 CPU build contract this into one fused multiply-add; the baseline CPU build
-// rounds twice. Either is within 1e-6 of (v / 255 - mean) / std for |result| <= 1.
+// rounds twice. Either is within 1e-6 of (v / 255 - mean) / std for |result| <= 1, and so within
+// that of each other (docs/custom_ops.md, "CPU and GPU results").
 PF_HD float normalize(uint8_t v, Affine a) { return static_cast<float>(v) * a.scale + a.bias; }
 
 // The bits of a float (C++20's std::bit_cast; memcpy is the defined way to read them in C++17).

@@ -8,7 +8,8 @@
 // reading a pixel's C channels together. The taps come from resized_crop_taps.h: the x taps are
 // tabulated once per sample (they do not depend on the row), the y taps once per row. The sums
 // run in the order the CUDA thread code (resized_crop_thread_work.h) runs them, so the baseline
-// build and the CUDA threads agree bit for bit; padded taps add exact zeros.
+// build and that code compiled for the host agree bit for bit (tests/cpp); padded taps add exact
+// zeros. On the GPU, FMA contraction leaves the last bits to ptxas (docs/custom_ops.md).
 #include <algorithm>
 #include <cstring>
 #include <vector>
