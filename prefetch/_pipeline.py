@@ -210,17 +210,22 @@ def bind_thread_to(device):
         torch.cuda.set_device(device)
 
 
-def order_moves(moves, copy_stream, current_stream):
-    """Makes the copy stream wait for the work that produced the batch's tensors already on a
-    device (the "moves"): the stream current on the producer thread for each one's device (its
-    default stream unless the source chose another), where the source made them. The copy stream
-    is non-blocking, so nothing else orders it after that work. ``current_stream(device)`` is
-    torch.cuda.current_stream; a parameter so that the CPU tests can count the waits."""
+def order_moves(moves, device, copy_stream, current_stream):
+    """Orders the batch's tensors already on a device (the "moves") with the copy stream, which is
+    non-blocking, so nothing else would: it waits for the stream current on the producer thread
+    for each one's device (its default stream unless the source chose another), where the source
+    made them. And their memory is kept from reuse until the streams that read them are done: a
+    move on ``device`` is read on the copy stream (by the transform), one on another device by
+    torch's copy on that device's current stream. ``current_stream(device)`` is
+    torch.cuda.current_stream; a parameter so that the CPU tests can count the calls."""
     waited = set()
     for m in moves:
-        if m.is_cuda and m.device not in waited:
+        if not m.is_cuda:
+            continue
+        if m.device not in waited:
             waited.add(m.device)
             copy_stream.wait_stream(current_stream(m.device))
+        m.record_stream(copy_stream if m.device == device else current_stream(m.device))
 
 
 class _DeviceStage:
@@ -258,7 +263,7 @@ class _DeviceStage:
             batch = unflatten(spec, tensors, moves, self.device)
             return (self._transform(batch, epoch, index) if self.transforms else batch), None
         if moves:
-            order_moves(moves, self.stream, torch.cuda.current_stream)
+            order_moves(moves, self.device, self.stream, torch.cuda.current_stream)
         with torch.cuda.stream(self.stream):
             # A move to this device is the tensor itself; to another, a copy torch runs on the
             # source device's current stream and orders before the copy stream (two-way).

@@ -68,6 +68,10 @@ class _FakeTensor:
     def __init__(self, device):
         self.device = torch.device(device)
         self.is_cuda = self.device.type == "cuda"
+        self.recorded = []
+
+    def record_stream(self, stream):
+        self.recorded.append(stream)
 
 
 class _FakeStream:
@@ -81,14 +85,19 @@ class _FakeStream:
 def test_the_copy_stream_waits_once_for_each_device_of_the_moves():
     copy_stream = _FakeStream()
     moves = [_FakeTensor("cuda:0"), _FakeTensor("cuda:1"), _FakeTensor("cuda:0"), _FakeTensor("cpu")]
-    _pipeline.order_moves(moves, copy_stream, lambda device: ("current stream of", device))
-    assert copy_stream.waited == [("current stream of", torch.device("cuda", 0)),
-                                  ("current stream of", torch.device("cuda", 1))]
+    current = lambda device: ("current stream of", device)  # noqa: E731
+    _pipeline.order_moves(moves, torch.device("cuda", 0), copy_stream, current)
+    assert copy_stream.waited == [current(torch.device("cuda", 0)), current(torch.device("cuda", 1))]
+    # Read on the copy stream (same device) or by torch's copy on their device's current stream.
+    assert moves[0].recorded == [copy_stream] and moves[2].recorded == [copy_stream]
+    assert moves[1].recorded == [current(torch.device("cuda", 1))]
+    assert moves[3].recorded == []
 
 
 def test_no_moves_no_waits():
     copy_stream = _FakeStream()
-    _pipeline.order_moves([], copy_stream, lambda device: pytest.fail("nothing to wait for"))
+    _pipeline.order_moves([], torch.device("cuda", 0), copy_stream,
+                          lambda device: pytest.fail("nothing to wait for"))
     assert copy_stream.waited == []
 
 

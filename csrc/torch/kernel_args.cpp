@@ -79,6 +79,13 @@ void check_image_output(Problems* p, const Args& a, const at::Tensor& out, int64
                  std::to_string(kernels::kInlineChannels) + " from the device)");
 }
 
+// A table argument as the plan holds it: null when the plan has none, the tensor's data when it
+// has elements (an empty tensor's pointer may be null: no thread reads it).
+bool points_at(const void* ptr, const at::Tensor& t) {
+  if (!t.defined()) return ptr == nullptr;
+  return t.numel() == 0 || ptr == t.const_data_ptr();
+}
+
 void throw_problems(const char* op, const std::vector<std::string>& problems, bool cuda) {
   if (problems.empty()) return;
   std::ostringstream out;
@@ -107,11 +114,12 @@ std::vector<std::string> normalize_flip_arg_problems(const NormalizeFlipPlan& pl
   check_image_output(&p, a, plan.out, g.N, g.C, g.h, g.w, plan.affine.size(), cuda);
   const bool reads = plan.out.defined() && plan.out.numel() > 0 && g.H > 0 && g.W > 0 && g.sources > 0;
   p.require(!reads || a.images != nullptr, "images: unset");
-  p.require((a.offsets != nullptr) == plan.geometry.offsets.defined(), "offsets: not the plan's offsets");
-  p.require((a.hflip != nullptr) == plan.geometry.hflip.defined(), "hflip: not the plan's hflip");
-  p.require((a.vflip != nullptr) == plan.geometry.vflip.defined(), "vflip: not the plan's vflip");
-  p.require((g.rows != nullptr) == plan.geometry.rows.defined(), "g.rows: not the plan's gather indices");
-  p.require(g.rows == nullptr || plan.geometry.rows.numel() == g.N, "g.rows: not one index per output sample");
+  p.require(points_at(a.offsets, plan.geometry.offsets), "offsets: not the plan's offsets");
+  p.require(points_at(a.hflip, plan.geometry.hflip), "hflip: not the plan's hflip");
+  p.require(points_at(a.vflip, plan.geometry.vflip), "vflip: not the plan's vflip");
+  p.require(points_at(g.rows, plan.geometry.rows), "g.rows: not the plan's gather indices");
+  p.require(!plan.geometry.rows.defined() || plan.geometry.rows.numel() == g.N,
+            "g.rows: not one index per output sample");
   if (cuda && p.lines.empty()) {
     std::vector<kernels::NormalizeFlipLaunch> launches;
     const std::string why = launch_problem("normalize_flip", kernels::plan_normalize_flip_launches(a, &launches),
@@ -125,11 +133,11 @@ std::vector<std::string> resized_crop_arg_problems(const ResizedCropPlan& plan, 
   Problems p;
   const kernels::ResizedCropArgs& a = plan.args;
   check_image_output(&p, a, plan.out, a.N, a.C, a.h, a.w, plan.affine.size(), cuda);
-  p.require((a.hflip != nullptr) == plan.hflip.defined(), "hflip: not the plan's hflip");
-  p.require((a.vflip != nullptr) == plan.vflip.defined(), "vflip: not the plan's vflip");
+  p.require(points_at(a.hflip, plan.hflip), "hflip: not the plan's hflip");
+  p.require(points_at(a.vflip, plan.vflip), "vflip: not the plan's vflip");
   // The input half: set by plan_resized_crop; the decoding ops fill it per sample themselves.
   if (plan.samples.defined()) {
-    p.require(a.N == 0 || a.samples == plan.samples.const_data_ptr<int64_t>(), "samples: not the plan's table");
+    p.require(points_at(a.samples, plan.samples), "samples: not the plan's table");
     p.require(plan.samples.dim() == 2 && plan.samples.size(0) == a.N &&
                   plan.samples.size(1) == kernels::kSampleFields,
               "samples: not an [N, " + std::to_string(kernels::kSampleFields) + "] table");
@@ -161,10 +169,10 @@ std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool c
   p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
   const bool reads = out.numel() > 0 && g.H > 0 && g.W > 0 && g.sources > 0;
   p.require(!reads || a.masks != nullptr, "masks: unset");
-  p.require((a.offsets != nullptr) == plan.geometry.offsets.defined(), "offsets: not the plan's offsets");
-  p.require((a.hflip != nullptr) == plan.geometry.hflip.defined(), "hflip: not the plan's hflip");
-  p.require((a.vflip != nullptr) == plan.geometry.vflip.defined(), "vflip: not the plan's vflip");
-  p.require((g.rows != nullptr) == plan.geometry.rows.defined(), "g.rows: not the plan's gather indices");
+  p.require(points_at(a.offsets, plan.geometry.offsets), "offsets: not the plan's offsets");
+  p.require(points_at(a.hflip, plan.geometry.hflip), "hflip: not the plan's hflip");
+  p.require(points_at(a.vflip, plan.geometry.vflip), "vflip: not the plan's vflip");
+  p.require(points_at(g.rows, plan.geometry.rows), "g.rows: not the plan's gather indices");
   if (cuda && p.lines.empty()) {
     std::vector<kernels::FlipCropLaunch> launches;
     const std::string why = launch_problem("flip_crop", kernels::plan_flip_crop_launches(a, &launches), 1, g.h, g.w);
