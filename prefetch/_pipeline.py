@@ -20,7 +20,6 @@ starting one stops the previous. docs/engine.md draws this interface and its con
 resume bookkeeping is not its job (prefetch._resume).
 """
 import atexit
-import contextlib
 import ctypes
 import dataclasses
 import numbers
