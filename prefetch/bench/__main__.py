@@ -2,6 +2,7 @@
 of as many bytes, in the same run, writes a table and results.json, and closes with a verdict.
 With --loader module:function it measures your own loader (and --step) instead."""
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -77,7 +78,10 @@ def main(argv=None):
     metrics, details, skipped = {}, {}, {}
     for name in names:
         try:
-            result = BY_NAME[name].run(config)
+            # The bench's device current while a section runs: what it does not name a device for
+            # (DataLoader's pin_memory, timm's PrefetchLoader's stream) lands there, not on GPU 0.
+            with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+                result = BY_NAME[name].run(config)
         except Skipped as why:
             skipped[name] = str(why)
             print("  -- %s: skipped (%s)" % (name, skipped[name]))
