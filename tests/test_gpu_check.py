@@ -27,7 +27,9 @@ def run_check(tmp_path, *args, env=None, timeout=150):
     out = tmp_path / "out"
     # Not the settings of a gpu_check run this suite may itself be part of (its suite stage).
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_CHECK_")}
-    full_env.update(OUT=str(out), OMP_NUM_THREADS="1", **(env or {}))
+    # The stages run this interpreter (the CUDA-torch venv's under scripts/check_cuda_build.sh,
+    # whose build the system python3 cannot load).
+    full_env.update(OUT=str(out), OMP_NUM_THREADS="1", PYTHON=sys.executable, **(env or {}))
     p = subprocess.run(["bash", SCRIPT] + list(args), capture_output=True, text=True,
                        timeout=timeout, env=full_env, cwd=str(tmp_path))
     return p, out

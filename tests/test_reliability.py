@@ -131,7 +131,7 @@ def test_a_killed_dataloader_worker_surfaces_as_an_error():
             # DataLoader's own error: usually RuntimeError("DataLoader worker ... exited
             # unexpectedly"), sometimes ConnectionResetError or EOFError from its queue, by timing.
             except (RuntimeError, OSError, EOFError) as e:
-                print("surfaced: %s: %s" % (type(e).__name__, str(e).splitlines()[0]), flush=True)
+                print("surfaced: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0]), flush=True)
     """, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "surfaced:" in out.stdout
