@@ -32,7 +32,7 @@ from prefetch.crop_boxes import random_resized_boxes
 def candidates(files, boxes):
     from PIL import Image
 
-    encoded = prefetch.decode.encoded_batch(files)
+    encoded = prefetch.ops.decode.encoded_batch(files)
     out = {}
 
     def pil():

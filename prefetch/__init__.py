@@ -6,14 +6,14 @@ device while the previous training step still runs.
 """
 import torch
 
-from ._extension import _C
-from . import collate, ops, ray, sharding  # prefetch.ray imports no Ray (a Ray dataset brings it)
+from ._engine.extension import _C
+from . import collate, ops, ray, sources, transforms  # prefetch.ray imports no Ray (a Ray dataset brings it)
 from .errors import CollateError, PrefetchTimeout
 from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader
 from .samples import Samples
 from .ragged import Ragged
-from ._tree import PassThroughWarning
+from ._engine.tree import PassThroughWarning
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"

@@ -18,12 +18,12 @@ import logging
 import numpy as np
 import torch
 
-from ._checks import check_seed, resolve_device
-from ._pipeline import ClosesOnExit, Pipeline
-from ._resume import ResumeCursor
-from ._tree import Leaf, PreparedBatch, flatten, ndarray_to_tensor, unflatten
-from .sharding import distributed_rank_and_size, epoch_indices, shard_size
-from .transforms import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
+from ._engine.checks import check_seed, resolve_device
+from ._engine.pipeline import ClosesOnExit, Pipeline
+from ._engine.resume import ResumeCursor
+from ._engine.tree import Leaf, PreparedBatch, flatten, ndarray_to_tensor, unflatten
+from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_size
+from .transforms.contract import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
                          run_transform, save_transform_state)
 
 __all__ = ["ArrayLoader"]
@@ -42,7 +42,7 @@ def _as_tensor(array, name):
             # The engine's own check, once: a CollateError naming the array for anything without
             # ordinary strided CPU memory (subclasses, meta, nested, sparse, resized storages);
             # zero tensors materialised, conj/neg views resolved.
-            from ._extension import _C
+            from ._engine.extension import _C
 
             return _C.readable(array, name)
         return array
@@ -52,18 +52,7 @@ def _as_tensor(array, name):
                     "tensors" % (name, type(array).__name__))
 
 
-def _available_host_memory():
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    return None
-
-
-class _EpochBatches:
+class _GatherBatches:
     """The source the host path's Pipeline runs: one epoch's batches, already split. It
     holds the arrays, never the loader: the producer thread keeps its source alive, and a loader
     it kept alive could never be collected (and so never stop that thread)."""
@@ -254,7 +243,7 @@ class ArrayLoader(ClosesOnExit):
         epoch, start = self._cursor.next_epoch, self._cursor.resume_index
         order = self.epoch_indices(epoch)
         if self._pipeline is not None:
-            source = _EpochBatches(self._spec, self._leaves, order, start, self.batch_size,
+            source = _GatherBatches(self._spec, self._leaves, order, start, self.batch_size,
                                    self._batches_in(order))
             batches = self._pipeline.run(source, epoch=epoch, first_index=start,
                                          length=self.__len__)

@@ -1,5 +1,5 @@
 """Exceptions prefetch raises to users."""
-from ._extension import _C
+from ._engine.extension import _C
 
 #: A batch cannot be collated: ragged samples, mixed dtypes, unsupported leaves, a size cap.
 #: A subclass of ValueError; the message names the leaf, the sample and both shapes/dtypes.

@@ -22,7 +22,7 @@ import sys
 import torch
 
 import prefetch
-from prefetch import gpu_decoders
+from prefetch.ops import gpu_decoders
 
 UNKNOWN = "unknown"
 BUILD_INFO_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build_info.json")

@@ -9,13 +9,14 @@ and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept
 import os
 import weakref
 
-from ._checks import is_stateful, resolve_device, whole
-from ._pipeline import ClosesOnExit, Pipeline
-from ._resume import ResumeCursor
-from . import _worker_ring
-from ._worker_ring import WorkerRing, ring_source
-from ._worker_ring import usable as worker_ring_usable
-from .transforms import load_transform_state, save_transform_state
+from ._engine.checks import is_stateful, resolve_device, whole
+from ._engine.pipeline import ClosesOnExit, Pipeline
+from ._engine.resume import ResumeCursor
+from .sources import adapt
+from .sources import worker_ring as _worker_ring
+from .sources.worker_ring import WorkerRing, ring_source
+from .sources.worker_ring import usable as worker_ring_usable
+from .transforms.contract import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
 
@@ -62,11 +63,7 @@ class Prefetcher(ClosesOnExit):
         for name, fn in (("transform", transform), ("device_transform", device_transform)):
             if fn is not None and not callable(fn):
                 raise TypeError("prefetch: %s must be callable, got %r" % (name, fn))
-        if type(source).__module__.startswith("ray.data"):
-            from .ray import RaySource, is_ray_dataset  # no Ray import: the dataset brings it
-
-            if is_ray_dataset(source):
-                source = RaySource(source)
+        source = adapt(source)  # a Ray dataset becomes a RaySource (prefetch.sources)
         if rank is not None:
             rank = whole(rank, "rank")
             if rank < 0:

@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from ._engine.checks import describe
+
 __all__ = ["Ragged"]
 
 
@@ -31,11 +33,11 @@ class Ragged:
 
     def __init__(self, values, offsets, sizes, shapes=None, dense=False):
         if not isinstance(values, torch.Tensor) or values.dim() != 1:
-            raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % _describe(values))
+            raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % describe(values))
         for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
             if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != dim:
                 raise TypeError("prefetch: Ragged %s must be a %d-D int64 tensor, got %s"
-                                % (name, dim, _describe(t)))
+                                % (name, dim, describe(t)))
         if offsets.shape[0] != sizes.shape[0]:
             raise ValueError("prefetch: Ragged has %d offsets but %d sizes"
                              % (offsets.shape[0], sizes.shape[0]))
@@ -154,9 +156,3 @@ def check_samples(tensors, name):
 
 def _dtype(t):
     return str(t.dtype).replace("torch.", "")
-
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "a %d-D %s tensor" % (x.dim(), _dtype(x))
-    return "a %s" % type(x).__name__

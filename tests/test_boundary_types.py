@@ -8,7 +8,7 @@ import torch
 
 import prefetch
 from prefetch import _C
-from prefetch._tree import Leaf, flatten
+from prefetch._engine.tree import Leaf, flatten
 
 
 @pytest.fixture

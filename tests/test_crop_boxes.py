@@ -1,4 +1,4 @@
-"""Crop boxes (prefetch/crop_boxes.py) against torchvision's RandomResizedCrop algorithm, written
+"""Crop boxes (prefetch/transforms/crop_boxes.py) against torchvision's RandomResizedCrop algorithm, written
 here from its definition (torchvision does not load next to the CPU torch on the CI machine),
 and against the two-step Resize + CenterCrop they stand for."""
 import math

@@ -21,9 +21,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import prefetch
-from prefetch import _pipeline
-from prefetch._resized_augment import DecodedWindows, resize_masks
-from prefetch.fused_augment import Draws
+from prefetch._engine import pipeline as _pipeline
+from prefetch.transforms.resizing import DecodedWindows
+from prefetch.transforms.fused_augment import Draws
 from prefetch.transforms import BatchPosition, Transform, has_host_stage
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -172,7 +172,7 @@ def test_the_host_stage_reads_the_worker_rings_slots_and_releases_them(monkeypat
     slot; each slot is released after the engine has collated what the stage kept (otherwise the
     ring's slots run out within an epoch and it would hang: the timeout turns that into a failure).
     lease=False: the CUDA device's path (the batch arrives as the slot's packed views), on the CPU."""
-    from prefetch import _worker_ring
+    from prefetch.sources import worker_ring as _worker_ring
 
     monkeypatch.setattr(_worker_ring, "LEASE_ON_CPU", lease)
     ds = _Images()
@@ -243,7 +243,7 @@ def _jpegs(n=6, seed=3):
 def cpu_gpu_decoder(monkeypatch):
     """The GPU decoder choice forced to the CPU decoder (what a machine without TorchCodec or
     torchvision gets), with the cache cleared around the test."""
-    from prefetch import gpu_decoders
+    from prefetch.ops import gpu_decoders
 
     monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")
     gpu_decoders.clear_cache()
@@ -321,11 +321,11 @@ def test_resize_masks_reads_the_draws_host_copies_not_the_device_flips():
     masks = prefetch.Ragged.from_tensors([torch.randint(0, 9, (h, w, 1), generator=g) for h, w in shapes])
     aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=5, hflip=0.5, vflip=0.5, seed=2, mask_key=1)
     host = aug.draws(2, [9, 6], [7, 11], 0, 3, 0)
-    expected = resize_masks(aug, masks, images, host)
+    expected = aug.resize_masks(masks, images, host)
     # Device draws whose flips cannot be read on the host at all (meta tensors): reading them
     # would have been a host synchronisation on a GPU; here it would raise.
     device_side = Draws(host.hflip.to("meta"), host.vflip.to("meta"), host.crop, None, host.boxes, host)
-    assert torch.equal(resize_masks(aug, masks, images, device_side), expected)
+    assert torch.equal(aug.resize_masks(masks, images, device_side), expected)
     # And the host copies are the draws themselves: nearest-neighbour of each window, flipped.
     for k, ((h, w), box) in enumerate(zip(shapes, host.boxes.tolist())):
         top, left, bh, bw = box

@@ -239,7 +239,7 @@ def test_decode_true_on_a_gpu_decodes_the_windows_before_the_copy(monkeypatch):
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
-    from prefetch import gpu_decoders
+    from prefetch.ops import gpu_decoders
 
     from .reference import assert_close_across_devices
     from .test_cuda_path import _jpegs

@@ -665,7 +665,7 @@ def test_boxes_that_are_not_n_by_4_integers_are_refused_by_name():
 
 
 def _encoded_tables(files):
-    r = prefetch.decode.encoded_batch(files)
+    r = prefetch.ops.decode.encoded_batch(files)
     offsets, sizes = r.host_tables()
     return r.values, offsets, sizes
 

@@ -1,4 +1,4 @@
-"""GPU JPEG decoders (prefetch/gpu_decoders.py) and decode_jpeg's path through them.
+"""GPU JPEG decoders (prefetch/ops/gpu_decoders.py) and decode_jpeg's path through them.
 
 On the CPU, with fake backends: the choice of backend (order, argument, PREFETCH_GPU_JPEG_DECODER,
 cache), the real backends' checks against fake torchvision / TorchCodec modules, the header screen,
@@ -18,8 +18,9 @@ import pytest
 import torch
 
 import prefetch
-from prefetch import Ragged, decode, gpu_decoders
-from prefetch.gpu_decoders import (CpuBackend, GpuJpegBackend, JpegLayout, TorchCodecBackend,
+from prefetch import Ragged
+from prefetch.ops import decode, gpu_decoders
+from prefetch.ops.gpu_decoders import (CpuBackend, GpuJpegBackend, JpegLayout, TorchCodecBackend,
                                    TorchvisionBackend, jpeg_layout)
 from prefetch.ops import decode_jpeg, decode_resized_crop, resized_crop
 

@@ -343,7 +343,7 @@ def test_nonsense_timeouts_are_refused(timeout):
 
 
 def test_engine_next_treats_an_unrepresentable_deadline_as_forever():
-    from prefetch._tree import Leaf
+    from prefetch._engine.tree import Leaf
 
     # The binding itself: a huge or non-finite timeout must not become a deadline in the past.
     engine = prefetch._C.Engine("cpu", -1, 2, 1, 0)
@@ -465,8 +465,8 @@ def test_known_immutables_never_warn():
 
 
 def test_prepared_batches_are_untouched():
-    from prefetch._tree import flatten
-    from prefetch._tree import PreparedBatch
+    from prefetch._engine.tree import flatten
+    from prefetch._engine.tree import PreparedBatch
 
     spec, leaves, moves = flatten({"x": torch.arange(4)})
     with prefetch.Prefetcher([PreparedBatch(spec, leaves, moves)], device="cpu") as pf:

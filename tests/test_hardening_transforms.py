@@ -154,7 +154,7 @@ def test_a_prefetcher_draws_with_its_rank_argument():
     assert not all(torch.equal(a, b) for a, b in zip(flat(runs[0]), flat(runs[1])))
     with pytest.raises(ValueError, match="rank must be an int >= 0, got -1"):
         Prefetcher([], rank=-1)
-    with pytest.raises(TypeError, match="rank must be an int, got 1.5"):
+    with pytest.raises(TypeError, match="rank must be a whole number, got 1.5"):
         Prefetcher([], rank=1.5)
     assert_drawn_with_rank(prefetched(images, masks, augment(mask_key=1), rank=np.int64(1)),
                            images, augment(), 1)
@@ -338,15 +338,17 @@ def test_argument_neighbours():
             FusedAugment(MEAN, STD, hflip=p)
     # Seeds: numpy ints are ints; fractions and seeds past 64 bits (which would alias) are not.
     assert FusedAugment(MEAN, STD, seed=np.int64(9)).seed == 9
-    with pytest.raises(TypeError, match=r"seed must be an int.*2.5"):
+    with pytest.raises(TypeError, match=r"seed must be a whole number, got 2.5"):
         FusedAugment(MEAN, STD, seed=2.5)
     with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64\)"):
         FusedAugment(MEAN, STD, seed=2**64)
     # crop and padding: whole numbers only (7.5 was truncated to 7).
-    for crop in ((7.5, 3), 3.0, "ab", (4, 4, 4)):
+    for crop in ((7.5, 3), 3.5, "ab", (4, 4, 4)):
         with pytest.raises(ValueError, match=r"crop must be \(h, w\) of positive ints, got"):
             FusedAugment(MEAN, STD, crop=crop)
     assert FusedAugment(MEAN, STD, crop=np.int64(5)).crop == (5, 5)
+    # Whole floats are whole numbers, as normalize_flip(crop=5.0, fill=3.0) takes them.
+    assert FusedAugment(MEAN, STD, crop=5.0, fill=3.0).crop == (5, 5)
     with pytest.raises(ValueError, match="padding must be an int"):
         FusedAugment(MEAN, STD, padding=True)
     # mean/std against the images' channels: named at the first batch.
@@ -429,14 +431,16 @@ def test_image_leaf_neighbours_are_refused_naming_the_leaf():
 
 def test_array_loader_seed_rank_and_world_size_must_be_whole():
     data = torch.arange(10)
-    with pytest.raises(TypeError, match="seed must be an int, got 2.5"):
+    with pytest.raises(TypeError, match="seed must be a whole number, got 2.5"):
         ArrayLoader(data, 2, seed=2.5, resident="device")  # was truncated to 2
     with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64\)"):
         ArrayLoader(data, 2, seed=2**64, resident="device")  # was the order of seed=0
-    with pytest.raises(TypeError, match="rank must be an int, got 1.5"):
+    with pytest.raises(TypeError, match="rank must be a whole number, got 1.5"):
         ArrayLoader(data, 2, rank=1.5, world_size=2, resident="device")
-    with pytest.raises(TypeError, match="world_size must be an int, got 2.0"):
-        ArrayLoader(data, 2, world_size=2.0, resident="device")
+    with pytest.raises(TypeError, match="world_size must be a whole number, got 2.5"):
+        ArrayLoader(data, 2, world_size=2.5, resident="device")
+    # A whole float is a whole number, here as for every integer argument of prefetch.
+    assert ArrayLoader(data, 2, world_size=2.0, rank=1, resident="device").epoch_indices(0).numel() == 5
     loader = ArrayLoader(data, 2, seed=np.int64(3), rank=np.int64(1), world_size=np.int64(2),
                          resident="device")
     assert (loader.seed, loader.rank, loader.world_size) == (3, 1, 2)

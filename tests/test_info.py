@@ -122,7 +122,7 @@ def test_an_unreadable_record_is_unknown(monkeypatch, tmp_path, content):
 
 
 def test_the_gpu_jpeg_decoder_is_named():
-    from prefetch import gpu_decoders
+    from prefetch.ops import gpu_decoders
 
     out = io.StringIO()
     data = info.report(out=out)
@@ -142,7 +142,7 @@ def test_the_gpu_jpeg_decoder_is_named():
     ({}, "cpu (torchcodec is not installed; torchvision is not installed)"),
 ])
 def test_the_gpu_jpeg_decoder_comes_from_what_is_installed_without_importing_it(monkeypatch, versions, line):
-    from prefetch import gpu_decoders
+    from prefetch.ops import gpu_decoders
 
     imported = []
     for cls in (gpu_decoders.TorchCodecBackend, gpu_decoders.TorchvisionBackend):
@@ -160,7 +160,7 @@ def test_the_gpu_jpeg_decoder_comes_from_what_is_installed_without_importing_it(
 
 
 def test_a_failing_gpu_jpeg_decoder_line_does_not_fail_the_report(monkeypatch):
-    from prefetch import gpu_decoders
+    from prefetch.ops import gpu_decoders
 
     def broken():
         raise OSError("cannot read site-packages")

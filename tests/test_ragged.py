@@ -6,7 +6,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import prefetch
-from prefetch import Ragged, _worker_ring
+from prefetch import Ragged
+from prefetch.sources import worker_ring as _worker_ring
 
 from .conftest import SANITIZED
 

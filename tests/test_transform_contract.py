@@ -1,4 +1,4 @@
-"""The public transform contract (prefetch/transforms.py): what every loader hands a transform,
+"""The public transform contract (prefetch/transforms/contract.py): what every loader hands a transform,
 the resident-dataset gather, direct calls, state, and the leaf helpers; and the ResumeCursor's
 rules. References are plain iteration and plain Python loops."""
 import collections
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import prefetch
-from prefetch._checks import mix64
-from prefetch._resume import ResumeCursor
+from prefetch._engine.checks import mix64
+from prefetch._engine.resume import ResumeCursor
 from prefetch.transforms import (DIRECT_EPOCH, BatchPosition, Transform, get_leaf, run_transform,
                                  set_leaf)
 
@@ -33,7 +33,7 @@ def arrays(n=40):
 
 
 def test_batch_position_seed_is_splitmix_of_seed_rank_epoch_index():
-    def splitmix(*values):  # written out independently of prefetch._checks
+    def splitmix(*values):  # written out independently of prefetch._engine.checks
         h, m = 0x9E3779B97F4A7C15, (1 << 64) - 1
         for v in values:
             h = ((h ^ (v & m)) + 0x9E3779B97F4A7C15) & m

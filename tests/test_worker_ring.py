@@ -1,4 +1,4 @@
-"""The worker ring (prefetch/_worker_ring.py): a Prefetcher over a DataLoader with workers and
+"""The worker ring (prefetch/sources/worker_ring.py): a Prefetcher over a DataLoader with workers and
 ``collate_fn=prefetch.collate.samples`` yields exactly what plain iteration yields, in every
 DataLoader mode, with the batches really coming through the shared slots. Faults (killed
 workers, exits, leaks) are in test_worker_ring_faults.py."""
@@ -14,9 +14,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 import prefetch
-from prefetch import _worker_ring
-from prefetch._extension import _C
-from prefetch._tree import flatten
+from prefetch.sources import worker_ring as _worker_ring
+from prefetch._engine.extension import _C
+from prefetch._engine.tree import flatten
 
 from .conftest import SANITIZED, require_cuda
 
@@ -195,7 +195,7 @@ def test_what_a_worker_sends_holds_no_tensor():
     sent = pickle.dumps(stripped)
     assert len(sent) < 2000 and b"_rebuild_tensor" not in sent
     # The stripped spec rebuilds the same batch from the slot's tensors.
-    from prefetch._tree import unflatten
+    from prefetch._engine.tree import unflatten
     tensors = [torch.stack(leaf.value) if isinstance(leaf.value, list) else leaf.value
                for leaf in leaves]
     rebuilt = unflatten(stripped, tensors, [], torch.device("cpu"))

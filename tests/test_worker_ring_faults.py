@@ -1,4 +1,4 @@
-"""Faults of the worker ring (issue 15, prefetch/_worker_ring.py): a worker killed, an exception in
+"""Faults of the worker ring (issue 15, prefetch/sources/worker_ring.py): a worker killed, an exception in
 a worker, `break`, a Prefetcher dropped or closed mid-epoch, interpreter exit and Ctrl-C, ragged
 samples, and a stress test for slots handed out twice or overwritten while read.
 
@@ -77,7 +77,7 @@ class Samples(Dataset):
 def kill_while_writing(worker_id):
     """worker_init_fn: once armed, the worker kills itself inside the ring's write of a batch,
     after it claimed a slot and before it marks it sent (the slot is left WRITING by a dead pid)."""
-    from prefetch import _worker_ring
+    from prefetch.sources import worker_ring as _worker_ring
 
     dataset = torch.utils.data.get_worker_info().dataset
     view = _worker_ring._view
@@ -119,8 +119,8 @@ def assert_every_slot_free(pf):
     drop every batch first."""
     import gc
 
-    from prefetch import _worker_ring as wr
-    from prefetch._extension import _C
+    from prefetch.sources import worker_ring as wr
+    from prefetch._engine.extension import _C
 
     gc.collect()  # a batch in a reference cycle (an exception's traceback) holds its slot
     ring = pf._ring
@@ -407,7 +407,7 @@ def test_prefetchers_dropped_or_closed_mid_epoch_leak_nothing(persistent, how, l
     # errors, the count is this run's.
     cycles = 6 if SANITIZED else 20
     out = child("""
-    prefetch._worker_ring.LEASE_ON_CPU = {lease}
+    prefetch.sources.worker_ring.LEASE_ON_CPU = {lease}
     dl = loader(Samples(), persistent_workers={persistent})
     how = {how!r}
 
@@ -576,7 +576,7 @@ def test_stress_every_batch_equals_the_reference(context, lease):
     # test's time on a loaded 2-core machine; fork starts its workers every epoch.)
     dl = loader(Samples(96, shape), num_workers=3, prefetch_factor=1,
                 multiprocessing_context={context!r}, persistent_workers={context!r} == "spawn")
-    prefetch._worker_ring.LEASE_ON_CPU = {lease}
+    prefetch.sources.worker_ring.LEASE_ON_CPU = {lease}
     pf = prefetch.Prefetcher(dl, device="cpu", depth=1, timeout=20)
     if not {lease}:  # the single copy from the slot, on a copy stream slowed at random
         pf._pipeline.engine.set_debug_delay(2000, 3)

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 import prefetch
-from prefetch._pipeline import derived_fractions
+from prefetch._engine.pipeline import derived_fractions
 
 from . import timing
 from .target import TargetError

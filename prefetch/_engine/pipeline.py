@@ -31,13 +31,12 @@ import weakref
 
 import torch
 
-from ._checks import distributed_rank
-from ._extension import _C
-from ._tree import PreparedBatch, flatten, host_batch, unflatten
-from ._worker_ring import loader_of
-from .errors import CollateError, PrefetchTimeout
-from .ragged import Ragged
-from .transforms import BatchPosition, has_host_stage, run_transform
+from .checks import distributed_rank
+from .extension import _C
+from .tree import PreparedBatch, flatten, host_batch, unflatten
+from ..errors import CollateError, PrefetchTimeout
+from ..ragged import Ragged
+from ..transforms.contract import BatchPosition, has_host_stage, run_transform
 
 __all__ = ["Pipeline", "EpochRun", "ClosesOnExit", "default_num_threads"]
 
@@ -370,7 +369,7 @@ def _in_order_batch_size(source):
 
 def _note_dataset_index(exc, source, seq):
     """Adds the dataset index of the sample a CollateError names, where it is known exactly."""
-    source = loader_of(source)  # the worker ring's source: its DataLoader
+    source = getattr(source, "dataloader", source)  # a source over a DataLoader names it there
     try:
         batch_size = _in_order_batch_size(source)
     except Exception:  # noqa: BLE001 - an exotic DataLoader: say nothing rather than guess

@@ -52,11 +52,11 @@ import typing
 
 import torch
 
-from ._checks import distributed_rank, is_stateful, mix64
-from .ragged import Ragged
+from .._engine.checks import distributed_rank, is_stateful, mix64
+from ..ragged import Ragged
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
-           "save_transform_state", "load_transform_state", "DIRECT_EPOCH", "FusedAugment"]
+           "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH"]
 
 # The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
 DIRECT_EPOCH = -1
@@ -210,5 +210,3 @@ def load_transform_state(transform, state):
                                  or getattr(transform, "state_required", False)):
         transform.load_state_dict(state.get("transform"))
 
-
-from .fused_augment import FusedAugment  # noqa: E402  (FusedAugment implements the contract above)

@@ -1,5 +1,5 @@
 """GPU JPEG decoders behind one small interface, the choice among them, and how their streams are
-made safe (used by :func:`prefetch.ops.decode_jpeg` with a CUDA ``device``; :mod:`prefetch.decode`
+made safe (used by :func:`prefetch.ops.decode_jpeg` with a CUDA ``device``; :mod:`prefetch.ops.decode`
 is the public face).
 
 The interface
@@ -12,7 +12,7 @@ and names the layouts it cannot decode, so that those go to the CPU decoder with
 uint8 RGB tensors (views are fine) on a CUDA device, raising when any image fails, as nvJPEG's
 batched calls do. :func:`decode_on_device` turns that into an answer per image: one batched call, and
 only when it raises, one call per image; whatever a backend refuses or fails on is left to the CPU
-decoder (prefetch's libjpeg-turbo decoder), image by image, by :mod:`prefetch.decode`.
+decoder (prefetch's libjpeg-turbo decoder), image by image, by :mod:`prefetch.ops.decode`.
 
 Backends, in order of preference (:data:`BACKENDS`): ``torchcodec`` (TorchCodec >= 0.16,
 ``torchcodec.decoders.decode_jpeg(list, mode="RGB", device=...)``), ``torchvision``

@@ -19,10 +19,10 @@ import warnings
 import numpy as np
 import torch
 
-from ._extension import _C
-from .errors import CollateError
-from .ragged import Ragged
-from .samples import Samples
+from .extension import _C
+from ..errors import CollateError
+from ..ragged import Ragged
+from ..samples import Samples
 
 _LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS, _RAGGED = range(9)
 

@@ -15,12 +15,11 @@ import typing
 
 import torch
 
-from ._checks import check_seed, whole
-from .ops import flip_crop, normalize_flip
-from ._resized_augment import (DecodedWindows, apply_decoded, apply_decoded_windows, apply_resized,
-                               as_ragged, decode_on_host, draw_boxes)
-from .ragged import Ragged
-from .transforms import BatchPosition, Transform, get_leaf, set_leaf
+from .._engine.checks import check_seed, whole
+from ..ops.augment import flip_crop, normalize_flip
+from .resizing import ResizingPath
+from ..ragged import Ragged
+from .contract import BatchPosition, Transform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
 
@@ -80,8 +79,8 @@ def _output_size(value, name):
     """None, or ``(h, w)`` of positive ints from an int (square) or a pair."""
     if value is None:
         return None
-    pair = (value, value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) \
-        else value
+    sequence = isinstance(value, (list, tuple)) or (isinstance(value, torch.Tensor) and value.dim() > 0)
+    pair = value if sequence else (value, value)
     try:
         sizes = tuple(whole(c, name) for c in pair)
     except TypeError:
@@ -101,7 +100,7 @@ def _per_image(value, n):
     return value
 
 
-class FusedAugment(Transform):
+class FusedAugment(ResizingPath, Transform):
     """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
 
     Args:
@@ -277,7 +276,7 @@ class FusedAugment(Transform):
         vflip = torch.rand(n, generator=g) < self.vflip
         if self.resizes:  # height and width: one per image (or one for all)
             shapes = [(int(a), int(b)) for a, b in zip(_per_image(height, n), _per_image(width, n))]
-            return Draws(hflip, vflip, self.output_size, None, draw_boxes(self, shapes, g))
+            return Draws(hflip, vflip, self.output_size, None, self.draw_boxes(shapes, g))
         h, w = self.crop if self.crop is not None else (height, width)
         if self.center_crop or (self.crop is None and self.padding == 0):
             return Draws(hflip, vflip, (h, w), None)
@@ -335,7 +334,7 @@ class FusedAugment(Transform):
         """Draws the geometry of the batch at ``position`` and applies it."""
         images = get_leaf(batch, self.image_key)
         if self.resizes:
-            return self._apply_resized(batch, images, position)
+            return self.apply_resizing(batch, images, position)
         return self._apply_draws(batch, self._device_draws(images, None, position))
 
     def host_apply(self, batch, position, device):
@@ -344,21 +343,7 @@ class FusedAugment(Transform):
         the device and back; otherwise nothing (the device kernels do all the work)."""
         if not self.decode or torch.device(device).type != "cuda":
             return batch
-        return decode_on_host(self, batch, position, device)
-
-    def _apply_resized(self, batch, images, position):
-        if isinstance(images, DecodedWindows):
-            return apply_decoded_windows(self, batch, images, set_leaf)
-        if self.decode:
-            return apply_decoded(self, batch, images, position, set_leaf)
-        r = as_ragged(images, "FusedAugment's image leaf %s" % _name(self.image_key))
-        shapes = r.shapes()
-        d = self.draws(len(shapes), [s[0] for s in shapes], [s[1] for s in shapes],
-                       position.epoch, position.index, position.rank)
-        if r.device.type != "cpu":
-            d = d.to(r.device)
-        masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
-        return apply_resized(self, batch, d, r, masks, set_leaf)
+        return self.decode_on_host(batch, position, device)
 
     def gather(self, batch, indices, position):
         """:meth:`apply` on rows ``indices`` of the whole image (and mask) leaf, gathered by the
@@ -369,7 +354,7 @@ class FusedAugment(Transform):
             if self.mask_key is not None:
                 masks = get_leaf(batch, self.mask_key)
                 batch = set_leaf(batch, self.mask_key, masks.index_select(0, indices))
-            return self._apply_resized(batch, get_leaf(batch, self.image_key), position)
+            return self.apply_resizing(batch, get_leaf(batch, self.image_key), position)
         return self._apply_draws(batch, self._device_draws(images, indices.numel(), position),
                                  indices=indices)
 

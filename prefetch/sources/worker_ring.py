@@ -35,12 +35,12 @@ import weakref
 
 import torch
 
-from ._extension import _C
-from ._tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _RAGGED, _TUPLE, Leaf,
+from .._engine.extension import _C
+from .._engine.tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _RAGGED, _TUPLE, Leaf,
                     Packed,
                     PreparedBatch, flatten)
-from .collate import samples as samples_collate
-from .errors import CollateError
+from ..collate import samples as samples_collate
+from ..errors import CollateError
 
 __all__ = ["RingCollate", "SlotBatch", "WorkerRing", "ring_source"]
 
@@ -328,7 +328,7 @@ class WorkerRing:
         # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
         # (persistent workers) or the consumer (a kept exception) holds it, never for the ring.
         self._iterator = lambda: None  # the DataLoader iterator made with self.collate
-        self._batches = lambda: None   # the live epoch's _EpochBatches
+        self._batches = lambda: None   # the live epoch's _RingEpoch
         self._serials = 0      # DataLoader iterators made so far
         self._epochs = 0       # epochs started; only the live one may pause the ring
         self._lock = threading.Lock()
@@ -359,7 +359,7 @@ class WorkerRing:
             self.pins = {v: p for v, p in self.pins.items() if v == self.version}
             self._refill()
         _C.slot_store(c, _ACCEPTING, 1)
-        batches = _EpochBatches(self, it, self._epochs)
+        batches = _RingEpoch(self, it, self._epochs)
         self._batches = weakref.ref(batches)
         return batches
 
@@ -529,7 +529,7 @@ class WorkerRing:
         self._finalizer()
 
 
-class _EpochBatches:
+class _RingEpoch:
     """One epoch's batches. Dropping or closing it pauses the ring before the DataLoader
     iterator goes, so no worker waits for a slot while its DataLoader shuts it down — unless a
     newer epoch is live (an old one may be collected late, from an exception's cycle)."""

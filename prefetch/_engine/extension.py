@@ -2,7 +2,7 @@
 import torch  # noqa: F401  (loads libtorch before the extension that links against it)
 
 try:
-    from . import _C  # noqa: F401
+    from .. import _C  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised by a subprocess test
     raise ImportError(
         "prefetch's C++ extension (prefetch._C) is not built or cannot be loaded: %s\n"

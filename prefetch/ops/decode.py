@@ -11,7 +11,7 @@ converted as Pillow converts them, progressive images decode like baseline ones.
 
 With a CUDA ``device``, :func:`decode_jpeg` decodes with the GPU decoder that
 :func:`gpu_jpeg_decoder` names (TorchCodec's or torchvision's nvJPEG, else the CPU decoder and a
-copy; :mod:`prefetch.gpu_decoders`): the headers are read and the boxes checked on the CPU first,
+copy; :mod:`prefetch.ops.gpu_decoders`): the headers are read and the boxes checked on the CPU first,
 so every backend raises the same errors; whole images are decoded on the GPU and the boxes cut
 there; whatever the GPU decoder refuses (CMYK, EXIF-rotated for TorchCodec, ...) or fails on is
 decoded by the CPU decoder, image by image, and copied. The result is ordered on the caller's
@@ -23,8 +23,10 @@ import numpy as np
 import torch
 
 from . import gpu_decoders
-from ._extension import _C  # noqa: F401  (loading the extension registers the ops)
-from .ragged import Ragged
+from .augment import _size_list, resized_crop
+from .._engine.checks import describe
+from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from ..ragged import Ragged
 
 __all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder"]
 
@@ -48,7 +50,7 @@ def encoded_batch(data):
                 torch.empty(0, dtype=torch.uint8)
         elif not isinstance(item, torch.Tensor) or item.dtype != torch.uint8 or item.dim() != 1:
             raise TypeError("prefetch: encoded image %d must be bytes or a 1-D uint8 tensor, got %s"
-                            % (n, _describe(item)))
+                            % (n, describe(item)))
         parts.append(item.cpu())
     if not parts:
         return Ragged(torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.int64),
@@ -109,8 +111,6 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (on a CUDA device the regions
     come from :func:`decode_jpeg` with ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of
     the boxes)."""
-    from .ops import _size_list, resized_crop
-
     boxes = _boxes(boxes, None)
     device = torch.device(device)
     if device.type == "cpu":
@@ -127,23 +127,6 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     whole[:, 2:] = boxes[:, 2:].cpu()
     return resized_crop(regions, whole, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
                         channels_last=channels_last, antialias=antialias)
-
-
-@torch.library.register_fake("prefetch::jpeg_sizes")
-def _jpeg_sizes_fake(values, offsets, sizes):
-    return offsets.new_empty((offsets.shape[0], 3))
-
-
-@torch.library.register_fake("prefetch::decode_resized_crop")
-def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
-                              dtype=torch.float32, channels_last=False, antialias=False):
-    # The shape only: the boxes are checked against the headers when the real kernel runs.
-    torch._check(len(mean) == 3, lambda: "decode_resized_crop: the decoded images are RGB: mean "
-                 "and std need 3 values, got %d" % len(mean))
-    torch._check(len(size) == 2, lambda: "resized_crop: size must be (h, w)")
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return values.new_empty((offsets.shape[0], 3, size[0], size[1]), dtype=dtype).contiguous(
-        memory_format=fmt)
 
 
 def _boxes(boxes, n):
@@ -216,7 +199,7 @@ def _decode_with_backend(r, boxes, device, backend):
         else:
             why[n] = ("%s: %s" % (type(error).__name__, error) if image is None else
                       "it returned %s where the header says %d x %d x 3 uint8 on %s"
-                      % (_describe(image), hw[n][0], hw[n][1], device))
+                      % (describe(image), hw[n][0], hw[n][1], device))
     on_cpu = [n for n in range(n_images) if decoded[n] is None]
     if on_cpu and not with_cpu:
         n = on_cpu[0]
@@ -271,7 +254,7 @@ def _regions(boxes, hw, n_images):
     if (boxes.dtype.is_floating_point or boxes.dtype.is_complex or boxes.dtype in (torch.bool, torch.uint64)
             or boxes.dim() != 2 or tuple(boxes.shape) != (n_images, 4)):
         return None, "decode_jpeg: boxes must be an integer tensor [N, 4] = [%d, 4], got %s" % (
-            n_images, _describe(boxes))
+            n_images, describe(boxes))
     rows = boxes.to("cpu", torch.int64).tolist()
     for n, ((t, l, h, w), (H, W)) in enumerate(zip(rows, hw)):
         if not (h >= 1 and w >= 1 and t >= 0 and l >= 0 and t <= H - h and l <= W - w):
@@ -293,9 +276,3 @@ def _with_cpu_decoder():
     import prefetch
 
     return prefetch.built_with_jpeg()
-
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "a %s tensor of shape %s" % (str(x.dtype).replace("torch.", ""), list(x.shape))
-    return type(x).__name__

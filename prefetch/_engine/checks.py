@@ -1,5 +1,6 @@
 """Argument checks and small pure functions that several modules share (loaders, transforms,
 sharding): one definition each, so their error messages and their hashing cannot drift apart."""
+import math
 import operator
 
 import torch
@@ -8,13 +9,31 @@ _MASK64 = (1 << 64) - 1
 
 
 def whole(value, name):
-    """An integral value (Python or numpy int, not bool) as an int, else TypeError naming it."""
-    if isinstance(value, bool):
-        raise TypeError("prefetch: %s must be an int, got %r" % (name, value))
+    """A whole number as an int: a Python or numpy integer, a 0-d integer tensor, or a float (or a
+    0-d float tensor) without a fractional part. Anything else — a bool, a fraction, a string —
+    is a TypeError naming the argument: int() would truncate 0.5 to 0 and accept "3". Every
+    integer argument of prefetch (ops, transforms, loaders) goes through this one check."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise TypeError("prefetch: %s must be a whole number, got %r" % (name, value))
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError("prefetch: %s must be an int, got %r" % (name, value)) from None
+        pass
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+        value = value.item()
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():  # numpy floats too
+        return int(value)
+    raise TypeError("prefetch: %s must be a whole number, got %r" % (name, value))
+
+
+def describe(x):
+    """What a value is, for an error message: "a 2-D uint8 tensor of shape [3, 4]", "an int",
+    "a list"."""
+    if isinstance(x, torch.Tensor):
+        return "a %d-D %s tensor of shape %s" % (x.dim(), str(x.dtype).replace("torch.", ""),
+                                                  list(x.shape))
+    name = type(x).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def check_seed(seed, name="seed"):

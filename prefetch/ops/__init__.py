@@ -1,0 +1,23 @@
+"""prefetch's ops, registered as ``torch.ops.prefetch.*`` (CPU and CUDA), and their Python faces.
+
+- augment (:mod:`prefetch.ops.augment`): ``normalize_flip`` (crop with fill, per-sample flips,
+  ``(x / 255 - mean) / std``, cast and layout, in one pass), ``flip_crop`` (the same geometry for
+  integer masks), ``resized_crop`` (each image of a ragged batch cropped to its box and resized
+  bilinearly, flipped, normalized, cast);
+- decode (:mod:`prefetch.ops.decode`): ``decode_jpeg``, ``jpeg_sizes``, ``decode_resized_crop``
+  (only the boxes' regions decoded), ``gpu_jpeg_decoder`` (what decodes for a CUDA device,
+  :mod:`prefetch.ops.gpu_decoders`);
+- the CPU output pool (:mod:`prefetch.ops.output_pool`): CPU outputs of 1 MiB or more come from a
+  small process-wide pool of pre-faulted buffers; ``output_pool_stats``, ``release_output_pool``
+  and ``set_output_pool_limit`` show, empty and bound it (docs/custom_ops.md).
+
+Every op's fake (meta) kernel is in :mod:`prefetch.ops.fakes`. A new op: docs/custom_ops.md.
+"""
+from . import fakes  # noqa: F401  (registers the fake kernels)
+from .augment import flip_crop, normalize_flip, resized_crop
+from .decode import decode_jpeg, decode_resized_crop, gpu_jpeg_decoder, jpeg_sizes
+from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
+
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "decode_jpeg", "jpeg_sizes",
+           "decode_resized_crop", "gpu_jpeg_decoder", "output_pool_stats", "release_output_pool",
+           "set_output_pool_limit"]

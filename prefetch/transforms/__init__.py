@@ -1,0 +1,20 @@
+"""Transforms: what a loader does to each batch, and the contract every transform follows.
+
+- :mod:`.contract`: the contract itself (:class:`Transform`, :class:`BatchPosition`, the host
+  stage, gathering from a resident dataset, leaves by key) — read it before writing a transform;
+- :mod:`.fused_augment`: :class:`FusedAugment`, the library's own (crop, flips, normalize, cast;
+  one kernel on the device), with its resizing path in :mod:`.resizing` and RandomResizedCrop's
+  window draws in :mod:`.crop_boxes`.
+
+A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
+belongs there only when it runs in the same fused pass; anything else (another pass, another
+kind of augmentation) is a Transform of its own, composed in the loader's ``transform=``.
+"""
+from .contract import (DIRECT_EPOCH, BatchPosition, Transform, gathered_keys, get_leaf,
+                       has_host_stage, load_transform_state, run_transform, save_transform_state,
+                       set_leaf)
+from .fused_augment import Draws, FusedAugment
+
+__all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
+           "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
+           "FusedAugment", "Draws"]

@@ -1,0 +1,187 @@
+"""FusedAugment's resizing path, as methods it inherits (:class:`ResizingPath`):
+``random_resized_crop=`` (training) and ``resize=`` / ``center_crop`` of a resized window
+(validation), for images of their own sizes (a :class:`prefetch.Ragged`) or of one size (an NHWC
+uint8 batch), and ``decode=True`` (encoded JPEGs, only each window decoded).
+
+Each image's window is drawn (or centred) in its own pixels (:mod:`prefetch.transforms.crop_boxes`),
+then :func:`prefetch.ops.resized_crop` crops, resamples, flips, normalizes and casts every image in
+one pass. A mask gets the same windows and flips with nearest-neighbour resampling (per sample,
+in torch: masks are small and integer).
+"""
+import dataclasses
+
+import torch
+
+from .._engine.checks import describe
+from ..ops.augment import resized_crop
+from ..ops.decode import decode_jpeg, decode_resized_crop, encoded_batch, gpu_jpeg_decoder, jpeg_sizes
+from ..ragged import Ragged
+from .contract import get_leaf, set_leaf
+from .crop_boxes import center_boxes, random_resized_boxes
+
+__all__ = ["ResizingPath", "DecodedWindows", "as_ragged"]
+
+
+@dataclasses.dataclass
+class DecodedWindows:
+    """What FusedAugment(decode=True)'s host stage puts in place of the encoded image leaf: each
+    image's drawn window, decoded (``windows``: a Ragged of HWC uint8 RGB), and the batch's flips.
+    The loader copies it to the device like any dataclass of tensors; ``apply`` resizes the
+    windows there. Only the windows' pixels cross, never the encoded bytes."""
+
+    windows: Ragged
+    hflip: torch.Tensor
+    vflip: torch.Tensor
+
+
+def as_ragged(images, what):
+    """The image leaf as a Ragged whose offsets and sizes are on the CPU (the op checks the boxes
+    there; from the host's knowledge when it has it, so nothing waits for the device). An NHWC
+    uint8 batch is viewed as one, without a copy."""
+    if isinstance(images, Ragged):
+        if images.dtype != torch.uint8 or images.rank != 3:
+            raise TypeError("prefetch: %s is a Ragged of rank %d %s; resizing takes HWC uint8 "
+                            "images" % (what, images.rank, str(images.dtype).replace("torch.", "")))
+        offsets, sizes = images.host_tables()
+        return Ragged(images.values, offsets, sizes, shapes=images.shapes())
+    if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.dtype != torch.uint8:
+        raise TypeError("prefetch: %s must be a Ragged of HWC uint8 images or an NHWC uint8 "
+                        "batch to be resized, got %s" % (what, describe(images)))
+    n, h, w, c = images.shape
+    values = images.contiguous().view(-1)
+    offsets = torch.arange(n, dtype=torch.int64) * (h * w * c)
+    sizes = torch.tensor([[h, w, c]], dtype=torch.int64).expand(n, 3).contiguous()
+    return Ragged(values, offsets, sizes, shapes=[(h, w, c)] * n, dense=True)
+
+
+class ResizingPath:
+    """The resizing path's methods; :class:`prefetch.FusedAugment` inherits them and holds what
+    they read: ``output_size``, ``center_crop``, ``resize``, ``scale``, ``ratio``, ``antialias``,
+    ``mean``, ``std``, ``dtype``, ``channels_last``, ``image_key``, ``mask_key``, ``decode`` and
+    :meth:`draws`."""
+
+    def draw_boxes(self, shapes, generator):
+        """Each image's window: drawn as RandomResizedCrop draws it, or centred (validation)."""
+        heights = [s[0] for s in shapes]
+        widths = [s[1] for s in shapes]
+        if self.center_crop:
+            return center_boxes(heights, widths, self.output_size, self.resize)
+        return random_resized_boxes(heights, widths, self.scale, self.ratio, generator=generator)
+
+    def apply_resizing(self, batch, images, position):
+        """``apply`` of the resizing path: the image leaf (and the mask leaf) through the draws
+        at ``position``; encoded JPEGs decoded (decode=True), or windows the host stage decoded."""
+        if isinstance(images, DecodedWindows):
+            return self._apply_decoded_windows(batch, images)
+        if self.decode:
+            return self._apply_decoded(batch, images, position)
+        r = as_ragged(images, "FusedAugment's image leaf %r" % (self.image_key,))
+        shapes = r.shapes()
+        d = self.draws(len(shapes), [s[0] for s in shapes], [s[1] for s in shapes],
+                       position.epoch, position.index, position.rank)
+        if r.device.type != "cpu":
+            d = d.to(r.device)
+        channels = shapes[0][2] if shapes else len(self.mean)
+        if channels != len(self.mean):
+            raise ValueError("prefetch: mean and std have %d values but the images (leaf %r) have %d "
+                             "channels" % (len(self.mean), self.image_key, channels))
+        out = resized_crop(r, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip, vflip=d.vflip,
+                           dtype=self.dtype, channels_last=self.channels_last, antialias=self.antialias)
+        masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
+        batch = set_leaf(batch, self.image_key, out)
+        if masks is not None:
+            batch = set_leaf(batch, self.mask_key, self.resize_masks(masks, r, d))
+        return batch
+
+    def decode_on_host(self, batch, position, device):
+        """The host stage of decode=True for a CUDA ``device``: the windows are drawn from the JPEG
+        headers (the same draws ``apply`` would make at this position) and decoded here, on the
+        host's bytes — by the GPU decoder straight onto ``device`` when one is available (its
+        output then travels as a move), else by the CPU decoder (the windows then cross as uint8
+        pixels). The encoded bytes never go to the device."""
+        data = _encoded(get_leaf(batch, self.image_key))
+        d = self._decode_draws(data, position)
+        on_gpu = gpu_jpeg_decoder() != "cpu"
+        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu")
+        return set_leaf(batch, self.image_key, DecodedWindows(windows, d.hflip, d.vflip))
+
+    def _apply_decoded(self, batch, encoded, position):
+        """decode=True: the windows are drawn from the JPEG headers' sizes (no pixel decoded for
+        them), then only the windows are decoded, resized, flipped and normalized."""
+        device = encoded.device if isinstance(encoded, Ragged) else torch.device("cpu")
+        data = _encoded(encoded)
+        d = self._decode_draws(data, position)
+        out = decode_resized_crop(data, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip,
+                                  vflip=d.vflip, dtype=self.dtype, channels_last=self.channels_last,
+                                  antialias=self.antialias, device=device)
+        return set_leaf(batch, self.image_key, out)
+
+    def _apply_decoded_windows(self, batch, decoded):
+        """``apply`` after the host stage: the decoded windows resized whole, flipped, normalized."""
+        r = as_ragged(decoded.windows, "FusedAugment's decoded windows")
+        whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
+        out = resized_crop(r, whole, self.output_size, self.mean, self.std, hflip=decoded.hflip,
+                           vflip=decoded.vflip, dtype=self.dtype, channels_last=self.channels_last,
+                           antialias=self.antialias)
+        return set_leaf(batch, self.image_key, out)
+
+    def _decode_draws(self, data, position):
+        if len(self.mean) != 3:
+            raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, "
+                             "got %d" % len(self.mean))
+        sizes = jpeg_sizes(data)
+        return self.draws(len(data), sizes[:, 0].tolist(), sizes[:, 1].tolist(), position.epoch,
+                          position.index, position.rank)
+
+    def resize_masks(self, masks, images, d):
+        """Each mask cropped to its image's window and resampled to the output size with nearest
+        neighbours (torchvision's mask interpolation), flipped as its image: ``[N, h, w]``."""
+        what = "the mask leaf %r" % (self.mask_key,)
+        if isinstance(masks, Ragged):
+            samples = masks.tensors()
+        elif isinstance(masks, torch.Tensor) and masks.dim() in (3, 4):
+            samples = list(masks[:, 0] if masks.dim() == 4 else masks)
+        else:
+            raise TypeError("prefetch: %s must be a Ragged or an [N, H, W] / [N, 1, H, W] integer "
+                            "tensor, got %s" % (what, describe(masks)))
+        shapes = images.shapes()
+        if len(samples) != len(shapes):
+            raise ValueError("prefetch: %s has %d samples, the image leaf %d"
+                             % (what, len(samples), len(shapes)))
+        h, w = d.crop
+        # Every value read here comes from the draws' host copies: on a GPU, reading the device
+        # flips would synchronise the copy stream's producer with the device twice a batch.
+        host = d.host if d.host is not None else d
+        hflip, vflip = host.hflip.tolist(), host.vflip.tolist()
+        crops, tables = [], []
+        for k, (m, box) in enumerate(zip(samples, host.boxes.tolist())):
+            if m.dim() == 3 and m.shape[-1] == 1:
+                m = m[..., 0]
+            if m.dim() != 2 or tuple(m.shape) != tuple(shapes[k][:2]):
+                raise ValueError("prefetch: %s sample %d has shape %s, its image is %dx%d"
+                                 % (what, k, tuple(m.shape), shapes[k][0], shapes[k][1]))
+            top, left, bh, bw = box
+            crops.append(m[top:top + bh, left:left + bw])
+            # nearest: source index floor(dst * in / out), as F.interpolate(mode="nearest") and
+            # torchvision's InterpolationMode.NEAREST; done on integers through float64 indices.
+            rows = torch.floor(torch.arange(h, dtype=torch.float64) * (bh / h)).long().clamp(max=bh - 1)
+            cols = torch.floor(torch.arange(w, dtype=torch.float64) * (bw / w)).long().clamp(max=bw - 1)
+            tables.append(torch.cat([rows.flip(0) if vflip[k] else rows,
+                                     cols.flip(0) if hflip[k] else cols]))
+        if not crops:
+            return torch.empty((0, h, w), dtype=torch.int64)
+        # Every sample's row and column indices in one table, sent to the masks' device in one copy.
+        table = torch.stack(tables)
+        device = crops[0].device
+        if device.type == "cuda":
+            table = table.pin_memory().to(device, non_blocking=True)
+        out = [c.index_select(0, t[:h]).index_select(1, t[h:]) for c, t in zip(crops, table)]
+        return torch.stack(out)
+
+
+def _encoded(encoded):
+    if not isinstance(encoded, (Ragged, list, tuple)):
+        raise TypeError("prefetch: FusedAugment(decode=True) takes encoded JPEGs as its image leaf "
+                        "(a Ragged of 1-D uint8 samples, what a Samples of the files' bytes "
+                        "becomes), got %s" % describe(encoded))
+    return encoded_batch(encoded)  # on the CPU: libjpeg (and nvJPEG's host stage) read it there

@@ -1,0 +1,110 @@
+"""The package's layout holds: no import cycle among its modules (the module-level import graph,
+read statically, and every module imported in a fresh interpreter in sorted and in reverse order,
+so no cycle hides behind the order prefetch/__init__ happens to import in); the documented module
+paths keep working."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "prefetch"
+
+
+def _modules():
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts[-1] == "__main__":
+            continue
+        names.append(".".join(parts))
+    return names
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("order", ["sorted", "reversed"])
+def test_every_module_imports_in_either_order_in_one_interpreter(order):
+    names = MODULES if order == "sorted" else MODULES[::-1]
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
+    child = subprocess.run([sys.executable, "-c", code] + names, capture_output=True, text=True,
+                           cwd=ROOT, timeout=120)
+    assert child.returncode == 0, child.stderr
+
+
+def import_cycles(modules, root):
+    """The cycles of the module-level import graph of ``modules`` (dotted names of files under
+    ``root``), each as a list of names that ends where it starts."""
+    import ast
+
+    known = set(modules)
+    graph = {}
+    for name in modules:
+        path = root / (name.replace(".", "/") + ".py")
+        if not path.exists():
+            path = root / name.replace(".", "/") / "__init__.py"
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        deps = set()
+        for node in ast.parse(path.read_text()).body:  # module level: a function's import runs later
+            if isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:  # "from pkg import submodule" depends on the submodule
+                    full = target + "." + alias.name
+                    deps.add(full if full in known else target)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+        graph[name] = {d for d in deps if d in known and d != name}
+    seen, stack, cycles = set(), [], []
+
+    def visit(node):
+        if node in stack:
+            cycles.append(stack[stack.index(node):] + [node])
+            return
+        if node in seen:
+            return
+        seen.add(node)
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            visit(dep)
+        stack.pop()
+
+    for name in modules:
+        visit(name)
+    # A package's __init__ importing its own submodules is how packages work, not a cycle: Python
+    # runs the parent's __init__ before a child, and no child here reads its parent's names.
+    return [c for c in cycles if not any(b.startswith(a + ".") for a, b in zip(c, c[1:]))]
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("from . import c\nx = 1\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    assert import_cycles(["pkg", "pkg.a", "pkg.b", "pkg.c"], tmp_path) == [["pkg.a", "pkg.b", "pkg.c", "pkg.a"]]
+
+
+def test_no_module_imports_a_module_that_imports_it_back():
+    assert import_cycles(MODULES, ROOT) == []
+
+
+@pytest.mark.parametrize("path, name", [
+    ("prefetch.ops", "normalize_flip"), ("prefetch.ops", "decode_jpeg"), ("prefetch.ops", "output_pool_stats"),
+    ("prefetch.transforms", "Transform"), ("prefetch.transforms", "FusedAugment"),
+    ("prefetch.transforms", "BatchPosition"), ("prefetch.ray", "RaySource"),
+    ("prefetch.crop_boxes", "random_resized_boxes"), ("prefetch.collate", "samples"),
+    ("prefetch.sources", "PreparedBatch"), ("prefetch", "FusedAugment")])
+def test_documented_paths_still_work(path, name):
+    import importlib
+
+    assert hasattr(importlib.import_module(path), name)
