@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import prefetch
-from prefetch.crop_boxes import random_resized_boxes
+from prefetch.transforms.crop_boxes import random_resized_boxes
 
 N, SIZE, ITERS = 64, 224, 8
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

@@ -26,7 +26,7 @@ import torch
 
 import prefetch
 from prefetch.bench.workers import write_jpegs
-from prefetch.crop_boxes import random_resized_boxes
+from prefetch.transforms.crop_boxes import random_resized_boxes
 
 
 def candidates(files, boxes):

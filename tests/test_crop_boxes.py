@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prefetch.crop_boxes import center_boxes, random_resized_boxes
+from prefetch.transforms.crop_boxes import center_boxes, random_resized_boxes
 
 
 def torchvision_get_params(height, width, scale, ratio, rng):

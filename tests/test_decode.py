@@ -593,7 +593,7 @@ def test_wrong_inputs_say_what_was_expected():
         (t, "list of bytes"),                                    # one tensor, not a list
         ("a path.jpg", "list of bytes"),
         (None, "list of bytes"),
-        ([d, 3], "encoded image 1 must be bytes or a 1-D uint8 tensor, got int"),
+        ([d, 3], "encoded image 1 must be bytes or a 1-D uint8 tensor, got an int"),
         ([d, t.float()], "encoded image 1 .* float32 tensor"),
         ([t.view(1, -1)], "encoded image 0 .* uint8 tensor of shape \\[1, %d\\]" % len(d)),
         ([t.view(torch.int8)], "encoded image 0 .* int8"),

@@ -187,7 +187,7 @@ def test_ray_numpy_string_columns_from_map_batches(ray_runtime):
 def test_ray_source_converts_columns_without_ray():
     """The column conversion itself, on numpy batches built here (no Ray runtime): `<U`, `S`,
     object str, object arrays of one shape (stacked), ragged and mixed-dtype arrays (refused)."""
-    from prefetch.ray import _numpy_batch
+    from prefetch.sources.ray import _numpy_batch
 
     def objects(*rows):
         column = np.empty(len(rows), dtype=object)

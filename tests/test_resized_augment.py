@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 from prefetch import Ragged
-from prefetch.crop_boxes import center_boxes, random_resized_boxes
+from prefetch.transforms.crop_boxes import center_boxes, random_resized_boxes
 from prefetch.transforms import BatchPosition
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
