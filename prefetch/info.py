@@ -10,7 +10,6 @@ Like ``python -m torch.utils.collect_env``.
 
 :func:`report` returns the same as a dict (and prints it unless ``out=None``).
 """
-import importlib.metadata
 import json
 import os
 import platform
@@ -22,6 +21,7 @@ import sys
 import torch
 
 import prefetch
+from prefetch._engine.versions import installed_versions
 from prefetch.ops import gpu_decoders
 
 UNKNOWN = "unknown"
@@ -183,16 +183,6 @@ def _host():
     }
 
 
-def _versions():
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
 def collect():
     """Everything :func:`report` prints, as a dict (nothing printed)."""
     recorded = _build_info()
@@ -209,7 +199,7 @@ def collect():
                "machine": platform.machine()},
         "env": {name: os.environ.get(name) for name in ENV_VARS},
         "env_prefetch": {k: v for k, v in sorted(os.environ.items()) if k.startswith("PREFETCH_")},
-        "packages": _versions(),
+        "packages": installed_versions(PACKAGES),
     }
 
 

@@ -163,3 +163,39 @@ def run_limited(cmd, limit_s, log_path=None, **kwargs):
     finally:
         out.close()
     return rc, text
+
+
+class Images:
+    """A Dataset as users write them, made on the fly: (uint8 HWC image, label), with an int64
+    mask between them when ``masks`` (not for ``ragged``: images of sizes of their own, as JPEG
+    datasets have). Picklable, so DataLoader workers of any start method can use it."""
+
+    def __init__(self, n, size, ragged=False, masks=False):
+        self.n, self.size, self.ragged, self.masks = n, size, ragged, masks and not ragged
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import torch
+
+        g = torch.Generator().manual_seed(100 + i)
+        h = w = self.size
+        if self.ragged:
+            h, w = self.size + (i * 7) % 23, self.size + (i * 13) % 31
+        image = torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=g)
+        if self.masks:
+            return image, torch.randint(0, 10, (h, w), generator=g), i
+        return image, i
+
+
+def require_built_for(device, script):
+    """1 (the exit code) with a line saying so when ``device`` is CUDA and prefetch was built
+    without CUDA, else None."""
+    import prefetch
+
+    if device.type == "cuda" and not prefetch.built_with_cuda():
+        print("%s: prefetch was built without CUDA; build it on this machine first "
+              "(bash benchmarks/gpu_check.sh build)" % script)
+        return 1
+    return None

@@ -30,7 +30,8 @@ import time
 import traceback
 
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
-from _common import MEAN, STD, children, proc_status, resolve_device, run_limited, sync, write_json
+from _common import (MEAN, STD, Images, children, proc_status, resolve_device, run_limited, sync,
+                     write_json)
 
 SCENARIOS = ("prefetcher", "array_loader_host", "array_loader_device", "worker_ring", "ragged")
 MIB = 2 ** 20
@@ -68,25 +69,6 @@ def parse_args(argv=None):
 
 
 # -- the sources --------------------------------------------------------------------------
-
-
-class Images:
-    """uint8 HWC images and labels, made on the fly (a Dataset, as users write them)."""
-
-    def __init__(self, n, size, ragged=False):
-        self.n, self.size, self.ragged = n, size, ragged
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        import torch
-
-        h = w = self.size
-        if self.ragged:  # sizes of their own, as JPEG datasets have
-            h, w = self.size + (i * 7) % 23, self.size + (i * 13) % 31
-        g = torch.Generator().manual_seed(i)
-        return torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=g), i
 
 
 def make_scenario(name, device, batch, size, batches):

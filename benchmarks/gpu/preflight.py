@@ -10,7 +10,7 @@ torch sees a GPU and --cpu was not given) and, per stage, what it will have to s
 fetched or installed; every probe has a time limit. Exit 0 whatever is missing.
 """
 import datetime
-import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -85,13 +85,12 @@ def gpus():
 
 
 def packages():
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    # prefetch's own helper, loaded by path: this runs before prefetch is built.
+    spec = importlib.util.spec_from_file_location(
+        "prefetch_versions", os.path.join(ROOT, "prefetch", "_engine", "versions.py"))
+    versions = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(versions)
+    return versions.installed_versions(PACKAGES)
 
 
 def torch_info():

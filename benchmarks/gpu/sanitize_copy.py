@@ -21,32 +21,10 @@ import sys
 import time
 
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
-from _common import MEAN, STD, resolve_device, sync
+from _common import MEAN, STD, Images, require_built_for, resolve_device, sync
 
 PATHS = ("prefetcher", "array_loader_host", "array_loader_device", "worker_ring", "ragged")
 TOLERANCE = 1e-4  # float32 outputs; see sanitize_ops.py
-
-
-class Images:
-    """Samples as a Dataset returns them: (uint8 HWC image, int64 mask, label)."""
-
-    def __init__(self, n, size, ragged=False):
-        self.n, self.size, self.ragged = n, size, ragged
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        import torch
-
-        g = torch.Generator().manual_seed(100 + i)
-        h = w = self.size
-        if self.ragged:
-            h, w = self.size + (i * 5) % 17, self.size + (i * 11) % 19
-        image = torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=g)
-        if self.ragged:
-            return image, i
-        return image, torch.randint(0, 10, (h, w), generator=g), i
 
 
 def make(path, device, mp_context):
@@ -68,7 +46,7 @@ def make(path, device, mp_context):
 
         class Source:
             def __init__(self):
-                self.loader = DataLoader(Images(n, size), batch_size=batch)
+                self.loader = DataLoader(Images(n, size, masks=True), batch_size=batch)
 
             def __iter__(self):
                 return with_device_labels(self.loader)
@@ -89,7 +67,7 @@ def make(path, device, mp_context):
     if path == "worker_ring":
         aug = prefetch.FusedAugment(MEAN, STD, crop=32, padding=4, hflip=0.5, seed=7,
                                     image_key=0, mask_key=1)
-        loader = DataLoader(Images(n, size), batch_size=batch, num_workers=2,
+        loader = DataLoader(Images(n, size, masks=True), batch_size=batch, num_workers=2,
                             collate_fn=prefetch.collate.samples, persistent_workers=True,
                             multiprocessing_context=mp_context)
         pf = prefetch.Prefetcher(loader, device=device, transform=aug)
@@ -157,12 +135,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     import torch
 
-    import prefetch
-
     device = resolve_device(args.device)
-    if device.type == "cuda" and not prefetch.built_with_cuda():
-        print("sanitize_copy: prefetch was built without CUDA; build it on this machine first "
-              "(bash benchmarks/gpu_check.sh build)")
+    if require_built_for(device, "sanitize_copy"):
         return 1
     print("sanitize_copy: %s on %s (torch %s)" % (args.path, device, torch.__version__), flush=True)
     failed = []

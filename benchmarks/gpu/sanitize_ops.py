@@ -15,7 +15,7 @@ import sys
 import time
 
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
-from _common import MEAN, STD, resolve_device, sync
+from _common import MEAN, STD, require_built_for, resolve_device, sync
 
 OPS = ("normalize_flip", "flip_crop", "resized_crop", "decode")
 SKIP = 77
@@ -228,9 +228,7 @@ def main(argv=None):
     import prefetch
 
     device = resolve_device(args.device)
-    if device.type == "cuda" and not prefetch.built_with_cuda():
-        print("sanitize_ops: prefetch was built without CUDA; build it on this machine first "
-              "(bash benchmarks/gpu_check.sh build)")
+    if require_built_for(device, "sanitize_ops"):
         return 1
     print("sanitize_ops: %s on %s (torch %s, prefetch %s)" % (args.op, device, torch.__version__,
                                                              prefetch.__version__), flush=True)
