@@ -31,7 +31,26 @@ MODULES = _modules()
 @pytest.mark.parametrize("order", ["sorted", "reversed"])
 def test_every_module_imports_in_either_order_in_one_interpreter(order):
     names = MODULES if order == "sorted" else MODULES[::-1]
-    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
+    # A module whose optional dependency (Lightning, Ray) is not installed refuses to import with
+    # an ImportError caused by that third-party module's absence: that is its documented
+    # behaviour, not a cycle, so it is skipped; any other failure fails the test.
+    code = (
+        "import importlib, sys\n"
+        "def optional_missing(error):\n"
+        "    while error is not None:\n"
+        "        name = getattr(error, 'name', None) or ''\n"
+        "        if isinstance(error, ModuleNotFoundError) and name.split('.')[0] != 'prefetch':\n"
+        "            return True\n"
+        "        error = error.__cause__ or error.__context__\n"
+        "    return False\n"
+        "for n in sys.argv[1:]:\n"
+        "    try:\n"
+        "        importlib.import_module(n)\n"
+        "    except ImportError as error:\n"
+        "        if not optional_missing(error):\n"
+        "            raise\n"
+        "        print('skipped', n, file=sys.stderr)\n"
+    )
     child = subprocess.run([sys.executable, "-c", code] + names, capture_output=True, text=True,
                            cwd=ROOT, timeout=120)
     assert child.returncode == 0, child.stderr
