@@ -11,7 +11,7 @@ import prefetch
 from .reference import reference
 from .test_reliability import run_child
 from .conftest import SANITIZED
-from .test_scaling import MEAN, STD, cpu_trainer, ray_runtime  # noqa: F401 (a fixture)
+from .integrations.test_ddp import MEAN, STD, cpu_trainer, ray_runtime  # noqa: F401 (a fixture)
 
 # Ray, Lightning and torchrun start other processes and threads of their own; under the
 # sanitized extension (scripts/sanitize.sh python) they are left to the regular run, as .ci/run
@@ -414,7 +414,7 @@ def test_lightning_teardown_leaves_no_thread(fail):
     out = run_child("""
         import os, torch, prefetch, lightning.pytorch as pl
         from tests.test_hardening_integrations import eval_model, _data
-        from tests.test_scaling import cpu_trainer
+        from tests.integrations.test_ddp import cpu_trainer
         from prefetch.lightning import PrefetchDataModule
 
         def tasks():
@@ -470,7 +470,7 @@ def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
     pytest.importorskip("lightning.pytorch")
     import json
 
-    from .test_scaling import run_torchrun
+    from .integrations.test_ddp import run_torchrun
 
     samples = 64
     run_torchrun("lightning_train.py", ["--samples", samples, "--image-size", 12, "--epochs", 1,

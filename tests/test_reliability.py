@@ -19,47 +19,7 @@ from torch.utils.data import DataLoader
 import prefetch
 
 from .conftest import SANITIZED, thread_count
-from .helpers import assert_same
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_child(body, timeout=60):
-    """Runs `body` in a fresh interpreter; its stacks are dumped if it outlives `timeout - 5` s."""
-    code = textwrap.dedent("""
-        import faulthandler, sys
-        faulthandler.dump_traceback_later(%d, exit=True)
-    """ % max(1, timeout - 5)) + textwrap.dedent(body)
-    try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
-
-
-# Child code: returns once `depth` batches wait for the consumer (the engine's counters) and every
-# producer thread is asleep in the kernel (/proc: its blocked submit), at most 10 s. A test of the
-# "blocked producer" state then has that state, however slow the machine, where a fixed sleep
-# could leave the producer still filling the ring.
-WAIT_PRODUCER_BLOCKED = """
-def wait_producer_blocked(loader, depth):
-    import threading, time
-
-    def asleep(thread):
-        with open("/proc/self/task/%d/stat" % thread.native_id) as f:
-            return f.read().rpartition(")")[2].split()[0] == "S"
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        stats = loader.stats()
-        producers = [t for t in threading.enumerate() if t.name == "prefetch-producer"]
-        if (stats["submitted"] - stats["delivered"] >= depth and producers
-                and all(asleep(t) for t in producers)):
-            return
-        time.sleep(0.001)
-    raise SystemExit("the producer did not block on the full ring within 10 s")
-"""
-
+from .helpers import ROOT, WAIT_PRODUCER_BLOCKED, assert_same, run_child  # noqa: F401 (ROOT: re-exported)
 
 def assert_interpreter_exits_with_a_live_loader(make_loader, state):
     """A child builds `loader` (depth 2) with the code `make_loader`, leaves it in `state`

@@ -10,8 +10,8 @@ import prefetch
 from prefetch import Ragged
 from prefetch.ops import resized_crop
 
-from .reference import assert_close_across_devices
-from .reference import resized_reference as reference
+from ..reference import assert_close_across_devices
+from ..reference import resized_reference as reference
 
 MEAN = [0.485, 0.456, 0.406, 0.5, 0.3]
 STD = [0.229, 0.224, 0.225, 0.25, 0.4]
@@ -369,7 +369,7 @@ def test_torch_compile_fullgraph(device):
 
 @pytest.mark.cuda
 def test_cuda_call_with_host_tables_does_not_synchronise():
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
     require_cuda()
     g = torch.Generator().manual_seed(80)
     images = random_images([(20, 30), (15, 10), (9, 9)], 3, g)

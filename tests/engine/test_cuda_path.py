@@ -10,7 +10,7 @@
 - ``resize_masks`` reads the draws' host copies, never the device flips.
 
 What only a GPU can show (streams really ordered, one context per process) is in
-tests/test_cuda_reliability.py and benchmarks/gpu_check.sh.
+tests/engine/test_cuda_reliability.py and benchmarks/gpu_check.sh.
 """
 import io
 import threading

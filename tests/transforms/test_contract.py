@@ -15,6 +15,8 @@ from prefetch._engine.resume import ResumeCursor
 from prefetch.transforms import (DIRECT_EPOCH, BatchPosition, Transform, get_leaf, run_transform,
                                  set_leaf)
 
+from ..helpers import ROOT
+
 
 class Recorder(Transform):
     """Records every position it is given and tags the label leaf with it."""
@@ -192,7 +194,7 @@ def test_get_and_set_leaf_keep_the_structure():
 
 
 def test_the_custom_ops_doc_example_runs_and_cuts_what_it_drew():
-    text = (pathlib.Path(__file__).parent.parent / "docs" / "custom_ops.md").read_text()
+    text = (pathlib.Path(ROOT) / "docs" / "custom_ops.md").read_text()
     code = next(block for block in re.findall(r"```python\n(.*?)```", text, re.S)
                 if "class Cutout" in block)
     images = torch.randint(1, 256, (24, 12, 10, 3), dtype=torch.uint8,

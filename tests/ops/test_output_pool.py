@@ -13,8 +13,8 @@ import torch
 from prefetch.ops import (flip_crop, normalize_flip, output_pool_stats, release_output_pool,
                           set_output_pool_limit)
 
-from .reference import reference, reference_geometry
-from .test_ops import MEAN, STD, assert_matches
+from ..reference import reference, reference_geometry
+from .test_augment import MEAN, STD, assert_matches
 
 MIB = 2**20
 # fp32 [6, 3, 128, 128] is 1.125 MiB: above the pool's 1 MiB threshold, small enough for the

@@ -10,8 +10,8 @@ from torch.utils.data.distributed import DistributedSampler
 import prefetch
 from prefetch import ArrayLoader, FusedAugment
 
-from .helpers import engine_of
-from .reference import reference
+from ..helpers import engine_of
+from ..reference import reference
 
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
 
@@ -117,7 +117,7 @@ def test_dict_arrays_mask_follows_the_image(device):
     # The mask of the first batch against the draws applied by the reference geometry.
     order = ArrayLoader({"image": images}, 16, resident="device").epoch_indices(0)[:16]
     d = aug.draws(16, 12, 10, 0, 0)
-    from .reference import reference_geometry
+    from ..reference import reference_geometry
     ref = reference_geometry(masks[order].unsqueeze(1), d["hflip"], d["vflip"], d["crop"],
                              d["offsets"], 0).squeeze(1)
     assert torch.equal(out["device"][0]["mask"].cpu().double(), ref)
@@ -324,7 +324,7 @@ def test_single_array_and_auto_residency_on_the_cpu(caplog):
 
 @pytest.mark.cuda
 def test_auto_residency_on_cuda_uploads_small_arrays():
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
 
     require_cuda()
     images, labels = make_arrays(n=32)

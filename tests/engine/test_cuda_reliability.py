@@ -9,8 +9,8 @@ import torch
 
 import prefetch
 
-from .conftest import require_cuda
-from .helpers import engine_of
+from ..conftest import require_cuda
+from ..helpers import engine_of
 
 pytestmark = pytest.mark.cuda
 
@@ -127,7 +127,7 @@ def test_a_prefetcher_creates_a_context_on_its_own_device_only():
     checks that under torchrun). With one GPU this checks that the context exists and nothing
     fails; with several, the Prefetcher uses the last one and nothing may touch the others."""
     require_cuda()
-    from .test_reliability import run_child
+    from ..test_reliability import run_child
 
     child = run_child(_CONTEXTS + """
 import threading
@@ -184,7 +184,7 @@ def test_empty_cache_with_expandable_segments_after_a_prefetcher_is_closed():
     the allocator synchronises the streams its segments were used on at empty_cache(), which a
     destroyed stream would turn into a crash or an error."""
     require_cuda()
-    from .test_reliability import run_child
+    from ..test_reliability import run_child
 
     child = run_child("""
 import os
@@ -212,7 +212,7 @@ def test_a_bad_gather_index_on_the_device_is_a_device_assertion_with_its_values(
     prints its values and fails a device-side assertion, which the host sees as
     'device-side assert triggered' with the message flushed (not a lost printf and a trap)."""
     require_cuda()
-    from .test_reliability import run_child
+    from ..test_reliability import run_child
 
     child = run_child("""
 import torch, prefetch
@@ -233,7 +233,7 @@ except RuntimeError as e:
 def test_decode_true_on_a_gpu_decodes_the_windows_before_the_copy(monkeypatch):
     """FusedAugment(decode=True) through a CUDA Prefetcher: the host stage decodes the windows
     (here with the CPU decoder, so the pixels are libjpeg's) and only they cross (what crosses is
-    checked on the CPU: tests/test_cuda_path.py); the output equals the CPU loader's within the
+    checked on the CPU: tests/engine/test_cuda_path.py); the output equals the CPU loader's within the
     GPU/CPU bound."""
     require_cuda()
     pytest.importorskip("PIL")
@@ -241,7 +241,7 @@ def test_decode_true_on_a_gpu_decodes_the_windows_before_the_copy(monkeypatch):
         pytest.skip("built without libjpeg-turbo")
     from prefetch.ops import gpu_decoders
 
-    from .reference import assert_close_across_devices
+    from ..reference import assert_close_across_devices
     from .test_cuda_path import _jpegs
 
     monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")

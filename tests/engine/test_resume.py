@@ -6,7 +6,7 @@ import torch
 
 from prefetch import FusedAugment, Prefetcher
 
-from .helpers import StatefulSource
+from ..helpers import StatefulSource
 
 MEAN, STD = [0.5, 0.4, 0.3], [0.2, 0.25, 0.3]
 

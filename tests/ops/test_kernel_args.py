@@ -198,7 +198,7 @@ def test_the_ops_run_the_same_assembly():
 
 def test_the_gpu_cpu_bound_passes_what_it_states_and_fails_beyond():
     """tests/reference.py's bound (docs/custom_ops.md, "CPU and GPU results") can fail."""
-    from .reference import assert_close_across_devices
+    from ..reference import assert_close_across_devices
 
     base = torch.tensor([0.5, -2.0, 3e5, float("inf")])
     assert_close_across_devices(base * (1 + 5e-7), base)

@@ -10,10 +10,8 @@ import torch
 
 import prefetch
 
-
-from .reference import reference
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..helpers import ROOT
+from ..reference import reference
 
 
 def run_torchrun(script, args, timeout):

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 import prefetch
 
-from .helpers import assert_same, assert_snapshot_equal, engine_of, snapshot
+from ..helpers import assert_same, assert_snapshot_equal, engine_of, snapshot
 
 Pair = collections.namedtuple("Pair", "image label")
 

@@ -12,7 +12,8 @@ import tarfile
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..helpers import ROOT
+
 SCRIPT = os.path.join(ROOT, "benchmarks", "gpu_check.sh")
 GPU_DIR = os.path.join(ROOT, "benchmarks", "gpu")
 
@@ -225,9 +226,11 @@ def test_every_test_that_needs_cuda_carries_the_cuda_marker():
     on the GPU (FFCV's test_memory_leak). A test needs CUDA when it calls require_cuda(), itself
     or through a helper of its module; the `device` fixture marks its own CUDA case."""
     missing = []
-    for name in sorted(os.listdir(os.path.join(ROOT, "tests"))):
-        if not (name.startswith("test_") and name.endswith(".py")):
-            continue
+    names = sorted(os.path.relpath(os.path.join(folder, name), os.path.join(ROOT, "tests"))
+                   for folder, _, files in os.walk(os.path.join(ROOT, "tests"))
+                   for name in files if name.startswith("test_") and name.endswith(".py"))
+    assert "ops/test_augment.py" in names  # the walk reaches the folders, where the CUDA tests are
+    for name in names:
         tree = ast.parse(open(os.path.join(ROOT, "tests", name)).read())
         module_marked = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark"
                                                               for t in n.targets)

@@ -16,7 +16,8 @@ from prefetch.bench.loader import is_step_factory
 from prefetch.bench.target import TargetError, resolve
 from tests import bench_loaders
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..helpers import ROOT
+
 QUICK = ["--seconds", "0.3", "--rounds", "2", "--warmup", "1", "--batches", "40"]
 
 

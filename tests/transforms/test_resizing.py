@@ -163,7 +163,7 @@ def test_resizing_refuses_what_it_cannot_read():
 
 @pytest.mark.cuda
 def test_cuda_ragged_batches_through_the_prefetcher_need_no_sync():
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
 
     require_cuda()
     ds = Decoded()

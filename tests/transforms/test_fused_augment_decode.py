@@ -135,7 +135,7 @@ def test_a_direct_call_decodes_a_list_of_byte_strings():
 
 @pytest.mark.cuda
 def test_on_a_gpu_the_decoded_windows_are_close_to_the_cpu_decoders():
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
 
     require_cuda()
     files = FILES[:-1]  # nvJPEG has no CMYK

@@ -9,7 +9,7 @@ import prefetch
 from prefetch import Ragged
 from prefetch.sources import worker_ring as _worker_ring
 
-from .conftest import SANITIZED
+from ..conftest import SANITIZED
 
 
 def images(n, seed=0, channels=3, dtype=torch.uint8):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import prefetch
 from prefetch.ops import flip_crop, normalize_flip
 
-from .reference import assert_close_across_devices, reference, reference_geometry
+from ..reference import assert_close_across_devices, reference, reference_geometry
 
 MEAN = [0.485, 0.456, 0.406, 0.5]
 STD = [0.229, 0.224, 0.225, 0.25]
@@ -188,7 +188,7 @@ def test_many_channels(device, C):
 
 @pytest.mark.cuda
 def test_cuda_graph_replay_reads_the_new_inputs_with_the_captured_constants():
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
     require_cuda()
     images, hflip, _, g = random_case("cuda", 8, 3, 32, 32, "NHWC", seed=30)
     offsets = (torch.randint(0, 9, (8, 2), generator=g) - 4).to("cuda")
@@ -231,7 +231,7 @@ def test_cuda_view_of_pinned_refuses_what_it_cannot_map():
 def test_zero_copy_view_gives_what_the_copied_batch_gives():
     from prefetch.bench.pinned import cuda_view_of_pinned
 
-    from .conftest import require_cuda
+    from ..conftest import require_cuda
     require_cuda()
     dev = torch.device("cuda", torch.cuda.current_device())
     images, _, _, g = random_case("cpu", 6, 3, 20, 24, "NHWC", seed=50)

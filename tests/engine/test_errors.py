@@ -14,7 +14,7 @@ import torch
 
 import prefetch
 
-from .conftest import thread_count
+from ..conftest import thread_count
 
 
 class Boom(Exception):

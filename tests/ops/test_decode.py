@@ -15,8 +15,8 @@ import prefetch
 from prefetch import Ragged
 from prefetch.ops import decode_jpeg, decode_resized_crop, jpeg_sizes, resized_crop
 
-from . import reference
-from .conftest import require_cuda
+from .. import reference
+from ..conftest import require_cuda
 
 Image = pytest.importorskip("PIL.Image")  # the [test] extra brings Pillow
 
@@ -367,7 +367,7 @@ def test_a_cuda_device_gets_the_same_pixels():
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 EPS = {torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
-F32_TOL = 5e-6  # tests/test_resized_crop.py: float32 blends of a float64 reference
+F32_TOL = 5e-6  # tests/ops/test_resized_crop.py: float32 blends of a float64 reference
 
 
 def resized_reference(data, boxes, size, hflip, vflip, antialias):

@@ -24,7 +24,7 @@ from prefetch.ops.gpu_decoders import (CpuBackend, GpuJpegBackend, JpegLayout, T
                                    TorchvisionBackend, jpeg_layout)
 from prefetch.ops import decode_jpeg, decode_resized_crop, resized_crop
 
-from .conftest import require_cuda
+from ..conftest import require_cuda
 from .test_decode import CASES, bad_streams, jpeg
 
 Image = pytest.importorskip("PIL.Image")

@@ -6,7 +6,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 
-from .reference import reference, reference_geometry
+from ..reference import reference, reference_geometry
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
