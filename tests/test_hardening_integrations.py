@@ -9,9 +9,10 @@ import torch
 import prefetch
 
 from .reference import reference
-from .test_reliability import run_child
+from .helpers import run_child
 from .conftest import SANITIZED
-from .integrations.test_ddp import MEAN, STD, cpu_trainer, ray_runtime  # noqa: F401 (a fixture)
+from .integrations.test_lightning import MEAN, STD, cpu_trainer
+from .integrations.test_ray import ray_runtime  # noqa: F401 (a fixture)
 
 # Ray, Lightning and torchrun start other processes and threads of their own; under the
 # sanitized extension (scripts/sanitize.sh python) they are left to the regular run, as .ci/run
@@ -414,7 +415,7 @@ def test_lightning_teardown_leaves_no_thread(fail):
     out = run_child("""
         import os, torch, prefetch, lightning.pytorch as pl
         from tests.test_hardening_integrations import eval_model, _data
-        from tests.integrations.test_ddp import cpu_trainer
+        from tests.integrations.test_lightning import cpu_trainer
         from prefetch.lightning import PrefetchDataModule
 
         def tasks():

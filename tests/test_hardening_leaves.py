@@ -13,7 +13,7 @@ import prefetch
 from prefetch import CollateError
 
 from .conftest import SANITIZED
-from .test_reliability import run_child
+from .helpers import run_child
 
 
 # Runs `script` in a child interpreter (see the module docstring); it prints "done" as its last act:

@@ -20,7 +20,7 @@ import prefetch
 
 from .conftest import require_cuda, thread_count
 from .helpers import assert_same
-from .test_reliability import WAIT_PRODUCER_BLOCKED, run_child
+from .helpers import WAIT_PRODUCER_BLOCKED, run_child
 
 
 def _wait_for_threads(before, seconds=5.0):

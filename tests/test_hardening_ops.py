@@ -9,7 +9,7 @@ from prefetch.ops import flip_crop, normalize_flip
 
 from .conftest import require_cuda
 from .reference import assert_close_across_devices, reference, reference_geometry
-from .test_reliability import run_child
+from .helpers import run_child
 
 # ---------------------------------------------------------------------------------------------
 # Item 4: an output whose byte size overflows int64 is a RuntimeError naming the sizes (it used

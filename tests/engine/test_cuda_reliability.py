@@ -127,7 +127,7 @@ def test_a_prefetcher_creates_a_context_on_its_own_device_only():
     checks that under torchrun). With one GPU this checks that the context exists and nothing
     fails; with several, the Prefetcher uses the last one and nothing may touch the others."""
     require_cuda()
-    from ..test_reliability import run_child
+    from ..helpers import run_child
 
     child = run_child(_CONTEXTS + """
 import threading
@@ -184,7 +184,7 @@ def test_empty_cache_with_expandable_segments_after_a_prefetcher_is_closed():
     the allocator synchronises the streams its segments were used on at empty_cache(), which a
     destroyed stream would turn into a crash or an error."""
     require_cuda()
-    from ..test_reliability import run_child
+    from ..helpers import run_child
 
     child = run_child("""
 import os
@@ -212,7 +212,7 @@ def test_a_bad_gather_index_on_the_device_is_a_device_assertion_with_its_values(
     prints its values and fails a device-side assertion, which the host sees as
     'device-side assert triggered' with the message flushed (not a lost printf and a trap)."""
     require_cuda()
-    from ..test_reliability import run_child
+    from ..helpers import run_child
 
     child = run_child("""
 import torch, prefetch

@@ -1,20 +1,22 @@
-"""Errors reach the consumer (never a hang), bad batches are named precisely, and every thread
-the Prefetcher started is joined when it goes away."""
-import gc
+"""Errors reach the consumer instead of hanging it: an exception in the source or a transform is
+re-raised from next() with its own traceback, after the batches before it, and the next epoch
+works; a failed epoch leaves nothing alive; a stalled source raises PrefetchTimeout; a killed
+DataLoader worker surfaces as DataLoader's own error; a missing extension fails the import."""
 import os
 import subprocess
 import sys
 import textwrap
 import time
 import traceback
+import weakref
 
-import numpy as np
 import pytest
 import torch
 
 import prefetch
 
 from ..conftest import thread_count
+from ..helpers import run_child, wait_for_threads
 
 
 class Boom(Exception):
@@ -78,8 +80,6 @@ def test_next_epoch_works_after_a_source_error():
 def test_a_failed_epoch_leaves_nothing_alive():
     # The exception travels with a traceback that holds the epoch's iterator; the Prefetcher
     # must still be collectable (and its threads joined) once the user drops it.
-    import weakref
-
     before = thread_count()
     pf = prefetch.Prefetcher(FailingSource(2), device="cpu", depth=2, num_threads=3)
     ref = weakref.ref(pf)
@@ -87,64 +87,130 @@ def test_a_failed_epoch_leaves_nothing_alive():
         with pytest.raises(Boom):
             list(pf)
     del pf
-    assert _wait_for_threads(before), "threads left: %d, before: %d" % (thread_count(), before)
+    assert wait_for_threads(before), "threads left: %d, before: %d" % (thread_count(), before)
     assert ref() is None, "the Prefetcher is still referenced after a failed epoch"
 
 
-def test_ragged_samples_name_the_sample_and_both_shapes():
-    bad = [prefetch.Samples([torch.zeros(3, 4), torch.zeros(3, 4), torch.zeros(3, 5)])]
-    with prefetch.Prefetcher([bad], device="cpu") as pf:
-        with pytest.raises(prefetch.CollateError) as info:
+def test_transform_errors_reach_the_consumer():
+    def broken(batch):
+        raise ArithmeticError("transform failed")  # TRANSFORM-RAISE-LINE
+
+    with prefetch.Prefetcher([torch.zeros(3)] * 4, device="cpu", transform=broken) as pf:
+        with pytest.raises(ArithmeticError) as info:
             list(pf)
-        msg = str(info.value)
-        assert "sample 2" in msg and "[3, 5]" in msg and "[3, 4]" in msg and "batch[0]" in msg
+        assert "TRANSFORM-RAISE-LINE" in "".join(traceback.format_exception(info.value))
 
 
-def test_mixed_dtypes_name_the_sample_and_both_dtypes():
-    bad = {"x": prefetch.Samples([torch.zeros(2), torch.zeros(2, dtype=torch.float64)])}
-    with prefetch.Prefetcher([bad], device="cpu") as pf:
-        with pytest.raises(prefetch.CollateError) as info:
-            list(pf)
-    msg = str(info.value)
-    assert "sample 1" in msg and "torch.float64" in msg and "torch.float32" in msg
-    assert "batch['x']" in msg
+# In a child interpreter with a hard timeout, for the Prefetcher and the ArrayLoader: the same
+# errors as above, then break and every thread joined. A hang there cannot stall the suite: the
+# child dumps every thread's stack and is killed.
+_ERROR_AND_CLEANUP_CHILD = """
+    import gc, os, time, traceback, torch, prefetch
 
+    class Boom(Exception):
+        pass
 
-@pytest.mark.parametrize("bad,match", [
-    (prefetch.Samples([]), "empty Samples"),
-    (prefetch.Samples([torch.zeros(2), np.zeros(2)]), "sample 1 is a ndarray"),
-    (prefetch.Samples(["a", "b"]), "sample 0 is a str"),
-    (np.array([object(), 1]), "dtype object"),
-    (torch.zeros(3).to_sparse(), "layout"),
-])
-def test_bad_leaves_raise_clear_errors_and_the_next_epoch_works(bad, match):
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+
     class Source:
-        def __init__(self):
-            self.first = True
-
+        def __init__(self, fail_at, in_iter):
+            self.fail_at, self.in_iter = fail_at, in_iter
         def __iter__(self):
-            yield torch.ones(3)
-            if self.first:
-                self.first = False
-                yield [bad]
-            yield torch.full((3,), 2.0)
+            if self.in_iter:
+                raise Boom("broken __iter__")
+            for i in range(20):
+                if i == self.fail_at:
+                    raise Boom("failed at %d" % i)
+                yield torch.full((1000,), i)
 
-    with prefetch.Prefetcher(Source(), device="cpu") as pf:
-        it = iter(pf)
-        assert torch.equal(next(it), torch.ones(3))
-        with pytest.raises(prefetch.CollateError, match=match):
-            next(it)
-        assert [b.tolist() for b in pf] == [[1.0] * 3, [2.0] * 3]
+    class FailingTransform(prefetch.transforms.Transform):
+        def apply(self, batch, position):
+            if position.index == FAIL_AT:
+                raise Boom("failed at %d" % position.index)
+            return batch
+
+    def make():
+        if KIND == "array_loader":
+            return prefetch.ArrayLoader((torch.zeros(400, 100), torch.arange(400)), 20, depth=2,
+                                        transform=FailingTransform())
+        return prefetch.Prefetcher(Source(FAIL_AT, FAIL_AT is None), depth=2, num_threads=3)
+
+    # torch starts its own intra-op thread at the first tensor op: count from after it.
+    torch.zeros(400, 100).sum(), torch.full((1000,), 1).sum()
+    before = threads()
+    loader = make()
+    for epoch in range(2):  # 1: the error, its type and traceback; the next epoch starts
+        got = 0
+        try:
+            for _ in loader:
+                got += 1
+            raise SystemExit("no error raised")
+        except Boom as exc:
+            # Code run with -c has no source lines: the original frame shows by its name.
+            text = "".join(traceback.format_exception(exc))
+            frame = "in __call__" if KIND == "array_loader" else "in __iter__"
+            assert frame in text and "producer thread" in text, text
+            assert got == (FAIL_AT or 0), (got, FAIL_AT)
+    # 2: break after a few batches, then drop everything: every thread joined within 5 s.
+    if KIND == "array_loader":
+        loader = prefetch.ArrayLoader((torch.zeros(400, 100), torch.arange(400)), 20, depth=2)
+    else:
+        loader = prefetch.Prefetcher([torch.full((1000,), i) for i in range(50)], depth=2, num_threads=3)
+    for i, _ in enumerate(loader):
+        if i == 3:
+            break
+    time.sleep(0.05)
+    assert threads() > before
+    HOW
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and threads() > before:
+        gc.collect()
+        time.sleep(0.02)
+    assert threads() <= before, (threads(), before)
+    print("ok", flush=True)
+"""
 
 
-def test_a_batch_over_the_memory_cap_is_refused():
-    batches = [torch.zeros(100, dtype=torch.uint8), torch.zeros(10_000, dtype=torch.uint8)]
-    with prefetch.Prefetcher(batches, device="cpu", max_batch_bytes=4096) as pf:
-        it = iter(pf)
-        next(it)
-        with pytest.raises(prefetch.CollateError, match="max_batch_bytes=4096"):
-            next(it)
+@pytest.mark.parametrize("kind,fail_at", [("prefetcher", 0), ("prefetcher", 4),
+                                          ("prefetcher", None), ("array_loader", 0),
+                                          ("array_loader", 3)])
+@pytest.mark.parametrize("how", ["del loader", "loader.close(); del loader",
+                                 "with loader:\n    pass\ndel loader"])
+def test_errors_and_cleanup_in_a_child_with_a_hard_timeout(kind, fail_at, how):
+    body = textwrap.dedent(_ERROR_AND_CLEANUP_CHILD).replace("HOW", how)
+    out = run_child("KIND = %r\nFAIL_AT = %r\n" % (kind, fail_at) + body, timeout=60)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
 
+
+def test_a_killed_dataloader_worker_surfaces_as_an_error():
+    out = run_child("""
+        import os, signal, torch, prefetch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Dies(Dataset):
+            def __len__(self):
+                return 64
+            def __getitem__(self, i):
+                if i == 20:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return torch.full((4,), i)
+
+        loader = DataLoader(Dies(), batch_size=4, num_workers=2)
+        with prefetch.Prefetcher(loader, device="cpu") as pf:
+            try:
+                for _ in pf:
+                    pass
+            # DataLoader's own error: usually RuntimeError("DataLoader worker ... exited
+            # unexpectedly"), sometimes ConnectionResetError or EOFError from its queue, by timing.
+            except (RuntimeError, OSError, EOFError) as e:
+                print("surfaced: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0]), flush=True)
+    """, timeout=90)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "surfaced:" in out.stdout
+
+
+# ---- timeouts ----------------------------------------------------------------------------------
 
 def test_timeout_raises_when_the_source_stalls():
     def stalled():
@@ -161,37 +227,7 @@ def test_timeout_raises_when_the_source_stalls():
         assert time.monotonic() - t0 < 2.0
 
 
-def _wait_for_threads(target, deadline_s=5.0):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < deadline_s:
-        gc.collect()
-        if thread_count() <= target:
-            return True
-        time.sleep(0.02)
-    return thread_count() <= target
-
-
-@pytest.mark.parametrize("how", ["del", "close", "with"])
-def test_break_then_cleanup_joins_every_thread(how):
-    batches = [torch.full((50_000,), i) for i in range(50)]
-    before = thread_count()
-    if how == "with":
-        with prefetch.Prefetcher(batches, device="cpu", depth=2, num_threads=3) as pf:
-            for i, _ in enumerate(pf):
-                if i == 3:
-                    break
-            assert thread_count() > before  # pool, stream and producer threads exist
-    else:
-        pf = prefetch.Prefetcher(batches, device="cpu", depth=2, num_threads=3)
-        for i, _ in enumerate(pf):
-            if i == 3:
-                break
-        assert thread_count() > before
-        if how == "close":
-            pf.close()
-        del pf
-    assert _wait_for_threads(before), "threads left: %d, before: %d" % (thread_count(), before)
-
+# ---- the extension -----------------------------------------------------------------------------
 
 def test_import_without_the_extension_says_how_to_build(tmp_path):
     # A copy of the package without the compiled _C must fail loudly, never fall back.

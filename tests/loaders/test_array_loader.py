@@ -5,6 +5,8 @@ import logging
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.utils.data.distributed import DistributedSampler
 
 import prefetch
@@ -121,6 +123,49 @@ def test_dict_arrays_mask_follows_the_image(device):
     ref = reference_geometry(masks[order].unsqueeze(1), d["hflip"], d["vflip"], d["crop"],
                              d["offsets"], 0).squeeze(1)
     assert torch.equal(out["device"][0]["mask"].cpu().double(), ref)
+
+
+_ARRAY_DTYPES = [torch.uint8, torch.int16, torch.int64, torch.float16, torch.float32, torch.bool]
+
+
+@st.composite
+def array_sets(draw):
+    n = draw(st.integers(1, 40))
+    arrays = []
+    for _ in range(draw(st.integers(1, 3))):
+        dtype = draw(st.sampled_from(_ARRAY_DTYPES))
+        shape = (n,) + tuple(draw(st.lists(st.integers(0, 4), max_size=3)))
+        t = (torch.rand(shape) * 100).to(dtype)
+        if draw(st.booleans()) and len(shape) >= 3:
+            t = t.transpose(1, 2)  # rows that are not dense
+        arrays.append(t)
+    return tuple(arrays)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arrays=array_sets(), batch_size=st.integers(1, 12), shuffle=st.booleans(),
+       drop_last=st.booleans(), resident=st.sampled_from(["host", "device"]),
+       world=st.integers(1, 3), epoch=st.integers(0, 3))
+def test_property_array_loader_equals_a_reference_gather(arrays, batch_size, shuffle, drop_last,
+                                                          resident, world, epoch):
+    n = arrays[0].shape[0]
+    rank = epoch % world
+    with prefetch.ArrayLoader(arrays, batch_size, shuffle=shuffle, drop_last=drop_last, seed=epoch,
+                              rank=rank, world_size=world, resident=resident) as loader:
+        loader.set_epoch(epoch)
+        got = list(loader)
+        order = loader.epoch_indices(epoch)
+    assert len(order) == (n // world if drop_last else -(-n // world))
+    assert set(order.tolist()) <= set(range(n))
+    expected = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if drop_last and expected and len(expected[-1]) < batch_size:
+        expected.pop()
+    assert len(got) == len(expected) == len(loader)
+    for batch, idx in zip(got, expected):
+        assert isinstance(batch, tuple) and len(batch) == len(arrays)
+        for g, a in zip(batch, arrays):
+            assert g.dtype == a.dtype and g.shape == a[idx].shape
+            assert torch.equal(g, a[idx])
 
 
 @pytest.mark.parametrize("drop_last", [False, True])

@@ -1,4 +1,5 @@
-"""The Prefetcher against plain iteration of its source: order, content, structure, epochs, the
+"""The Prefetcher against plain iteration of its source: order, content, structure (also random
+nested structures, a property test), epochs, DataLoader workers however they are started, the
 lifetime of held batches, and the engine's ordering under injected delays."""
 import collections
 import threading
@@ -7,10 +8,13 @@ import time
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import prefetch
 
+from ..conftest import SANITIZED
 from ..helpers import assert_same, assert_snapshot_equal, engine_of, snapshot
 
 Pair = collections.namedtuple("Pair", "image label")
@@ -82,6 +86,56 @@ def test_leaf_kinds_and_nesting(device):
             eb = tuple(torch.from_numpy(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("=")))
                        for a in eb)
         assert_same(gb, eb, device)
+
+
+_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+           torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.complex64]
+
+
+@st.composite
+def tensors(draw):
+    dtype = draw(st.sampled_from(_DTYPES))
+    shape = draw(st.lists(st.integers(0, 5), min_size=0, max_size=3))
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    t = (torch.randn(shape, generator=g) * 50).to(dtype) if dtype != torch.bool else \
+        torch.rand(shape, generator=g) < 0.5
+    if t.dim() >= 2 and draw(st.booleans()):
+        t = t.transpose(0, 1)  # non-contiguous
+    return t
+
+
+leaf_values = st.one_of(tensors(), st.integers(-5, 5), st.text(max_size=3), st.none())
+nested_batches = st.recursive(leaf_values, lambda children: st.one_of(
+    st.lists(children, max_size=3), st.tuples(children, children),
+    st.dictionaries(st.text("abc", min_size=1, max_size=2), children, max_size=3)), max_leaves=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(nested_batches, min_size=0, max_size=4))
+def test_property_output_equals_plain_iteration(source):
+    with prefetch.Prefetcher(source, device="cpu", depth=2) as pf:
+        got = list(pf)
+    assert len(got) == len(source)
+    for g, e in zip(got, source):
+        assert_same(g, e, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+def test_worker_start_methods_with_the_pool_alive(context):
+    if context == "fork" and SANITIZED:
+        pytest.skip("fork() of a threaded process can deadlock in ASan's allocator (conftest.py)")
+    # The engine's C++ pool and stream thread exist (a first epoch ran) before workers start.
+    ds = [(torch.full((3, 4), i, dtype=torch.uint8), i) for i in range(24)]
+    expected = list(DataLoader(ds, batch_size=5))
+    loader = DataLoader(ds, batch_size=5, num_workers=2, multiprocessing_context=context,
+                        collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cpu", num_threads=2) as pf:
+        for _ in range(2):
+            got = list(pf)
+            assert len(got) == len(expected)
+            for g, e in zip(got, expected):
+                assert_same(g, e, torch.device("cpu"))
 
 
 def test_held_batches_are_never_overwritten(device):
