@@ -1,14 +1,19 @@
-"""The bench measures the device it was given, not the current one (issue 24 item 10): its CUDA
-events go on that device's stream, its blocks are pinned under that device, and a zero-copy view
-of a block pinned for another device is refused saying how to pin it. The CUDA calls are faked
-here, so the CPU suite checks which device each one names; the GPU run checks the rest."""
+"""The bench measures the device it was given, not the current one: its CUDA events go on that
+device's stream, its blocks are pinned under that device, and a zero-copy view of a block pinned
+for another device is refused saying how to pin it. The CUDA calls are faked here, so the CPU
+suite checks which device each one names; the GPU run checks the rest (the zero-copy view gives
+what the copied batch gives)."""
 import contextlib
 
 import pytest
 import torch
 
 from prefetch.bench import h2d, timing
-from prefetch.bench.pinned import check_view
+from prefetch.bench.pinned import check_view, cuda_view_of_pinned
+from prefetch.ops import normalize_flip
+
+from ..conftest import require_cuda
+from ..ops.test_augment import MEAN, STD, random_case
 
 CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
 
@@ -77,3 +82,30 @@ def test_a_view_of_a_block_pinned_for_another_device_says_how_to_pin_it():
     with pytest.raises(ValueError, match="not addressable from cuda:1 at its host address"):
         check_view(CUDA1, 8192, 4096, CUDA1)
     check_view(CUDA1, 4096, 4096, CUDA1)  # the zero-copy view: same device, same address
+
+
+def test_cuda_view_of_pinned_refuses_what_it_cannot_map():
+    with pytest.raises(ValueError, match=r"needs a pinned CPU tensor .*on cpu that is not pinned"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cuda:0")
+    with pytest.raises(ValueError, match="needs a CUDA device, got cpu"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cpu")
+    with pytest.raises(ValueError, match="needs a pinned CPU tensor .*on meta$"):
+        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8, device="meta"), "cuda")
+
+
+@pytest.mark.cuda
+def test_zero_copy_view_gives_what_the_copied_batch_gives():
+    require_cuda()
+    dev = torch.device("cuda", torch.cuda.current_device())
+    images, _, _, g = random_case("cpu", 6, 3, 20, 24, "NHWC", seed=50)
+    pinned = images.pin_memory()
+    hflip = (torch.rand(4, generator=g) < 0.5).cuda()
+    expected = normalize_flip(pinned[2:].cuda(), MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16),
+                              dtype=torch.float16)
+    view = cuda_view_of_pinned(pinned[2:], dev)  # a view with a storage offset
+    assert view.device == dev and view.shape == (4, 20, 24, 3)
+    assert view.data_ptr() == pinned[2:].data_ptr()  # the host memory itself, not a copy
+    del pinned  # the view keeps the host memory alive
+    for _ in range(2):
+        out = normalize_flip(view, MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16), dtype=torch.float16)
+        assert torch.equal(out, expected)

@@ -1,12 +1,10 @@
-"""The fused ops against a float64 pure-torch reference written here, on fresh random inputs."""
-import itertools
-
+"""The fused ops against a float64 pure-torch reference written here, on fresh random inputs
+(the arguments they take and refuse: test_augment_arguments.py)."""
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import prefetch
 from prefetch.ops import flip_crop, normalize_flip
 
 from ..reference import assert_close_across_devices, reference, reference_geometry
@@ -216,38 +214,6 @@ def test_cuda_graph_replay_reads_the_new_inputs_with_the_captured_constants():
     assert_matches(out, reference(new, MEAN, STD, hflip, crop=(28, 28), offsets=offsets), torch.float16)
 
 
-def test_cuda_view_of_pinned_refuses_what_it_cannot_map():
-    from prefetch.bench.pinned import cuda_view_of_pinned
-
-    with pytest.raises(ValueError, match=r"needs a pinned CPU tensor .*on cpu that is not pinned"):
-        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cuda:0")
-    with pytest.raises(ValueError, match="needs a CUDA device, got cpu"):
-        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8), "cpu")
-    with pytest.raises(ValueError, match="needs a pinned CPU tensor .*on meta$"):
-        cuda_view_of_pinned(torch.zeros(4, dtype=torch.uint8, device="meta"), "cuda")
-
-
-@pytest.mark.cuda
-def test_zero_copy_view_gives_what_the_copied_batch_gives():
-    from prefetch.bench.pinned import cuda_view_of_pinned
-
-    from ..conftest import require_cuda
-    require_cuda()
-    dev = torch.device("cuda", torch.cuda.current_device())
-    images, _, _, g = random_case("cpu", 6, 3, 20, 24, "NHWC", seed=50)
-    pinned = images.pin_memory()
-    hflip = (torch.rand(4, generator=g) < 0.5).cuda()
-    expected = normalize_flip(pinned[2:].cuda(), MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16),
-                              dtype=torch.float16)
-    view = cuda_view_of_pinned(pinned[2:], dev)  # a view with a storage offset
-    assert view.device == dev and view.shape == (4, 20, 24, 3)
-    assert view.data_ptr() == pinned[2:].data_ptr()  # the host memory itself, not a copy
-    del pinned  # the view keeps the host memory alive
-    for _ in range(2):
-        out = normalize_flip(view, MEAN[:3], STD[:3], hflip=hflip, crop=(16, 16), dtype=torch.float16)
-        assert torch.equal(out, expected)
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_reduced_precision_is_the_float32_result_rounded(device, dtype):
     # Our float->half/bfloat16 conversion must round exactly as torch does (nearest even).
@@ -306,43 +272,6 @@ def test_indices_gather_in_the_same_pass(device, layout):
     expected = reference_geometry(masks.cpu()[indices.cpu()].unsqueeze(1), hflip.cpu(), vflip.cpu(),
                                   (8, 7), offsets.cpu(), 9).squeeze(1)
     assert torch.equal(got.cpu().double(), expected)
-
-
-def test_indices_out_of_range_name_the_index():
-    x = torch.zeros(4, 5, 5, 3, dtype=torch.uint8)
-    with pytest.raises(IndexError, match=r"indices\[2\] = 4 is out of range for an input of 4 samples"):
-        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([0, 1, 4]))
-    with pytest.raises(IndexError, match=r"indices\[0\] = -1 is out of range"):
-        flip_crop(x[..., 0], indices=torch.tensor([-1]))
-    with pytest.raises(RuntimeError, match=r"indices must be 1-D \[n\], got shape \[1, 2\]"):
-        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([[0, 1]]))
-    with pytest.raises(RuntimeError, match=r"hflip must have shape \[N\] = \[2\], got \[4\]"):
-        normalize_flip(x, MEAN[:3], STD[:3], indices=torch.tensor([0, 1]),
-                       hflip=torch.zeros(4, dtype=torch.bool))
-
-
-@pytest.mark.parametrize("call,match", [
-    (lambda x: normalize_flip(x.float(), MEAN[:3], STD[:3]), "images must be uint8, got Float"),
-    (lambda x: normalize_flip(x[0], MEAN[:3], STD[:3]), r"4-D \[N, H, W, C\].*\[8, 6, 3\]"),
-    (lambda x: normalize_flip(x, MEAN[:2], STD[:3]), "mean has 2 values but the images have C = 3"),
-    (lambda x: normalize_flip(x, MEAN[:3], [0.2, 0.0, 0.2]), r"std\[1\] must be > 0, got 0"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], hflip=torch.ones(3, dtype=torch.bool)),
-     r"hflip must have shape \[N\] = \[2\], got \[3\]"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], vflip=torch.ones(2)), "vflip must be a bool tensor.*Float"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], crop=(4, 4), offsets=torch.zeros(2, 3, dtype=torch.long)),
-     r"offsets must have shape \[N, 2\] = \[2, 2\], got \[2, 3\]"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], offsets=torch.zeros(2, 2)), "offsets must be an integer tensor.*Float"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], crop=(70000, 4)), "65535, got \\[70000, 4\\]"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], layout="HWC"), "layout must be 'NHWC' or 'NCHW', got 'HWC'"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], dtype=torch.float64), "dtype must be"),
-    (lambda x: normalize_flip(x, MEAN[:3], STD[:3], fill=300), r"fill must be .* got 300"),
-    (lambda x: flip_crop(x[..., 0].float()), "masks must be uint8, int16, int32 or int64, got Float"),
-    (lambda x: flip_crop(x), r"masks must be 3-D \[N, H, W\]"),
-])
-def test_bad_inputs_raise_errors_that_print_the_values(call, match):
-    x = torch.zeros(2, 8, 6, 3, dtype=torch.uint8)
-    with pytest.raises(RuntimeError, match=match):
-        call(x)
 
 
 class _OpcheckInputs:

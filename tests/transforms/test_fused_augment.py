@@ -124,3 +124,21 @@ def test_center_crop_takes_the_centred_window_every_time():
     for epoch, index in ((0, 0), (3, 5)):
         out = aug((images,), epoch=epoch, index=index)[0]
         assert torch.allclose(out.double(), ref, atol=1e-5)
+
+
+def test_fused_augment_under_the_meta_device():
+    aug = prefetch.FusedAugment([0.5] * 3, [0.5] * 3, crop=(3, 3), padding=1, seed=0)
+    images = torch.arange(2 * 4 * 5 * 3, dtype=torch.uint8).view(2, 4, 5, 3)
+    with torch.device("meta"):  # the draws are made on meta, the images stay on the CPU
+        with pytest.raises(RuntimeError, match="is on meta but the images are on cpu"):
+            aug(images, epoch=0, index=0)
+        out = aug(torch.zeros(2, 4, 5, 3, dtype=torch.uint8), epoch=0, index=0)  # all meta
+    assert out.device.type == "meta" and out.shape == (2, 3, 3, 3)
+    # Meta images made outside the context: the draws follow them, the output is meta too.
+    out = aug(images.to("meta"), epoch=0, index=0)
+    assert out.device.type == "meta" and out.shape == (2, 3, 3, 3)
+    # And the CPU path is untouched.
+    want = aug(images, epoch=0, index=0)
+    d = aug.draws(2, 4, 5, epoch=0, index=0)
+    ref = reference(images, [0.5] * 3, [0.5] * 3, d["hflip"], d["vflip"], d["crop"], d["offsets"])
+    assert torch.allclose(want.double(), ref, atol=1e-6)
