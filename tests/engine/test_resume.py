@@ -1,10 +1,12 @@
 """Prefetcher.state_dict()/load_state_dict() over stateful sources: a run stopped after k batches
 and resumed yields exactly the batches it had not consumed, with the same transform draws —
-whatever the Prefetcher had prefetched beyond k."""
+whatever the Prefetcher had prefetched beyond k. The transform's state travels with the loader's
+(Prefetcher and ArrayLoader): a FusedAugment whose seed was drawn adopts the saved seed, and one
+built with another seed refuses the state. The ArrayLoader's own position: loaders/test_array_loader.py."""
 import pytest
 import torch
 
-from prefetch import FusedAugment, Prefetcher
+from prefetch import ArrayLoader, FusedAugment, Prefetcher
 
 from ..helpers import StatefulSource
 
@@ -93,3 +95,96 @@ def test_resume_with_torchdata_stateful_dataloader(num_workers):
             second.load_state_dict(state)
             rest = run(second, 1)
         assert_runs_equal(head + rest, full)
+
+
+# ---- the transform's seed travels with the state -------------------------------------------------
+
+
+def _image_batch(i, n=4):
+    """Batch i of a source of uint8 images alone: 10 x 8, where a crop of 6 with padding 2 fits."""
+    g = torch.Generator().manual_seed(i)
+    return torch.randint(0, 256, (n, 10, 8, 3), dtype=torch.uint8, generator=g)
+
+
+def StatefulBatches(batches=8):
+    """A stateful source of uint8 image batches (its state: the next batch)."""
+    return StatefulSource(_image_batch, batches)
+
+
+def seeded(seed):
+    return FusedAugment(MEAN, STD, crop=6, padding=2, hflip=0.5, vflip=0.5, seed=seed)
+
+
+def unseeded():
+    return seeded(None)  # the seed is drawn
+
+
+@pytest.mark.parametrize("k", [0, 3, 8])
+def test_prefetcher_resume_with_a_drawn_seed_equals_the_uninterrupted_run(k):
+    aug = unseeded()
+    with Prefetcher(StatefulBatches(), device="cpu", transform=aug) as pf:
+        full = list(pf) + list(pf)
+    first = Prefetcher(StatefulBatches(), device="cpu", depth=4, transform=aug)
+    it = iter(first)
+    head = [next(it) for _ in range(k)]
+    state = first.state_dict()
+    first.close()
+    fresh = unseeded()  # a restarted process: another drawn seed
+    assert fresh.seed != aug.seed
+    with Prefetcher(StatefulBatches(), device="cpu", depth=4, transform=fresh) as second:
+        second.load_state_dict(state)
+        tail = list(second) + (list(second) if k < 8 else [])  # to the end of epoch 1
+    assert fresh.seed == aug.seed
+    got = head + tail
+    assert len(got) == len(full) == 16
+    assert all(torch.equal(a, b) for a, b in zip(got, full))
+
+
+@pytest.mark.parametrize("resident", ["host", "device"])
+def test_array_loader_resume_with_a_drawn_seed_equals_the_uninterrupted_run(resident):
+    images, labels = _image_batch(0, n=30), torch.arange(30)
+    aug = unseeded()
+
+    def make(transform):
+        return ArrayLoader((images, labels), 4, seed=3, resident=resident, transform=transform)
+
+    with make(aug) as loader:
+        full = list(loader)
+    with make(aug) as first:
+        it = iter(first)
+        head = [next(it) for _ in range(3)]
+        state = first.state_dict()
+    fresh = unseeded()
+    with make(fresh) as second:
+        second.load_state_dict(state)
+        tail = list(second)
+    assert fresh.seed == aug.seed
+    got = head + tail
+    assert len(got) == len(full)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(got, full))
+
+
+def test_loading_a_state_of_another_explicit_seed_is_refused_naming_both():
+    images, labels = _image_batch(0, n=30), torch.arange(30)
+    with Prefetcher(StatefulBatches(), device="cpu", transform=seeded(5)) as pf:
+        state = pf.state_dict()
+    with Prefetcher(StatefulBatches(), device="cpu", transform=seeded(6)) as pf:
+        with pytest.raises(ValueError, match=r"saved with FusedAugment seed 5, this one was built with seed=6"):
+            pf.load_state_dict(state)
+    with Prefetcher(StatefulBatches(), device="cpu", transform=seeded(5)) as pf:
+        pf.load_state_dict(state)  # the same seed: fine
+    with ArrayLoader((images, labels), 4, transform=seeded(5)) as loader:
+        state = loader.state_dict()
+    with ArrayLoader((images, labels), 4, transform=seeded(6)) as loader:
+        with pytest.raises(ValueError, match=r"saved with FusedAugment seed 5, this one was built with seed=6"):
+            loader.load_state_dict(state)
+
+
+def test_a_state_without_the_seed_is_refused_by_a_drawn_seed():
+    with Prefetcher(StatefulBatches(), device="cpu") as pf:  # saved with no transform
+        state = pf.state_dict()
+    with Prefetcher(StatefulBatches(), device="cpu", transform=unseeded()) as pf:
+        with pytest.raises(ValueError, match=r"no seed.*seed="):
+            pf.load_state_dict(state)
+    with Prefetcher(StatefulBatches(), device="cpu", transform=seeded(5)) as pf:
+        pf.load_state_dict(state)  # an explicit seed needs nothing from the state

@@ -357,6 +357,26 @@ def test_bad_arguments():
         ArrayLoader(np.array([None] * 4, dtype=object), 2)
 
 
+def test_array_loader_seed_rank_and_world_size_must_be_whole():
+    data = torch.arange(10)
+    with pytest.raises(TypeError, match="seed must be a whole number, got 2.5"):
+        ArrayLoader(data, 2, seed=2.5, resident="device")  # was truncated to 2
+    with pytest.raises(ValueError, match=r"seed must be in \[-2\*\*63, 2\*\*64\)"):
+        ArrayLoader(data, 2, seed=2**64, resident="device")  # was the order of seed=0
+    with pytest.raises(TypeError, match="rank must be a whole number, got 1.5"):
+        ArrayLoader(data, 2, rank=1.5, world_size=2, resident="device")
+    with pytest.raises(TypeError, match="world_size must be a whole number, got 2.5"):
+        ArrayLoader(data, 2, world_size=2.5, resident="device")
+    # A whole float is a whole number, here as for every integer argument of prefetch.
+    assert ArrayLoader(data, 2, world_size=2.0, rank=1, resident="device").epoch_indices(0).numel() == 5
+    loader = ArrayLoader(data, 2, seed=np.int64(3), rank=np.int64(1), world_size=np.int64(2),
+                         resident="device")
+    assert (loader.seed, loader.rank, loader.world_size) == (3, 1, 2)
+    assert loader.epoch_indices(0).tolist() == ArrayLoader(data, 2, seed=3, rank=1, world_size=2,
+                                                           resident="device").epoch_indices(0).tolist()
+
+
+
 def test_single_array_and_auto_residency_on_the_cpu(caplog):
     x = torch.arange(10)
     with caplog.at_level(logging.INFO, logger="prefetch"):
