@@ -110,6 +110,15 @@ def run_child(body, timeout=60):
         pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
 
 
+def run_child_to_done(script, *tags, timeout=60):
+    """Runs `script` with run_child; it prints "done" as its last act: the child must exit 0 having
+    printed that and each of `tags` (the failures it expected to see)."""
+    out = run_child(script, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all(tag in out.stdout for tag in tags) and "done" in out.stdout, out.stdout
+    return out
+
+
 # Child code: returns once `depth` batches wait for the consumer (the engine's counters) and every
 # producer thread is asleep in the kernel (/proc: its blocked submit), at most 10 s. A test of the
 # "blocked producer" state then has that state, however slow the machine, where a fixed sleep

@@ -1,7 +1,8 @@
 """Errors reach the consumer instead of hanging it: an exception in the source or a transform is
 re-raised from next() with its own traceback, after the batches before it, and the next epoch
-works; a failed epoch leaves nothing alive; a stalled source raises PrefetchTimeout; a killed
-DataLoader worker surfaces as DataLoader's own error; a missing extension fails the import."""
+works; a failed epoch leaves nothing alive; a killed DataLoader worker surfaces as DataLoader's
+own error; a thread the OS refuses to start is a Python exception, not an abort; a stalled source
+raises PrefetchTimeout; a missing extension fails the import."""
 import os
 import subprocess
 import sys
@@ -15,8 +16,8 @@ import torch
 
 import prefetch
 
-from ..conftest import thread_count
-from ..helpers import run_child, wait_for_threads
+from ..conftest import SANITIZED, thread_count
+from ..helpers import run_child, run_child_to_done, wait_for_threads
 
 
 class Boom(Exception):
@@ -208,6 +209,54 @@ def test_a_killed_dataloader_worker_surfaces_as_an_error():
     """, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "surfaced:" in out.stdout
+
+
+# ---- threads the OS refuses to start -------------------------------------------------------------
+
+# A child lowers RLIMIT_AS to the address space in use plus `headroom` bytes and asks for a
+# Prefetcher with `num_threads` threads: a RuntimeError containing `expected`. With the limit lifted
+# again, a Prefetcher with `then_threads` threads (None: the default) works.
+def _assert_refused_thread_is_a_python_exception(headroom, num_threads, expected, then_threads):
+    run_child_to_done(f"""
+import resource, torch, prefetch
+
+def vm_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + {headroom}, resource.RLIM_INFINITY))
+try:
+    prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads={num_threads})
+except RuntimeError as exc:
+    print("refused:", exc, flush=True)
+    assert {expected!r} in str(exc), exc
+else:
+    raise AssertionError("{num_threads} thread(s) started under the limit; the test proves nothing")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+out = list(prefetch.Prefetcher([torch.ones(3)], device="cpu", num_threads={then_threads!r}))
+assert torch.equal(out[0], torch.ones(3)), out
+print("done", flush=True)
+""", "refused:")
+
+
+# ASan reserves terabytes of shadow address space, so RLIMIT_AS cannot be lowered under it; the
+# core's ThreadPoolStart test covers the same path under the sanitizers.
+@pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
+def test_a_thread_the_os_refuses_to_start_is_a_python_exception():
+    # Address space for a few more thread stacks, not for 64 (root ignores RLIMIT_NPROC).
+    _assert_refused_thread_is_a_python_exception(
+        64 << 20, num_threads=64, expected="could not start", then_threads=4)
+
+
+# The host backend's copy thread, the first thread an engine starts: with no room for even one
+# more thread stack, a RuntimeError naming it (it was "Resource temporarily unavailable").
+@pytest.mark.skipif(SANITIZED, reason="RLIMIT_AS and AddressSanitizer's shadow memory")
+def test_a_refused_host_copy_thread_is_a_python_exception_naming_it():
+    _assert_refused_thread_is_a_python_exception(
+        2 << 20, num_threads=1, expected="host copy thread", then_threads=None)
+
 
 
 # ---- timeouts ----------------------------------------------------------------------------------
