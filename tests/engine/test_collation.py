@@ -9,6 +9,7 @@ the test instead of killing pytest."""
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 from prefetch import CollateError
@@ -70,6 +71,48 @@ def test_a_batch_over_the_memory_cap_is_refused():
         next(it)
         with pytest.raises(prefetch.CollateError, match="max_batch_bytes=4096"):
             next(it)
+
+
+class _Ragged(Dataset):
+    """Sample `bad` has another rank: samples that only differ in size would make a Ragged."""
+
+    def __init__(self, n, bad):
+        self.n, self.bad = n, bad
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.zeros(3) if i != self.bad else torch.zeros(4, 1)
+
+
+def _collate_error_text(pf):
+    """The message and notes of the CollateError that an epoch of `pf` raises."""
+    with pytest.raises(prefetch.CollateError) as info:
+        list(pf)
+    return str(info.value) + "\n".join(getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_ragged_sample_names_its_dataset_index(num_workers):
+    loader = DataLoader(_Ragged(40, bad=22), batch_size=8, num_workers=num_workers,
+                        collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cpu") as pf:
+        text = _collate_error_text(pf)
+        assert "sample 6" in text and "[4, 1]" in text and "[3]" in text
+        assert "dataset index 22" in text, text
+        # The next epoch works: the ragged sample is still there, so it fails the same way.
+        with pytest.raises(prefetch.CollateError, match="sample 6"):
+            list(pf)
+
+
+def test_a_ragged_sample_with_a_shuffled_sampler_names_no_index():
+    loader = DataLoader(_Ragged(40, bad=22), batch_size=8, shuffle=True,
+                        collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cpu") as pf:
+        text = _collate_error_text(pf)
+    assert "sample " in text and "dataset index" not in text, text
+
 
 
 # ---- leaves without ordinary memory, numpy dtypes torch lacks ----------------------------------

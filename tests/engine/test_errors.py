@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import traceback
 import weakref
@@ -274,6 +275,49 @@ def test_timeout_raises_when_the_source_stalls():
         with pytest.raises(prefetch.PrefetchTimeout, match="timeout=0.3"):
             next(it)
         assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), 1e10, 1e300, 2.0 ** 63])
+def test_infinite_and_huge_timeouts_wait(timeout):
+    def slow():
+        time.sleep(0.3)
+        yield torch.arange(3)
+        time.sleep(0.2)
+        yield torch.arange(3) + 1
+
+    with prefetch.Prefetcher(slow(), device="cpu", timeout=timeout) as pf:
+        got = list(pf)
+    assert len(got) == 2 and torch.equal(got[1], torch.arange(3) + 1)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1.0, 0, -float("inf"), "5", True, [1]])
+def test_nonsense_timeouts_are_refused(timeout):
+    with pytest.raises(ValueError, match="timeout"):
+        prefetch.Prefetcher([torch.zeros(1)], device="cpu", timeout=timeout)
+
+
+def test_engine_next_treats_an_unrepresentable_deadline_as_forever():
+    from prefetch._engine.tree import Leaf
+
+    # The binding itself: a huge or non-finite timeout must not become a deadline in the past.
+    engine = prefetch._C.Engine("cpu", -1, 2, 1, 0)
+    token = engine.start_epoch()
+
+    def later():
+        time.sleep(0.3)
+        engine.submit(token, [Leaf("x", torch.ones(2))])
+        engine.finish(token, False)
+
+    t = threading.Thread(target=later)
+    t.start()
+    try:
+        for timeout in (float("inf"), 1e300, float("nan")):
+            status, _, _ = engine.next(token, timeout)
+            assert status in (prefetch._C.NextStatus.BATCH, prefetch._C.NextStatus.END), (timeout, status)
+    finally:
+        t.join()
+        engine.close()
+
 
 
 # ---- the extension -----------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
 
 import prefetch
 
@@ -263,6 +264,55 @@ def test_default_device_and_bad_arguments():
     if not prefetch.built_with_cuda():
         with pytest.raises(RuntimeError, match="built without CUDA"):
             prefetch.Prefetcher([], device="cuda:0")
+
+
+class _Range(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+
+def test_dataloader_attributes_are_forwarded_and_set_epoch_reaches_the_sampler():
+    ds = _Range(40)
+    sampler = DistributedSampler(ds, num_replicas=2, rank=0, shuffle=True, seed=1)
+    loader = DataLoader(ds, batch_size=4, sampler=sampler)
+    with prefetch.Prefetcher(loader, device="cpu") as pf:
+        assert pf.dataset is ds and pf.sampler is sampler
+        assert pf.batch_sampler is loader.batch_sampler and pf.batch_size == 4
+        for epoch in (0, 1, 2):
+            pf.sampler.set_epoch(epoch)
+            got = torch.cat(list(pf)).flatten()
+            sampler.set_epoch(epoch)
+            expected = torch.cat(list(loader)).flatten()
+            assert torch.equal(got, expected)
+        e1 = list(iter(sampler))
+        pf.sampler.set_epoch(7)
+        assert list(iter(sampler)) != e1  # it reached the DataLoader's own sampler
+
+
+def test_missing_source_attributes_raise_attribute_error_naming_the_source():
+    with prefetch.Prefetcher([torch.zeros(1)], device="cpu") as pf:
+        for name in ("dataset", "sampler", "batch_sampler", "batch_size"):
+            with pytest.raises(AttributeError, match="list"):
+                getattr(pf, name)
+            assert not hasattr(pf, name)
+
+
+def test_pickling_a_prefetcher_says_why_it_cannot():
+    import copy
+    import pickle
+
+    with prefetch.Prefetcher([torch.ones(1)], device="cpu") as pf:
+        for attempt in (pickle.dumps, copy.copy, copy.deepcopy):
+            with pytest.raises(TypeError, match="Prefetcher cannot be pickled"):
+                attempt(pf)
+        assert len(list(pf)) == 1
+
 
 
 def test_collation_releases_the_gil():
