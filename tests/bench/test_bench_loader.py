@@ -276,7 +276,7 @@ def test_cli_with_a_transform(tmp_path):
     assert last_line(r.stdout).split(":")[0] in ("input-bound", "balanced", "compute-bound")
 
 
-# --- the existing bench's readable output (issue 17 item 2) -------------------------------
+# --- the bench's readable output ----------------------------------------------------------------
 
 from prefetch.bench import e2e as E2E  # noqa: E402
 from prefetch.bench import summary as S  # noqa: E402

@@ -1,4 +1,4 @@
-"""What the CUDA path does on the host, checked without a GPU (issue 24 items 2, 3, 5 and 6).
+"""What the CUDA path does on the host, checked without a GPU.
 
 - The producer thread makes the loader's device current before anything else (a new thread
   starts on device 0, where its first CUDA call would create a context in every DDP rank).

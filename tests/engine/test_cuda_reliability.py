@@ -1,6 +1,10 @@
-"""The reliability issue's GPU items: a slow consumer gets exactly what a synchronised one gets,
-and device and pinned host memory stay flat over 20 epochs. CUDA only (skipped without one;
-FAIL_WITHOUT_CUDA=1 turns the skip into a failure on GPU runs)."""
+"""What only a GPU can show about the engine: a slow consumer gets exactly what a synchronised
+one gets; device and pinned host memory stay flat over 20 epochs; one primary context per
+process, on the loader's device; tensors already on the device are ordered after the work that
+made them; empty_cache() after a close with expandable segments; a bad device gather index is a
+device assertion; decode=True on a GPU decodes before the copy. CUDA only (skipped without one;
+FAIL_WITHOUT_CUDA=1 turns the skip into a failure on GPU runs). The host side of the same path,
+checked without a GPU: test_cuda_path.py."""
 import gc
 
 import numpy as np
@@ -98,7 +102,7 @@ def test_device_and_pinned_memory_flat_over_20_epochs(kind):
             assert _pinned_bytes() <= pinned, epoch
 
 
-# --- issue 24: what only a GPU can show ---------------------------------------------------------
+# --- one context per process, moves ordered, the allocator, device asserts, decode=True -------
 
 # Reads, in the child, which devices hold a primary context (the driver's own answer, through
 # libcuda: torch cannot say it without creating one), after the child has used a Prefetcher.

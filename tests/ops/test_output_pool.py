@@ -1,6 +1,6 @@
-"""The CPU ops' output pool (issue 14 item 6): pooled outputs hold the reference values, a live
-output is never handed out again, and output_pool_stats / release_output_pool /
-set_output_pool_limit report and bound what the pool holds.
+"""The CPU ops' output pool: pooled outputs hold the reference values, a live output is never
+handed out again, and output_pool_stats / release_output_pool / set_output_pool_limit report and
+bound what the pool holds.
 
 The pool is one per process, so other tests may have left buffers in it: every check here is on
 differences of the stats, after a fixture that empties the pool and restores its bound."""
