@@ -1,4 +1,4 @@
-"""Loaders and steps for tests/test_bench_loader.py, named on the command line as
+"""Loaders and steps for tests/bench/test_bench_loader.py, named on the command line as
 ``tests.bench_loaders:<function>`` (``python -m prefetch.bench --loader ...`` from the repo root)."""
 import time
 

@@ -1,8 +1,21 @@
-"""Reference comparisons shared by the tests: structure, types, dtypes and exact values."""
+"""What the tests in every folder share: reference comparisons (structure, types, dtypes and exact
+values), a stateful source, the engine under a loader, and child interpreters for the cases that
+could hang or crash."""
 import collections.abc
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
+import pytest
 import torch
+
+from .conftest import thread_count
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def assert_same(got, expected, device, path="batch"):
@@ -80,3 +93,63 @@ def engine_of(loader):
     """The ``_C.Engine`` under a Prefetcher or a host-resident ArrayLoader (its Pipeline's), for
     tests that inject delays or read the ring's capacities."""
     return loader._pipeline.engine
+
+
+def run_child(body, timeout=60):
+    """Runs `body` in a fresh interpreter; its stacks are dumped if it outlives `timeout - 5` s.
+    Anything that could hang or crash runs there, so a hang or a SIGSEGV fails one test instead
+    of stalling or killing pytest."""
+    code = textwrap.dedent("""
+        import faulthandler, sys
+        faulthandler.dump_traceback_later(%d, exit=True)
+    """ % max(1, timeout - 5)) + textwrap.dedent(body)
+    try:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
+
+
+def run_child_to_done(script, *tags, timeout=60):
+    """Runs `script` with run_child; it prints "done" as its last act: the child must exit 0 having
+    printed that and each of `tags` (the failures it expected to see)."""
+    out = run_child(script, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert all(tag in out.stdout for tag in tags) and "done" in out.stdout, out.stdout
+    return out
+
+
+# Child code: returns once `depth` batches wait for the consumer (the engine's counters) and every
+# producer thread is asleep in the kernel (/proc: its blocked submit), at most 10 s. A test of the
+# "blocked producer" state then has that state, however slow the machine, where a fixed sleep
+# could leave the producer still filling the ring.
+WAIT_PRODUCER_BLOCKED = """
+def wait_producer_blocked(loader, depth):
+    import threading, time
+
+    def asleep(thread):
+        with open("/proc/self/task/%d/stat" % thread.native_id) as f:
+            return f.read().rpartition(")")[2].split()[0] == "S"
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stats = loader.stats()
+        producers = [t for t in threading.enumerate() if t.name == "prefetch-producer"]
+        if (stats["submitted"] - stats["delivered"] >= depth and producers
+                and all(asleep(t) for t in producers)):
+            return
+        time.sleep(0.001)
+    raise SystemExit("the producer did not block on the full ring within 10 s")
+"""
+
+
+def wait_for_threads(before, seconds=5.0):
+    """Whether the process is back to `before` threads within `seconds` (collecting garbage
+    meanwhile: a dropped loader's threads are joined when it is collected)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        gc.collect()
+        if thread_count() <= before:
+            return True
+        time.sleep(0.02)
+    return thread_count() <= before

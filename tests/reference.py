@@ -42,7 +42,7 @@ def reference(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None
     return (win / 255.0 - m) / s
 
 
-# prefetch.ops.resized_crop's reference (tests/test_resized_crop.py, tests/test_decode.py): crop,
+# prefetch.ops.resized_crop's reference (tests/ops/test_resized_crop.py, tests/ops/test_decode.py): crop,
 # F.interpolate in float64, flip, normalize, one sample at a time.
 def interpolate64(crop, size, antialias):
     """F.interpolate of a float64 [1, C, H, W] crop to size (h, w), align_corners=False.

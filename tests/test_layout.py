@@ -1,7 +1,7 @@
 """The package's layout holds: no import cycle among its modules (the module-level import graph,
 read statically, and every module imported in a fresh interpreter in sorted and in reverse order,
 so no cycle hides behind the order prefetch/__init__ happens to import in); the documented module
-paths keep working."""
+paths keep working; importing prefetch imports none of its optional integrations."""
 import pathlib
 import subprocess
 import sys
@@ -127,3 +127,10 @@ def test_documented_paths_still_work(path, name):
     import importlib
 
     assert hasattr(importlib.import_module(path), name)
+
+
+def test_import_prefetch_pulls_in_neither_ray_nor_lightning():
+    code = ("import sys, prefetch; heavy = [m for m in ('ray', 'lightning', 'pytorch_lightning') "
+            "if m in sys.modules]; print(heavy); assert not heavy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
