@@ -100,9 +100,10 @@ class ResizingPath:
         output then travels as a move), else by the CPU decoder (the windows then cross as uint8
         pixels). The encoded bytes never go to the device."""
         data = _encoded(get_leaf(batch, self.image_key))
-        d = self._decode_draws(data, position)
+        sizes = jpeg_sizes(data)
+        d = self._decode_draws(data, position, sizes)
         on_gpu = gpu_jpeg_decoder() != "cpu"
-        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu")
+        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu", header_sizes=sizes)
         return set_leaf(batch, self.image_key, DecodedWindows(windows, d.hflip, d.vflip))
 
     def _apply_decoded(self, batch, encoded, position):
@@ -110,10 +111,11 @@ class ResizingPath:
         them), then only the windows are decoded, resized, flipped and normalized."""
         device = encoded.device if isinstance(encoded, Ragged) else torch.device("cpu")
         data = _encoded(encoded)
-        d = self._decode_draws(data, position)
+        sizes = jpeg_sizes(data)
+        d = self._decode_draws(data, position, sizes)
         out = decode_resized_crop(data, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip,
                                   vflip=d.vflip, dtype=self.dtype, channels_last=self.channels_last,
-                                  antialias=self.antialias, device=device)
+                                  antialias=self.antialias, device=device, header_sizes=sizes)
         return set_leaf(batch, self.image_key, out)
 
     def _apply_decoded_windows(self, batch, decoded):
@@ -125,11 +127,11 @@ class ResizingPath:
                            antialias=self.antialias)
         return set_leaf(batch, self.image_key, out)
 
-    def _decode_draws(self, data, position):
+    def _decode_draws(self, data, position, sizes=None):
         if len(self.mean) != 3:
             raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, "
                              "got %d" % len(self.mean))
-        sizes = jpeg_sizes(data)
+        sizes = jpeg_sizes(data) if sizes is None else sizes
         return self.draws(len(data), sizes[:, 0].tolist(), sizes[:, 1].tolist(), position.epoch,
                           position.index, position.rank)
 
