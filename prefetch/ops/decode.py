@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from . import gpu_decoders
-from .augment import _size_list, resized_crop
+from .augment import _flips, _size_list, resized_crop
 from .._engine.checks import describe, whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 from ..ragged import Ragged
@@ -162,7 +162,7 @@ def gpu_jpeg_decoder(name=None):
 
 
 def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype=torch.float32, channels_last=False, antialias=False, device="cpu",
+                        dtype=torch.float32, channels_last=False, antialias=True, device="cpu",
                         gpu_decoder=None, header_sizes=None):
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
@@ -172,6 +172,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     already (the pixel limit is checked on them rather than on the headers read again)."""
     boxes = _boxes(boxes, None)
     device = torch.device(device)
+    hflip, vflip = _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu")
     if device.type == "cpu":
         r = encoded_batch(data)
         check_image_pixels(_header_hw(r) if header_sizes is None else
