@@ -26,17 +26,67 @@ def _ndarray_samples(batch, *, collate_fn_map=None):
     return Samples(batch)
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+class _IntOutOfRange(Exception):
+    """An int field default_collate cannot make an int64 tensor of; `samples` names the field."""
+
+
+def _int_samples(batch, *, collate_fn_map=None):
+    # default_collate's tensor of ints, whose overflow (a ValueError from torch.tensor that names
+    # nothing) is reported with the field, the sample and the value by `samples`.
+    if any(not _INT64[0] <= v <= _INT64[1] for v in batch):
+        raise _IntOutOfRange()
+    return torch.tensor(batch)
+
+
 # Same dispatch as default_collate's map, with stacking replaced by Samples; numbers and strings
 # keep default_collate's own handling (numbers become small tensors, strings stay lists).
 _SAMPLES_FN_MAP = dict(_torch_collate.default_collate_fn_map)
 _SAMPLES_FN_MAP[torch.Tensor] = _tensor_samples
 _SAMPLES_FN_MAP[np.ndarray] = _ndarray_samples
+_SAMPLES_FN_MAP[int] = _int_samples
+
+
+def _out_of_range(sample, path=""):
+    """(path, value) of the first int beyond int64 in one sample's structure, or None."""
+    if isinstance(sample, bool):
+        return None
+    if isinstance(sample, int):
+        return (path, sample) if not _INT64[0] <= sample <= _INT64[1] else None
+    if isinstance(sample, dict):
+        items = ((path + "[%r]" % k, v) for k, v in sample.items())
+    elif isinstance(sample, (list, tuple)):
+        items = ((path + "[%d]" % i, v) for i, v in enumerate(sample))
+    else:
+        return None
+    for p, v in items:
+        found = _out_of_range(v, p)
+        if found is not None:
+            return found
+    return None
 
 
 def samples(batch):
     """``collate_fn`` for ``DataLoader(..., collate_fn=prefetch.collate.samples)``.
 
     Iterating ``Prefetcher(DataLoader(ds, collate_fn=prefetch.collate.samples))`` yields exactly
-    what ``DataLoader(ds)`` yields, with every tensor on the Prefetcher's device.
+    what ``DataLoader(ds)`` yields, with every tensor on the Prefetcher's device. An int field
+    beyond int64 (which no tensor holds) raises :class:`prefetch.CollateError` naming the field,
+    the sample and the value.
     """
-    return _torch_collate.collate(batch, collate_fn_map=_SAMPLES_FN_MAP)
+    try:
+        return _torch_collate.collate(batch, collate_fn_map=_SAMPLES_FN_MAP)
+    except _IntOutOfRange:
+        from .errors import CollateError
+
+        for n, sample in enumerate(batch):
+            found = _out_of_range(sample)
+            if found is not None:
+                field, value = found
+                raise CollateError(
+                    "prefetch: cannot collate the field %s: sample %d of the batch holds the int %d, "
+                    "beyond int64 [-2**63, 2**63), which no tensor holds; store it as a float, a "
+                    "string or a smaller int" % (field or "(the sample itself)", n, value)) from None
+        raise

@@ -7,6 +7,7 @@ one from a list of tensors (what a user or a test has), ``tensors()`` gives the 
 views. ``prefetch.ops.resized_crop`` takes it directly.
 """
 import math
+import operator
 
 import torch
 
@@ -31,7 +32,9 @@ class Ragged:
 
     __slots__ = ("values", "offsets", "sizes", "_shapes", "_dense")
 
-    def __init__(self, values, offsets, sizes, shapes=None, dense=False):
+    def __init__(self, values, offsets, sizes, shapes=None, dense=False, *, check=True):
+        """``check=False`` skips reading the tables to check the samples' extents: for tables
+        still being written by an asynchronous copy (the engine's, which it made itself)."""
         if not isinstance(values, torch.Tensor) or values.dim() != 1:
             raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % describe(values))
         for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
@@ -41,6 +44,8 @@ class Ragged:
         if offsets.shape[0] != sizes.shape[0]:
             raise ValueError("prefetch: Ragged has %d offsets but %d sizes"
                              % (offsets.shape[0], sizes.shape[0]))
+        if check and offsets.device.type == "cpu" and sizes.device.type == "cpu" and offsets.numel():
+            _check_extents(values.numel(), offsets, sizes)
         self.values, self.offsets, self.sizes = values, offsets, sizes
         # The sizes as host tuples, when the maker had them (the Prefetcher and from_tensors do):
         # shapes() then reads no device memory, so a transform drawing per-image geometry does
@@ -117,22 +122,54 @@ class Ragged:
                 for o, s in zip(offsets, self.shapes())]
 
     def __getitem__(self, i):
+        """Sample ``i`` (a view of ``values``), or, for a slice, a Ragged of those samples that
+        shares ``values``."""
+        if isinstance(i, slice):
+            index = range(*i.indices(len(self)))
+            rows = torch.tensor(list(index), dtype=torch.int64)
+            shapes = [self.shapes()[k] for k in index] if self._shapes is not None else None
+            return Ragged(self.values, self.offsets[rows.to(self.offsets.device)],
+                          self.sizes[rows.to(self.sizes.device)], shapes=shapes,
+                          dense=index.start == 0 and index.step == 1 and self._dense, check=False)
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError("prefetch: a Ragged is indexed by an int or a slice, got %s"
+                            % type(i).__name__) from None
         n = len(self)
         if not -n <= i < n:
             raise IndexError("prefetch: sample %d of a Ragged of %d" % (i, n))
         i %= n
         shape = self.shapes()[i]
-        return self.values.narrow(0, int(self.offsets[i]), math.prod(shape)).view(shape)
+        offset = int(self.offsets[i])
+        if offset < 0 or offset + math.prod(shape) > self.values.numel():
+            raise IndexError("prefetch: sample %d of the Ragged (offset %d, shape %s) does not lie "
+                             "inside its %d values" % (i, offset, list(shape), self.values.numel()))
+        return self.values.narrow(0, offset, math.prod(shape)).view(shape)
 
     def to(self, device, non_blocking=False):
         """The same samples on ``device``."""
         return Ragged(*(t.to(device, non_blocking=non_blocking)
                         for t in (self.values, self.offsets, self.sizes)), shapes=self._shapes,
-                      dense=self._dense)
+                      dense=self._dense, check=False)
 
     def __repr__(self):
         return "Ragged(%d samples of %s, %s, on %s)" % (
             len(self), "rank %d" % self.rank, str(self.dtype).replace("torch.", ""), self.device)
+
+
+def _check_extents(numel, offsets, sizes):
+    """Every sample of host tables inside ``numel`` values: a negative offset would wrap in
+    ``narrow`` and read another sample's elements."""
+    counts = sizes.prod(dim=1) if sizes.shape[1] else torch.ones_like(offsets)
+    if bool((sizes < 0).any()):
+        n = int((sizes < 0).any(dim=1).nonzero()[0])
+        raise ValueError("prefetch: Ragged sizes[%d] = %s has a negative size" % (n, sizes[n].tolist()))
+    bad = (offsets < 0) | (offsets + counts > numel)
+    if bool(bad.any()):
+        n = int(bad.nonzero()[0])
+        raise ValueError("prefetch: Ragged sample %d (offsets[%d] = %d, sizes[%d] = %s) does not lie "
+                         "inside the %d values" % (n, n, int(offsets[n]), n, sizes[n].tolist(), numel))
 
 
 def check_samples(tensors, name):

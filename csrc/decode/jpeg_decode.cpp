@@ -31,6 +31,8 @@ struct ErrorManager {
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
   bool truncated;
+  bool corrupt;                      // pixel data was lost (see on_message)
+  char corruption[JMSG_LENGTH_MAX];  // libjpeg's first such warning
 };
 
 void on_error(j_common_ptr c) {
@@ -39,13 +41,21 @@ void on_error(j_common_ptr c) {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings: a stream that ends early is decoded by libjpeg as grey rows after a warning; that is
-// an error here (the pixels are not the image's). Other warnings (extraneous bytes before a
-// marker, say) are recoverable and ignored, as Pillow does.
+// Warnings: libjpeg goes on after corrupt data, filling what it lost with grey. Those are errors
+// here (the pixels are not the image's): a stream that ends early, a marker where entropy-coded
+// data should be (the rest of the scan is lost), a bad Huffman code, a lost restart marker.
+// Pillow returns such images when the rest of the file parses (a grey or garbled band, no error);
+// prefetch never hands out pixels it knows are wrong. Warnings that lose no pixel (extraneous
+// bytes before a marker, common in real files) are ignored, as Pillow does.
 void on_message(j_common_ptr c, int level) {
   if (level >= 0) return;  // trace output
   auto* e = reinterpret_cast<ErrorManager*>(c->err);
-  if (c->err->msg_code == JWRN_JPEG_EOF) e->truncated = true;
+  const int code = c->err->msg_code;
+  if (code == JWRN_JPEG_EOF) e->truncated = true;
+  if ((code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE || code == JWRN_MUST_RESYNC) && !e->corrupt) {
+    e->corrupt = true;
+    (*c->err->format_message)(c, e->corruption);
+  }
   c->err->num_warnings++;
 }
 
@@ -83,8 +93,9 @@ void check_stream(const uint8_t* data, size_t size) {
 }
 
 // Pillow's CMYK to RGB (Convert.c, cmyk2rgb): each of R, G, B is (255 - K) scaled by
-// (255 - C|M|Y) / 255, rounded as its MULDIV255. Adobe's APP14 marker means the stored values are
-// inverted (Photoshop's convention), which Pillow undoes first ("CMYK;I").
+// (255 - C|M|Y) / 255, rounded as its MULDIV255. Pillow takes every CMYK JPEG's stored values as
+// inverted (Photoshop's convention, "CMYK;I"), with or without Adobe's APP14 marker, and undoes
+// that first; so does this.
 inline uint8_t cmyk_channel(int ink, int nk) {
   const int t = ink * nk + 128;
   const int v = nk - (((t >> 8) + t) >> 8);
@@ -160,19 +171,30 @@ void decode_jpeg_rgb(const uint8_t* data, size_t size, const Region& region, uin
                                           static_cast<JDIMENSION>(width * channels), 1);
   const int64_t first_y = region.top > margin_y ? region.top - margin_y : 0;
   if (first_y > 0) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(first_y));
-  for (int64_t y = first_y; y < region.top && !d.err.truncated; ++y) jpeg_read_scanlines(&c, row, 1);
-  for (int64_t y = 0; y < region.height; ++y) {
-    if (jpeg_read_scanlines(&c, row, 1) != 1 || d.err.truncated) break;
+  auto lost = [&] { return d.err.truncated || d.err.corrupt; };
+  for (int64_t y = first_y; y < region.top && !lost(); ++y) jpeg_read_scanlines(&c, row, 1);
+  for (int64_t y = 0; y < region.height && !lost(); ++y) {
+    if (jpeg_read_scanlines(&c, row, 1) != 1 || lost()) break;
     uint8_t* dst = out + y * out_row_stride;
     if (cmyk) {
-      cmyk_to_rgb(row[0] + skip, dst, region.width, c.saw_Adobe_marker != 0);
+      cmyk_to_rgb(row[0] + skip, dst, region.width, /*inverted=*/true);
     } else {
       std::memcpy(dst, row[0] + skip, static_cast<size_t>(region.width * 3));
     }
   }
   if (d.err.truncated) throw JpegError("Premature end of JPEG file (the stream is truncated)");
-  // The rows below the region are never decoded.
-  jpeg_abort_decompress(&c);
+  if (d.err.corrupt) throw JpegError(std::string(d.err.corruption) + " (the entropy-coded data is corrupt)");
+  if (region.top + region.height == static_cast<int64_t>(c.output_height)) {
+    // Every row was decoded: read the stream to its end, as a full decode by Pillow does, so that
+    // a corrupt marker after the last row (a stray one inside the data ends the scan early, and
+    // what follows is parsed as markers) is an error too. A stream that ends there without its
+    // end marker has lost nothing (Pillow decodes it too): its warning is not an error here.
+    jpeg_finish_decompress(&c);
+    if (d.err.corrupt) throw JpegError(std::string(d.err.corruption) + " (the entropy-coded data is corrupt)");
+  } else {
+    // The rows below the region are never decoded: what they hold cannot change these pixels.
+    jpeg_abort_decompress(&c);
+  }
 }
 
 }  // namespace decode

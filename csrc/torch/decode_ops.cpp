@@ -104,6 +104,28 @@ std::vector<decode::JpegHeader> headers_of(const char* op, const EncodedBatch& b
   return headers;
 }
 
+// Pillow's guard against decompression bombs, with its default (PIL.Image.MAX_IMAGE_PIXELS) and
+// its semantics: a header that claims more pixels than the limit warns, more than twice the limit
+// is refused before any memory is reserved for the image (a 3 KB file can claim 65500 x 65500,
+// 12.9 GB of pixels). 0: no limit. prefetch.ops.set_max_image_pixels sets it. The refusal is here,
+// so that no call of the ops can allocate for a bomb; the warning is prefetch/ops/decode.py's (a
+// warning raised in an op's kernel does not reach Python's warnings module).
+constexpr int64_t kDefaultMaxImagePixels = 89478485;
+std::atomic<int64_t> max_image_pixels{kDefaultMaxImagePixels};
+
+void refuse_image_bombs(const char* op, const std::vector<decode::JpegHeader>& headers) {
+  const int64_t limit = max_image_pixels.load(std::memory_order_relaxed);
+  if (limit <= 0) return;
+  for (size_t n = 0; n < headers.size(); ++n) {
+    const int64_t H = headers[n].height, W = headers[n].width, pixels = H * W;  // H, W < 2^16
+    TORCH_CHECK(pixels <= 2 * limit, op, ": sample ", n, "'s header claims ", H, " x ", W, " = ",
+                pixels, " pixels, more than twice the limit of ", limit,
+                " pixels: refused as a possible decompression bomb, before any memory is reserved "
+                "for it (as Pillow refuses it); prefetch.ops.set_max_image_pixels(n) sets the limit "
+                "(None: no limit)");
+  }
+}
+
 // [N, 3] int64: (H, W, 3) per sample, the sizes table of the RGB images decode_jpeg returns.
 at::Tensor jpeg_sizes_cpu(const at::Tensor& values, const at::Tensor& offsets, const at::Tensor& sizes) {
   const EncodedBatch b = encoded_batch("jpeg_sizes", values, offsets, sizes);
@@ -156,6 +178,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> decode_jpeg_cpu(const at::Tensor&
                                                                const std::optional<at::Tensor>& boxes) {
   const EncodedBatch b = encoded_batch("decode_jpeg", values, offsets, sizes);
   const std::vector<decode::JpegHeader> headers = headers_of("decode_jpeg", b);
+  refuse_image_bombs("decode_jpeg", headers);
   const std::vector<decode::Region> regions = regions_of("decode_jpeg", b, headers, boxes);
   const int64_t N = b.size();
   at::Tensor out_offsets = at::empty({N}, at::kLong), out_sizes = at::empty({N, 3}, at::kLong);
@@ -197,6 +220,7 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
                                                   channels_last, antialias, at::TensorOptions(at::kCPU),
                                                   pooled_empty);
   const std::vector<decode::JpegHeader> headers = headers_of(op, b);
+  refuse_image_bombs(op, headers);
   const std::vector<decode::Region> regions = regions_of(op, b, headers, boxes);
   complete_args(&plan, cpu_target());
   const kernels::ResizedCropArgs& all = plan.args;
@@ -226,6 +250,13 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
   return plan.out;
 }
 
+// The limit's Python face (prefetch/ops/decode.py wraps them).
+int64_t get_max_image_pixels() { return max_image_pixels.load(); }
+int64_t set_max_image_pixels(int64_t limit) {
+  TORCH_CHECK(limit >= 0, "max_image_pixels must be >= 0 (0: no limit), got ", limit);
+  return max_image_pixels.exchange(limit);
+}
+
 bool jpeg_decoder_built() { return decode::jpeg_available(); }
 std::string jpeg_decoder_library() { return decode::jpeg_library(); }
 
@@ -243,6 +274,8 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   // What this build decodes with (no tensors: one kernel for every backend). Private names;
   // prefetch.built_with_jpeg() and prefetch.ops wrap them.
   m.def("_jpeg_decoder_built() -> bool", &jpeg_decoder_built);
+  m.def("_max_image_pixels() -> int", &get_max_image_pixels);
+  m.def("_set_max_image_pixels(int limit) -> int", &set_max_image_pixels);
   m.def("_jpeg_decoder_library() -> str", &jpeg_decoder_library);
 }
 

@@ -160,7 +160,10 @@ def derived_fractions(counters):
       ``collate_s`` and ``producer_blocked_s`` are the engine's; without them (a closed
       Prefetcher) only ``source_share`` and ``transform_share`` are given.
     """
-    out = {"wait_fraction": _ratio(counters["wait_s"], counters["consumer_s"])}
+    # No batch delivered (an empty epoch): the only next() call waited for the end, which says
+    # nothing about the consumer waiting for data.
+    delivered = counters.get("batches", 1)
+    out = {"wait_fraction": _ratio(counters["wait_s"], counters["consumer_s"]) if delivered else 0.0}
     produce = counters["produce_s"]
     out["source_share"] = _ratio(counters["source_s"], produce)
     out["transform_share"] = _ratio(counters["transform_s"], produce)

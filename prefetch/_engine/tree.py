@@ -310,8 +310,10 @@ def unflatten(spec, tensors, moves, device):
         # Dense when the flatten made the offsets (_ragged_samples); a Ragged passed in a batch
         # keeps the packing it had, which only its own flag can vouch for.
         dense = spec[3] if len(spec) > 3 else False
+        # Tables the engine made and may still be copying (the consumer waits for them): not
+        # read here.
         return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]), shapes=spec[2],
-                      dense=dense)
+                      dense=dense, check=False)
     if kind == _DATACLASS:
         # A shallow copy of the source's object with the delivered fields: no __init__ or
         # __post_init__ runs again, frozen dataclasses included, and the original is untouched.

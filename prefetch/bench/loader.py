@@ -20,7 +20,7 @@ import gc
 import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import torch
 
@@ -174,9 +174,21 @@ def _stage_figures(s, submitted, with_transform):
     return stages
 
 
-def _step_callable(step):
-    if step is not None and not callable(step):
-        raise TargetError("step must be a callable taking one batch, got a %s" % type(step).__name__)
+def check_step(step, what="step"):
+    """``step`` if it can be called with one batch; TargetError saying what it is otherwise (a
+    function of two arguments used to fail inside the first timed pass, with a traceback)."""
+    if step is None:
+        return None
+    if not callable(step):
+        raise TargetError("%s must be a callable taking one batch, got a %s" % (what, type(step).__name__))
+    try:
+        inspect.signature(step).bind(object())
+    except TypeError as exc:
+        raise TargetError("%s must be a callable taking one batch; %s has the signature %s (%s)"
+                          % (what, getattr(step, "__name__", type(step).__name__),
+                             inspect.signature(step), exc)) from None
+    except ValueError:  # no signature to read (a builtin): it will say so when called
+        pass
     return step
 
 
@@ -214,11 +226,19 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     Returns a :class:`LoaderReport`; ``report.verdict.line`` is the answer in one line.
     Raises :class:`prefetch.bench.target.TargetError` for a loader or step it cannot use.
     """
+    for name, value, least in (("seconds", seconds, 0), ("batches", batches, 1), ("rounds", rounds, 1),
+                               ("warmup", warmup, 0)):
+        kinds = (int, float) if name == "seconds" else (int,)
+        if isinstance(value, bool) or not isinstance(value, kinds) or \
+                (value <= least if name == "seconds" else value < least):
+            raise ValueError("prefetch: measure_loader's %s must be %s %s %d, got %r"
+                             % (name, "a number" if name == "seconds" else "an int",
+                                ">" if name == "seconds" else ">=", least, value))
     say = progress or (lambda msg: None)
     loader = make_loader() if callable(make_loader) and not hasattr(make_loader, "__iter__") \
         else make_loader
     _check_iterable(loader)
-    step = _step_callable(step)
+    step = check_step(step)
     pf = prefetch.Prefetcher(loader, device=device, depth=depth, num_threads=num_threads,
                              transform=transform)
     device = pf.device
@@ -298,9 +318,11 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     plain_wait = med.get("plain_step_wait_fraction")
     if samples_loader:  # the loop as it runs is the Prefetcher's
         plain_wait = med.get("prefetch_step_wait_fraction")
+    uses = (("samples",) if samples_loader else ()) + (
+        ("fused",) if isinstance(transform, prefetch.FusedAugment) else ())
     verdict = judge(med["loader_bps"], med["prefetch_bps"], med.get("step_bps"),
                     med.get("plain_step_bps"), med.get("prefetch_step_bps"),
-                    plain_wait, med.get("prefetch_step_wait_fraction"), stages["rates"])
+                    plain_wait, med.get("prefetch_step_wait_fraction"), stages["rates"], uses)
     config = {"device": str(device), "seconds": seconds, "batches": batches, "rounds": rounds,
               "warmup": warmup, "depth": depth, "num_threads": num_threads,
               "loader": type(loader).__name__, "step": step is not None,

@@ -11,7 +11,7 @@ import torch
 
 import prefetch
 
-from .loader import is_step_factory, measure_loader
+from .loader import check_step, is_step_factory, measure_loader
 from .loader_table import flat_metrics, format_report
 from .target import TargetError, call_factory, resolve
 
@@ -44,12 +44,14 @@ def load(args):
     if args.step:
         fn = resolve(args.step, "--step")
         step = call_factory(fn, args.step, "--step", "the step") if is_step_factory(fn) else fn
-        if not callable(step):
-            raise TargetError("--step %r: returned a %s, not a callable taking one batch"
-                              % (args.step, type(step).__name__))
+        step = check_step(step, "--step %r" % args.step)
     if args.transform:
         transform = call_factory(resolve(args.transform, "--transform"), args.transform,
                                  "--transform", "the transform")
+        if not callable(transform):
+            raise TargetError("--transform %r: returned a %s, not a transform (a "
+                              "prefetch.transforms.Transform or any callable taking a batch)"
+                              % (args.transform, type(transform).__name__))
     return loader, step, transform
 
 

@@ -13,7 +13,7 @@ loop, the part spent in the loader's ``next()``):
 The advice names the slowest stage the Prefetcher's ``stats()`` saw (the source, collation, the
 transform) and what the Prefetcher itself changed.
 """
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 INPUT_BOUND = 0.20
 COMPUTE_BOUND = 0.05
@@ -48,33 +48,50 @@ def slowest_stage(stages):
     return name, r
 
 
+# What to try when a stage is the slowest: (advice, what the advice needs the pipeline not to use
+# already: "samples" for collate_fn=prefetch.collate.samples, "fused" for prefetch.FusedAugment).
 STAGE_ADVICE = {
-    "source": "more DataLoader workers, collate_fn=prefetch.collate.samples (collation in the "
-              "engine), or less work per sample (e.g. flips and normalisation in "
-              "prefetch.FusedAugment, on the device)",
-    "collation": "more engine threads (Prefetcher(num_threads=...)) or smaller batches",
-    "transform": "a cheaper transform, or a GPU to run it on",
+    "source": [("more DataLoader workers", None),
+               ("collate_fn=prefetch.collate.samples (collation in the engine)", "samples"),
+               ("less work per sample (e.g. flips and normalisation in prefetch.FusedAugment, on "
+                "the device)", "fused"),
+               ("less work per sample in the Dataset (decoding included: FusedAugment("
+                "decode=True) decodes only each window)", "not fused")],
+    "collation": [("more engine threads (Prefetcher(num_threads=...)) or smaller batches", None)],
+    "transform": [("a cheaper transform, or a GPU to run it on", None)],
 }
 
 
-def _stage_advice(stage, stage_bps):
+def _stage_advice(stage, stage_bps, uses=()):
+    """The advice for ``stage``, leaving out what the pipeline ``uses`` already ("samples",
+    "fused")."""
     name = stage or "source"
     alone = (", %s batches/s alone" % rate(stage_bps)) if stage_bps else ""
-    return "the slowest stage is the %s%s: try %s" % (name, alone, STAGE_ADVICE[name])
+    uses = set(uses)
+    tips = [tip for tip, needs in STAGE_ADVICE[name]
+            if needs is None or (needs.startswith("not ") and needs[4:] in uses)
+            or (not needs.startswith("not ") and needs not in uses)]
+    return "the slowest stage is the %s%s: try %s" % (name, alone, ", or ".join(tips))
 
 
 def judge(loader_bps, prefetch_bps, step_bps=None, plain_step_bps=None, prefetch_step_bps=None,
-          plain_wait_fraction=None, prefetch_wait_fraction=None, stages=None):
+          plain_wait_fraction=None, prefetch_wait_fraction=None, stages=None, uses=()):
     """The Verdict for these figures (batches per second; fractions in [0, 1]; ``stages`` maps
     'source', 'collation', 'transform' to the batches/s each would allow alone, from
-    ``stats()``; None or missing where unknown)."""
+    ``stats()``; None or missing where unknown). ``uses``: what the pipeline uses already
+    ("samples": collate_fn=prefetch.collate.samples, "fused": prefetch.FusedAugment), which the
+    advice then does not suggest."""
     stage, stage_bps = slowest_stage(stages or {})
+
+    def advice():
+        return _stage_advice(stage, stage_bps, uses)
+
     if step_bps is None or plain_wait_fraction is None:
         return Verdict("loader-only", (
             "loader-only: the loader yields %s batches/s, %s/s through prefetch.Prefetcher "
             "(%.2fx)%s; pass --step module:function to find out whether training waits for it"
             % (rate(loader_bps), rate(prefetch_bps), prefetch_bps / loader_bps if loader_bps else 0.0,
-               "; " + _stage_advice(stage, stage_bps).split(": try")[0] if stage else "")))
+               "; " + advice().split(": try")[0] if stage else "")))
     wait = plain_wait_fraction
     pf_wait = prefetch_wait_fraction if prefetch_wait_fraction is not None else wait
     head = "%s of each step waits for data; the loader yields %s batches/s, the step alone runs %s/s" % (
@@ -91,7 +108,7 @@ def judge(loader_bps, prefetch_bps, step_bps=None, plain_step_bps=None, prefetch
         if helped and pf_wait < COMPUTE_BOUND:
             return Verdict("input-bound", "input-bound: %s; try prefetch.Prefetcher: %s"
                            % (head, with_pf.replace("of each step", "of each step then", 1)))
-        tail = _stage_advice(stage, stage_bps)
+        tail = advice()
         if with_pf:
             tail = (with_pf if not helped else "prefetch.Prefetcher helps (%s)" % with_pf) \
                 + "; " + tail
@@ -103,5 +120,5 @@ def judge(loader_bps, prefetch_bps, step_bps=None, plain_step_bps=None, prefetch
     tail = "the loader only just keeps up"
     if helped:
         tail += "; try prefetch.Prefetcher: %s" % with_pf.replace("of each step", "of each step then", 1)
-    tail += "; for a faster step, " + _stage_advice(stage, stage_bps)
+    tail += "; for a faster step, " + advice()
     return Verdict("balanced", "balanced: %s; %s" % (head, tail))

@@ -15,9 +15,12 @@ Every op's fake (meta) kernel is in :mod:`prefetch.ops.fakes`. A new op: docs/cu
 """
 from . import fakes  # noqa: F401  (registers the fake kernels)
 from .augment import flip_crop, normalize_flip, resized_crop
-from .decode import decode_jpeg, decode_resized_crop, gpu_jpeg_decoder, jpeg_sizes
+from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
+                     jpeg_sizes, max_image_pixels, set_max_image_pixels)
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "decode_jpeg", "jpeg_sizes",
-           "decode_resized_crop", "gpu_jpeg_decoder", "output_pool_stats", "release_output_pool",
+           "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
+           "DecompressionBombWarning",
+           "output_pool_stats", "release_output_pool",
            "set_output_pool_limit"]

@@ -27,6 +27,21 @@ def _crop_list(crop):
     return [c, c]
 
 
+def _flips(flip, name, device):
+    """A flip argument as the ops take it: a bool tensor, made from a list, tuple or ndarray of
+    booleans (on ``device``); a tensor, or None, as it is (the op checks it)."""
+    if flip is None or isinstance(flip, torch.Tensor):
+        return flip
+    try:
+        t = torch.as_tensor(flip)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError("prefetch: %s must be a bool tensor [N] (or a list of booleans), got %s (%s)"
+                        % (name, type(flip).__name__, exc)) from None
+    if t.dtype != torch.bool:
+        raise TypeError("prefetch: %s must hold booleans, got %s values" % (name, t.dtype))
+    return t.to(device)
+
+
 def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
                    dtype=torch.float32, layout="NHWC", channels_last=False, indices=None):
     """uint8 images -> normalized, flipped, cropped ``[N, C, h, w]`` tensor of ``dtype``.
@@ -35,7 +50,7 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
         images: uint8 ``[N, H, W, C]`` (``layout="NHWC"``) or ``[N, C, H, W]`` (``"NCHW"``).
         mean, std: per-channel values in torchvision's convention (fractions of 1); finite,
             std > 0.
-        hflip, vflip: bool ``[N]`` tensors on the images' device, or None.
+        hflip, vflip: bool ``[N]`` tensors on the images' device (or lists of booleans), or None.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
         offsets: integer ``[N, 2]`` (top, left) of each window in input coordinates, may lie
             partly or wholly outside the image (any int64; uint64 is refused); None centres the window at ``((H-h)//2, (W-w)//2)``.
@@ -54,6 +69,8 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
     output of the right shape. An output whose byte size would overflow int64 (stride-0
     expanded inputs can ask for one) raises RuntimeError naming its sizes.
     """
+    device = images.device if isinstance(images, torch.Tensor) else None
+    hflip, vflip = _flips(hflip, "hflip", device), _flips(vflip, "vflip", device)
     return torch.ops.prefetch.normalize_flip.default(
         images, [float(m) for m in mean], [float(s) for s in std], hflip, vflip, _crop_list(crop),
         offsets, whole(fill, "fill"), dtype, layout, bool(channels_last), indices)
@@ -64,6 +81,8 @@ def flip_crop(masks, *, hflip=None, vflip=None, crop=None, offsets=None, fill=0,
     int32 or int64, preserved), so a segmentation mask gets exactly its image's flips and crop;
     ``indices`` gathers as in :func:`normalize_flip`. ``fill`` must be a value of the mask dtype
     (0..255 for uint8, and so on): anything else raises RuntimeError instead of wrapping."""
+    device = masks.device if isinstance(masks, torch.Tensor) else None
+    hflip, vflip = _flips(hflip, "hflip", device), _flips(vflip, "vflip", device)
     return torch.ops.prefetch.flip_crop.default(masks, hflip, vflip, _crop_list(crop), offsets,
                                                 whole(fill, "fill"), indices)
 
@@ -78,19 +97,28 @@ def _size_list(size):
 def _ragged(images):
     from ..ragged import Ragged
 
-    if isinstance(images, Ragged):
-        return images
     if isinstance(images, (list, tuple)):
         if not images:  # no sample to take a dtype, a device or C from: an empty batch
             return Ragged(torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.int64),
                           torch.empty(0, 3, dtype=torch.int64))
-        return Ragged.from_tensors(images)
-    raise TypeError("prefetch: resized_crop takes a prefetch.Ragged or a list of HWC uint8 "
-                    "tensors, got %s" % type(images).__name__)
+        for n, image in enumerate(images):
+            if isinstance(image, torch.Tensor) and image.dim() != 3:
+                raise ValueError("prefetch: resized_crop takes HWC images (3-D): image %d has shape "
+                                 "%s%s" % (n, list(image.shape), "; add a channel dimension "
+                                           "(image[..., None])" if image.dim() == 2 else ""))
+        images = Ragged.from_tensors(images)
+    if not isinstance(images, Ragged):
+        raise TypeError("prefetch: resized_crop takes a prefetch.Ragged or a list of HWC uint8 "
+                        "tensors, got %s" % type(images).__name__)
+    if images.rank != 3:
+        raise ValueError("prefetch: resized_crop takes HWC images: a Ragged of rank 3, got rank %d%s"
+                         % (images.rank, "; add a channel dimension to each image (x[..., None])"
+                            if images.rank == 2 else ""))
+    return images
 
 
 def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtype=torch.float32,
-                 channels_last=False, antialias=False):
+                 channels_last=False, antialias=True):
     """Crops each image to its box, resizes the crop to ``size``, flips, normalizes and casts:
     a ``[N, C, h, w]`` tensor of ``dtype``, each element computed once, in float32.
 
@@ -108,8 +136,9 @@ def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtyp
         dtype: float32, float16 or bfloat16.
         channels_last: return a channels_last tensor instead of a contiguous one.
         antialias: as ``F.interpolate(..., mode="bilinear", align_corners=False,
-            antialias=antialias)`` on the float crop (a downscale then averages every input
-            pixel it covers instead of sampling four).
+            antialias=antialias)`` on the float crop: a downscale averages every input pixel it
+            covers (True, the default, as torchvision's v2 transforms and FusedAugment) instead
+            of sampling four (False).
 
     Every element is ``(interpolate(crop)[c, y, x] / 255 - mean[c]) / std[c]`` after the flips.
     ``boxes``, ``hflip``, ``vflip`` and the Ragged's ``offsets`` and ``sizes`` may be on the CPU
@@ -131,4 +160,5 @@ def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtyp
         boxes = torch.tensor(boxes, dtype=torch.int64).reshape(-1, 4)
     return torch.ops.prefetch.resized_crop.default(
         r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
-        [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
+        [float(s) for s in std], _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu"), dtype,
+        bool(channels_last), bool(antialias))

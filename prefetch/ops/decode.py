@@ -18,17 +18,19 @@ decoded by the CPU decoder, image by image, and copied. The result is ordered on
 current stream like any torch op's.
 """
 import itertools
+import warnings
 
 import numpy as np
 import torch
 
 from . import gpu_decoders
-from .augment import _size_list, resized_crop
-from .._engine.checks import describe
+from .augment import _flips, _size_list, resized_crop
+from .._engine.checks import describe, whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 from ..ragged import Ragged
 
-__all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder"]
+__all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels",
+           "set_max_image_pixels", "check_image_pixels", "DecompressionBombWarning"]
 
 
 def encoded_batch(data):
@@ -67,7 +69,7 @@ def jpeg_sizes(data):
     return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)
 
 
-def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None):
+def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None, header_sizes=None):
     """Decodes every image (or only the region ``boxes[n]`` = (top, left, height, width) of image
     ``n``, inside it) to HWC uint8 RGB: a :class:`prefetch.Ragged` of ``N`` images of their own
     sizes, packed without padding, on ``device``.
@@ -83,6 +85,10 @@ def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None):
     see :func:`gpu_jpeg_decoder`), with the CPU decoder taking every image the GPU decoder refuses
     or fails on. nvJPEG's pixels differ from libjpeg's by a few levels (its IDCT and chroma
     upsampling). ``data`` should then be on the CPU (a pinned Ragged is read in place, not copied).
+
+    A header that claims more pixels than :func:`max_image_pixels` warns
+    (:class:`DecompressionBombWarning`), more than twice it raises before anything is decoded.
+    ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them already.
     """
     device = torch.device(device)
     r = encoded_batch(data)
@@ -90,8 +96,60 @@ def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None):
         backend = gpu_decoders.select_gpu_decoder(gpu_decoder)
         if backend.name != "cpu":
             return _decode_with_backend(r, boxes, device, backend)
+    if header_sizes is not None:
+        check_image_pixels([h[:2] for h in torch.as_tensor(header_sizes).tolist()], "decode_jpeg")
+    elif boxes is not None:
+        check_image_pixels(_header_hw(r), "decode_jpeg")
     out = _decode_on_cpu(r, boxes)
+    if boxes is None and header_sizes is None:  # the images decoded are the headers' sizes
+        check_image_pixels([s[:2] for s in out.shapes()], "decode_jpeg")
     return out if device.type == "cpu" else out.to(device, non_blocking=True)
+
+
+def max_image_pixels():
+    """The decompression-bomb limit (None: none): a header that claims more pixels than this warns
+    (a UserWarning), more than twice it is refused with RuntimeError before any memory is reserved
+    for the image. Pillow's default and semantics (``PIL.Image.MAX_IMAGE_PIXELS``: 89,478,485)."""
+    limit = torch.ops.prefetch._max_image_pixels()
+    return limit or None
+
+
+def check_image_pixels(hw, op):
+    """The decompression-bomb limit applied to header sizes ``hw`` ([(H, W), ...]): RuntimeError
+    above twice :func:`max_image_pixels` (the CPU ops refuse the same in C++), a UserWarning
+    above it."""
+    limit = torch.ops.prefetch._max_image_pixels()
+    if limit <= 0:
+        return
+    for n, (h, w) in enumerate(hw):
+        pixels = int(h) * int(w)
+        if pixels > 2 * limit:
+            raise RuntimeError(
+                "%s: sample %d's header claims %d x %d = %d pixels, more than twice the limit of %d "
+                "pixels: refused as a possible decompression bomb, before any memory is reserved "
+                "for it (as Pillow refuses it); prefetch.ops.set_max_image_pixels(n) sets the limit "
+                "(None: no limit)" % (op, n, h, w, pixels, limit))
+        if pixels > limit:
+            warnings.warn(
+                "%s: sample %d's header claims %d x %d = %d pixels, more than the limit of %d: it "
+                "may be a decompression bomb (Pillow warns too); prefetch.ops.set_max_image_pixels(n) "
+                "sets the limit (twice it is an error)" % (op, n, h, w, pixels, limit),
+                DecompressionBombWarning, stacklevel=3)
+
+
+class DecompressionBombWarning(UserWarning):
+    """A JPEG's header claims more pixels than :func:`max_image_pixels` (but at most twice it)."""
+
+
+def set_max_image_pixels(limit):
+    """Sets :func:`max_image_pixels` for this process (``None``: no limit) and returns the previous
+    limit. Every JPEG op checks it, on the CPU and with a GPU decoder alike."""
+    if limit is not None:
+        limit = whole(limit, "limit")
+        if limit < 1:
+            raise ValueError("prefetch: the pixel limit must be >= 1 (None: no limit), got %d" % limit)
+    previous = torch.ops.prefetch._set_max_image_pixels(0 if limit is None else limit)
+    return previous or None
 
 
 def gpu_jpeg_decoder(name=None):
@@ -104,18 +162,23 @@ def gpu_jpeg_decoder(name=None):
 
 
 def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype=torch.float32, channels_last=False, antialias=False, device="cpu",
-                        gpu_decoder=None):
+                        dtype=torch.float32, channels_last=False, antialias=True, device="cpu",
+                        gpu_decoder=None, header_sizes=None):
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
     outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (on a CUDA device the regions
     come from :func:`decode_jpeg` with ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of
-    the boxes)."""
+    the boxes). ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them
+    already (the pixel limit is checked on them rather than on the headers read again)."""
     boxes = _boxes(boxes, None)
     device = torch.device(device)
+    hflip, vflip = _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu")
     if device.type == "cpu":
-        # One pass per sample: each thread decodes a box and resizes it while it is in cache.
         r = encoded_batch(data)
+        check_image_pixels(_header_hw(r) if header_sizes is None else
+                           [s[:2] for s in torch.as_tensor(header_sizes).tolist()],
+                           "decode_resized_crop")
+        # One pass per sample: each thread decodes a box and resizes it while it is in cache.
         offsets, sizes = r.host_tables()
         return torch.ops.prefetch.decode_resized_crop(
             r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
@@ -123,9 +186,9 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
     # resized there.
     regions = decode_jpeg(data, boxes, device=device, gpu_decoder=gpu_decoder)
-    whole = torch.zeros_like(boxes, dtype=torch.int64, device="cpu")
-    whole[:, 2:] = boxes[:, 2:].cpu()
-    return resized_crop(regions, whole, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
+    whole_boxes = torch.zeros_like(boxes, dtype=torch.int64, device="cpu")
+    whole_boxes[:, 2:] = boxes[:, 2:].cpu()
+    return resized_crop(regions, whole_boxes, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
                         channels_last=channels_last, antialias=antialias)
 
 
@@ -144,6 +207,12 @@ def _boxes(boxes, n):
         raise ValueError("prefetch: boxes must have shape [N, 4] (top, left, height, width), got %s"
                          % list(t.shape))
     return t
+
+
+def _header_hw(r):
+    """[(H, W), ...] of a CPU Ragged of encoded images, from their headers."""
+    offsets, sizes = r.host_tables()
+    return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)[:, :2].tolist()
 
 
 def _decode_on_cpu(r, boxes):
@@ -183,6 +252,7 @@ def _decode_with_backend(r, boxes, device, backend):
                                    "header that prefetch can read, and prefetch was built without "
                                    "libjpeg-turbo, whose decoder would say why (%s)"
                                    % (n, nbytes[n], starts[n], torch.ops.prefetch._jpeg_decoder_library()))
+    check_image_pixels(hw, "decode_jpeg")  # before anything is decoded, as the CPU decoder
     regions, bad = _regions(boxes, hw, n_images)
     if bad is not None:
         if with_cpu:

@@ -22,8 +22,19 @@ ATTEMPTS = 10  # torchvision's RandomResizedCrop.get_params
 
 
 def _sizes(heights, widths):
-    h = torch.as_tensor(heights, dtype=torch.int64).reshape(-1)
-    w = torch.as_tensor(widths, dtype=torch.int64).reshape(-1)
+    """Heights and widths as int64 tensors; a fractional one is refused, not truncated."""
+    def whole_sizes(values, name):
+        t = torch.as_tensor(values).reshape(-1)
+        if t.dtype == torch.bool or t.is_complex():
+            raise ValueError("prefetch: %s must be whole numbers, got %s" % (name, t.dtype))
+        if t.is_floating_point():
+            if not bool(torch.isfinite(t).all()) or not bool((t == t.round()).all()):
+                bad = t[~torch.isfinite(t) | (t != t.round())][0].item()
+                raise ValueError("prefetch: %s must be whole numbers (image sizes in pixels), got "
+                                 "%r" % (name, bad))
+        return t.to(torch.int64)
+
+    h, w = whole_sizes(heights, "heights"), whole_sizes(widths, "widths")
     if h.shape != w.shape:
         raise ValueError("prefetch: %d heights but %d widths" % (h.numel(), w.numel()))
     if h.numel() and int(torch.minimum(h, w).min()) < 1:

@@ -17,14 +17,14 @@ import torch
 
 from .._engine.checks import check_seed, whole
 from ..ops.augment import flip_crop, normalize_flip
-from .resizing import ResizingPath
+from .resizing import MASK_DTYPES, ResizingPath
 from ..ragged import Ragged
 from .contract import BatchPosition, Transform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
+
 
 
 class Draws(typing.NamedTuple):
@@ -105,7 +105,9 @@ class FusedAugment(ResizingPath, Transform):
 
     Args:
         mean, std: per-channel, torchvision's convention (fractions of 1).
-        hflip, vflip: probability of mirroring each sample horizontally / vertically.
+        hflip, vflip: probability of mirroring each sample horizontally / vertically. ``hflip``
+            defaults to 0.5 for training and to 0 with ``center_crop=True`` (evaluation, as
+            torchvision's evaluation transforms have no flip); pass a value to choose.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
         center_crop: take the centred window instead of a random one (validation); the window is
             ``((H - h) // 2, (W - w) // 2)``, as torchvision's ``CenterCrop`` for ``h <= H``.
@@ -128,11 +130,11 @@ class FusedAugment(ResizingPath, Transform):
             image's own pixels, and resampled to the output in the same pass
             (:func:`prefetch.ops.resized_crop`, bilinear, ``antialias``). Takes images of their
             own sizes (a :class:`prefetch.Ragged`, what a ``Samples`` of different sizes becomes)
-            or an NHWC batch. With ``center_crop=True``: the centred window instead (validation),
-            of ``crop / resize`` of the shorter side when ``resize`` is given.
+            or an NHWC batch. Training only: it takes no ``center_crop``.
         scale, ratio: RandomResizedCrop's area fraction and aspect ratio ranges.
         resize: validation's ``Resize(resize) + CenterCrop(crop)`` as one resample, with
-            ``center_crop=True`` and ``crop`` (or ``random_resized_crop``) the output size.
+            ``center_crop=True`` and ``crop`` the output size: the centred window of
+            ``crop / resize`` of each image's shorter side, resampled to ``crop``.
         antialias: for the resizing path: average every input pixel a downscale covers (as
             torchvision's default, and PIL), instead of sampling four.
         decode: the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
@@ -149,7 +151,7 @@ class FusedAugment(ResizingPath, Transform):
     #: A resumed loader must hand back the seed (see load_state_dict).
     state_required = True
 
-    def __init__(self, mean, std, *, hflip=0.5, vflip=0.0, crop=None, center_crop=False,
+    def __init__(self, mean, std, *, hflip=None, vflip=0.0, crop=None, center_crop=False,
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
                  image_key=0, mask_key=None, mask_fill=0, layout="auto",
                  random_resized_crop=None, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), resize=None,
@@ -158,6 +160,8 @@ class FusedAugment(ResizingPath, Transform):
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
             raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
+        if hflip is None:
+            hflip = 0.0 if center_crop else 0.5
         for name, p in (("hflip", hflip), ("vflip", vflip)):
             try:
                 ok = not isinstance(p, (str, bytes)) and 0.0 <= float(p) <= 1.0
@@ -207,13 +211,19 @@ class FusedAugment(ResizingPath, Transform):
             if self.crop is not None or self.padding:
                 raise ValueError("prefetch: random_resized_crop sets the output size and the "
                                  "window; it takes no crop= or padding=")
+            if self.center_crop:
+                raise ValueError("prefetch: random_resized_crop draws a random window each time; "
+                                 "it takes no center_crop=True. For validation's centred window "
+                                 "pass crop=%s, center_crop=True (and resize= for Resize + "
+                                 "CenterCrop)" % (size,))
         if resize is not None:
-            if isinstance(resize, bool) or not isinstance(resize, numbers.Real) or resize <= 0:
-                raise ValueError("prefetch: resize must be a positive number (the shorter side "
-                                 "after the resize), got %r" % (resize,))
-            if not self.center_crop or (size is None and self.crop is None):
+            if isinstance(resize, bool) or not isinstance(resize, numbers.Real) or \
+                    not math.isfinite(resize) or resize <= 0:
+                raise ValueError("prefetch: resize must be a positive finite number (the shorter "
+                                 "side after the resize), got %r" % (resize,))
+            if not self.center_crop or self.crop is None:
                 raise ValueError("prefetch: resize= is validation's Resize + CenterCrop: it needs "
-                                 "center_crop=True and crop= (or random_resized_crop=)")
+                                 "center_crop=True and crop=")
         self.random_resized_crop, self.resize = size, resize
         self.scale, self.ratio = _pair(scale, "scale"), _pair(ratio, "ratio")
         self.antialias = bool(antialias)
@@ -293,6 +303,30 @@ class FusedAugment(ResizingPath, Transform):
         top = torch.randint(0, span_h + 1, (n,), generator=g) - self.padding
         left = torch.randint(0, span_w + 1, (n,), generator=g) - self.padding
         return Draws(hflip, vflip, (h, w), torch.stack([top, left], dim=1))
+
+    def draws_for(self, batch, position):
+        """The :class:`Draws` that :meth:`apply` makes for ``batch`` at ``position`` (a
+        :class:`~prefetch.transforms.BatchPosition`, or ``(epoch, index[, rank])``), on the CPU:
+        each sample's flips and crop offsets, or, on the resizing path, each image's window
+        (``boxes``: top, left, height, width in its own pixels; for ``decode=True`` read from the
+        JPEG headers). What a loader's batch ``index`` of ``epoch`` was augmented with, to log,
+        test or replay it."""
+        if not isinstance(position, BatchPosition):
+            position = BatchPosition(*position)
+        images = get_leaf(batch, self.image_key)
+        if not self.resizes:
+            height, width = self.image_size(images)
+            return self.draws(images.shape[0], height, width, *position)
+        if self.decode:
+            from ..ops.decode import encoded_batch, jpeg_sizes
+
+            sizes = jpeg_sizes(encoded_batch(images)).tolist()
+            shapes = [(h, w) for h, w, _ in sizes]
+        else:
+            from .resizing import as_ragged
+
+            shapes = [s[:2] for s in as_ragged(images, "FusedAugment's image leaf").shapes()]
+        return self.draws(len(shapes), [h for h, _ in shapes], [w for _, w in shapes], *position)
 
     def image_size(self, images):
         """(height, width) of a uint8 image batch in this transform's layout."""
@@ -400,7 +434,7 @@ class FusedAugment(ResizingPath, Transform):
         if masks.dim() not in (3, 4) or (masks.dim() == 4 and masks.shape[1] != 1):
             raise ValueError("prefetch: the mask leaf %s must be [N, H, W] or [N, 1, H, W] (one "
                              "label per pixel), got shape %s" % (mk, tuple(masks.shape)))
-        if masks.dtype not in _MASK_DTYPES:
+        if masks.dtype not in MASK_DTYPES:
             raise TypeError("prefetch: the mask leaf %s is %s; masks must be uint8, int16, int32 "
                             "or int64" % (mk, str(masks.dtype).replace("torch.", "")))
         if masks.device != images.device:

@@ -19,7 +19,10 @@ from ..ragged import Ragged
 from .contract import get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
 
-__all__ = ["ResizingPath", "DecodedWindows", "as_ragged"]
+__all__ = ["ResizingPath", "DecodedWindows", "as_ragged", "MASK_DTYPES"]
+
+# The mask dtypes every path takes (flip_crop's: labels are moved, never computed on).
+MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
 @dataclasses.dataclass
@@ -100,9 +103,10 @@ class ResizingPath:
         output then travels as a move), else by the CPU decoder (the windows then cross as uint8
         pixels). The encoded bytes never go to the device."""
         data = _encoded(get_leaf(batch, self.image_key))
-        d = self._decode_draws(data, position)
+        sizes = jpeg_sizes(data)
+        d = self._decode_draws(data, position, sizes)
         on_gpu = gpu_jpeg_decoder() != "cpu"
-        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu")
+        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu", header_sizes=sizes)
         return set_leaf(batch, self.image_key, DecodedWindows(windows, d.hflip, d.vflip))
 
     def _apply_decoded(self, batch, encoded, position):
@@ -110,10 +114,11 @@ class ResizingPath:
         them), then only the windows are decoded, resized, flipped and normalized."""
         device = encoded.device if isinstance(encoded, Ragged) else torch.device("cpu")
         data = _encoded(encoded)
-        d = self._decode_draws(data, position)
+        sizes = jpeg_sizes(data)
+        d = self._decode_draws(data, position, sizes)
         out = decode_resized_crop(data, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip,
                                   vflip=d.vflip, dtype=self.dtype, channels_last=self.channels_last,
-                                  antialias=self.antialias, device=device)
+                                  antialias=self.antialias, device=device, header_sizes=sizes)
         return set_leaf(batch, self.image_key, out)
 
     def _apply_decoded_windows(self, batch, decoded):
@@ -125,25 +130,34 @@ class ResizingPath:
                            antialias=self.antialias)
         return set_leaf(batch, self.image_key, out)
 
-    def _decode_draws(self, data, position):
+    def _decode_draws(self, data, position, sizes=None):
         if len(self.mean) != 3:
             raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, "
                              "got %d" % len(self.mean))
-        sizes = jpeg_sizes(data)
+        sizes = jpeg_sizes(data) if sizes is None else sizes
         return self.draws(len(data), sizes[:, 0].tolist(), sizes[:, 1].tolist(), position.epoch,
                           position.index, position.rank)
 
     def resize_masks(self, masks, images, d):
         """Each mask cropped to its image's window and resampled to the output size with nearest
-        neighbours (torchvision's mask interpolation), flipped as its image: ``[N, h, w]``."""
+        neighbours, flipped as its image: ``[N, h, w]``. "Nearest" is torch's and torchvision's
+        default for masks (``InterpolationMode.NEAREST``, ``F.interpolate(mode="nearest")``):
+        output pixel ``x`` reads input ``floor(x * in / out)``, not ``nearest-exact``'s centre
+        rule, so a mask resized here equals torchvision's ``Resize`` of it."""
         what = "the mask leaf %r" % (self.mask_key,)
         if isinstance(masks, Ragged):
             samples = masks.tensors()
-        elif isinstance(masks, torch.Tensor) and masks.dim() in (3, 4):
-            samples = list(masks[:, 0] if masks.dim() == 4 else masks)
+        elif isinstance(masks, torch.Tensor) and masks.dim() == 3:
+            samples = list(masks)
+        elif isinstance(masks, torch.Tensor) and masks.dim() == 4 and 1 in (masks.shape[1], masks.shape[3]):
+            samples = list(masks[:, 0] if masks.shape[1] == 1 else masks[..., 0])
         else:
-            raise TypeError("prefetch: %s must be a Ragged or an [N, H, W] / [N, 1, H, W] integer "
-                            "tensor, got %s" % (what, describe(masks)))
+            raise TypeError("prefetch: %s must be a Ragged of [H, W] or [H, W, 1] masks, or an "
+                            "[N, H, W], [N, 1, H, W] or [N, H, W, 1] tensor, got %s"
+                            % (what, describe(masks)))
+        if masks.dtype not in MASK_DTYPES:
+            raise TypeError("prefetch: %s is %s; masks must be uint8, int16, int32 or int64 (one "
+                            "label per pixel), as on the crop path" % (what, str(masks.dtype).replace("torch.", "")))
         shapes = images.shapes()
         if len(samples) != len(shapes):
             raise ValueError("prefetch: %s has %d samples, the image leaf %d"

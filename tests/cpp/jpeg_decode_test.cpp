@@ -465,6 +465,32 @@ TEST(JpegDecode, GarbageAndEmptyStreamsThrow) {
   }
 }
 
+// A marker where entropy-coded data should be ends the scan early: libjpeg warns and fills the
+// rest with grey. That is an error, for every layout, whether the region holds the lost rows or
+// the stream is read to its end after them; a region entirely above the corruption decodes, with
+// the pixels of the intact stream.
+TEST(JpegDecode, AMarkerInsideTheScanThrowsWhereItLosesPixels) {
+  for (const Encoded& e : corpus()) {
+    // Progressive and multi-scan files are read whole before the first row (a position 3/4 in
+    // may even fall between their scans): tests/test_jpeg_untrusted.py holds them to Pillow's word.
+    if (e.stream.empty() || e.spec.height < 32 || e.spec.progressive || e.spec.multiscan) continue;
+    SCOPED_TRACE(e.spec.name);
+    const int64_t H = e.spec.height, W = e.spec.width;
+    const size_t data = first_scan_data(e.stream);
+    ASSERT_GT(data, 0u);
+    std::vector<uint8_t> broken = e.stream;
+    const size_t at = data + (broken.size() - data) * 3 / 4;  // past the first rows' data
+    broken[at] = 0xFF;
+    broken[at + 1] = 0xC4;  // a DHT marker
+    std::vector<uint8_t> out(static_cast<size_t>(H * W * 3));
+    EXPECT_THROW(decode_jpeg_rgb(broken.data(), broken.size(), Region{0, 0, H, W}, out.data(), W * 3),
+                 JpegError);
+    std::vector<uint8_t> top(static_cast<size_t>(W * 3));
+    decode_jpeg_rgb(broken.data(), broken.size(), Region{0, 0, 1, W}, top.data(), W * 3);
+    EXPECT_TRUE(std::equal(top.begin(), top.end(), e.full.begin()));
+  }
+}
+
 TEST(JpegDecode, RegionsOutsideTheImageThrowBeforeWritingAnything) {
   const Encoded& e = corpus()[2];
   const int64_t H = e.spec.height, W = e.spec.width;

@@ -381,3 +381,17 @@ batches[0] = {"x": torch.arange(3.)}
 assert torch.equal(list(pf)[0]["x"], torch.arange(3.))
 print("done", flush=True)
 """, "memory-error:")
+
+
+# --- ints beyond int64 ---------------------------------------------------------------------------------
+
+def test_an_int_beyond_int64_names_its_field_sample_and_value():
+    ds = [(torch.zeros(2), {"id": 5, "big": 5}), (torch.zeros(2), {"id": 6, "big": 2 ** 70})]
+    loader = DataLoader(ds, batch_size=2, collate_fn=prefetch.collate.samples)
+    message = r"the field \[1\]\['big'\]: sample 1 of the batch holds the int 1180591620717411303424"
+    with pytest.raises(prefetch.CollateError, match=message):
+        next(iter(loader))  # the DataLoader alone
+    with prefetch.Prefetcher(loader, device="cpu") as p, pytest.raises(prefetch.CollateError, match=message):
+        list(p)
+    # In range, ints collate as default_collate collates them.
+    assert torch.equal(prefetch.collate.samples([(1,), (2 ** 62,)])[0], torch.tensor([1, 2 ** 62]))

@@ -224,3 +224,34 @@ def test_a_delivered_ragged_knows_its_shapes_without_reading_the_device():
     assert sizes.tolist() == [list(s) for s in want]
     with pytest.raises(ValueError, match="4 sizes but 3 shapes"):
         Ragged(r.values, r.offsets, r.sizes, shapes=want[:3])
+
+
+# --- Ragged -------------------------------------------------------------------------------------
+
+def test_a_ragged_slices_into_a_ragged_sharing_its_values():
+    parts = [torch.arange(6).view(2, 3), torch.arange(3).view(1, 3) + 10, torch.arange(9).view(3, 3) + 20]
+    r = Ragged.from_tensors(parts)
+    for sl in (slice(0, 2), slice(1, None), slice(None, None, 2), slice(-1, None)):
+        sub = r[sl]
+        assert isinstance(sub, Ragged) and sub.values.data_ptr() == r.values.data_ptr()
+        assert [t.tolist() for t in sub.tensors()] == [t.tolist() for t in parts[sl]]
+        offsets, sizes = sub.host_tables()
+        assert sizes.tolist() == [list(t.shape) for t in parts[sl]]
+        assert [r.values[o:o + t.numel()].tolist() for o, t in zip(offsets.tolist(), parts[sl])] == \
+               [t.reshape(-1).tolist() for t in parts[sl]]
+    with pytest.raises(TypeError, match="indexed by an int or a slice"):
+        r["a"]
+
+
+def test_a_ragged_refuses_tables_that_reach_outside_its_values():
+    values = torch.arange(10)
+    with pytest.raises(ValueError, match=r"sample 0 \(offsets\[0\] = -1, sizes\[0\] = \[2\]\) does not lie "
+                                         r"inside the 10 values"):
+        Ragged(values, torch.tensor([-1]), torch.tensor([[2]]))  # narrow() would have wrapped
+    with pytest.raises(ValueError, match=r"sample 1 .* does not lie inside the 10 values"):
+        Ragged(values, torch.tensor([0, 8]), torch.tensor([[2], [3]]))
+    with pytest.raises(ValueError, match="negative size"):
+        Ragged(values, torch.tensor([0]), torch.tensor([[-2]]))
+    r = Ragged(values, torch.tensor([-1]), torch.tensor([[2]]), check=False)  # unchecked tables
+    with pytest.raises(IndexError, match="does not lie inside its 10 values"):
+        r[0]

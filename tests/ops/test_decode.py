@@ -438,9 +438,9 @@ def test_decode_resized_crop_equals_resized_crop_of_the_full_decode():
         twostep = resized_crop(decode_jpeg(data), boxes, (13, 9), MEAN, STD, hflip=hflip, vflip=vflip,
                                dtype=dtype, antialias=antialias)
         assert torch.equal(fused, twostep)
-    # Without flips, with the defaults.
+    # Without flips, with the defaults (antialias=True, as torchvision's v2 transforms).
     out = decode_resized_crop(data, boxes.tolist(), (8, 8), MEAN, STD)
-    assert_matches(out, resized_reference(data, boxes.tolist(), (8, 8), None, None, False), torch.float32)
+    assert_matches(out, resized_reference(data, boxes.tolist(), (8, 8), None, None, True), torch.float32)
 
 
 def test_decode_resized_crop_is_the_same_on_one_thread_and_from_a_ragged():

@@ -256,7 +256,13 @@ def _images():
      RuntimeError, "values must be uint8, got Float"),
     (lambda im: resized_crop([im[0], im[1][..., :2]], [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3]),
      prefetch.CollateError, "sample 1 is uint8 of shape \\[5, 9, 2\\]"),
+    # 2-D images: named in Python, before the op (whose sizes table would be [N, 2]) is reached.
     (lambda im: resized_crop([im[0][..., 0], im[0][:4, :, 0]], [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3]),
+     ValueError, r"resized_crop takes HWC images \(3-D\): image 0 has shape \[8, 6\]; add a channel "
+                 r"dimension"),
+    (lambda im: torch.ops.prefetch.resized_crop(torch.zeros(8, dtype=torch.uint8), torch.tensor([0, 4]),
+                                                torch.tensor([[2, 2], [2, 2]]), torch.tensor([[0, 0, 1, 1]] * 2),
+                                                [4, 4], MEAN[:3], STD[:3]),
      RuntimeError, r"sizes must be an int64 tensor \[N, 3\] of \(H, W, C\) per HWC sample, got dtype Long "
                    r"and shape \[2, 2\]"),
     (lambda im: resized_crop(im, torch.zeros(2, 3, dtype=torch.long), 4, MEAN[:3], STD[:3]), RuntimeError,
@@ -299,14 +305,16 @@ def test_bad_tables_name_the_sample_and_the_values():
     images = _images()
     r = Ragged.from_tensors(images)  # 144 + 135 values
     boxes = torch.tensor([[0, 0, 1, 1]] * 2)
-    outside = Ragged(r.values, torch.tensor([0, 200]), r.sizes)
+    # Tables a Ragged would refuse (check=False: as an asynchronous copy's, not read when made): the
+    # op checks them itself.
+    outside = Ragged(r.values, torch.tensor([0, 200]), r.sizes, check=False)
     with pytest.raises(RuntimeError, match=r"sample 1 \(offsets\[1\] = 200, sizes\[1\] = \(5, 9, 3\)\) does "
                                            r"not lie inside the 279 values"):
         resized_crop(outside, boxes, 4, MEAN[:3], STD[:3])
-    negative = Ragged(r.values, torch.tensor([-1, 144]), r.sizes)
+    negative = Ragged(r.values, torch.tensor([-1, 144]), r.sizes, check=False)
     with pytest.raises(RuntimeError, match=r"sample 0 \(offsets\[0\] = -1, "):
         resized_crop(negative, boxes, 4, MEAN[:3], STD[:3])
-    channels = Ragged(r.values, r.offsets, torch.tensor([[8, 6, 3], [5, 9, 4]]))
+    channels = Ragged(r.values, r.offsets, torch.tensor([[8, 6, 3], [5, 9, 4]]), check=False)
     with pytest.raises(RuntimeError, match=r"sample 1 has C = 4 channels \(sizes\[1\] = \(5, 9, 4\)\) but "
                                            r"mean and std have 3 values"):
         resized_crop(channels, boxes, 4, MEAN[:3], STD[:3])

@@ -324,9 +324,11 @@ def test_bad_numbers_are_refused_when_built_and_numpy_or_tensor_numbers_taken():
         FusedAugment(MEAN, STD, fill=300)
     # Probabilities as numpy floats and 0-d tensors work; NaN does not.
     assert FusedAugment(MEAN, STD, hflip=np.float32(0.25), vflip=torch.tensor(0.5)).vflip == 0.5
-    for p in (float("nan"), "0.5", torch.tensor([0.5, 0.5]), None):
+    for p in (float("nan"), "0.5", torch.tensor([0.5, 0.5])):
         with pytest.raises(ValueError, match="probability"):
             FusedAugment(MEAN, STD, hflip=p)
+    with pytest.raises(ValueError, match="probability"):
+        FusedAugment(MEAN, STD, vflip=None)  # hflip=None is its default (0.5, or 0 when centred)
     # Seeds: numpy ints are ints; fractions and seeds past 64 bits (which would alias) are not.
     assert FusedAugment(MEAN, STD, seed=np.int64(9)).seed == 9
     with pytest.raises(TypeError, match=r"seed must be a whole number, got 2.5"):

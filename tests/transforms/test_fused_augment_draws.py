@@ -116,6 +116,8 @@ dist.destroy_process_group()
 
 
 def test_two_gloo_ranks_with_the_same_seed_draw_differently(tmp_path):
+    import os
+    import pathlib
     import subprocess
     import sys
 
@@ -123,7 +125,8 @@ def test_two_gloo_ranks_with_the_same_seed_draw_differently(tmp_path):
     script.write_text(RANK_SCRIPT % (MEAN, STD))
     init = "file://%s" % (tmp_path / "store")
     procs = [subprocess.Popen([sys.executable, str(script), str(r), init, str(tmp_path / ("%d.pt" % r))],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[2])))
              for r in range(2)]
     try:
         logs = [p.communicate(timeout=120)[0] for p in procs]

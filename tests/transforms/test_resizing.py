@@ -141,7 +141,7 @@ def test_gather_resizes_the_gathered_rows():
     (dict(random_resized_crop=8, crop=8), ValueError, "takes no crop= or padding="),
     (dict(random_resized_crop=0), ValueError, "random_resized_crop must be"),
     (dict(crop=8, resize=10), ValueError, "needs center_crop=True"),
-    (dict(crop=8, resize=-1, center_crop=True), ValueError, "resize must be a positive number"),
+    (dict(crop=8, resize=-1, center_crop=True), ValueError, "resize must be a positive finite number"),
     (dict(random_resized_crop=8, scale=(0.5, 0.1)), ValueError, "scale must be finite"),
 ])
 def test_bad_resizing_arguments(kwargs, error, match):
