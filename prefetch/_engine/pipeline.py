@@ -36,6 +36,7 @@ from .extension import _C
 from .tree import PreparedBatch, flatten, host_batch, unflatten
 from ..errors import CollateError, PrefetchTimeout
 from ..ragged import Ragged
+from ..sources.sampling import finish_sampling
 from ..transforms.contract import BatchPosition, has_host_stage, run_transform
 
 __all__ = ["Pipeline", "EpochRun", "ClosesOnExit", "default_num_threads"]
@@ -278,6 +279,7 @@ class _DeviceStage:
 def _produce(engine, source, state, counters, stage):
     it = batch = leaves = tensors = None
     seq = 0
+    ended = False  # the source said StopIteration
     snapshots = state.snapshots
     try:
         bind_thread_to(stage.device)
@@ -290,6 +292,7 @@ def _produce(engine, source, state, counters, stage):
             try:
                 batch = next(it)
             except StopIteration:
+                ended = True
                 break
             t_source = time.perf_counter() - t0
             if snapshots is not None:
@@ -347,6 +350,11 @@ def _produce(engine, source, state, counters, stage):
         except RuntimeError:
             pass  # the Pipeline was closed meanwhile; nobody is waiting
     finally:
+        if it is not None and not ended and state.pid == os.getpid():
+            try:  # broken off: leave the sampler where a whole epoch leaves it (sources.sampling)
+                finish_sampling(it)
+            except Exception:  # noqa: BLE001 - the order of later epochs is all that is at stake
+                pass
         state.started.set()
         # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
         # the batch (its tensors, moves, spec and packed buffer: a worker-ring batch holds its

@@ -541,6 +541,11 @@ class _RingEpoch:
     def __iter__(self):
         return self
 
+    @property
+    def dataloader_iterator(self):
+        """The DataLoader iterator this epoch reads (sources.sampling finishes its sampler)."""
+        return self._it
+
     def __next__(self):
         if self._it is None:
             raise StopIteration

@@ -496,3 +496,53 @@ def test_lightning_ddp_test_stage_under_torchrun(tmp_path):
     assert len(tested[0]) == len(tested[1]) == samples // 2
     assert sorted(tested[0] + tested[1]) == list(range(samples))
     assert tested[0] == list(range(0, samples, 2))  # DistributedSampler(shuffle=False)'s shard
+
+
+@multiprocess
+def test_lightning_limit_train_batches_keeps_the_order_of_later_epochs_independent_of_timing():
+    """limit_train_batches breaks every epoch off before its end; whether the Prefetcher's
+    read-ahead had reached the sampler's end by then (a slow training step) or not (a slow
+    Dataset), the epochs' orders are the same, and are those of a plain DataLoader whose epochs
+    run to their end (see tests/loaders/test_prefetcher.py)."""
+    pl = pytest.importorskip("lightning.pytorch")
+    import time
+
+    from prefetch.lightning import PrefetchDataModule
+
+    images, labels = labelled_images(40, seed=2)
+
+    class Slow(torch.utils.data.Dataset):
+        def __init__(self, delay):
+            self.delay = delay
+
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            time.sleep(self.delay)
+            return images[i], labels[i]
+
+    def loader(delay):
+        return torch.utils.data.DataLoader(Slow(delay), batch_size=4, shuffle=True,
+                                           generator=torch.Generator().manual_seed(9))
+
+    def labels_seen(dataset_delay, step_delay):
+        class Data(pl.LightningDataModule):
+            def train_dataloader(self):
+                return loader(dataset_delay)
+
+        class Model(recording_model(pl)):
+            def training_step(self, batch, batch_idx):
+                time.sleep(step_delay)
+                return super().training_step(batch, batch_idx)
+
+        model = Model()
+        cpu_trainer(pl, max_epochs=3, limit_train_batches=8, enable_checkpointing=False).fit(
+            model, datamodule=PrefetchDataModule(Data(), depth=3))
+        return [[y.tolist() for e, _, _, y in model.seen if e == epoch] for epoch in range(3)]
+
+    slow_step = labels_seen(0.0, 0.05)
+    slow_data = labels_seen(0.01, 0.0)
+    plain = loader(0.0)
+    whole = [[y.tolist() for _, y in plain][:8] for _ in range(3)]
+    assert slow_step == slow_data == whole

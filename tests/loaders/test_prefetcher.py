@@ -379,3 +379,77 @@ def test_dataloader_with_worker_processes(device):
                 break
         got = list(pf)
         assert len(got) == len(expected)
+
+
+# --- the order of later epochs after one is broken off ---------------------------------------------
+
+class _Indices(Dataset):
+    """Each sample its index; ``delay`` seconds per sample make the source the slower side."""
+
+    def __init__(self, n, delay=0.0):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)
+        return torch.tensor([i])
+
+
+def _orders(loader, consumer_delay, stop_after, epochs=2):
+    """The dataset indices of each epoch as a Prefetcher over ``loader`` delivers them, the first
+    epoch broken off after ``stop_after`` batches."""
+    orders = []
+    with prefetch.Prefetcher(loader, device="cpu", depth=3) as p:
+        for epoch in range(epochs):
+            seen = []
+            for k, batch in enumerate(p):
+                seen += batch.view(-1).tolist()
+                time.sleep(consumer_delay)
+                if epoch == 0 and k + 1 == stop_after:
+                    break
+            orders.append(seen)
+    return orders
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_epoch_broken_off_leaves_later_orders_independent_of_timing(num_workers):
+    """A shuffling DataLoader with a seeded generator, its first epoch broken off two batches
+    before its end: whether the read-ahead had reached the sampler's end (a slow consumer) or not
+    (a slow source), the next epoch's order is the same, and it is the order the plain DataLoader
+    gives after a whole first epoch. (The sampler draws one more permutation at its end; it used
+    to be drawn or not by timing.)"""
+    collate = prefetch.collate.samples if num_workers else None
+
+    def loader(delay, collate_fn=collate):
+        return DataLoader(_Indices(40, delay), batch_size=4, shuffle=True, num_workers=num_workers,
+                          generator=torch.Generator().manual_seed(3), collate_fn=collate_fn)
+
+    slow_consumer = _orders(loader(0.0), consumer_delay=0.05, stop_after=8)
+    slow_source = _orders(loader(0.01), consumer_delay=0.0, stop_after=8)
+    plain = loader(0.0, collate_fn=None)
+    whole_epochs = [[i for b in plain for i in b.view(-1).tolist()] for _ in range(2)]
+    assert slow_consumer[0] == slow_source[0] == whole_epochs[0][:32]
+    assert slow_consumer[1] == slow_source[1] == whole_epochs[1]
+
+
+def test_a_sampler_seeded_per_epoch_gives_exactly_the_plain_dataloaders_orders_with_breaks():
+    """The documented way to get exactly the plain DataLoader's orders whatever the breaks: a
+    sampler whose epoch order depends on (seed, epoch) only, as DistributedSampler's does."""
+    def loader():
+        ds = _Indices(40)
+        return DataLoader(ds, batch_size=4, sampler=DistributedSampler(ds, num_replicas=1, rank=0,
+                                                                        shuffle=True, seed=11))
+
+    with prefetch.Prefetcher(loader(), device="cpu") as p:
+        got = []
+        for epoch in range(3):
+            p.sampler.set_epoch(epoch)
+            got.append([i for k, b in zip(range(7 if epoch == 0 else 10), p) for i in b.view(-1).tolist()])
+    plain, expected = loader(), []
+    for epoch in range(3):
+        plain.sampler.set_epoch(epoch)
+        expected.append([i for k, b in zip(range(7 if epoch == 0 else 10), plain) for i in b.view(-1).tolist()])
+    assert got == expected and got[1] != got[2]
