@@ -192,6 +192,7 @@ class _RunState:
         self.results = {}  # seq -> the finished batch, set before the engine publishes it
         self.error = None
         self.error_batch = None
+        self.error_stage = None  # _FETCHING, _COLLATING or _TRANSFORMING
         self.stop = threading.Event()
         self.thread = None
         self.done = False
@@ -276,10 +277,17 @@ class _DeviceStage:
             return self._transform(batch, epoch, index), batch
 
 
+# What the producer was doing when an error was raised, as the consumer's note says it.
+_FETCHING = "while fetching batch %d of the epoch from the source"
+_COLLATING = "while collating and copying batch %d of the epoch"
+_TRANSFORMING = "in the transform, on batch %d of the epoch"
+
+
 def _produce(engine, source, state, counters, stage):
     it = batch = leaves = tensors = None
     seq = 0
     ended = False  # the source said StopIteration
+    step = _FETCHING  # what the producer is doing, for the note on an error
     snapshots = state.snapshots
     try:
         bind_thread_to(stage.device)
@@ -289,6 +297,7 @@ def _produce(engine, source, state, counters, stage):
         state.started.set()
         while not state.stop.is_set():
             t0 = time.perf_counter()
+            step = _FETCHING
             try:
                 batch = next(it)
             except StopIteration:
@@ -302,7 +311,9 @@ def _produce(engine, source, state, counters, stage):
                 t_host = time.perf_counter()
                 batch, packed = host_batch(batch)
                 try:
+                    step = _TRANSFORMING
                     batch = stage.host(batch, state.epoch, state.first_index + seq)
+                    step = _COLLATING
                     spec, leaves, moves = flatten(batch)
                 except BaseException:
                     if packed is not None and packed.release is not None:
@@ -312,11 +323,13 @@ def _produce(engine, source, state, counters, stage):
             elif isinstance(batch, PreparedBatch):
                 spec, leaves, moves, packed = batch
             else:
+                step = _COLLATING
                 spec, leaves, moves = flatten(batch)
             batch = None
             # Collate and copy (GIL released), finish the batch on the copy stream, then
             # publish: the consumer's stream waits for all of it, the host for none of it.
             # (On the host backend only a transform reads the batch before it is published.)
+            step = _COLLATING
             try:
                 if packed is None or host_s is not None:
                     staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
@@ -330,6 +343,7 @@ def _produce(engine, source, state, counters, stage):
                     packed.release()
                 leaves = packed = None
             t_stage = time.perf_counter()
+            step = _TRANSFORMING if stage.transforms else _COLLATING
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,
                                               state.first_index + staged_seq)
             t_transform = time.perf_counter() - t_stage + (host_s or 0.0)
@@ -342,9 +356,9 @@ def _produce(engine, source, state, counters, stage):
     except _C.Cancelled:
         pass
     except BaseException as exc:  # noqa: BLE001 - everything goes to the consumer
-        if isinstance(exc, CollateError):
+        if isinstance(exc, CollateError) or step == _TRANSFORMING:
             _note_dataset_index(exc, source, seq)
-        state.error, state.error_batch = exc, seq
+        state.error, state.error_batch, state.error_stage = exc, seq, step
         try:
             engine.finish(state.token, True)
         except RuntimeError:
@@ -526,9 +540,8 @@ class EpochRun:
             # engine and threads); kept in `state`, it would leak all of them for good.
             error, state.error = state.error, None
             note = (
-                "[prefetch] raised in the %s's producer thread while fetching batch %d of the "
-                "epoch from the source; %d batches were delivered before it"
-                % (self._owner, state.error_batch, self.delivered)
+                "[prefetch] raised in the %s's producer thread %s; %d batches were delivered "
+                "before it" % (self._owner, state.error_stage % state.error_batch, self.delivered)
             )
             if note not in getattr(error, "__notes__", ()):
                 error.add_note(note)

@@ -12,8 +12,10 @@ import time
 import traceback
 import weakref
 
+import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import prefetch
 
@@ -57,7 +59,7 @@ def test_source_errors_reach_the_consumer_with_their_traceback(device, fail_at, 
             assert "raise Boom(\"broken __iter__\")" in text
         else:
             assert "ORIGINAL-RAISE-LINE" in text
-        assert "producer thread" in text  # the note says where it happened
+        assert "producer thread while fetching batch %d of the epoch from the source" % (fail_at or 0) in text
     pf.close()
 
 
@@ -101,6 +103,49 @@ def test_transform_errors_reach_the_consumer():
         with pytest.raises(ArithmeticError) as info:
             list(pf)
         assert "TRANSFORM-RAISE-LINE" in "".join(traceback.format_exception(info.value))
+        assert info.value.__notes__[-1].startswith(
+            "[prefetch] raised in the Prefetcher's producer thread in the transform, on batch 0 "
+            "of the epoch")
+
+
+def test_a_decode_error_names_the_dataset_index_and_the_transform_and_the_next_epoch_works():
+    """A file that is not a JPEG, sample 1 of batch 1 of an in-order DataLoader, under
+    FusedAugment(decode=True): the error names the sample as the op sees it, the dataset index
+    (5), and the transform as the stage that failed (not the source)."""
+    Image = pytest.importorskip("PIL.Image")
+    import io
+
+    if not prefetch.built_with_jpeg():
+        pytest.skip("prefetch was built without libjpeg-turbo")
+
+    def jpeg(seed):
+        out = io.BytesIO()
+        pixels = np.random.default_rng(seed).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(out, "JPEG")
+        return torch.frombuffer(bytearray(out.getvalue()), dtype=torch.uint8)
+
+    files = [jpeg(i) for i in range(12)]
+    files[5] = torch.frombuffer(bytearray(b"not a jpeg" * 8), dtype=torch.uint8)
+    loader = DataLoader(files, batch_size=4, collate_fn=prefetch.collate.samples)
+    aug = prefetch.FusedAugment([0.5] * 3, [0.2] * 3, random_resized_crop=16, decode=True)
+    with prefetch.Prefetcher(loader, device="cpu", transform=aug) as pf:
+        with pytest.raises(RuntimeError, match=r"sample 1 .*cannot be decoded: Not a JPEG") as info:
+            list(pf)
+        notes = info.value.__notes__
+        assert "[prefetch] sample 1 of batch 1 is dataset index 5" in notes[0]
+        assert "producer thread in the transform, on batch 1 of the epoch; 1 batches" in notes[-1]
+        files[5] = jpeg(5)
+        assert [tuple(b.shape) for b in pf] == [(4, 3, 16, 16)] * 3
+
+
+def test_a_collation_error_names_the_collation_as_the_stage():
+    loader = DataLoader([torch.zeros(3)] * 3 + [torch.zeros(3, dtype=torch.int64)], batch_size=2,
+                        collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(loader, device="cpu") as pf:
+        with pytest.raises(prefetch.CollateError) as info:
+            list(pf)
+    assert "[prefetch] sample 1 of batch 1 is dataset index 3" in info.value.__notes__[0]
+    assert "producer thread while collating and copying batch 1 of the epoch" in info.value.__notes__[-1]
 
 
 # In a child interpreter with a hard timeout, for the Prefetcher and the ArrayLoader: the same
