@@ -25,8 +25,9 @@ class Ragged:
         offsets: int64 ``[N]``, the element offset of each sample in ``values``.
         sizes: int64 ``[N, rank]``, each sample's shape.
 
-    Every sample has ``values``' dtype and the same rank; for rank >= 2 the last dimension (the
-    channels of an HWC image) is the same for all. ``offsets`` and ``sizes`` live on the CPU or
+    Every sample has ``values``' dtype and the same rank; any dimension may differ ([H, W]
+    masks of different widths, HWC images of different channel counts: an op that needs one
+    channel count checks each sample's). ``offsets`` and ``sizes`` live on the CPU or
     on ``values``' device (the Prefetcher delivers all three on the device, in one copy).
     """
 
@@ -63,7 +64,7 @@ class Ragged:
 
     @classmethod
     def from_tensors(cls, tensors, *, device=None):
-        """Packs ``tensors`` (same dtype and rank; for rank >= 2 the same last dimension) into one
+        """Packs ``tensors`` (same dtype and rank) into one
         Ragged, on ``device`` (default: the first tensor's)."""
         tensors = list(tensors)
         if not tensors:
@@ -174,7 +175,7 @@ def _check_extents(numel, offsets, sizes):
 
 def check_samples(tensors, name):
     """Raises ``prefetch.CollateError`` naming the first sample that cannot join sample 0 in a
-    Ragged: another dtype, another rank, or (rank >= 2) another last dimension."""
+    Ragged: another dtype or another rank."""
     from .errors import CollateError
 
     first = tensors[0]
@@ -182,12 +183,11 @@ def check_samples(tensors, name):
         if not isinstance(t, torch.Tensor):
             raise CollateError("prefetch: %s: sample %d is a %s, expected a tensor"
                                % (name, i, type(t).__name__))
-        if t.dtype != first.dtype or t.dim() != first.dim() or (
-                t.dim() >= 2 and t.shape[-1] != first.shape[-1]):
+        if t.dtype != first.dtype or t.dim() != first.dim():
             raise CollateError(
                 "prefetch: cannot collate %s: sample %d is %s of shape %s, and sample 0 %s of "
                 "shape %s; samples of different sizes collate into a Ragged only with the same "
-                "dtype, the same rank and (rank >= 2) the same last dimension"
+                "dtype and the same rank"
                 % (name, i, _dtype(t), list(t.shape), _dtype(first), list(first.shape)))
 
 

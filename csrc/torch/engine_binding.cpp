@@ -550,8 +550,7 @@ class PyEngine {
                            " has shape " + shape_str(t.sizes()) + ", expected " +
                            shape_str(first.sizes()) +
                            " (the shape of sample 0; samples of different sizes collate into a "
-                           "prefetch.Ragged when they have the same rank and, from rank 2, the "
-                           "same last dimension)");
+                           "prefetch.Ragged when they have the same rank)");
       } else if (t.scalar_type() != first.scalar_type()) {
         throw CollateError("prefetch: cannot collate " + name + ": sample " + std::to_string(i) +
                            " has dtype " + dtype_str(t.scalar_type()) + ", expected " +

@@ -196,11 +196,9 @@ def _samples_leaf(samples, name):
 
 
 def _can_be_ragged(tensors):
-    """Same rank, and for rank >= 2 the same last dimension (the dtype the engine checks)."""
-    first = tensors[0]
-    rank, last = first.dim(), first.shape[-1] if first.dim() >= 2 else None
-    return all(not t.is_nested and t.dim() == rank and (last is None or t.shape[-1] == last)
-               for t in tensors)
+    """Same rank (the dtype the engine checks)."""
+    rank = tensors[0].dim()
+    return all(not t.is_nested and t.dim() == rank for t in tensors)
 
 
 def _ragged_samples(tensors, name, leaves):

@@ -86,14 +86,26 @@ def test_validation_resize_then_center_crop_as_one_window():
     assert torch.equal(other(Ragged.from_tensors(samples), epoch=4, index=1), out)
 
 
-def test_masks_get_the_same_windows_and_flips_with_nearest_neighbours():
+@pytest.mark.parametrize("layout", ["HW", "HW1", "HW through workers"])
+def test_masks_get_the_same_windows_and_flips_with_nearest_neighbours(layout):
+    """Masks of their images' sizes, [H, W] (collated into a Ragged of rank 2, widths
+    differing) or [H, W, 1]; with DataLoader workers, through the Prefetcher."""
     samples = images(4, seed=4)
     masks = [torch.randint(0, 21, t.shape[:2], dtype=torch.int64) for t in samples]
     aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=(9, 11), hflip=0.5, vflip=0.5,
                                 seed=1, mask_key=1)
-    batch = (Ragged.from_tensors(samples), Ragged.from_tensors([m[..., None] for m in masks]))
-    out_images, out_masks = aug(batch, epoch=0, index=3)
-    d = aug.draws(4, [t.shape[0] for t in samples], [t.shape[1] for t in samples], 0, 3, 0)
+    if layout == "HW through workers":
+        loader = torch.utils.data.DataLoader(list(zip(samples, masks)), batch_size=4, num_workers=2,
+                                             collate_fn=prefetch.collate.samples)
+        with prefetch.Prefetcher(loader, device="cpu", transform=aug) as pf:
+            pf.set_epoch(0)
+            (out_images, out_masks), = list(pf)
+        index = 0
+    else:
+        mask_leaf = Ragged.from_tensors(masks if layout == "HW" else [m[..., None] for m in masks])
+        index = 3
+        out_images, out_masks = aug((Ragged.from_tensors(samples), mask_leaf), epoch=0, index=index)
+    d = aug.draws(4, [t.shape[0] for t in samples], [t.shape[1] for t in samples], 0, index, 0)
     assert_close(out_images, reference(samples, d.boxes, (9, 11), d.hflip, d.vflip, True))
     for k, (m, (top, left, h, w)) in enumerate(zip(masks, d.boxes.tolist())):
         want = F.interpolate(m[top:top + h, left:left + w][None, None].double(), size=(9, 11),
