@@ -8,6 +8,8 @@ Anything that could crash runs in a child interpreter (run_child), so a SIGSEGV 
 the test instead of killing pytest."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -395,3 +397,95 @@ def test_an_int_beyond_int64_names_its_field_sample_and_value():
         list(p)
     # In range, ints collate as default_collate collates them.
     assert torch.equal(prefetch.collate.samples([(1,), (2 ** 62,)])[0], torch.tensor([1, 2 ** 62]))
+
+
+# --- fuzzing the Python boundary: whatever a Dataset returns -----------------------------------
+
+_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+           torch.bfloat16, torch.float32, torch.float64, torch.bool, torch.complex64]
+
+
+@st.composite
+def _field_samples(draw, n):
+    """One field of ``n`` samples: tensors whose dtype, rank and sizes mostly agree and sometimes
+    do not (and sometimes are non-contiguous views), or Python numbers including ints beyond
+    int64."""
+    kind = draw(st.sampled_from(["tensor", "tensor", "tensor", "int", "float"]))
+    if kind == "int":
+        return [draw(st.integers(-2 ** 66, 2 ** 66) | st.integers(-5, 5)) for _ in range(n)]
+    if kind == "float":
+        return [draw(st.floats(allow_nan=False)) for _ in range(n)]
+    dtype = draw(st.sampled_from(_DTYPES))
+    shape = draw(st.lists(st.integers(0, 4), max_size=3))
+    out = []
+    for _ in range(n):
+        d = draw(st.sampled_from(_DTYPES)) if draw(st.integers(0, 9)) == 0 else dtype
+        s = list(shape)
+        if s and draw(st.integers(0, 3)) == 0:
+            s[draw(st.integers(0, len(s) - 1))] += draw(st.integers(1, 2))  # sizes differ
+        if draw(st.integers(0, 19)) == 0:
+            s = s + [1]  # another rank
+        t = (torch.arange(int(np.prod(s + [2])), dtype=torch.float64) % 7).to(d).view(s + [2])[..., 0]
+        out.append(t)  # a strided view, never contiguous past rank 0
+    return out
+
+
+def _expected(fields, n):
+    """What collate.samples through a Prefetcher must give for each field, from torch alone: the
+    default_collate of the field, the samples as a Ragged, or None: a CollateError."""
+    from torch.utils.data import default_collate
+
+    out = []
+    for values in fields:
+        if not isinstance(values[0], torch.Tensor):
+            if any(isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63 for v in values):
+                return None
+            out.append(default_collate(values))
+            continue
+        if any(t.dtype != values[0].dtype for t in values) or any(t.dim() != values[0].dim() for t in values):
+            return None
+        if all(t.shape == values[0].shape for t in values):
+            out.append(torch.stack(values))
+        elif values[0].dim() == 0:
+            return None
+        else:
+            out.append(list(values))  # a Ragged of these
+    return out
+
+
+@given(data=st.data())
+@settings(max_examples=15 if SANITIZED else 60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_whatever_the_dataset_returns_the_batch_is_right_or_a_collate_error(data):
+    """Hypothesis over the collate boundary (the Python side of the fuzzing the C++ targets get):
+    each batch either arrives equal to torch's own answer or raises CollateError; never another
+    exception, a crash or a wrong value, and the next batch (or epoch) works."""
+    n = data.draw(st.integers(1, 4))
+    fields = [data.draw(_field_samples(n)) for _ in range(data.draw(st.integers(1, 3)))]
+    batch = [tuple(f[i] for f in fields) for i in range(n)]
+    expected = _expected(fields, n)
+    good = [(torch.ones(2),)] * 2
+    try:
+        collated = prefetch.collate.samples(batch)
+    except CollateError:
+        assert expected is None
+        return
+    source = [collated, prefetch.collate.samples(good)]
+    with prefetch.Prefetcher(source, device="cpu") as pf:
+        it = iter(pf)
+        try:
+            got = next(it)
+        except CollateError:
+            assert expected is None
+            source.pop(0)  # the epoch ended with the error; the next one works
+            it = iter(pf)
+        else:
+            assert expected is not None
+            for g, e in zip(got, expected):
+                if isinstance(e, list):
+                    assert isinstance(g, prefetch.Ragged) and len(g) == len(e)
+                    for a, b in zip(g.tensors(), e):
+                        assert a.dtype == b.dtype and torch.equal(a, b)
+                else:
+                    assert g.dtype == e.dtype and g.shape == e.shape and torch.equal(g, e)
+        assert torch.equal(next(it)[0], torch.ones(2, 2))
