@@ -16,7 +16,7 @@
 #include "jpeg_decode.h"
 #include "kernel_args.h"
 #include "ops_common.h"
-#include "resized_crop.h"
+#include "resized_crop/resized_crop.h"
 
 namespace prefetch {
 

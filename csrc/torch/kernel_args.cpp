@@ -3,8 +3,9 @@
 
 #include <sstream>
 
-#include "cuda_thread_work.h"
-#include "resized_crop_thread_work.h"
+#include "common/affine_table.h"
+#include "normalize_flip/normalize_flip_thread_work.h"
+#include "resized_crop/resized_crop_thread_work.h"
 
 namespace prefetch {
 
@@ -95,7 +96,8 @@ void throw_problems(const char* op, const std::vector<std::string>& problems, bo
   TORCH_CHECK(false, out.str());
 }
 
-// The CUDA launch of `work_per_sample` thread items must be numbered in 32 bits (cuda_thread_work.h).
+// The CUDA launch of `work_per_sample` thread items must be numbered in 32 bits
+// (common/launch_split.h).
 std::string launch_problem(const char* op, bool planned, int64_t C, int64_t h, int64_t w) {
   if (planned) return "";
   std::ostringstream out;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/affine_table.h"
 #include "kernel_args.h"
 
 namespace py = pybind11;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "normalize_flip.h"
-#include "resized_crop.h"
+#include "normalize_flip/normalize_flip.h"
+#include "resized_crop/resized_crop.h"
 
 namespace prefetch {
 

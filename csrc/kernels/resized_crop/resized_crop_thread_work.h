@@ -1,8 +1,8 @@
 // One CUDA thread's share of resized_crop: kVec consecutive output elements of one output row.
 // __host__ __device__, so the CPU tests run this exact code over every thread index and compare
 // it with the CPU kernel (tests/cpp/resized_crop_thread_work_test.cpp); resized_crop.cu only maps
-// threads onto it. The launch numbering, its 32-bit split and the stores are normalize_flip's
-// (cuda_thread_work.h).
+// threads onto it. The launch numbering, its 32-bit split and the stores are every op's
+// (common/launch_split.h, common/thread_memory.h).
 //
 // Rows are (n, c, y) of w elements for NCHW output and (n, y) of w * C elements for channels_last,
 // so consecutive threads write consecutive elements of a row. A channels_last thread's elements
@@ -12,9 +12,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda_thread_work.h"
-#include "resized_crop.h"
-#include "resized_crop_taps.h"
+#include "common/launch_split.h"
+#include "common/thread_memory.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_taps.h"
 
 namespace prefetch {
 namespace kernels {

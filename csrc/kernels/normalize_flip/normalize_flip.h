@@ -3,16 +3,11 @@
 #pragma once
 #include <cstdint>
 
-#include "geometry.h"
+#include "common/float_outputs.h"
+#include "common/geometry.h"
 
 namespace prefetch {
 namespace kernels {
-
-// Channel counts up to this travel by value in the CUDA kernel's arguments (no upload per call,
-// and safe to capture in a CUDA graph); more channels are read from NormalizeFlipArgs::affine_device.
-constexpr int kInlineChannels = 64;
-
-enum class OutDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
 
 struct NormalizeFlipArgs {
   const uint8_t* images = nullptr;
@@ -22,6 +17,7 @@ struct NormalizeFlipArgs {
   const uint8_t* vflip = nullptr;    // [N] or null
   const Affine* affine = nullptr;    // [C], host memory: the CPU kernel reads it, and the CUDA
                                      // launcher passes up to kInlineChannels of it by value
+                                     // (common/affine_table.h)
   const Affine* affine_device = nullptr;  // [C] on the device; CUDA reads it only for C > kInlineChannels
   uint8_t fill = 0;
   void* out = nullptr;
@@ -39,6 +35,20 @@ struct FlipCropArgs {
   int64_t fill = 0;
   void* out = nullptr;          // [N, h, w] contiguous
 };
+
+// The element type of a mask of `bytes`-byte elements, for the CPU and CUDA flip_crop alike: the
+// op only moves elements, never computes on them, so every dtype of a size is one of these. Calls
+// f(T{}) with it and returns true; false for a size no kernel is instantiated for. Host code only
+// (it picks a template instantiation), hence not PF_HD.
+template <typename F>
+inline bool with_mask_element(int bytes, F&& f) {
+  if (bytes == 1) f(uint8_t{});
+  else if (bytes == 2) f(int16_t{});
+  else if (bytes == 4) f(int32_t{});
+  else if (bytes == 8) f(int64_t{});
+  else return false;
+  return true;
+}
 
 // Output rows are (n, y) pairs, numbered n * h + y.
 void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end);

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu_stores.h"
-#include "normalize_flip.h"
+#include "common/cpu_stores.h"
+#include "normalize_flip/normalize_flip.h"
 
 namespace {
 

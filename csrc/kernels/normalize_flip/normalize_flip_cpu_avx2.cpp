@@ -1,15 +1,16 @@
 // The CPU kernels built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls them
 // when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include "geometry.h"
-#include "normalize_flip.h"
+#include "common/float_outputs.h"
+#include "common/geometry.h"
+#include "normalize_flip/normalize_flip.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
-#include "float16_store_f16c.h"
-#include "normalize_flip_cpu_impl.h"
+#include "common/float16_store_f16c.h"
+#include "normalize_flip/normalize_flip_cpu_impl.h"
 
 namespace prefetch {
 namespace kernels {

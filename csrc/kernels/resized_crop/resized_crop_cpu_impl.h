@@ -14,9 +14,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu_stores.h"
-#include "resized_crop.h"
-#include "resized_crop_taps.h"
+#include "common/cpu_stores.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_taps.h"
 
 namespace {
 

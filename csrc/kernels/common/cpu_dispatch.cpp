@@ -1,4 +1,4 @@
-#include "cpu_dispatch.h"
+#include "common/cpu_dispatch.h"
 
 #include <atomic>
 

@@ -11,17 +11,17 @@
 
 #include <vector>
 
-#include "resized_crop.h"
-#include "resized_crop_thread_work.h"
+#include "common/affine_table.h"
+#include "common/launch_grid.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_thread_work.h"
 
 namespace prefetch {
 namespace kernels {
 namespace {
 
-constexpr int kThreads = 256;
-
-// The per-channel constants as in normalize_flip.cu: by value up to kInlineChannels, else from
-// device memory; read into shared memory once per block.
+// The per-channel constants as in normalize_flip.cu (common/affine_table.h): by value up to
+// kInlineChannels, else from device memory; read into shared memory once per block.
 template <typename Conv, bool kChannelsLast>
 __global__ void resized_crop_kernel(ResizedCropArgs a, ResizedCropLaunch l, AffineTable table) {
   __shared__ Affine inline_affine[kInlineChannels];
@@ -34,12 +34,6 @@ __global__ void resized_crop_kernel(ResizedCropArgs a, ResizedCropLaunch l, Affi
   for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < l.work; t += gridDim.x * blockDim.x) {
     resized_crop_thread<Conv, kChannelsLast>(a, l, affine, t);
   }
-}
-
-int blocks_for(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  // Enough blocks to fill any current GPU; the grid-stride loop covers the rest.
-  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
 template <typename Conv>

@@ -5,8 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "geometry.h"
-#include "normalize_flip.h"  // OutDType, kInlineChannels
+#include "common/float_outputs.h"
 
 namespace prefetch {
 namespace kernels {

@@ -1,6 +1,6 @@
 // How the CPU kernels write a row of float results into their output dtype: float32 as is,
 // bfloat16 and (without F16C) float16 rounded to nearest even as the CUDA kernels round
-// (geometry.h). float16_store_f16c.h has the F16C store of the AVX2 builds.
+// (float_outputs.h). float16_store_f16c.h has the F16C store of the AVX2 builds.
 //
 // Internal linkage on purpose: each op's body is compiled twice, for the baseline ISA and for
 // AVX2 + FMA + F16C. An inline function with external linkage used by both copies could be
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "geometry.h"
+#include "common/float_outputs.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "geometry.h"  // PF_HD
+#include "common/host_device.h"
 
 namespace prefetch {
 namespace kernels {

@@ -1,9 +1,9 @@
 // CPU twin of resized_crop.cu: the same taps (resized_crop_taps.h). The body is
 // resized_crop_cpu_impl.h; this file builds it for the baseline ISA and dispatches to the
 // AVX2 + FMA + F16C build (resized_crop_cpu_avx2.cpp) when use_avx2_build() says so.
-#include "cpu_dispatch.h"
-#include "resized_crop.h"
-#include "resized_crop_cpu_impl.h"
+#include "common/cpu_dispatch.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_cpu_impl.h"
 
 namespace prefetch {
 namespace kernels {

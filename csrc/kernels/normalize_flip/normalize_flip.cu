@@ -1,8 +1,8 @@
 // CUDA kernels for the fused augment ops. Torch-free: raw pointers, sizes and a cudaStream_t, so
 // CMake compiles and links them with nvcc on machines without a GPU or a CUDA torch. The index
-// math is geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp; a thread's whole
-// work is its op's function in cuda_thread_work.h, which the CPU tests also run, so the kernels
-// here only map threads and launches onto it.
+// math is common/geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp; a thread's
+// whole work is its op's function in normalize_flip_thread_work.h, which the CPU tests also run, so
+// the kernels here only map threads and launches onto it.
 //
 // One pass: each output element is written once, by one thread, with 16-byte stores where the
 // row allows it; each input byte is read from DRAM once (neighbouring threads read neighbouring
@@ -11,14 +11,14 @@
 
 #include <vector>
 
-#include "normalize_flip.h"
-#include "cuda_thread_work.h"
+#include "common/affine_table.h"
+#include "common/launch_grid.h"
+#include "normalize_flip/normalize_flip.h"
+#include "normalize_flip/normalize_flip_thread_work.h"
 
 namespace prefetch {
 namespace kernels {
 namespace {
-
-constexpr int kThreads = 256;
 
 // The per-channel constants arrive by value (`table`, C <= kInlineChannels) or from device
 // memory (`a.affine_device`); either way each block reads them into shared memory once, where
@@ -42,12 +42,6 @@ __global__ void flip_crop_kernel(FlipCropArgs a, FlipCropLaunch l) {
   for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < l.work; t += gridDim.x * blockDim.x) {
     flip_crop_thread<T>(a, l, t);
   }
-}
-
-int blocks_for(int64_t work) {
-  int64_t blocks = (work + kThreads - 1) / kThreads;
-  // Enough blocks to fill any current GPU; the grid-stride loop covers the rest.
-  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
 template <typename Conv>

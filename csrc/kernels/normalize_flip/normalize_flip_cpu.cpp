@@ -1,9 +1,9 @@
-// CPU twin of normalize_flip.cu: the same geometry (geometry.h). The body is
+// CPU twin of normalize_flip.cu: the same geometry (common/geometry.h). The body is
 // normalize_flip_cpu_impl.h; this file builds it for the baseline ISA and dispatches to the
 // AVX2 + FMA + F16C build (normalize_flip_cpu_avx2.cpp) when use_avx2_build() says so.
-#include "cpu_dispatch.h"
-#include "normalize_flip.h"
-#include "normalize_flip_cpu_impl.h"
+#include "common/cpu_dispatch.h"
+#include "normalize_flip/normalize_flip.h"
+#include "normalize_flip/normalize_flip_cpu_impl.h"
 
 namespace prefetch {
 namespace kernels {
