@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/affine_table.h"
+#include "flip_crop/flip_crop_thread_work.h"
 #include "normalize_flip/normalize_flip_thread_work.h"
 #include "resized_crop/resized_crop_thread_work.h"
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "flip_crop/flip_crop.h"
 #include "normalize_flip/normalize_flip.h"
 #include "resized_crop/resized_crop.h"
 

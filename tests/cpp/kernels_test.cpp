@@ -11,6 +11,7 @@
 #include "common/cpu_dispatch.h"
 #include "common/float_outputs.h"
 #include "common/geometry.h"
+#include "flip_crop/flip_crop.h"
 #include "normalize_flip/normalize_flip.h"
 
 using namespace prefetch::kernels;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/geometry.h"
-#include "normalize_flip/normalize_flip.h"
+#include "flip_crop/flip_crop.h"
 
 using namespace prefetch::kernels;
 

@@ -1,8 +1,8 @@
-// CUDA kernels for the fused augment ops. Torch-free: raw pointers, sizes and a cudaStream_t, so
-// CMake compiles and links them with nvcc on machines without a GPU or a CUDA torch. The index
-// math is common/geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp; a thread's
-// whole work is its op's function in normalize_flip_thread_work.h, which the CPU tests also run, so
-// the kernels here only map threads and launches onto it.
+// The CUDA normalize_flip kernel. Torch-free: raw pointers, sizes and a cudaStream_t, so CMake
+// compiles and links it with nvcc on machines without a GPU or a CUDA torch. The index math is
+// common/geometry.h's, shared with the CPU twin in normalize_flip_cpu.cpp; a thread's whole work is
+// normalize_flip_thread (normalize_flip_thread_work.h), which the CPU tests also run, so this file
+// only maps threads and launches onto it.
 //
 // One pass: each output element is written once, by one thread, with 16-byte stores where the
 // row allows it; each input byte is read from DRAM once (neighbouring threads read neighbouring
@@ -37,13 +37,6 @@ __global__ void normalize_flip_kernel(NormalizeFlipArgs a, NormalizeFlipLaunch l
   }
 }
 
-template <typename T>
-__global__ void flip_crop_kernel(FlipCropArgs a, FlipCropLaunch l) {
-  for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < l.work; t += gridDim.x * blockDim.x) {
-    flip_crop_thread<T>(a, l, t);
-  }
-}
-
 template <typename Conv>
 void launch_normalize_flip(const NormalizeFlipArgs& a, const NormalizeFlipLaunch& l,
                            const AffineTable& table, cudaStream_t s) {
@@ -75,21 +68,6 @@ int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream) {
         launch_normalize_flip<ToBFloat16>(args, l, table, s);
         break;
     }
-    const cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-  }
-  return cudaSuccess;
-}
-
-int flip_crop_cuda(const FlipCropArgs& args, void* stream) {
-  std::vector<FlipCropLaunch> launches;
-  if (!plan_flip_crop_launches(args, &launches)) return cudaErrorInvalidValue;
-  auto s = static_cast<cudaStream_t>(stream);
-  for (const FlipCropLaunch& l : launches) {
-    const bool launched = with_mask_element(args.itemsize, [&](auto element) {
-      flip_crop_kernel<decltype(element)><<<blocks_for(l.work), kThreads, 0, s>>>(args, l);
-    });
-    if (!launched) return cudaErrorInvalidValue;
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
   }

@@ -1,5 +1,9 @@
-// The fused augment ops, torch-free: arguments as raw pointers and sizes, a CPU implementation
-// over a range of output rows (the torch layer parallelises it), and CUDA launchers on a stream.
+// normalize_flip, torch-free: each uint8 image of a batch (NHWC, NCHW or any strided view) is
+// cropped to its window, flipped, optionally gathered from a larger input, normalized and cast to
+// float32, float16 or bfloat16 in one pass. Arguments as raw pointers and sizes, a CPU
+// implementation over a range of output rows (the torch layer parallelises it), and a CUDA
+// launcher on a stream. flip_crop (../flip_crop/) applies the same windows, flips and gather to
+// the batch's masks.
 #pragma once
 #include <cstdint>
 
@@ -25,38 +29,11 @@ struct NormalizeFlipArgs {
   int64_t oN = 0, oC = 0, oY = 0, oX = 0;  // output strides, elements
 };
 
-struct FlipCropArgs {
-  const void* masks = nullptr;  // [N, H, W] elements of `itemsize` bytes
-  int itemsize = 1;
-  Geometry g;                   // C = 1
-  const int64_t* offsets = nullptr;
-  const uint8_t* hflip = nullptr;
-  const uint8_t* vflip = nullptr;
-  int64_t fill = 0;
-  void* out = nullptr;          // [N, h, w] contiguous
-};
-
-// The element type of a mask of `bytes`-byte elements, for the CPU and CUDA flip_crop alike: the
-// op only moves elements, never computes on them, so every dtype of a size is one of these. Calls
-// f(T{}) with it and returns true; false for a size no kernel is instantiated for. Host code only
-// (it picks a template instantiation), hence not PF_HD.
-template <typename F>
-inline bool with_mask_element(int bytes, F&& f) {
-  if (bytes == 1) f(uint8_t{});
-  else if (bytes == 2) f(int16_t{});
-  else if (bytes == 4) f(int32_t{});
-  else if (bytes == 8) f(int64_t{});
-  else return false;
-  return true;
-}
-
 // Output rows are (n, y) pairs, numbered n * h + y.
 void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end);
-void flip_crop_cpu(const FlipCropArgs& args, int64_t row_begin, int64_t row_end);
 
-// Launch on `stream` (a cudaStream_t); defined in normalize_flip.cu. Return a cudaError_t.
+// Launch on `stream` (a cudaStream_t); defined in normalize_flip.cu. Returns a cudaError_t.
 int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream);
-int flip_crop_cuda(const FlipCropArgs& args, void* stream);
 
 }  // namespace kernels
 }  // namespace prefetch

@@ -19,9 +19,5 @@ void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_
   normalize_flip_impl<StoreFloat16Software>(args, row_begin, row_end);
 }
 
-void flip_crop_cpu(const FlipCropArgs& args, int64_t row_begin, int64_t row_end) {
-  flip_crop_impl(args, row_begin, row_end);
-}
-
 }  // namespace kernels
 }  // namespace prefetch

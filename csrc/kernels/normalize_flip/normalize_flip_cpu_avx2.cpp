@@ -1,4 +1,4 @@
-// The CPU kernels built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls them
+// The CPU normalize_flip built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls it
 // when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include "common/float_outputs.h"

@@ -1,4 +1,4 @@
-// The CPU kernels' body, compiled twice: by normalize_flip_cpu.cpp for the baseline ISA and by
+// normalize_flip's CPU body, compiled twice: by normalize_flip_cpu.cpp for the baseline ISA and by
 // normalize_flip_cpu_avx2.cpp for AVX2 + FMA + F16C, chosen at run time. Everything here has
 // internal linkage so the two copies never mix. Each output row is produced in two passes: the
 // normalized floats of one channel into a row buffer (a unit-stride loop the compiler
@@ -13,7 +13,6 @@
 namespace {
 
 using prefetch::kernels::Affine;
-using prefetch::kernels::FlipCropArgs;
 using prefetch::kernels::Geometry;
 using prefetch::kernels::NormalizeFlipArgs;
 using prefetch::kernels::OutDType;
@@ -91,31 +90,6 @@ void normalize_dispatch(const NormalizeFlipArgs& a, int64_t begin, int64_t end) 
 
 // The float16 store is the including file's: software rounding, or F16C instructions.
 
-template <typename T>
-void flip_crop_rows(const FlipCropArgs& a, int64_t begin, int64_t end) {
-  const Geometry& g = a.g;
-  const T* masks = static_cast<const T*>(a.masks);
-  T* out = static_cast<T*>(a.out);
-  const T fill = static_cast<T>(a.fill);
-  for (int64_t r = begin; r < end; ++r) {
-    const int64_t n = r / g.h, y = r % g.h;
-    const Window win = prefetch::kernels::sample_window(g, a.offsets, a.hflip, a.vflip, n);
-    const int64_t sy = prefetch::kernels::source_row(g, win, y);
-    int64_t xb = 0, xe = 0;
-    if (sy >= 0 && sy < g.H) prefetch::kernels::inside_columns(g, win, &xb, &xe);
-    T* dst = out + r * g.w;
-    const T* src = masks + prefetch::kernels::source_sample(g, n) * g.sN + (xe > xb ? sy * g.sH : 0);
-    for (int64_t x = 0; x < xb; ++x) dst[x] = fill;
-    if (!win.hflip) {
-      for (int64_t x = xb; x < xe; ++x) dst[x] = src[(win.left + x) * g.sW];
-    } else {
-      const int64_t last = win.left + g.w - 1;
-      for (int64_t x = xb; x < xe; ++x) dst[x] = src[(last - x) * g.sW];
-    }
-    for (int64_t x = xe; x < g.w; ++x) dst[x] = fill;
-  }
-}
-
 template <typename StoreHalf>
 void normalize_flip_impl(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end) {
   switch (args.dtype) {
@@ -126,13 +100,6 @@ void normalize_flip_impl(const NormalizeFlipArgs& args, int64_t row_begin, int64
     case OutDType::kBFloat16:
       return normalize_dispatch<StoreBFloat16>(args, row_begin, row_end);
   }
-}
-
-inline void flip_crop_impl(const FlipCropArgs& args, int64_t row_begin, int64_t row_end) {
-  // Another size writes nothing, as before: the torch layer admits only these.
-  prefetch::kernels::with_mask_element(args.itemsize, [&](auto element) {
-    flip_crop_rows<decltype(element)>(args, row_begin, row_end);
-  });
 }
 
 }  // namespace

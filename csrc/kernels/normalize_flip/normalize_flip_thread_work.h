@@ -1,8 +1,7 @@
-// One CUDA thread's share of normalize_flip and flip_crop: kVec consecutive output elements of one
-// output row. __host__ __device__, so the CPU tests run this exact code over every thread index and
-// compare it with the CPU kernels (tests/cpp/cuda_thread_work_test.cpp); normalize_flip.cu only
-// maps threads onto it. The launch numbering and its 32-bit split are every op's
-// (common/launch_split.h).
+// One CUDA thread's share of normalize_flip: kVec consecutive output elements of one output row.
+// __host__ __device__, so the CPU tests run this exact code over every thread index and compare it
+// with the CPU kernel (tests/cpp/cuda_thread_work_test.cpp); normalize_flip.cu only maps threads
+// onto it. The launch numbering and its 32-bit split are every op's (common/launch_split.h).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -85,41 +84,6 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
   T* dst = static_cast<T*>(a.out) + n * a.oN + static_cast<int64_t>(y) * a.oY +
            (kChannelsLast ? 0 : static_cast<int64_t>(c_row) * a.oC) + first;
   store_values(dst, values, count);
-}
-
-
-// flip_crop: rows are (n, y), of w mask elements; the same numbering with C = 1.
-struct FlipCropLaunch : SampleLaunch {};
-
-inline bool plan_flip_crop_launches(const FlipCropArgs& a, std::vector<FlipCropLaunch>* launches,
-                                    int64_t max_work = INT32_MAX) {
-  return split_by_samples(a.g.N, a.g.h, a.g.h, a.g.w, max_work, FlipCropLaunch{}, launches);
-}
-
-// Thread item t of a flip_crop launch; T is the mask element type (itemsize bytes).
-template <typename T>
-PF_HD void flip_crop_thread(const FlipCropArgs& a, const FlipCropLaunch& l, uint32_t t) {
-  const Geometry& g = a.g;
-  uint32_t row, vec, n_local, y;
-  l.vecs_per_row.divmod(t, &row, &vec);
-  l.h.divmod(row, &n_local, &y);
-  const int64_t n = l.n0 + n_local;
-  const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
-  const int64_t sy = source_row(g, win, y);
-  const bool row_inside = sy >= 0 && sy < g.H;
-  const T* src = static_cast<const T*>(a.masks) + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
-  const int32_t first = static_cast<int32_t>(vec) * kVec;
-  const int count = l.row_len - first < kVec ? l.row_len - first : kVec;
-  int64_t sx = source_col(g, win, first);
-  const int64_t step = win.hflip ? -1 : 1;
-  T* dst = static_cast<T*>(a.out) + (n * g.h + y) * g.w + first;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-  for (int k = 0; k < kVec; ++k) {
-    if (k < count) dst[k] = (row_inside && sx >= 0 && sx < g.W) ? src[sx * g.sW] : static_cast<T>(a.fill);
-    sx += step;
-  }
 }
 
 }  // namespace kernels
