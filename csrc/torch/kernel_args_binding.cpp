@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/affine_table.h"
-#include "kernel_args.h"
+#include "ops/kernel_args.h"
 
 namespace py = pybind11;
 

@@ -8,25 +8,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "jpeg_decode.h"
-#include "kernel_args.h"
-#include "ops_common.h"
+#include "ops/kernel_args.h"
+#include "ops/output_pool.h"
+#include "ops/plan_common.h"  // shape_of
+#include "ops/resized_crop_plan.h"
 #include "resized_crop/resized_crop.h"
 
 namespace prefetch {
 
 namespace {
-
-std::string shape_string(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
 
 // An encoded batch as a 1-D prefetch.Ragged holds it: every sample's bytes at values[offsets[n]:
 // offsets[n] + sizes[n]], on the CPU (libjpeg reads host memory).
@@ -44,16 +39,16 @@ EncodedBatch encoded_batch(const char* op, const at::Tensor& values, const at::T
               "CPU tensors, got ", values.device(), ", ", offsets.device(), ", ", sizes.device());
   TORCH_CHECK(values.scalar_type() == at::kByte && values.dim() == 1,
               op, ": values must be a 1-D uint8 tensor (the bytes of every encoded image, packed), "
-              "got dtype ", values.scalar_type(), " and shape ", shape_string(values));
+              "got dtype ", values.scalar_type(), " and shape ", shape_of(values));
   TORCH_CHECK(values.numel() <= 1 || values.stride(0) == 1, op,
               ": values must be contiguous (stride 1), got stride ", values.stride(0));
   TORCH_CHECK(offsets.scalar_type() == at::kLong && offsets.dim() == 1, op,
               ": offsets must be a 1-D int64 tensor [N], got dtype ", offsets.scalar_type(),
-              " and shape ", shape_string(offsets));
+              " and shape ", shape_of(offsets));
   TORCH_CHECK(sizes.scalar_type() == at::kLong &&
                   (sizes.dim() == 1 || (sizes.dim() == 2 && sizes.size(1) == 1)),
               op, ": sizes must be an int64 tensor [N] or [N, 1] of byte counts (a 1-D Ragged's), "
-              "got dtype ", sizes.scalar_type(), " and shape ", shape_string(sizes));
+              "got dtype ", sizes.scalar_type(), " and shape ", shape_of(sizes));
   const int64_t N = offsets.size(0);
   TORCH_CHECK(sizes.size(0) == N, op, ": offsets has ", N, " samples but sizes has ", sizes.size(0));
   EncodedBatch b;
@@ -134,7 +129,7 @@ std::vector<decode::Region> regions_of(const char* op, const EncodedBatch& b,
               op, ": boxes must be an integer tensor [N, 4] of (top, left, height, width), got dtype ",
               boxes->scalar_type());
   TORCH_CHECK(boxes->dim() == 2 && boxes->size(0) == N && boxes->size(1) == 4,
-              op, ": boxes must have shape [N, 4] = [", N, ", 4], got ", shape_string(*boxes));
+              op, ": boxes must have shape [N, 4] = [", N, ", 4], got ", shape_of(*boxes));
   const at::Tensor host = boxes->to(at::kCPU, at::kLong).contiguous();
   const int64_t* box = host.const_data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n, box += 4) {

@@ -1,9 +1,9 @@
 // CUDA registration of the fused ops. Everything but the device is shared with the CPU
-// registration: the checks and plans (ops.cpp) and the kernels' complete arguments
-// (kernel_args.cpp, where the CPU tests reach them). What is CUDA's own is here and only here: the
-// device guard, torch's current stream, and the upload of per-channel constants beyond
-// kernels::kInlineChannels. No host synchronisation (except resized_crop's one read of its tables
-// when they are on the device), and for up to 64 channels nothing but the launch itself.
+// registration (ops_cpu.cpp): the checks and plans (<op>_plan.cpp) and the kernels' complete
+// arguments (kernel_args.cpp, where the CPU tests reach them). What is CUDA's own is here and
+// only here: the device guard, torch's current stream, and the upload of per-channel constants
+// beyond kernels::kInlineChannels. No host synchronisation (except resized_crop's one read of its
+// tables when they are on the device), and for up to 64 channels nothing but the launch itself.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -12,8 +12,11 @@
 
 #include <cstring>
 
-#include "kernel_args.h"
-#include "ops_common.h"
+#include "ops/flip_crop_plan.h"
+#include "ops/kernel_args.h"
+#include "ops/normalize_flip_plan.h"
+#include "ops/plan_common.h"
+#include "ops/resized_crop_plan.h"
 
 namespace prefetch {
 namespace {

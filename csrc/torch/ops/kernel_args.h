@@ -1,7 +1,8 @@
-// The one place where an op's plan (ops_common.h) becomes its kernel's complete arguments, for
-// every backend. A registration adds only what is its own: the CPU one its thread split; the CUDA
-// one (cuda/ops_cuda.cpp) its device guard, its stream, and, as a KernelTarget's `upload`, the
-// copy to the device of the per-channel constants that do not fit in the kernel's arguments.
+// The one place where an op's plan (<op>_plan.h) becomes its kernel's complete arguments, for
+// every backend. A registration adds only what is its own: the CPU one (ops_cpu.cpp) its thread
+// split; the CUDA one (ops_cuda.cpp) its device guard, its stream, and, as a KernelTarget's
+// `upload`, the copy to the device of the per-channel constants that do not fit in the kernel's
+// arguments.
 //
 // Why it exists: the CUDA registration once carried its own copy of this assembly and left one
 // pointer unset, a certain crash at the first batch that no machine without a GPU could see. Now
@@ -15,7 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "ops_common.h"
+#include "ops/flip_crop_plan.h"
+#include "ops/normalize_flip_plan.h"
+#include "ops/resized_crop_plan.h"
 
 namespace prefetch {
 

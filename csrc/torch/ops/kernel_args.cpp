@@ -1,22 +1,17 @@
 // complete_args and the completeness checks of kernel_args.h.
-#include "kernel_args.h"
+#include "ops/kernel_args.h"
 
 #include <sstream>
 
 #include "common/affine_table.h"
 #include "flip_crop/flip_crop_thread_work.h"
 #include "normalize_flip/normalize_flip_thread_work.h"
+#include "ops/plan_common.h"  // out_dtype
 #include "resized_crop/resized_crop_thread_work.h"
 
 namespace prefetch {
 
 namespace {
-
-kernels::OutDType out_dtype(at::ScalarType t) {
-  return t == at::kFloat ? kernels::OutDType::kFloat32
-         : t == at::kHalf ? kernels::OutDType::kFloat16
-                          : kernels::OutDType::kBFloat16;
-}
 
 // Collects problems as readable lines: "<field>: <what is wrong>".
 class Problems {
