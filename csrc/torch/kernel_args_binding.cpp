@@ -1,6 +1,6 @@
 // prefetch._C._kernel_args: the kernel arguments complete_args assembles for an op's call, for the
 // CPU or for a CUDA kernel, described as a dict, so that the CPU tests check the CUDA assembly on a
-// machine without a GPU (tests/test_kernel_args.py). The CUDA target's upload is replaced by a
+// machine without a GPU (tests/ops/test_kernel_args.py). The CUDA target's upload is replaced by a
 // copy into CPU memory (the one line of the real upload that is CUDA's own); everything else is
 // the code a CUDA call runs. A test hook, private: prefetch's API never calls it.
 #include <torch/extension.h>
@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel_args.h"
+#include "common/affine_table.h"
+#include "ops/kernel_args.h"
 
 namespace py = pybind11;
 

@@ -1,6 +1,6 @@
 """Every fake (meta) kernel of prefetch's ops, in one place: shape inference for torch.compile,
 FakeTensor and the meta device. They refuse what the real kernels refuse, with the same messages
-(csrc/torch/ops.cpp, decode_ops.cpp)."""
+(csrc/torch/ops/: the <op>_plan.cpp files, decode_ops.cpp)."""
 import math
 
 import torch
@@ -40,7 +40,7 @@ def _check_devices(op, x, what, args):
 
 
 def _check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
-    """Mirrors ops.cpp's geometry_inputs; returns (n, h, w) of the output."""
+    """Mirrors csrc/torch/ops/geometry_inputs.cpp; returns (n, h, w) of the output."""
     torch._check(H < _MAX_SIDE and W < _MAX_SIDE, lambda: (
         "the input's height and width must be below 2^62, got H = %s, W = %s" % (H, W)))
     if indices is not None:
@@ -135,8 +135,8 @@ def _check_table_device(x, name, t):
 @torch.library.register_fake("prefetch::resized_crop")
 def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
                        dtype=torch.float32, channels_last=False, antialias=False):
-    # Mirrors ops.cpp's plan_resized_crop, except what needs the tables' values (the boxes, the
-    # samples' channels and extents): the real kernel checks those when it runs.
+    # Mirrors resized_crop_plan.cpp's plan_resized_crop, except what needs the tables' values
+    # (the boxes, the samples' channels and extents): the real kernel checks those when it runs.
     for name, t in (("offsets", offsets), ("sizes", sizes), ("boxes", boxes), ("hflip", hflip),
                     ("vflip", vflip)):
         if t is not None:

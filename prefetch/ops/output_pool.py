@@ -1,7 +1,7 @@
-"""The CPU output pool's controls (its C++ half: csrc/torch/ops.cpp): CPU outputs of 1 MiB or more
-come from a small process-wide pool of pre-faulted buffers that an output returns when it dies
-(torch's allocator would page-fault a fresh block on every call). docs/custom_ops.md, "Where
-prefetch's CPU outputs come from"."""
+"""The CPU output pool's controls (its C++ half: csrc/torch/ops/output_pool.cpp): CPU outputs of
+1 MiB or more come from a small process-wide pool of pre-faulted buffers that an output returns
+when it dies (torch's allocator would page-fault a fresh block on every call). docs/custom_ops.md,
+"Where prefetch's CPU outputs come from"."""
 import torch
 
 from .._engine.checks import whole
@@ -9,7 +9,7 @@ from .._engine.extension import _C  # noqa: F401  (loading the extension registe
 
 __all__ = ["output_pool_stats", "release_output_pool", "set_output_pool_limit"]
 
-# The order in which ops.cpp's output_pool_stats() returns its values.
+# The order in which output_pool.cpp's output_pool_stats() returns its values.
 _POOL_STATS = ("idle_buffers", "idle_bytes", "max_idle_buffers", "max_idle_bytes",
                "in_use_buffers", "in_use_bytes", "allocations", "reuses")
 

@@ -1,7 +1,7 @@
-// The CUDA normalize_flip kernel's per-thread code (cuda_thread_work.h), run on the CPU over
-// every thread index of every launch, must write exactly what the CPU kernel writes; and the
-// launch-wide divisions it relies on (FastDivmod) must be exact. No GPU needed: only the mapping
-// of threads onto these calls is left to the GPU tests.
+// The CUDA normalize_flip and flip_crop kernels' per-thread code (normalize_flip_thread_work.h,
+// flip_crop_thread_work.h), run on the CPU over every thread index of every launch, must write
+// exactly what the CPU kernels write; and the launch-wide divisions it relies on (FastDivmod) must
+// be exact. No GPU needed: only the mapping of threads onto these calls is left to the GPU tests.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "cpu_dispatch.h"
-#include "fast_divmod.h"
-#include "normalize_flip.h"
-#include "cuda_thread_work.h"
+#include "common/affine_table.h"
+#include "common/cpu_dispatch.h"
+#include "common/fast_divmod.h"
+#include "flip_crop/flip_crop.h"
+#include "flip_crop/flip_crop_thread_work.h"
+#include "normalize_flip/normalize_flip.h"
+#include "normalize_flip/normalize_flip_thread_work.h"
 
 using namespace prefetch::kernels;
 

@@ -8,9 +8,11 @@
 #include <random>
 #include <vector>
 
-#include "cpu_dispatch.h"
-#include "geometry.h"
-#include "normalize_flip.h"
+#include "common/cpu_dispatch.h"
+#include "common/float_outputs.h"
+#include "common/geometry.h"
+#include "flip_crop/flip_crop.h"
+#include "normalize_flip/normalize_flip.h"
 
 using namespace prefetch::kernels;
 

@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "geometry.h"
-#include "normalize_flip.h"
+#include "common/geometry.h"
+#include "flip_crop/flip_crop.h"
 
 using namespace prefetch::kernels;
 

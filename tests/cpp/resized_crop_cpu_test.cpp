@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu_dispatch.h"
-#include "resized_crop.h"
-#include "resized_crop_taps.h"
+#include "common/cpu_dispatch.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_taps.h"
 
 using namespace prefetch::kernels;
 

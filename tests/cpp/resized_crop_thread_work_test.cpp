@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cpu_dispatch.h"
-#include "resized_crop.h"
-#include "resized_crop_thread_work.h"
+#include "common/cpu_dispatch.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_thread_work.h"
 
 using namespace prefetch::kernels;
 

@@ -1,0 +1,83 @@
+// What every op with a float output shares, on the CPU and the GPU alike: the output dtypes, the
+// per-channel normalization folded into one multiply-add (Affine), and the conversions of a float
+// to float16 and bfloat16 bits, rounded to nearest even as CUDA rounds. Torch-free; every function
+// is __host__ __device__ under nvcc.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+#include "common/host_device.h"
+
+namespace prefetch {
+namespace kernels {
+
+enum class OutDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+
+// (x / 255 - mean) / std, folded into one multiply-add per element: scale = 1 / (255 std),
+// bias = -mean / std, both computed in double and rounded once.
+struct Affine {
+  float scale, bias;
+};
+
+// CUDA and the AVX2 CPU build contract this into one fused multiply-add; the baseline CPU build
+// rounds twice. Either is within 1e-6 of (v / 255 - mean) / std for |result| <= 1, and so within
+// that of each other (docs/custom_ops.md, "CPU and GPU results").
+PF_HD float normalize(uint8_t v, Affine a) { return static_cast<float>(v) * a.scale + a.bias; }
+
+// The bits of a float (C++20's std::bit_cast; memcpy is the defined way to read them in C++17).
+PF_HD uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+// Round-to-nearest-even float -> bfloat16 / float16 bits, identical to CUDA's __float2bfloat16_rn
+// and __float2half_rn (which device code uses directly).
+PF_HD uint16_t float_to_bfloat16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+  const uint32_t u = float_bits(f);
+  // Branch-free (so loops over it vectorise): NaN keeps a quiet-NaN pattern, everything else
+  // rounds the 16 dropped bits to nearest even.
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+#endif
+}
+
+PF_HD uint16_t float_to_half_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  const uint32_t u = float_bits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (abs < 0x38800000u) {  // subnormal or zero in half precision
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    const uint32_t exp = abs >> 23;
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    // value = mant * 2^(exp - 150); in units of the smallest subnormal (2^-24): mant >> (126 - exp)
+    const uint32_t shift = 126u - exp;
+    uint32_t result = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (result & 1u))) ++result;
+    return static_cast<uint16_t>(sign | result);
+  }
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped mantissa bits to even.
+  uint32_t v = abs - 0x38000000u;
+  v += 0xfffu + ((v >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (v >> 13));
+#endif
+}
+
+}  // namespace kernels
+}  // namespace prefetch

@@ -1,0 +1,24 @@
+// The CPU normalize_flip built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls it
+// when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "common/float_outputs.h"
+#include "common/geometry.h"
+#include "normalize_flip/normalize_flip.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+
+#include "common/float16_store_f16c.h"
+#include "normalize_flip/normalize_flip_cpu_impl.h"
+
+namespace prefetch {
+namespace kernels {
+void normalize_flip_cpu_avx2(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end) {
+  normalize_flip_impl<StoreFloat16F16C>(args, row_begin, row_end);
+}
+}  // namespace kernels
+}  // namespace prefetch
+
+#pragma GCC pop_options
+#endif

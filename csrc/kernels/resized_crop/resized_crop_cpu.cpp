@@ -1,0 +1,23 @@
+// CPU twin of resized_crop.cu: the same taps (resized_crop_taps.h). The body is
+// resized_crop_cpu_impl.h; this file builds it for the baseline ISA and dispatches to the
+// AVX2 + FMA + F16C build (resized_crop_cpu_avx2.cpp) when use_avx2_build() says so.
+#include "common/cpu_dispatch.h"
+#include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_cpu_impl.h"
+
+namespace prefetch {
+namespace kernels {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+void resized_crop_cpu_avx2(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end);
+#endif
+
+void resized_crop_cpu(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (use_avx2_build()) return resized_crop_cpu_avx2(args, row_begin, row_end);
+#endif
+  resized_crop_impl<StoreFloat16Software>(args, row_begin, row_end);
+}
+
+}  // namespace kernels
+}  // namespace prefetch

@@ -1,0 +1,26 @@
+// flip_crop's plan: its arguments checked and turned into the kernel's (kernels'
+// flip_crop/flip_crop.h), the output allocated. Both registrations run it.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "flip_crop/flip_crop.h"
+#include "ops/geometry_inputs.h"
+#include "ops/plan_common.h"
+
+namespace prefetch {
+
+struct FlipCropPlan {
+  GeometryInputs geometry;
+  at::Tensor out;
+  kernels::FlipCropArgs args;
+};
+
+FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Tensor>& hflip,
+                            const std::optional<at::Tensor>& vflip, at::OptionalIntArrayRef crop,
+                            const std::optional<at::Tensor>& offsets, int64_t fill,
+                            const std::optional<at::Tensor>& indices,
+                            const OutputAllocator& allocate = default_output);
+
+}  // namespace prefetch

@@ -1,0 +1,67 @@
+// What every op's plan shares (a plan: an op's arguments checked and turned into its kernel's
+// arguments, in code the CPU and CUDA registrations both run): the device check, the output's
+// size, its allocation, and the checks and descriptions every image op repeats. Every error
+// prints the values it got.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/float_outputs.h"
+
+namespace prefetch {
+
+// The largest crop (h, w) and resized output side the ops accept.
+constexpr int64_t kMaxCrop = 65535;
+
+// "<op>: <arg> is on <device> but the <input_name> are on <device>" unless every tensor argument
+// is on the input's device (meta included, as torch's TensorIterator ops require). Called first by
+// both registrations: the CUDA one before its device guard, which a CPU input would fail obscurely.
+void check_devices(const char* op, const at::Tensor& input, const char* input_name,
+                   const std::optional<at::Tensor>& hflip, const std::optional<at::Tensor>& vflip,
+                   const std::optional<at::Tensor>& offsets,
+                   const std::optional<at::Tensor>& indices);
+
+// The byte size of an output of `sizes` and `dtype`; a RuntimeError naming them when the element
+// count or the byte count overflows int64 (as a stride-0 expanded input can ask for).
+int64_t checked_output_bytes(const char* op, at::IntArrayRef sizes, at::ScalarType dtype);
+
+// Allocates an op's output: torch's allocator by default, a buffer pool on the CPU.
+using OutputAllocator =
+    std::function<at::Tensor(at::IntArrayRef, const at::TensorOptions&, at::MemoryFormat)>;
+at::Tensor default_output(at::IntArrayRef sizes, const at::TensorOptions& options,
+                          at::MemoryFormat format);
+
+// "[2, 3]": a tensor's shape, for error messages.
+std::string shape_of(const at::Tensor& t);
+
+// A flip argument: a bool tensor [N] = [n] or none; a RuntimeError naming it otherwise.
+void check_flip(const std::optional<at::Tensor>& flip, const char* name, int64_t n);
+
+// mean and std, one value per channel (the caller has checked that they have as many): every std
+// > 0 and finite, every mean finite; a RuntimeError naming the first channel that is not. Both
+// image ops check them the same way.
+void check_mean_std(at::ArrayRef<double> mean, at::ArrayRef<double> std);
+
+// The kernels' per-channel affine map of checked mean and std: x -> x * scale + bias equals
+// (x / 255 - mean) / std.
+std::vector<kernels::Affine> affine_of(at::ArrayRef<double> mean, at::ArrayRef<double> std);
+
+// The kernels' name of a float output dtype (float32, float16 or bfloat16: the plans check).
+kernels::OutDType out_dtype(at::ScalarType dtype);
+
+// An image op's [N, C, h, w] float output, as the kernels' arguments describe it.
+template <typename Args>
+void set_output(Args* a, const at::Tensor& out, at::ScalarType dtype) {
+  a->out = out.data_ptr();
+  a->dtype = out_dtype(dtype);
+  a->oN = out.stride(0);
+  a->oC = out.stride(1);
+  a->oY = out.stride(2);
+  a->oX = out.stride(3);
+}
+
+}  // namespace prefetch

@@ -1,0 +1,32 @@
+// The prefetch ops library (TORCH_LIBRARY, defined once per library): the augment ops' schemas
+// and the output pool's controls, which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors.
+// Their registrations are ops_cpu.cpp and ops_cuda.cpp. The JPEG ops define theirs next to their
+// CPU kernels (decode_ops.cpp, a TORCH_LIBRARY_FRAGMENT): they have no CUDA registration and no
+// plan shared with one.
+#include <torch/library.h>
+
+#include "ops/output_pool.h"
+
+namespace prefetch {
+
+TORCH_LIBRARY(prefetch, m) {
+  m.def(
+      "normalize_flip(Tensor images, float[] mean, float[] std, Tensor? hflip=None, "
+      "Tensor? vflip=None, int[]? crop=None, Tensor? offsets=None, int fill=0, "
+      "ScalarType dtype=float, str layout=\"NHWC\", bool channels_last=False, "
+      "Tensor? indices=None) -> Tensor");
+  m.def(
+      "flip_crop(Tensor masks, Tensor? hflip=None, Tensor? vflip=None, int[]? crop=None, "
+      "Tensor? offsets=None, int fill=0, Tensor? indices=None) -> Tensor");
+  m.def(
+      "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
+      "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
+      "bool channels_last=False, bool antialias=False) -> Tensor");
+  // The CPU output pool's controls (no tensors: one kernel for every backend). Private names;
+  // prefetch/ops/output_pool.py wraps them.
+  m.def("_output_pool_stats() -> int[]", &output_pool_stats);
+  m.def("_release_output_pool() -> int", &release_output_pool);
+  m.def("_set_output_pool_limit(int max_idle_bytes) -> int", &set_output_pool_limit);
+}
+
+}  // namespace prefetch
