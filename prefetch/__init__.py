@@ -8,7 +8,7 @@ import torch
 
 from ._engine.extension import _C
 from . import collate, ops, ray, sources, transforms  # prefetch.ray imports no Ray (a Ray dataset brings it)
-from .errors import CollateError, PrefetchTimeout
+from .errors import CollateError, PrefetchTimeout, SharedMemoryError
 from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader
 from .samples import Samples
@@ -18,7 +18,7 @@ from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "PassThroughWarning", "collate", "built_with_cuda",
+__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "SharedMemoryError", "PassThroughWarning", "collate", "built_with_cuda",
            "built_with_jpeg"]
 
 

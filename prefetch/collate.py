@@ -8,6 +8,7 @@ straight into its pinned ring, instead of into fresh memory that is copied again
 """
 import numpy as np
 import torch
+from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
 from .samples import Samples
@@ -16,7 +17,30 @@ __all__ = ["samples"]
 
 
 def _tensor_samples(batch, *, collate_fn_map=None):
+    if get_worker_info() is not None:
+        _share(batch)
     return Samples(batch)
+
+
+def _share(tensors):
+    """In a DataLoader worker: the samples' storages into shared memory now, as default_collate
+    puts its stacked batch there, instead of in the queue's feeder thread at pickling time — where
+    a full /dev/shm kills the feeder thread and the batch never arrives (the main process would
+    wait forever). Here the error reaches the main process as the worker's exception."""
+    pending = [t for t in tensors if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+               and not t.is_shared() and not t.is_nested and t.layout == torch.strided]
+    asked = sum(t.untyped_storage().nbytes() for t in pending)
+    try:
+        for t in pending:
+            t.share_memory_()
+    except RuntimeError as e:
+        if "shared memory" not in str(e) and "No space left" not in str(e):
+            raise
+        from .errors import SharedMemoryError, shared_memory_advice
+
+        raise SharedMemoryError("prefetch: a DataLoader worker could not put a batch's %d samples "
+                                "into shared memory (%s): %s"
+                                % (len(tensors), e, shared_memory_advice(asked))) from None
 
 
 def _ndarray_samples(batch, *, collate_fn_map=None):

@@ -1,0 +1,71 @@
+"""Under Docker's default 64 MB /dev/shm (a private tmpfs of that size mounted in a new mount
+namespace: needs root and unshare, skipped otherwise): a batch that shared memory cannot hold is
+a clear error within seconds — naming /dev/shm, its size, what the batch needs and the fixes —
+never a hang (the DataLoader's queue feeder thread used to die, and the consumer waited for good)."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _can_mount():
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1m none /dev/shm"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _can_mount(), reason="needs root and unshare -m to mount a small /dev/shm")
+
+
+def run_with_small_shm(body, size="64m", timeout=90):
+    code = textwrap.dedent("""
+        import faulthandler
+        faulthandler.dump_traceback_later(%d, exit=True)
+    """ % (timeout - 10)) + textwrap.dedent(body)
+    script = "mount -t tmpfs -o size=%s none /dev/shm && exec \"$0\" -c \"$1\"" % size
+    try:
+        return subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, code],
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=ROOT))
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail("hung under a small /dev/shm; output:\n%s\n%s" % (exc.stdout, exc.stderr))
+
+
+_DATASET = """
+    import time, torch, prefetch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Images(Dataset):
+        def __len__(self):
+            return 256 * 6
+
+        def __getitem__(self, i):
+            return torch.full((224, 224, 3), i % 251, dtype=torch.uint8), i
+"""
+
+
+def test_a_dataloader_with_collate_samples_raises_a_clear_error_instead_of_hanging():
+    out = run_with_small_shm(_DATASET + """
+    loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=prefetch.collate.samples)
+    start = time.monotonic()
+    try:
+        for batch in loader:
+            pass
+        print("no error")
+    except prefetch.SharedMemoryError as e:
+        print("raised after %.1f s" % (time.monotonic() - start))
+        print(str(e).splitlines()[-1])
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("raised after") and float(lines[0].split()[2]) < 20, out.stdout
+    message = lines[1]
+    assert "/dev/shm holds 64.0 MB" in message and "this batch needs 36.8 MB" in message, message
+    assert "--shm-size" in message, message
