@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -29,13 +30,19 @@ def run_with_small_shm(body, size="64m", timeout=90):
         import faulthandler
         faulthandler.dump_traceback_later(%d, exit=True)
     """ % (timeout - 10)) + textwrap.dedent(body)
-    script = "mount -t tmpfs -o size=%s none /dev/shm && exec \"$0\" -c \"$1\"" % size
+    # A file, not -c: spawned children import the script's __main__ again.
+    fd, path = tempfile.mkstemp(suffix=".py")
+    with os.fdopen(fd, "w") as f:
+        f.write(code)
+    script = "mount -t tmpfs -o size=%s none /dev/shm && exec \"$0\" \"$1\"" % size
     try:
-        return subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, code],
+        return subprocess.run(["unshare", "-m", "sh", "-c", script, sys.executable, path],
                               capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                               env=dict(os.environ, PYTHONPATH=ROOT))
     except subprocess.TimeoutExpired as exc:
         pytest.fail("hung under a small /dev/shm; output:\n%s\n%s" % (exc.stdout, exc.stderr))
+    finally:
+        os.unlink(path)
 
 
 _DATASET = """
@@ -69,3 +76,29 @@ def test_a_dataloader_with_collate_samples_raises_a_clear_error_instead_of_hangi
     message = lines[1]
     assert "/dev/shm holds 64.0 MB" in message and "this batch needs 36.8 MB" in message, message
     assert "--shm-size" in message, message
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_shared_block_is_not_bounded_by_dev_shm_and_reaches_every_kind_of_worker(method):
+    """The worker ring's memory (memfd_create): 256 MB under a 64 MB /dev/shm, written by a child
+    of each start method and read back by the parent."""
+    out = run_with_small_shm("""
+    import multiprocessing as mp
+    from prefetch.sources.shared_block import SharedBlock
+
+    def child(block, q):
+        block.tensor[-4096:] = 7
+        q.put(int(block.tensor[:4096].sum()))
+
+    if __name__ == "__main__":
+        block = SharedBlock(256 << 20)
+        block.tensor[:4096] = 1
+        ctx = mp.get_context(%r)
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(block, q))
+        p.start()
+        print(block.memfd, q.get(timeout=60), int(block.tensor[-4096:].sum()))
+        p.join()
+    """ % method)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.split() == ["True", "4096", str(7 * 4096)], out.stdout + out.stderr
