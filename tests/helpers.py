@@ -91,7 +91,7 @@ class StatefulSource:
 
 def engine_of(loader):
     """The ``_C.Engine`` under a Prefetcher or a host-resident ArrayLoader (its Pipeline's), for
-    tests that inject delays or read the ring's capacities."""
+    tests that inject delays or read the ring's capacities (``_C._testing``'s functions of it)."""
     return loader._pipeline.engine
 
 

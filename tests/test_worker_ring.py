@@ -338,7 +338,7 @@ def test_cuda_device_through_the_ring():
         stats = pf.stats()
         assert ring_batches(pf) > 0 and stats["packed_bytes"] > 0, stats
         assert all(p is not None for p in pf._ring.pins.values())  # the block is page-locked
-        assert pf._pipeline.engine.packed_in_flight() <= 2 + 1
+        assert _C._testing.packed_in_flight(pf._pipeline.engine) <= 2 + 1
 
 
 def test_resume_mid_epoch_with_a_stateful_dataloader():
@@ -393,7 +393,7 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
         it = iter(pf)
         batch = next(it)
         time.sleep(0.5)  # the producer has filled the ready queue: nothing changes after this
-        leased = {i for i, w in enumerate(_slot_states(pf)) if w == 3}
+        leased = {i for i, w in enumerate(_slot_states(pf)) if w == _C._testing.LEASED}
         assert leased  # the batch (and those queued) hold their slots
         pid = os.fork()
         if pid == 0:  # the child drops its copy of the batch and exits normally
@@ -402,7 +402,7 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
             gc.collect()
             os._exit(0)
         os.waitpid(pid, 0)
-        assert {i for i, w in enumerate(_slot_states(pf)) if w == 3} == leased
+        assert {i for i, w in enumerate(_slot_states(pf)) if w == _C._testing.LEASED} == leased
         assert_same([batch], want[:1])
         del batch
         rest = streamed(it)
@@ -410,8 +410,7 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
 
 
 def _slot_states(pf):
-    ring = pf._ring
-    return [_C.slot_word_fields(int(w))[2] for w in ring.control[16:16 + ring.n_slots]]
+    return [state for _, _, state in _C._testing.slot_words(pf._ring.table)]
 
 
 # ---- the CUDA path's single copy from the slot, run on the host -------------------------------
@@ -426,14 +425,14 @@ def test_copy_from_slot_never_reads_a_rewritten_slot(copy_from_slot):
     dl = loader(ds, persistent_workers=True, prefetch_factor=1)
     with prefetch.Prefetcher(dl, device="cpu", depth=1) as pf:
         engine = pf._pipeline.engine
-        engine.set_debug_delay(3000, 1)
+        _C._testing.set_debug_delay(engine, 3000, 1)
         assert_same(list(pf), want)
         fallbacks = pf.stats()["worker_ring_fallbacks"]
         for _ in range(2):
             assert_same(list(pf), want)
             # the consumer waited for every batch: the end of the epoch gave every slot back
-            assert engine.packed_in_flight() == 0
-            assert set(_slot_states(pf)) == {0}
+            assert _C._testing.packed_in_flight(engine) == 0
+            assert set(_slot_states(pf)) == {_C._testing.FREE}
         stats = pf.stats()
         assert stats["worker_ring_fallbacks"] == fallbacks, stats
         assert stats["packed_bytes"] > 0 and stats["worker_ring_slots"] == 2 + 1 + 2
@@ -447,7 +446,7 @@ def test_copy_from_slot_through_break_growth_and_close(copy_from_slot, context):
     want = reference(ds)
     dl = loader(ds, multiprocessing_context=context)
     pf = prefetch.Prefetcher(dl, device="cpu", depth=2)
-    pf._pipeline.engine.set_debug_delay(500, 2)
+    _C._testing.set_debug_delay(pf._pipeline.engine, 500, 2)
     for k in (0, 3, 5):  # break after k batches: what the engine holds stays held until copied
         it = iter(pf)
         assert_same([b for _, b in zip(range(k), it)], want[:k])
@@ -459,7 +458,7 @@ def test_copy_from_slot_through_break_growth_and_close(copy_from_slot, context):
     it = iter(pf)
     next(it)
     pf.close()  # mid-epoch: the engine waits for its copies, then frees what it held
-    assert engine.closed and 3 not in _slot_states(pf)  # nothing LEASED is left
+    assert engine.closed and _C._testing.LEASED not in _slot_states(pf)  # nothing LEASED is left
     del it, pf
     assert all(p.block.numel() > 0 for p in pins)  # a pin keeps its block alive
 
@@ -478,40 +477,82 @@ def test_a_block_that_cannot_be_pinned_warns_once_and_still_works():
     ring.close()
 
 
+def _one_slot_ring(slot_bytes=4096, slots=2):
+    """A slot table and its block in this process, epoch open: place() then works here as in a
+    worker (it does not ask whether it runs in one)."""
+    words = torch.zeros(_C.SlotTable.words_for(slots), dtype=torch.int64).share_memory_()
+    table = _C.SlotTable(words, slots)
+    table.announce_block(1, slot_bytes)
+    table.open_epoch(1)
+    return table, torch.zeros(slots * slot_bytes, dtype=torch.uint8)
+
+
 def test_a_slot_release_frees_once_when_called_or_dropped():
-    words = torch.zeros(20, dtype=torch.int64).share_memory_()
-    leased = _C.slot_word(3, 0, 3)
+    table, block = _one_slot_ring()
     for how in ("call", "drop"):
-        _C.slot_store(words, 0, 4)       # the generation
-        _C.slot_store(words, 16, leased)
-        hold = _C.slot_release(words, 16, 0, leased)
+        generation, slot, _ = table.place(1, 1, block, [torch.ones(3)], 0.0, 0)
+        hold = _C._testing.lease(table, slot, generation)
         assert not hold.released
+        assert _C._testing.slot_words(table)[slot] == (generation, 0, _C._testing.LEASED)
         if how == "call":
             hold()
-            _C.slot_store(words, 16, leased)  # leased again by someone else: not freed twice
-            hold()
-            assert _C.slot_load(words, 16) == leased
-            _C.slot_store(words, 16, _C.slot_word(4, 0, 0))
+            generation, again, _ = table.place(1, 1, block, [torch.ones(3)], 0.0, 0)
+            assert again == slot
+            second = _C._testing.lease(table, slot, generation)  # leased again by someone else
+            hold()  # not freed twice
+            assert _C._testing.slot_words(table)[slot][2] == _C._testing.LEASED
+            del second
         del hold
-        assert _C.slot_word_fields(_C.slot_load(words, 16)) == (4, 0, 0)  # FREE, current gen
+        now = _C._testing.slot_generation(table)
+        assert _C._testing.slot_words(table)[slot] == (now, 0, _C._testing.FREE)  # current gen
 
 
-def test_slot_stack_equals_torch_stack():
-    # What a worker writes into its slot: the engine's streaming copy for contiguous samples,
-    # torch's strided copy for views (a flip), checked against torch.stack.
+def test_a_workers_write_equals_torch_stack():
+    # What a worker writes into its slot (SlotTable.place): the engine's streaming copy for
+    # contiguous samples, torch's strided copy for views (a flip), checked against torch.stack;
+    # read back as the main process reads it (packed_views, which leases the slot).
     g = torch.Generator().manual_seed(0)
+    table, block = _one_slot_ring(slot_bytes=1 << 20)
     for shape, dtype in (((224, 224, 3), torch.uint8), ((5, 3), torch.float64), ((0, 4), torch.int32),
                          ((), torch.int64)):
         samples = [torch.randint(0, 100, shape, generator=g).to(dtype) for _ in range(5)]
         if samples[0].dim() > 0 and samples[0].numel() > 0:
             samples[2] = samples[2].flip(0)  # not contiguous
-        out = torch.full((5,) + shape, 7).to(dtype)
-        _C.slot_stack(out, samples)
-        assert torch.equal(out, torch.stack(samples))
-    out = torch.empty(2, 3, dtype=torch.uint8)
-    with pytest.raises(RuntimeError, match=r"sample 1 is Long \[3\], expected Byte \[3\]"):
-        _C.slot_stack(out, [torch.zeros(3, dtype=torch.uint8), torch.zeros(3, dtype=torch.int64)])
-    with pytest.raises(RuntimeError, match=r"sample 0 is Byte \[4\]"):
-        _C.slot_stack(out, [torch.zeros(4, dtype=torch.uint8), torch.zeros(3, dtype=torch.uint8)])
-    with pytest.raises(RuntimeError, match="contiguous CPU tensor of 3 rows"):
-        _C.slot_stack(out, [torch.zeros(3, dtype=torch.uint8)] * 3)
+        ragged = (torch.arange(7).to(dtype), torch.arange(6).to(dtype).view(2, 3).t())  # a view too
+        placed = table.place(1, 1, block, [samples, ragged, samples[2]], 0.0, 0)
+        generation, slot, layout = placed
+        assert [(dtype_, shape_) for _, dtype_, shape_ in layout] == [
+            (dtype, (5,) + shape), (dtype, (13,)), (dtype, shape)]
+        assert all(offset % 64 == 0 for offset, _, _ in layout)
+        stacked, flat, single = _C.packed_views(block, layout, (table, slot, generation))
+        assert torch.equal(stacked, torch.stack(samples))
+        assert torch.equal(flat, torch.cat([t.reshape(-1) for t in ragged]))
+        assert torch.equal(single, samples[2])
+        del stacked, flat, single  # frees the slot
+    # Samples the engine would name an error for are not placed: the batch goes the usual way
+    # (counted), and the main process collates it and raises the CollateError there.
+    before = table.stats()["worker_ring_fallbacks"]
+    mixed_dtypes = [torch.zeros(3, dtype=torch.uint8), torch.zeros(3, dtype=torch.int64)]
+    mixed_shapes = [torch.zeros(4, dtype=torch.uint8), torch.zeros(3, dtype=torch.uint8)]
+    too_large = [torch.zeros(1 << 21, dtype=torch.uint8)]
+    for values in ([mixed_dtypes], [mixed_shapes], [[]], too_large, [torch.zeros(3, device="meta")]):
+        assert table.place(1, 1, block, values, 0.0, 0) == 1  # fell back
+    assert table.stats()["worker_ring_fallbacks"] == before + 5
+    assert table.needed_bytes >= 1 << 21 and table.needs_growth()
+    assert table.place(2, 1, block, [torch.ones(2)], 0.0, 0) == 0  # another iterator's worker
+
+
+def test_a_packed_layout_is_checked_where_it_enters_the_main_process():
+    table, block = _one_slot_ring()
+    generation, slot, layout = table.place(1, 1, block, [torch.ones(4)], 0.0, 0)
+    with pytest.raises(ValueError, match=r"packed leaf 0 \(torch.float32 \[2000\]\) at bytes \[0, 0 \+ 8000\) "
+                                         r"lies outside its 4096 bytes"):
+        _C.packed_views(block, [(0, torch.float32, (2000,))], (table, slot, generation))
+    # the refused layout's lease was given back
+    assert _C._testing.slot_words(table)[slot][2] == _C._testing.FREE
+    with pytest.raises(TypeError, match=r"packed leaf 0 must be \(offset, dtype, shape\)"):
+        _C.packed_views(block, [(0, "float32", (4,))])
+    with pytest.raises(ValueError, match="slot 5 of a table of 2 slots"):
+        _C.packed_views(block, layout, (table, 5, generation))
+    with pytest.raises(ValueError, match="contiguous 1-D uint8 CPU tensor, got torch.float32"):
+        _C.packed_views(torch.zeros(4), layout)

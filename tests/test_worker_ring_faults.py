@@ -75,19 +75,30 @@ class Samples(Dataset):
 
 
 def kill_while_writing(worker_id):
-    """worker_init_fn: once armed, the worker kills itself inside the ring's write of a batch,
-    after it claimed a slot and before it marks it sent (the slot is left WRITING by a dead pid)."""
-    from prefetch.sources import worker_ring as _worker_ring
+    """worker_init_fn: once armed, the worker dies inside the ring's write of a batch, after it
+    claimed a slot and before it commits it (the slot is left WRITING by a dead pid). The write is
+    one C++ call (SlotTable.place), so the batch carries the bomb: an image whose memory is a
+    mapping of a file truncated underneath it, which every read turns into SIGBUS. Nothing reads
+    an image's bytes before the write (collate.samples and flatten look at shapes only)."""
+    import mmap
+    import tempfile
 
-    dataset = torch.utils.data.get_worker_info().dataset
-    view = _worker_ring._view
+    cls = type(torch.utils.data.get_worker_info().dataset)  # this worker's own class object
+    fetch = cls.__getitem__
 
-    def dying_view(*args):
-        if dataset.fire():
-            os.kill(os.getpid(), signal.SIGKILL)
-        return view(*args)
+    def poisoned(self, i):
+        sample = fetch(self, i)
+        if not self.fire():
+            return sample
+        image = sample["image"]
+        with tempfile.TemporaryFile() as f:
+            f.truncate(image.nbytes)
+            memory = mmap.mmap(f.fileno(), image.nbytes)
+            f.truncate(0)  # the pages are gone: a read of them is SIGBUS
+        sample["image"] = torch.frombuffer(memory, dtype=torch.uint8).view(image.shape)
+        return sample
 
-    _worker_ring._view = dying_view
+    cls.__getitem__ = poisoned
 
 
 def _start_time(pid):
@@ -119,15 +130,13 @@ def assert_every_slot_free(pf):
     drop every batch first."""
     import gc
 
-    from prefetch.sources import worker_ring as wr
     from prefetch._engine.extension import _C
 
     gc.collect()  # a batch in a reference cycle (an exception's traceback) holds its slot
-    ring = pf._ring
-    generation = _C.slot_load(ring.control, wr._GENERATION)
-    words = [_C.slot_word_fields(_C.slot_load(ring.control, wr._WORDS + i))
-             for i in range(ring.n_slots)]
-    lost = [(i, w) for i, w in enumerate(words) if w != (generation, 0, wr._FREE)]
+    table = pf._ring.table
+    generation = _C._testing.slot_generation(table)
+    words = _C._testing.slot_words(table)
+    lost = [(i, w) for i, w in enumerate(words) if w != (generation, 0, _C._testing.FREE)]
     assert not lost, ("slots not free after a complete epoch (slot, (generation, pid, state)); "
                       "generation %d: %s" % (generation, lost))
 
@@ -579,7 +588,7 @@ def test_stress_every_batch_equals_the_reference(context, lease):
     prefetch.sources.worker_ring.LEASE_ON_CPU = {lease}
     pf = prefetch.Prefetcher(dl, device="cpu", depth=1, timeout=20)
     if not {lease}:  # the single copy from the slot, on a copy stream slowed at random
-        pf._pipeline.engine.set_debug_delay(2000, 3)
+        prefetch._C._testing.set_debug_delay(pf._pipeline.engine, 2000, 3)
     from collections import deque
     for epoch in range(4):
         # Epochs 0, 2, 3: the consumer holds its last 3 batches and checks them again at every

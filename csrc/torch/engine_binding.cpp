@@ -3,12 +3,14 @@
 // into tensors that share one packed storage.
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "buffer_pool.h"
@@ -16,117 +18,22 @@
 #include "device_support.h"
 #include "engine.h"
 #include "errors.h"
-#include "slot_release.h"
+#include "readable.h"
+#include "packed_layout.h"
 
 namespace py = pybind11;
 
-void bind_slot_words(py::module_& m);   // slot_words_binding.cpp
 void bind_kernel_args(py::module_& m);  // kernel_args_binding.cpp
+namespace prefetch {
+void bind_slot_table(py::module_& m);                // slot_table_binding.cpp
+void bind_slot_table_testing(py::module_& testing);  // slot_table_binding.cpp
+}  // namespace prefetch
 
 namespace prefetch {
 namespace {
 
 // How often a blocked next() wakes to let Python deliver signals (Ctrl-C) to the main thread.
 constexpr auto kSignalPollInterval = std::chrono::milliseconds(50);
-
-std::string shape_str(at::IntArrayRef sizes) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < sizes.size(); ++i) out << (i ? ", " : "") << sizes[i];
-  out << "]";
-  return out.str();
-}
-
-std::string dtype_str(at::ScalarType type) {
-  return py::str(py::reinterpret_borrow<py::object>(
-      reinterpret_cast<PyObject*>(torch::getTHPDtype(type))));
-}
-
-// The Python class of a leaf (a tensor subclass's own name), for messages.
-std::string class_name(py::handle obj) {
-  if (!obj) return "Tensor";
-  return std::string(py::str(py::type::handle_of(obj).attr("__qualname__")));
-}
-
-// A CPU tensor whose elements the core can read raw, or a CollateError naming the leaf. The test
-// is positive: a dense strided CPU tensor with a real data pointer into CPU memory and a storage
-// that covers every element its sizes, strides and offset reach. That refuses, without listing
-// them, wrapper subclasses (MaskedTensor, DTensor-style `_make_wrapper_subclass`), FakeTensors,
-// functional tensors and storages resized after the fact, all of which would be read through an
-// invalid pointer. Efficient zero tensors are materialised (the dense zeros clone() gives) and lazy
-// conjugate/negative views resolved.
-// `sample` >= 0 names sample `sample` of leaf `name`; that name is built only for a message, not
-// for every sample of every batch.
-at::Tensor readable(const at::Tensor& t, const std::string& name, py::handle obj = py::handle(),
-                    int64_t sample = -1) {
-  auto leaf = [&] { return sample < 0 ? name : name + " sample " + std::to_string(sample); };
-  if (t.is_nested()) {
-    throw CollateError("prefetch: " + leaf() + " is a nested tensor (layout " +
-                       (t.layout() == at::kJagged ? std::string("jagged") : std::string("strided")) +
-                       "); only dense tensors are collated: pad it, or pass its components "
-                       "(t.unbind()) as a list");
-  }
-  if (t.is_meta()) {
-    throw CollateError("prefetch: " + leaf() + " is a meta tensor (shape " + shape_str(t.sizes()) +
-                       ", no data); only CPU tensors with data are collated");
-  }
-  if (!t.device().is_cpu()) {
-    throw CollateError("prefetch: " + leaf() + " is on " + t.device().str() +
-                       "; only CPU tensors are collated");
-  }
-  if (t.layout() != at::kStrided) {
-    std::ostringstream out;
-    out << "prefetch: " << leaf() << " has layout " << t.layout()
-        << "; only dense (strided) tensors are supported";
-    throw CollateError(out.str());
-  }
-  if (t.is_quantized()) throw CollateError("prefetch: " + leaf() + " is quantized; not supported");
-  if (t._is_zerotensor()) {
-    checked_numel(t.sizes(), "the element count");  // torch's own limit, checked before allocating
-    return at::zeros(t.sizes(), t.options());
-  }
-  auto no_data = [&](const std::string& why) {
-    const std::string cls = class_name(obj);
-    const bool subclass = cls != "Tensor" && cls != "Parameter";
-    const bool functional = t.key_set().has(c10::DispatchKey::Functionalize);
-    return CollateError("prefetch: " + leaf() + " (a " + (functional ? "functional " : "") + cls +
-                        ", shape " + shape_str(t.sizes()) +
-                        ") has no CPU data to read: " + why +
-                        (subclass ? "; a tensor subclass that keeps its data elsewhere must be "
-                                    "converted to a plain tensor first"
-                                  : ""));
-  };
-  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  if (!impl->has_storage()) throw no_data("it has no storage");
-  const c10::Storage& storage = impl->unsafe_storage();
-  if (!storage.device().is_cpu()) throw no_data("its storage is on " + storage.device().str());
-  const int64_t numel = checked_numel(t.sizes(), "the element count");
-  if (numel != 0) {
-    const void* data = nullptr;
-    try {
-      data = storage.data();
-    } catch (const c10::Error&) {
-      throw no_data("its storage's data cannot be accessed");
-    }
-    if (data == nullptr) throw no_data("its storage has no data pointer");
-    const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
-    int64_t last = t.storage_offset();  // the furthest element the sizes and strides reach
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      if (strides[d] < 0) throw no_data("it has a negative stride");
-      last = checked_add(last, checked_mul(sizes[d] - 1, strides[d], "the storage extent"),
-                         "the storage extent");
-    }
-    const size_t needed = checked_mul(static_cast<size_t>(last) + 1,
-                                      static_cast<size_t>(t.element_size()), "the storage extent");
-    if (storage.nbytes() < needed) {
-      throw no_data("its storage holds " + std::to_string(storage.nbytes()) +
-                    " bytes, its sizes, strides " + shape_str(t.strides()) + " and offset " +
-                    std::to_string(t.storage_offset()) + " reach " + std::to_string(needed));
-    }
-  }
-  if (t.is_conj() || t.is_neg()) return t.resolve_conj().resolve_neg();
-  return t;
-}
 
 // A core message without its "prefetch: ", to be wrapped in one that names the leaf.
 std::string without_prefix(std::string why) {
@@ -343,7 +250,7 @@ class PyEngine {
     } catch (const std::bad_alloc&) {
       throw_out_of_memory(plans, names);
     }
-    py::list views = make_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
+    py::list views = leaf_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
     const uint64_t seq = staged.batch.seq;
     staged_ = std::move(staged);
     return py::make_tuple(seq, views);
@@ -353,7 +260,7 @@ class PyEngine {
   // page-locks it, so copies from it run at full speed and asynchronously. BackendError when it
   // cannot be locked.
   std::shared_ptr<HostPin> register_host(const at::Tensor& block) {
-    check_host_bytes(block, "block");
+    check_host_bytes(block, "a block to register");
     EngineRef engine = get();
     std::shared_ptr<void> registration;
     {
@@ -363,46 +270,30 @@ class PyEngine {
     return std::make_shared<HostPin>(block, std::move(registration));
   }
 
-  // stage() for a batch packed already (a worker ring slot): `packed` a contiguous 1-D uint8 CPU
-  // tensor, `views` the batch's leaves as contiguous tensors within it. One copy, no collation;
-  // `release` (a SlotRelease or None) runs once that copy has read `packed` — or at once if the
-  // batch is refused. `pin` (a HostPin or None) is held with it.
-  py::tuple stage_packed(uint64_t token, const at::Tensor& packed, const py::list& views,
-                         std::shared_ptr<SlotRelease> release, std::shared_ptr<HostPin> pin,
-                         bool wait_for_copy) {
+  // stage() for a batch packed already (prefetch._engine.tree.Packed: a worker ring slot): one
+  // copy, no collation. `layout` is the batch's [(offset, dtype, shape)] as the worker sent it,
+  // checked here against the bytes it may reach; `slot` (None or (SlotTable, index,
+  // generation)) is leased here (SENT -> LEASED) and freed once the copy has read it — or at once
+  // if the batch is refused. `pin` (a HostPin or None) is held with it.
+  py::tuple stage_packed(uint64_t token, const at::Tensor& data, py::handle layout,
+                         std::shared_ptr<HostPin> pin, py::handle slot, bool wait_for_copy) {
     EngineRef engine = get();
+    PackedBytes packed = take_packed(data, layout, slot);
     PackedSource source;
-    if (release) source.release = [release] { release->release(); };
-    check_host_bytes(packed, "packed");
-    const auto* base = static_cast<const std::byte*>(packed.const_data_ptr());
-    source.data = base;
-    source.bytes = static_cast<size_t>(packed.numel());
-    source.leaves.reserve(views.size());
-    for (size_t i = 0; i < views.size(); ++i) {
-      const py::handle item = views[i];
-      if (!THPVariable_Check(item.ptr())) {
-        throw py::type_error("prefetch: packed leaf " + std::to_string(i) + " is a " + class_name(item) +
-                             ", expected a tensor viewing the packed bytes");
-      }
-      const at::Tensor& t = THPVariable_Unpack(item.ptr());
-      const auto* data = static_cast<const std::byte*>(t.const_data_ptr());
-      if (!t.device().is_cpu() || !t.is_contiguous() || data < base ||
-          static_cast<size_t>(data - base) + t.nbytes() > source.bytes) {
-        throw std::invalid_argument("prefetch: packed leaf " + std::to_string(i) +
-                                    " is not a contiguous view within the packed bytes");
-      }
-      source.leaves.push_back({static_cast<size_t>(data - base), t.nbytes(),
-                               static_cast<int64_t>(t.scalar_type()),
-                               std::vector<int64_t>(t.sizes().begin(), t.sizes().end())});
-    }
-    source.owner = std::make_shared<std::pair<at::Tensor, std::shared_ptr<HostPin>>>(packed, std::move(pin));
+    if (packed.lease) source.release = [lease = packed.lease] { lease->release(); };
+    source.data = static_cast<const std::byte*>(packed.data.const_data_ptr()) + packed.offset;
+    for (const LeafOut& leaf : packed.leaves) source.bytes = std::max(source.bytes, leaf.offset + leaf.nbytes);
+    source.leaves = std::move(packed.leaves);
+    source.owner = std::make_shared<std::pair<at::Tensor, std::shared_ptr<HostPin>>>(
+        std::move(packed.data), std::move(pin));
+    packed.lease.reset();  // held by `source.release` alone: the engine decides when it runs
     StagedBatch staged;
     {
       py::gil_scoped_release nogil;
       staged = engine->stage_packed(token, std::move(source), allocate_);
       if (!is_cuda_ && wait_for_copy) staged.copied->wait();
     }
-    py::list out = make_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
+    py::list out = leaf_views(packed_tensor(staged.batch.destination), staged.batch.leaves);
     const uint64_t seq = staged.batch.seq;
     staged_ = std::move(staged);
     return py::make_tuple(seq, out);
@@ -456,9 +347,9 @@ class PyEngine {
     }
     if (status == NextStatus::kBatch) {
       py::list tensors = deliver(*engine, batch, with_tensors);
-      return py::make_tuple(status, batch.seq, tensors);
+      return py::make_tuple(static_cast<int>(status), batch.seq, tensors);
     }
-    return py::make_tuple(status, 0, py::list());
+    return py::make_tuple(static_cast<int>(status), 0, py::list());
   }
 
   void cancel(uint64_t token) {
@@ -523,12 +414,7 @@ class PyEngine {
     return engine;
   }
 
-  static void check_host_bytes(const at::Tensor& t, const char* what) {
-    if (!t.device().is_cpu() || t.scalar_type() != at::kByte || !t.is_contiguous() || t.dim() != 1) {
-      throw std::invalid_argument(std::string("prefetch: ") + what +
-                                  " must be a contiguous 1-D uint8 CPU tensor");
-    }
-  }
+
 
   void add_samples(const py::list& samples, const std::string& name, LeafPlan* plan,
                    std::vector<at::Tensor>* keep) {
@@ -637,18 +523,6 @@ class PyEngine {
         at::TensorOptions().dtype(at::kByte));
   }
 
-  static py::list make_views(const at::Tensor& packed, const std::vector<LeafOut>& leaves) {
-    py::list out;
-    for (const LeafOut& leaf : leaves) {
-      auto dtype = static_cast<at::ScalarType>(leaf.dtype_code);
-      at::Tensor t = packed.narrow(0, static_cast<int64_t>(leaf.offset), static_cast<int64_t>(leaf.nbytes))
-                         .view(dtype)
-                         .view(leaf.shape);
-      out.append(py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t))));
-    }
-    return out;
-  }
-
   py::list deliver(Engine& engine, const ReadyBatch& batch, bool with_tensors) {
     at::Tensor packed;
     {
@@ -663,7 +537,7 @@ class PyEngine {
         packed = packed_tensor(batch.destination);
       }
     }
-    return with_tensors ? make_views(packed, batch.leaves) : py::list();
+    return with_tensors ? leaf_views(packed, batch.leaves) : py::list();
   }
 
   const bool is_cuda_;
@@ -695,7 +569,8 @@ PYBIND11_MODULE(_C, m) {
       py::arg("tensor"), py::arg("name"),
       "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
       "views resolved), or a CollateError naming it.");
-  bind_slot_words(m);
+  prefetch::bind_slot_table(m);
+  prefetch::bind_packed_layout(m);
   bind_kernel_args(m);
   m.def(
       "same_shapes",
@@ -718,17 +593,31 @@ PYBIND11_MODULE(_C, m) {
       py::arg("samples"),
       "True when every item of `samples` is a (non-nested) tensor of the first one's shape.");
   m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
-  // What Engine.next returns first; the core's NextStatus, one value per outcome of a wait.
-  py::enum_<prefetch::NextStatus>(m, "NextStatus",
-                                  "The outcome of Engine.next(token, timeout_s): the first item of "
-                                  "the (status, seq, tensors) it returns.")
-      .value("BATCH", prefetch::NextStatus::kBatch, "the next batch of the epoch, in order")
-      .value("END", prefetch::NextStatus::kEnd, "the producer finished the epoch; nothing is left")
-      .value("FAILED", prefetch::NextStatus::kFailed,
-             "the producer finished the epoch with an error; nothing is left")
-      .value("TIMEOUT", prefetch::NextStatus::kTimeout, "nothing arrived within timeout_s")
-      .value("CANCELLED", prefetch::NextStatus::kCancelled,
-             "the epoch was cancelled (close(), cancel(token), or a newer epoch)");
+  // The names of what Engine.next returns first: the core's NextStatus, returned as an int and
+  // named by a Python IntEnum (an IntEnum member equals its int, and comparing one is no call
+  // into C++: the producer compares a status once a batch; a pybind11 enum's == would cross, and
+  // under pybind11 3 it no longer equals the int). Built here from the C++ values, one list.
+  {
+    using prefetch::NextStatus;
+    const std::pair<const char*, NextStatus> members[] = {
+        {"BATCH", NextStatus::kBatch},         // the next batch of the epoch, in order
+        {"END", NextStatus::kEnd},             // the producer finished the epoch; nothing is left
+        {"FAILED", NextStatus::kFailed},       // ... with an error; nothing is left
+        {"TIMEOUT", NextStatus::kTimeout},     // nothing arrived within timeout_s
+        {"CANCELLED", NextStatus::kCancelled}, // close(), cancel(token), or a newer epoch
+    };
+    py::list items;
+    for (const auto& [name, value] : members) items.append(py::make_tuple(name, static_cast<int>(value)));
+    py::object status = py::module_::import("enum").attr("IntEnum")("NextStatus", items);
+    status.attr("__module__") = m.attr("__name__");
+    status.attr("__doc__") =
+        "The outcome of Engine.next(token, timeout_s): the first item of the (status, seq, "
+        "tensors) it returns, an int equal to one of these. BATCH: the next batch of the epoch, "
+        "in order; END: the producer finished the epoch, nothing is left; FAILED: the producer "
+        "finished it with an error, nothing is left; TIMEOUT: nothing arrived within timeout_s; "
+        "CANCELLED: the epoch was cancelled (close(), cancel(token), or a newer epoch).";
+    m.attr("NextStatus") = status;
+  }
   py::class_<prefetch::HostPin, std::shared_ptr<prefetch::HostPin>>(
       m, "HostPin", "A host block registered with an engine's copy stream while this object lives")
       .def_property_readonly("block", &prefetch::HostPin::block);
@@ -737,19 +626,17 @@ PYBIND11_MODULE(_C, m) {
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),
            py::arg("max_batch_bytes") = 0)
       .def("start_epoch", &PyEngine::start_epoch)
-      .def("submit", &PyEngine::submit, py::arg("token"), py::arg("leaves"),
-           "Collates and copies a batch, a list of prefetch._tree.Leaf; returns its sequence number.")
       .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
            py::arg("wait_for_copy") = true,
            "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
-      .def("stage_packed", &PyEngine::stage_packed, py::arg("token"), py::arg("packed"),
-           py::arg("views"), py::arg("release"), py::arg("pin"), py::arg("wait_for_copy") = true,
-           "stage() for a batch packed in one host buffer already: one copy; `release` (a "
-           "SlotRelease) runs once the copy has read it. Returns (seq, tensors).")
+      .def("stage_packed", &PyEngine::stage_packed, py::arg("token"), py::arg("data"),
+           py::arg("layout"), py::arg("pin"), py::arg("slot"), py::arg("wait_for_copy") = true,
+           "stage() for a batch packed in one host buffer already (prefetch._engine.tree.Packed's "
+           "fields): one copy; a worker ring `slot` is leased and freed once the copy has read "
+           "it. Returns (seq, tensors).")
       .def("register_host", &PyEngine::register_host, py::arg("block"),
            "Registers a uint8 host block for fast asynchronous copies (CUDA: cudaHostRegister) "
            "while the returned HostPin lives.")
-      .def("packed_in_flight", &PyEngine::packed_in_flight)
       .def("publish", &PyEngine::publish, py::arg("token"))
       .def_property_readonly("stream_handle", &PyEngine::stream_handle)
       .def("finish", &PyEngine::finish, py::arg("token"), py::arg("failed"))
@@ -762,8 +649,25 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("closed", &PyEngine::closed)
       .def("stats", &PyEngine::stats,
            "The engine's counters (EngineStats) under their own names, times in seconds.")
-      .def("slot_capacities", &PyEngine::slot_capacities)
       .def_property_readonly("num_threads", &PyEngine::num_threads)
-      .def_property_readonly("backend", &PyEngine::backend_name)
-      .def("set_debug_delay", &PyEngine::set_debug_delay, py::arg("max_us"), py::arg("seed") = 0);
+      .def_property_readonly("backend", &PyEngine::backend_name);
+
+  // What only tests call: kept off the engine's own methods, so nothing in the product can come
+  // to depend on them.
+  py::module_ testing = m.def_submodule(
+      "_testing", "Test-only entry points: the engine's submit, injected copy-stream delays and "
+                  "counts of what it holds; the slot table's words and a bare lease.");
+  testing.def("submit", &PyEngine::submit, py::arg("engine"), py::arg("token"), py::arg("leaves"),
+              "Collates and copies a batch, a list of prefetch._engine.tree.Leaf; returns its "
+              "sequence number (the core's one-call path, which the product runs as stage + "
+              "publish).");
+  testing.def("set_debug_delay", &PyEngine::set_debug_delay, py::arg("engine"), py::arg("max_us"),
+              py::arg("seed") = 0,
+              "Delays every piece of the host copy stream's work by up to max_us (random, seeded), "
+              "so that a missing wait shows as a wrong batch.");
+  testing.def("packed_in_flight", &PyEngine::packed_in_flight, py::arg("engine"),
+              "Packed sources (worker ring slots) the engine holds until their copy has run.");
+  testing.def("slot_capacities", &PyEngine::slot_capacities, py::arg("engine"),
+              "The bytes of each slot of the engine's pinned ring.");
+  prefetch::bind_slot_table_testing(testing);
 }

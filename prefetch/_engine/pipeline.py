@@ -42,8 +42,8 @@ from ..transforms.contract import BatchPosition, has_host_stage, run_transform
 __all__ = ["Pipeline", "EpochRun", "ClosesOnExit", "default_num_threads"]
 
 # What the engine's next() returns first (see _C.NextStatus), looked up once.
-_BATCH, _END, _FAILED, _TIMEOUT = (_C.NextStatus.BATCH, _C.NextStatus.END, _C.NextStatus.FAILED,
-                                   _C.NextStatus.TIMEOUT)
+_BATCH, _END, _FAILED, _TIMEOUT = (int(_C.NextStatus.BATCH), int(_C.NextStatus.END),
+                                   int(_C.NextStatus.FAILED), int(_C.NextStatus.TIMEOUT))
 
 # How long close() waits for a producer thread that is stuck inside the source's own next().
 # At interpreter exit this is the bound for all Pipelines together, not for each (_at_exit).
@@ -309,16 +309,12 @@ def _produce(engine, source, state, counters, stage):
             packed = host_s = None
             if stage.host_stage:
                 t_host = time.perf_counter()
-                batch, packed = host_batch(batch)
-                try:
-                    step = _TRANSFORMING
-                    batch = stage.host(batch, state.epoch, state.first_index + seq)
-                    step = _COLLATING
-                    spec, leaves, moves = flatten(batch)
-                except BaseException:
-                    if packed is not None and packed.release is not None:
-                        packed.release()
-                    raise
+                # (A packed batch's host views hold its slot until the engine has collated what
+                # the stage kept and they are gone.)
+                step = _TRANSFORMING
+                batch = stage.host(host_batch(batch), state.epoch, state.first_index + seq)
+                step = _COLLATING
+                spec, leaves, moves = flatten(batch)
                 host_s = time.perf_counter() - t_host
             elif isinstance(batch, PreparedBatch):
                 spec, leaves, moves, packed = batch
@@ -330,18 +326,12 @@ def _produce(engine, source, state, counters, stage):
             # publish: the consumer's stream waits for all of it, the host for none of it.
             # (On the host backend only a transform reads the batch before it is published.)
             step = _COLLATING
-            try:
-                if packed is None or host_s is not None:
-                    staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
-                else:  # one copy of the packed buffer; the engine frees it once that has read it
-                    staged_seq, tensors = engine.stage_packed(
-                        state.token, packed.data, [leaf.value for leaf in leaves], packed.release,
-                        packed.pin, stage.transforms)
-            finally:
-                # The host stage read the packed slot; stage() has collated what it kept.
-                if host_s is not None and packed is not None and packed.release is not None:
-                    packed.release()
-                leaves = packed = None
+            if packed is None:
+                staged_seq, tensors = engine.stage(state.token, leaves, stage.transforms)
+            else:  # one copy of the packed buffer; the engine frees its slot once that has run
+                staged_seq, tensors = engine.stage_packed(state.token, packed.data, packed.layout,
+                                                          packed.pin, packed.slot, stage.transforms)
+            leaves = packed = None
             t_stage = time.perf_counter()
             step = _TRANSFORMING if stage.transforms else _COLLATING
             state.results[staged_seq] = stage(spec, tensors, moves, state.epoch,

@@ -29,8 +29,8 @@ _LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS, _RAGGED = ra
 
 class Leaf(typing.NamedTuple):
     """One output tensor of a batch, as the engine takes it: ``flatten`` returns a list of these,
-    the ArrayLoader builds gather leaves itself, and ``_C.Engine.submit`` and ``stage`` take a
-    list of them. The binding reads the three fields by name.
+    the ArrayLoader builds gather leaves itself, and ``_C.Engine.stage`` takes a list of
+    them. The binding reads the three fields by name.
 
     - ``name``: where the leaf sits in the batch (``"batch[0]['image']"``); every error about the
       leaf names it.
@@ -53,21 +53,30 @@ class Leaf(typing.NamedTuple):
 
 class Packed(typing.NamedTuple):
     """A batch whose leaves lie packed in one host buffer already (a worker ring slot): the
-    engine copies ``data`` (a contiguous 1-D uint8 CPU tensor the leaves' values view) in one
-    piece instead of collating. ``release`` (a ``_C.SlotRelease``, or None) frees the buffer once
-    that copy has read it; ``pin`` (a ``_C.HostPin``, or None) is the buffer's registration with
-    the copy stream, held as long as the copy may read it."""
+    engine copies it in one piece instead of collating.
+
+    - ``data``: a contiguous 1-D uint8 CPU tensor.
+    - ``layout``: ``[(offset, dtype, shape)]``, one per leaf, in the order ``unflatten`` takes
+      them; offsets count from the start of the batch's bytes: ``data`` itself, or with ``slot``
+      that slot of ``data``. The engine checks every leaf against those bytes.
+    - ``pin``: a ``_C.HostPin`` (``data`` registered with the copy stream) or None, held as long
+      as the copy may read it.
+    - ``slot``: None, or ``(table, index, generation)``: the batch is slot ``index`` of ``data``, a
+      block of ``table``'s (a ``_C.SlotTable``) slots, SENT in ``generation``; the engine leases
+      it when it takes the batch and frees it once its copy has read it.
+    """
 
     data: typing.Any
-    release: typing.Any = None
+    layout: list
     pin: typing.Any = None
+    slot: typing.Optional[tuple] = None
 
 
 class PreparedBatch(typing.NamedTuple):
     """A batch already split for the engine: ``flatten``'s three outputs (``leaves`` a list of
     :class:`Leaf`). A source may yield these instead of batches (the ArrayLoader's host path
     does) so that no Python walks a structure or touches a sample. With ``packed`` (a
-    :class:`Packed`) the leaves' values are views of one buffer, copied as it is.
+    :class:`Packed`) the leaves lie in its buffer as its layout says, and ``leaves`` is empty.
     """
 
     spec: typing.Any
@@ -274,12 +283,16 @@ def _flatten(obj, name, leaves, moves):
 
 
 def host_batch(batch):
-    """``(batch, packed)``: a source's item as a batch structure on the host, for a transform's host
-    stage. A PreparedBatch is rebuilt from its leaves (views of a worker ring slot, which stays
-    held: ``packed``, to be released once the engine has collated what the stage kept; the rows a
-    gather leaf names, taken); any other item is the batch itself, with ``packed`` None."""
+    """A source's item as a batch structure on the host, for a transform's host stage. A
+    PreparedBatch is rebuilt from its leaves (a Packed one from views of its buffer: a worker
+    ring slot stays leased until the last of them dies; the rows a gather leaf names, taken); any
+    other item is the batch itself."""
     if not isinstance(batch, PreparedBatch):
-        return batch, None
+        return batch
+    if batch.packed is not None:
+        packed = batch.packed
+        tensors = _C.packed_views(packed.data, packed.layout, packed.slot)
+        return unflatten(batch.spec, tensors, batch.moves, None)
     tensors = []
     for leaf in batch.leaves:
         value = leaf.value
@@ -290,7 +303,7 @@ def host_batch(batch):
         elif isinstance(value, tuple):
             value = torch.cat([t.reshape(-1) for t in value])
         tensors.append(value)
-    return unflatten(batch.spec, tensors, batch.moves, None), batch.packed
+    return unflatten(batch.spec, tensors, batch.moves, None)
 
 
 def unflatten(spec, tensors, moves, device):

@@ -6,26 +6,27 @@ made fresh for it (``default_collate``: a new block per batch; ``collate.samples
 sample), and the page faults of that fresh memory, not the copy, are what cost. Here the memory
 is made once, so a worker's write and the main process's read run at memory speed.
 
-docs/engine.md ("Workers write into a shared ring") states the protocol: the slot table (one
-atomic word per slot, csrc/core/slot_words.h), who moves a slot from state to state, the
-generations that fence off slots of an interrupted epoch, and the bound on the number of slots.
-In short:
+The protocol — the slot table's states, who moves a slot from which state to which, the
+generations that fence off slots of an interrupted epoch, the bound on the number of slots — lives
+in C++ next to the class that implements it (csrc/core/slot_table.h, bound as ``_C.SlotTable``),
+and docs/engine.md ("Workers write into a shared ring") proves the bound. Each side crosses into
+C++ once per transition of a slot:
 
 - main process (:class:`WorkerRing`): owns the block and the control words; ``iter()`` of the
   DataLoader is made with :class:`RingCollate` as its collate_fn for that iterator only; each
-  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` of views into the block, and its
-  slot LEASED to a hold (``_C.SlotRelease``) that frees it once. CUDA: the engine copies the slot
-  to the device in one copy from the page-locked block (``engine.stage_packed``) and calls the
-  hold when that copy has run. CPU: the views *are* the batch handed out, and the hold is the
-  deleter of their storage (``_C.slot_lease``), so the main process copies nothing.
+  :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` whose layout (offsets, dtypes,
+  shapes, as the worker wrote them) goes to the engine as it is. CUDA: the engine leases the slot,
+  copies it to the device in one copy from the page-locked block (``engine.stage_packed``) and
+  frees it when that copy has run. CPU: ``_C.packed_views`` leases the slot and hands out views of
+  it as the batch; the last view's death frees it, so the main process copies nothing.
 - worker (:class:`RingCollate`): ``collate.samples`` as always, then, while a Prefetcher reads the
-  ring, claims a free slot, writes every tensor leaf into it and returns a SlotBatch. Anything it
-  cannot place (no block yet, a batch larger than a slot, ragged or mixed samples, no free slot
-  while the ring is paused) goes back exactly as ``collate.samples`` made it: the main process
-  then collates it as it always did, and raises the same errors.
+  ring, one ``SlotTable.place``: lay the batch out, claim a free slot, write every tensor leaf into
+  it, commit it; it returns a SlotBatch. Anything it cannot place (no block yet, a batch larger
+  than a slot, ragged or mixed samples, no free slot while the ring is paused) goes back exactly as
+  ``collate.samples`` made it: the main process then collates it as it always did, and raises the
+  same errors.
 """
 import copy
-import math
 import os
 import queue
 import threading
@@ -36,49 +37,35 @@ import weakref
 import torch
 
 from .._engine.extension import _C
-from .._engine.tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _RAGGED, _TUPLE, Leaf,
-                    Packed,
-                    PreparedBatch, flatten)
+from .._engine.tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, _RAGGED, _TUPLE,
+                            Packed, PreparedBatch, flatten)
 from ..collate import samples as samples_collate
 from ..errors import CollateError
 
 __all__ = ["RingCollate", "SlotBatch", "WorkerRing", "ring_source"]
 
-# The control words, in front of the slot words, in one shared int64 tensor.
-_GENERATION = 0   # the generation a claim must match (main: bumped at every refill)
-_ACCEPTING = 1    # 1 while a Prefetcher run reads the ring; workers fall back otherwise
-_VERSION = 2      # the block workers must write into (main: bumped at every new block)
-_SLOT_BYTES = 3   # bytes per slot of that block
-_NEED_BYTES = 4   # the largest batch a worker could not place (workers raise it)
-_WAIT_NS = 5      # summed over workers: time spent waiting for a free slot
-_WRITE_NS = 6     # summed over workers: time spent writing batches into slots
-_RING_BATCHES = 7
-_FALLBACKS = 8    # batches returned as collate.samples made them
-_SERIAL = 9       # the DataLoader iterator whose workers may claim (main: set at every epoch)
-_WORDS = 16       # first slot word
-
-_ALIGN = 64
 # The CPU device hands the slot itself out as the batch (a lease) instead of copying it. Tests
 # turn it off to run the CUDA path's single copy from the slot (Engine.stage_packed) on the host.
 LEASE_ON_CPU = True
-_FREE, _WRITING, _SENT, _LEASED = 0, 1, 2, 3
-# A worker that finds every slot taken sleeps between claims (at most this long), and gives the
-# batch back as collate.samples made it after _GIVE_UP_S: by the bound in docs/engine.md a slot
-# is then held by a consumer keeping more batches than a training loop does (list(prefetcher)),
-# which must not stall the workers.
-_MAX_POLL_S = 0.002
+# A worker that finds every slot taken gives the batch back as collate.samples made it after
+# _GIVE_UP_S (SlotTable.place, sleeping between claims): by the bound in docs/engine.md a slot is
+# then held by a consumer keeping more batches than a training loop does (list(prefetcher)), which
+# must not stall the workers.
 _GIVE_UP_S = 0.02
+# What SlotTable.place returns instead of (generation, slot, layout).
+_PAUSED, _FELL_BACK, _STARVED = 0, 1, 2
 
 
 class SlotBatch:
-    """What a worker sends instead of a batch: the slot, and how to rebuild the batch from it.
+    """What a worker sends instead of a batch: the slot, and how to rebuild the batch from it
+    (``layout``: [(offset, dtype, shape)] of each leaf within the slot, as the engine takes it).
     A plain object, not a tuple, so that the DataLoader's ``pin_memory`` leaves it alone."""
 
-    __slots__ = ("generation", "version", "slot", "spec", "layout", "moves")
+    __slots__ = ("generation", "version", "slot", "spec", "layout")
 
-    def __init__(self, generation, version, slot, spec, layout, moves):
+    def __init__(self, generation, version, slot, spec, layout):
         self.generation, self.version, self.slot = generation, version, slot
-        self.spec, self.layout, self.moves = spec, layout, moves
+        self.spec, self.layout = spec, layout
 
     def __getstate__(self):
         return tuple(getattr(self, k) for k in self.__slots__)
@@ -86,42 +73,6 @@ class SlotBatch:
     def __setstate__(self, state):
         for k, v in zip(self.__slots__, state):
             setattr(self, k, v)
-
-
-def _layout(leaves):
-    """[(name, offset, dtype, shape)] of every leaf packed into one slot, and the bytes; None
-    when a leaf is not one the slot can take as is (mixed samples: the main process collates
-    those, and names the problem as it always does). A Ragged's values (a tuple) are laid out as
-    one flat run of elements."""
-    layout, offset = [], 0
-    for leaf in leaves:
-        value = leaf.value
-        if isinstance(value, list):
-            first = value[0]
-            shape, dtype = first.shape, first.dtype
-            for t in value:
-                if t.shape != shape or t.dtype != dtype or t.device.type != "cpu":
-                    return None
-            shape = (len(value),) + tuple(shape)
-        elif isinstance(value, tuple):  # a Ragged's values: flattened samples, one after another
-            dtype = value[0].dtype
-            for t in value:
-                if t.dtype != dtype or t.device.type != "cpu":
-                    return None
-            shape = (sum(t.numel() for t in value),)
-        else:
-            if value.device.type != "cpu" or value.is_sparse:
-                return None
-            shape, dtype = tuple(value.shape), value.dtype
-        nbytes = math.prod(shape) * dtype.itemsize
-        layout.append((leaf.name, offset, dtype, shape))
-        offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-    return layout, offset
-
-
-def _view(block, base, offset, dtype, shape):
-    nbytes = math.prod(shape) * dtype.itemsize
-    return block.narrow(0, base + offset, nbytes).view(dtype).view(shape)
 
 
 def _strip(spec):
@@ -172,13 +123,14 @@ class RingCollate:
     :func:`prefetch.collate.samples` returns, so persistent workers that keep it stay a plain
     DataLoader's workers."""
 
-    def __init__(self, control, n_slots, mailboxes, block, version):
+    def __init__(self, control, n_slots, mailboxes, block, version, table=None):
         self.control, self.n_slots, self.mailboxes = control, n_slots, mailboxes
         self.block, self.version = block, version
         # The DataLoader iterator these workers belong to (stamped before it is made): workers
         # of an older iterator that is still alive, e.g. held by a kept exception, must not
         # take the current iterator's slots.
         self.serial = 0
+        self._table = table  # this process's _C.SlotTable over `control` (made where it is used)
         self._starved = False
         self._parent = None
 
@@ -188,106 +140,56 @@ class RingCollate:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self._table = None
         self._parent = None
         self._starved = False
 
     def __call__(self, batch):
         collated = samples_collate(batch)
         info = torch.utils.data.get_worker_info()
-        c = self.control
-        if (info is None or not _C.slot_load(c, _ACCEPTING)
-                or _C.slot_load(c, _SERIAL) != self.serial):
+        if info is None:
+            return collated
+        table = self._table
+        if table is None:
+            table = self._table = _C.SlotTable(self.control, self.n_slots)
+        version = table.accepting(self.serial)
+        if version is None:
             return collated
         if self._parent is None:
             self._parent = os.getppid()  # as torch's worker watchdog: a new parent = main gone
         try:
             spec, leaves, moves = flatten(collated)
-            placed = _layout(leaves) if not moves else None
         except CollateError:
-            placed = None  # the main process raises it, naming the sample, as without workers
-        if placed is None:
-            _C.slot_add(c, _FALLBACKS, 1)
+            moves = True  # the main process raises it, naming the sample, as without workers
+        if moves:
+            table.fall_back()
             return collated
-        layout, total = placed
-        generation = _C.slot_load(c, _GENERATION)  # before the version: see WorkerRing._refill
-        block = self._block(info.id)
-        if block is None or total > _C.slot_load(c, _SLOT_BYTES) or total == 0:
-            _C.slot_raise(c, _NEED_BYTES, total)
-            _C.slot_add(c, _FALLBACKS, 1)
+        if version != self.version:
+            self._take_block(info.id, version)
+        # (After one give-up, one try per batch until a claim succeeds again: a consumer that
+        # keeps every batch must cost the workers nothing but the usual path.)
+        placed = table.place(self.serial, self.version, self.block, [leaf.value for leaf in leaves],
+                             0.0 if self._starved else _GIVE_UP_S, self._parent)
+        if type(placed) is not tuple:
+            if placed == _STARVED:
+                self._starved = True
             return collated
-        slot = self._claim(generation)
-        if slot is None:
-            _C.slot_add(c, _FALLBACKS, 1)
-            return collated
-        t0 = time.perf_counter_ns()
-        base = slot * (block.numel() // self.n_slots)
-        for leaf, (_, offset, dtype, shape) in zip(leaves, layout):
-            out = _view(block, base, offset, dtype, shape)
-            if isinstance(leaf.value, list):
-                _C.slot_stack(out, leaf.value)
-            elif isinstance(leaf.value, tuple):
-                _C.slot_concat(out, leaf.value)
-            else:
-                out.copy_(leaf.value)
-        pid = os.getpid()
-        # WRITING -> SENT only if the word is still ours (one compare-and-set): a refill may have
-        # quarantined it, and a plain store could overwrite another claim of a later generation.
-        _C.slot_cas(c, _WORDS + slot, _C.slot_word(generation, pid, _WRITING),
-                    _C.slot_word(generation, pid, _SENT))
-        _C.slot_add(c, _WRITE_NS, time.perf_counter_ns() - t0)
-        _C.slot_add(c, _RING_BATCHES, 1)
-        return SlotBatch(generation, self.version, slot, _strip(spec), layout, moves)
+        self._starved = False
+        generation, slot, layout = placed
+        return SlotBatch(generation, self.version, slot, _strip(spec), layout)
 
-    def _block(self, worker_id):
-        """The block of the announced version: the one this worker holds, or a newer one from
-        its mailbox (None until it has arrived: this batch then goes the usual way)."""
-        wanted = _C.slot_load(self.control, _VERSION)
-        if self.version == wanted:
-            return self.block
+    def _take_block(self, worker_id, wanted):
+        """The block of version ``wanted`` from this worker's mailbox, if it has arrived (until
+        then place() sends batches the usual way)."""
         box = self.mailboxes[worker_id]
         while True:
             try:
                 version, block = box.get_nowait()
             except queue.Empty:
-                return None
+                return
             if version == wanted:
                 self.block, self.version = block, version
-                return block
-
-    def _claim(self, generation):
-        c, pid = self.control, os.getpid()
-        t0 = time.perf_counter_ns()
-        # After one give-up, only one try per batch until a claim succeeds again: a consumer that
-        # keeps every batch must cost the workers nothing but the usual path.
-        give_up = t0 + (0 if self._starved else int(_GIVE_UP_S * 1e9))
-        pause = 50e-6
-        try:
-            while True:
-                slot = _C.slot_claim(c, _WORDS, self.n_slots, generation, pid)
-                if slot >= 0:
-                    self._starved = False
-                    return slot
-                if (not _C.slot_load(c, _ACCEPTING) or _C.slot_load(c, _GENERATION) != generation
-                        or _C.slot_load(c, _SERIAL) != self.serial
-                        or os.getppid() != self._parent):
-                    return None  # the ring paused or moved on: never wait for a dead epoch
-                if time.perf_counter_ns() >= give_up:
-                    self._starved = True  # the consumer holds the slots
-                    return None
-                time.sleep(pause)
-                pause = min(2 * pause, _MAX_POLL_S)
-        finally:
-            _C.slot_add(c, _WAIT_NS, time.perf_counter_ns() - t0)
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+                return
 
 
 def _close_queues(mailboxes):
@@ -319,12 +221,15 @@ class WorkerRing:
         self.max_batch_bytes = max_batch_bytes
         self.pid = os.getpid()
         ctx = loader.multiprocessing_context or torch.multiprocessing
-        self.control = torch.zeros(_WORDS + self.n_slots, dtype=torch.int64).share_memory_()
+        self.control = torch.zeros(_C.SlotTable.words_for(self.n_slots),
+                                   dtype=torch.int64).share_memory_()
+        self.table = _C.SlotTable(self.control, self.n_slots)
         self.mailboxes = [ctx.Queue() for _ in range(loader.num_workers)]
         self.blocks = {}  # version -> block, for SlotBatches still in flight
         self.pins = {}    # version -> the block's registration with the copy stream (pin(block))
         self.version = 0
-        self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0)
+        self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0,
+                                   table=self.table)
         # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
         # (persistent workers) or the consumer (a kept exception) holds it, never for the ring.
         self._iterator = lambda: None  # the DataLoader iterator made with self.collate
@@ -341,8 +246,7 @@ class WorkerRing:
         DataLoader's ``state_dict()``, taken right after, would otherwise make its iterator
         without the ring) and returns its batches: PreparedBatches of slot views, freed once
         staged, or plain collated batches (everything the workers did not place)."""
-        c = self.control
-        _C.slot_store(c, _ACCEPTING, 0)
+        self.table.pause()
         previous = self._batches()
         if previous is not None:  # still referenced (a kept exception): end it and its workers
             previous.close()      # before new workers fork with a copy of it
@@ -350,15 +254,14 @@ class WorkerRing:
         self._drop_dead_persistent_workers()
         it = self._iter_loader()
         self._iterator = weakref.ref(it)
-        _C.slot_store(c, _SERIAL, it._prefetch_ring_serial)
         # Every task of an earlier epoch is finished now (persistent workers answer the
-        # DataLoader's reset only after them; other workers were shut down): take back every
-        # slot whose writer is done or gone, and the blocks no batch can come from any more.
+        # DataLoader's reset only after them; other workers were shut down): a new generation
+        # takes back every slot whose writer is done or gone, then the new iterator's workers may
+        # claim; the blocks no batch can come from any more go.
         with self._lock:
             self.blocks = {v: b for v, b in self.blocks.items() if v == self.version}
             self.pins = {v: p for v, p in self.pins.items() if v == self.version}
-            self._refill()
-        _C.slot_store(c, _ACCEPTING, 1)
+            self.table.open_epoch(it._prefetch_ring_serial)
         batches = _RingEpoch(self, it, self._epochs)
         self._batches = weakref.ref(batches)
         return batches
@@ -393,38 +296,11 @@ class WorkerRing:
             it._prefetch_ring_serial = self._serials
         return it
 
-    def _refill(self):
-        """A new generation: every slot FREE in it, except one a live process is still writing
-        (quarantined until a later refill finds its writer gone)."""
-        c = self.control
-        generation = _C.slot_load(c, _GENERATION) + 1
-        me = os.getpid()
-        for i in range(self.n_slots):
-            old_generation, pid, state = _C.slot_word_fields(_C.slot_load(c, _WORDS + i))
-            if state == _WRITING and pid != me and _pid_alive(pid) and old_generation > 0:
-                continue
-            if state == _LEASED:
-                continue  # the consumer holds it; its deleter frees it into a later generation
-            _C.slot_store(c, _WORDS + i, _C.slot_word(generation, 0, _FREE))
-        _C.slot_store(c, _GENERATION, generation)
-
-    def _reclaim_stale(self):
-        """SENT words of an older generation: their batch is never read (its iterator is gone,
-        or was reset) or is read from an older block; either way the slot is free to write."""
-        c = self.control
-        generation = _C.slot_load(c, _GENERATION)
-        free = _C.slot_word(generation, 0, _FREE)
-        for i in range(self.n_slots):
-            old_generation, _, state = _C.slot_word_fields(_C.slot_load(c, _WORDS + i))
-            if state == _SENT and old_generation != generation:
-                _C.slot_store(c, _WORDS + i, free)
-
     def _grow(self):
-        c = self.control
-        need = _C.slot_load(c, _NEED_BYTES)
+        need = self.table.needed_bytes
         if self.max_batch_bytes is not None and need > self.max_batch_bytes:
             return  # the engine refuses such a batch: it goes the usual way and raises there
-        old = _C.slot_load(c, _SLOT_BYTES)
+        old = self.table.stats()["slot_bytes"]
         slot_bytes = max(need, old + old // 4)
         slot_bytes = (slot_bytes + 4095) // 4096 * 4096
         block = torch.empty(self.n_slots * slot_bytes, dtype=torch.uint8).share_memory_()
@@ -434,12 +310,10 @@ class WorkerRing:
             self.blocks[self.version] = block
             self.pins[self.version] = pinned
             self.collate.block, self.collate.version = block, self.version  # for new workers
-            # Order matters to a worker, which reads the generation first, then the version:
-            # it either claims in the old generation (and writes into the old block, which is
-            # kept), or sees the new version and takes the new block from its mailbox first.
-            _C.slot_store(c, _SLOT_BYTES, slot_bytes)
-            _C.slot_store(c, _VERSION, self.version)
-            self._refill()
+            # A worker claims in the old generation (and writes into the old block, which is
+            # kept), or in the new one, and then only once it holds the new block
+            # (csrc/core/slot_table.h: the order of the announcement).
+            self.table.announce_block(self.version, slot_bytes)
         for box in self.mailboxes:
             box.put((self.version, block))
 
@@ -461,63 +335,36 @@ class WorkerRing:
             return None
 
     def _prepare(self, item):
+        """The PreparedBatch of a SlotBatch: its layout as the worker sent it, and its slot, which
+        the engine leases (CUDA: held until its copy from the slot has run) or (``lease``, the
+        CPU device) which is leased here and handed out as the batch itself, freed when the last
+        view of it dies."""
         block = self.blocks.get(item.version)
         if block is None:  # pragma: no cover - a protocol violation, never data to trust
             raise RuntimeError("prefetch: a worker sent a batch in block version %d, which the "
                                "ring no longer holds" % item.version)
-        slot_bytes = block.numel() // self.n_slots
-        base = item.slot * slot_bytes
-        hold = self._hold(item)
+        slot = (self.table, item.slot, item.generation)
         if self.lease:
-            return self._lease(item, block, base, slot_bytes, hold)
-        leaves = [Leaf(name, _view(block, base, offset, dtype, shape))
-                  for name, offset, dtype, shape in item.layout]
-        end = max((offset + math.prod(shape) * dtype.itemsize
-                   for _, offset, dtype, shape in item.layout), default=0)
-        packed = Packed(block.narrow(0, base, end), hold, self.pins.get(item.version))
-        return PreparedBatch(item.spec, leaves, item.moves, packed)
-
-    def _hold(self, item):
-        """SENT -> LEASED, and the hold that frees the slot (``_C.SlotRelease``): called by the
-        engine once its copy has read the slot, or by the deleter of the batch the slot is. None
-        for a slot of an older generation, which no worker writes any more and a refill took
-        back already."""
-        c = self.control
-        if _C.slot_load(c, _GENERATION) != item.generation:
-            return None
-        leased = _C.slot_word(item.generation, 0, _LEASED)
-        _C.slot_store(c, _WORDS + item.slot, leased)  # SENT -> LEASED: the main process's
-        return _C.slot_release(c, _WORDS + item.slot, _GENERATION, leased)
-
-    def _lease(self, item, block, base, slot_bytes, hold):
-        """The batch as views of the slot, which stays LEASED until the last of them dies."""
-        if hold is not None:
-            storage = _C.slot_lease(block, base, slot_bytes, hold)
-        else:  # a slot of an older block, which no worker writes any more
-            storage = block.narrow(0, base, slot_bytes)
-        # (A worker places no batch with moves of its own: leaf k is move k.)
-        views = [_view(storage, 0, offset, dtype, shape) for _, offset, dtype, shape in item.layout]
-        return PreparedBatch(_leaves_as_moves(item.spec), [], views)
+            # (A worker places no batch with moves of its own: leaf k is move k.)
+            return PreparedBatch(_leaves_as_moves(item.spec), [],
+                                 _C.packed_views(block, item.layout, slot))
+        return PreparedBatch(item.spec, [], [],
+                             Packed(block, item.layout, self.pins.get(item.version), slot))
 
     # --- the rest -------------------------------------------------------------------------------
 
     def stats(self):
-        c = self.control
-        return {
-            "worker_ring_batches": _C.slot_load(c, _RING_BATCHES),
-            "worker_ring_fallbacks": _C.slot_load(c, _FALLBACKS),
-            "worker_write_s": _C.slot_load(c, _WRITE_NS) / 1e9,
-            "worker_slot_wait_s": _C.slot_load(c, _WAIT_NS) / 1e9,
-            "worker_ring_slots": self.n_slots,
-            "worker_ring_bytes": self.n_slots * _C.slot_load(c, _SLOT_BYTES),
-        }
+        out = self.table.stats()
+        out["worker_ring_slots"] = self.n_slots
+        out["worker_ring_bytes"] = self.n_slots * out.pop("slot_bytes")
+        return out
 
     def close(self):
         """Pauses the ring and, when persistent workers hold it, shuts them down (they would
         keep the block alive as long as the DataLoader lives)."""
         if self.pid != os.getpid():
             return  # a forked child's copy: the ring and its workers are the parent's
-        _C.slot_store(self.control, _ACCEPTING, 0)
+        self.table.pause()
         it = self.iterator
         self._iterator = lambda: None
         if it is not None and getattr(self.loader, "_iterator", None) is it:
@@ -536,7 +383,6 @@ class _RingEpoch:
 
     def __init__(self, ring, iterator, epoch):
         self._ring, self._it, self._epoch = ring, iterator, epoch
-        self._count = 0
 
     def __iter__(self):
         return self
@@ -549,15 +395,14 @@ class _RingEpoch:
     def __next__(self):
         if self._it is None:
             raise StopIteration
-        ring, c = self._ring, self._ring.control
+        ring = self._ring
         item = next(self._it)
-        if _C.slot_load(c, _NEED_BYTES) > _C.slot_load(c, _SLOT_BYTES):
-            ring._grow()  # between two batches: the producer holds no slot now
-        self._count += 1
-        if self._count % 8 == 0:
-            ring._reclaim_stale()
         if type(item) is SlotBatch:
             return ring._prepare(item)
+        # A worker that needed a larger slot sent its batch the usual way, as this one: grow now,
+        # between two batches (the producer holds no slot).
+        if ring.table.needs_growth():
+            ring._grow()
         return item
 
     def close(self):
@@ -566,7 +411,7 @@ class _RingEpoch:
             return
         ring = self._ring
         if ring._epochs == self._epoch:
-            _C.slot_store(ring.control, _ACCEPTING, 0)
+            ring.table.pause()
         # Workers of a non-persistent iterator go now, not when the iterator is collected: a
         # kept exception's traceback may hold it for long, and its workers with it.
         if getattr(ring.loader, "_iterator", None) is not it and hasattr(it, "_shutdown_workers"):

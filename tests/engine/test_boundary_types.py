@@ -40,7 +40,7 @@ def test_next_status_is_an_enum_with_every_outcome(engine):
     assert set(_C.NextStatus.__members__) == {"BATCH", "END", "FAILED", "TIMEOUT", "CANCELLED"}
     token = engine.start_epoch()
     assert engine.next(token, 0.0)[0] == _C.NextStatus.TIMEOUT
-    engine.submit(token, [Leaf("x", torch.arange(4))])
+    _C._testing.submit(engine, token, [Leaf("x", torch.arange(4))])
     status, seq, tensors = engine.next(token, 5.0)
     assert status == _C.NextStatus.BATCH and seq == 0
     assert torch.equal(tensors[0], torch.arange(4))
@@ -61,7 +61,7 @@ def test_engine_takes_leaves_of_every_form(engine):
         Leaf("s", [torch.full((2,), float(i)) for i in range(3)]),
         Leaf("g", data, torch.tensor([5, 0, 5])),
     ]
-    engine.submit(token, leaves)
+    _C._testing.submit(engine, token, leaves)
     _, _, (t, s, g) = engine.next(token, 5.0)
     assert torch.equal(t, torch.ones(3))
     assert torch.equal(s, torch.tensor([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]))
@@ -71,9 +71,9 @@ def test_engine_takes_leaves_of_every_form(engine):
 def test_engine_refuses_what_is_not_a_leaf(engine):
     token = engine.start_epoch()
     with pytest.raises(TypeError, match=r"leaf 1 \(a tuple\) has no attribute 'name'.*Leaf"):
-        engine.submit(token, [Leaf("ok", torch.ones(1)), ("x", torch.ones(2))])
+        _C._testing.submit(engine, token, [Leaf("ok", torch.ones(1)), ("x", torch.ones(2))])
     with pytest.raises(TypeError, match=r"leaf 0 \(a int\) has no attribute 'name'"):
-        engine.submit(token, [3])
+        _C._testing.submit(engine, token, [3])
 
 
 def test_gather_rows_out_of_range_name_the_leaf_position_and_index(engine):
@@ -81,7 +81,7 @@ def test_gather_rows_out_of_range_name_the_leaf_position_and_index(engine):
     with pytest.raises(prefetch.CollateError,
                        match=r"^prefetch: arrays\['x'\]: index 7 \(position 1 of the batch\) "
                              r"is out of range for 5 rows$"):
-        engine.submit(token, [Leaf("arrays['x']", torch.zeros(5, 3), torch.tensor([0, 7]))])
+        _C._testing.submit(engine, token, [Leaf("arrays['x']", torch.zeros(5, 3), torch.tensor([0, 7]))])
     with pytest.raises(prefetch.CollateError, match=r"index -1 \(position 0 of the batch\)"):
         engine.stage(token, [Leaf("y", torch.zeros(5), torch.tensor([-1]))])
 
@@ -92,7 +92,7 @@ def test_stats_keys_are_the_public_names(engine):
 
     def produce():
         for _ in range(3):  # depth 2: the third waits for the consumer
-            engine.submit(token, [Leaf("x", torch.ones(4))])
+            _C._testing.submit(engine, token, [Leaf("x", torch.ones(4))])
         blocked.set()
         engine.finish(token, False)
 

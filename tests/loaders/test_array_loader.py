@@ -324,7 +324,7 @@ def test_memmap_larger_than_the_ring(tmp_path):
     labels = np.arange(n)
     with ArrayLoader((images, labels), 50, seed=1, depth=2) as loader:
         batches = list(loader)
-        ring = sum(engine_of(loader).slot_capacities())
+        ring = sum(prefetch._C._testing.slot_capacities(engine_of(loader)))
         order = loader.epoch_indices(0)
     assert images.nbytes > 4 * ring  # the ring holds batches, never the dataset
     reread = np.fromfile(path, dtype=np.uint8).reshape((n,) + shape)

@@ -172,7 +172,7 @@ def test_injected_delays_never_reorder_or_overwrite(depth):
     ]
     snaps = [snapshot(b) for b in batches]
     pf = prefetch.Prefetcher(batches, device="cpu", depth=depth, num_threads=2)
-    engine_of(pf).set_debug_delay(2000, seed=depth)
+    prefetch._C._testing.set_debug_delay(engine_of(pf), 2000, seed=depth)
     for epoch in range(2):
         held = []
         for i, got in enumerate(pf):
@@ -191,7 +191,7 @@ def test_the_ring_grows_for_larger_batches_and_never_shrinks(device):
         seen = []
         for got, src in zip(pf, batches):
             assert torch.equal(got.cpu(), src)
-            seen.append(engine_of(pf).slot_capacities()[0])
+            seen.append(prefetch._C._testing.slot_capacities(engine_of(pf))[0])
     if device.type == "cpu":
         # The CPU device collates straight into its output buffers: the ring stays unused.
         assert seen == [0] * len(sizes)
