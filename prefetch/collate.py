@@ -6,6 +6,8 @@ become tensors) that leaves every tensor/ndarray field as a :class:`prefetch.Sam
 stacking it. The Prefetcher then stacks those samples once, in C++ threads with the GIL released,
 straight into its pinned ring, instead of into fresh memory that is copied again to be pinned.
 """
+import os
+
 import numpy as np
 import torch
 from torch.utils.data import get_worker_info
@@ -18,8 +20,62 @@ __all__ = ["samples"]
 
 def _tensor_samples(batch, *, collate_fn_map=None):
     if get_worker_info() is not None:
-        _share(batch)
+        return _shared_samples(batch)
     return Samples(batch)
+
+
+_ALIGN = 64  # each sample's offset in the block: any dtype's view, and cache lines apart
+
+
+def _shared_samples(tensors):
+    """In a DataLoader worker: the samples copied into one SharedBlock (memfd_create: not bounded
+    by /dev/shm, one descriptor for the whole field instead of one /dev/shm file per sample), as
+    a Samples that pickles as the block and its layout. Without memfd_create: each sample's
+    storage into torch's shared memory now (:func:`_share`)."""
+    from .sources.shared_block import SharedBlock
+
+    # Plain strided CPU tensors only: anything else keeps its own path (and the engine's checks).
+    if not hasattr(os, "memfd_create") or not all(
+            type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.is_nested and not t.is_quantized for t in tensors):
+        _share(tensors)
+        return Samples(tensors)
+    layout, end = [], 0
+    for t in tensors:
+        layout.append((end, t.dtype, tuple(t.shape)))
+        end += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+    block = SharedBlock(end, name="prefetch-samples")
+    out = _BlockSamples(_views(block, layout))
+    for view, t in zip(out, tensors):
+        view.copy_(t)
+    out._block, out._layout = block, layout
+    return out
+
+
+def _views(block, layout):
+    out = []
+    for offset, dtype, shape in layout:
+        count = 1
+        for d in shape:
+            count *= d
+        size = torch.empty((), dtype=dtype).element_size()
+        out.append(block.tensor[offset:offset + count * size].view(dtype).view(shape))
+    return out
+
+
+class _BlockSamples(Samples):
+    """Samples whose tensors lie in one SharedBlock: pickled as the block (its descriptor) and the
+    layout, so that torch does not copy each of them into /dev/shm on the way to the main
+    process, which gets an ordinary Samples of views into the block."""
+
+    __slots__ = ("_block", "_layout")
+
+    def __reduce__(self):
+        return _samples_from_block, (self._block, self._layout)
+
+
+def _samples_from_block(block, layout):
+    return Samples(_views(block, layout))
 
 
 def _share(tensors):

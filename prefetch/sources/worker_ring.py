@@ -41,6 +41,7 @@ from .._engine.tree import (_DATACLASS, _LEAF, _LIST, _MAP, _MOVE, _NAMEDTUPLE, 
                             Packed, PreparedBatch, flatten)
 from ..collate import samples as samples_collate
 from ..errors import CollateError
+from .shared_block import SharedBlock
 
 __all__ = ["RingCollate", "SlotBatch", "WorkerRing", "ring_source"]
 
@@ -117,6 +118,11 @@ def _leaves_as_moves(spec):
     return spec
 
 
+def _words(control_block):
+    """The slot table's int64 control words over a SharedBlock."""
+    return control_block.tensor.view(torch.int64)
+
+
 class RingCollate:
     """The collate_fn the DataLoader's workers run while a Prefetcher wraps it (see the module
     docstring). Outside a worker, or while no Prefetcher reads the ring, it returns exactly what
@@ -124,7 +130,9 @@ class RingCollate:
     DataLoader's workers."""
 
     def __init__(self, control, n_slots, mailboxes, block, version, table=None):
-        self.control, self.n_slots, self.mailboxes = control, n_slots, mailboxes
+        # control and block are SharedBlocks (memfd: not bounded by /dev/shm); they pickle as
+        # descriptors for spawned workers and are inherited as they are by forked ones.
+        self.control_block, self.n_slots, self.mailboxes = control, n_slots, mailboxes
         self.block, self.version = block, version
         # The DataLoader iterator these workers belong to (stamped before it is made): workers
         # of an older iterator that is still alive, e.g. held by a kept exception, must not
@@ -135,8 +143,8 @@ class RingCollate:
         self._parent = None
 
     def __getstate__(self):
-        return {k: getattr(self, k) for k in ("control", "n_slots", "mailboxes", "block", "version",
-                                         "serial")}
+        return {k: getattr(self, k) for k in ("control_block", "n_slots", "mailboxes", "block",
+                                             "version", "serial")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -151,7 +159,7 @@ class RingCollate:
             return collated
         table = self._table
         if table is None:
-            table = self._table = _C.SlotTable(self.control, self.n_slots)
+            table = self._table = _C.SlotTable(_words(self.control_block), self.n_slots)
         version = table.accepting(self.serial)
         if version is None:
             return collated
@@ -168,7 +176,8 @@ class RingCollate:
             self._take_block(info.id, version)
         # (After one give-up, one try per batch until a claim succeeds again: a consumer that
         # keeps every batch must cost the workers nothing but the usual path.)
-        placed = table.place(self.serial, self.version, self.block, [leaf.value for leaf in leaves],
+        block = None if self.block is None else self.block.tensor
+        placed = table.place(self.serial, self.version, block, [leaf.value for leaf in leaves],
                              0.0 if self._starved else _GIVE_UP_S, self._parent)
         if type(placed) is not tuple:
             if placed == _STARVED:
@@ -221,14 +230,16 @@ class WorkerRing:
         self.max_batch_bytes = max_batch_bytes
         self.pid = os.getpid()
         ctx = loader.multiprocessing_context or torch.multiprocessing
-        self.control = torch.zeros(_C.SlotTable.words_for(self.n_slots),
-                                   dtype=torch.int64).share_memory_()
+        # memfd_create where Linux has it: a ring is not bounded by /dev/shm (Docker's 64 MB).
+        self.control_block = SharedBlock(8 * _C.SlotTable.words_for(self.n_slots),
+                                         name="prefetch-ring-control")
+        self.control = _words(self.control_block)
         self.table = _C.SlotTable(self.control, self.n_slots)
         self.mailboxes = [ctx.Queue() for _ in range(loader.num_workers)]
         self.blocks = {}  # version -> block, for SlotBatches still in flight
         self.pins = {}    # version -> the block's registration with the copy stream (pin(block))
         self.version = 0
-        self.collate = RingCollate(self.control, self.n_slots, self.mailboxes, None, 0,
+        self.collate = RingCollate(self.control_block, self.n_slots, self.mailboxes, None, 0,
                                    table=self.table)
         # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
         # (persistent workers) or the consumer (a kept exception) holds it, never for the ring.
@@ -298,24 +309,32 @@ class WorkerRing:
 
     def _grow(self):
         need = self.table.needed_bytes
-        if self.max_batch_bytes is not None and need > self.max_batch_bytes:
-            return  # the engine refuses such a batch: it goes the usual way and raises there
         old = self.table.stats()["slot_bytes"]
+        if self.max_batch_bytes is not None and need > self.max_batch_bytes:
+            # The engine refuses such a batch (it goes the usual way and raises there), but it
+            # must not keep the ring from being made or grown for the rest of the run: slots as
+            # large as the limit hold every batch the engine accepts.
+            if old >= self.max_batch_bytes:
+                return
+            need = self.max_batch_bytes
         slot_bytes = max(need, old + old // 4)
+        if self.max_batch_bytes is not None:
+            slot_bytes = min(slot_bytes, self.max_batch_bytes)
         slot_bytes = (slot_bytes + 4095) // 4096 * 4096
-        block = torch.empty(self.n_slots * slot_bytes, dtype=torch.uint8).share_memory_()
+        shared = SharedBlock(self.n_slots * slot_bytes)
+        block = shared.tensor
         pinned = self._pin(block)
         with self._lock:
             self.version += 1
             self.blocks[self.version] = block
             self.pins[self.version] = pinned
-            self.collate.block, self.collate.version = block, self.version  # for new workers
+            self.collate.block, self.collate.version = shared, self.version  # for new workers
             # A worker claims in the old generation (and writes into the old block, which is
             # kept), or in the new one, and then only once it holds the new block
             # (csrc/core/slot_table.h: the order of the announcement).
             self.table.announce_block(self.version, slot_bytes)
         for box in self.mailboxes:
-            box.put((self.version, block))
+            box.put((self.version, shared))
 
     def _pin(self, block):
         """The block registered with the copy stream (CUDA: page-locked once, so each slot's

@@ -1,7 +1,9 @@
 """Under Docker's default 64 MB /dev/shm (a private tmpfs of that size mounted in a new mount
-namespace: needs root and unshare, skipped otherwise): a batch that shared memory cannot hold is
-a clear error within seconds — naming /dev/shm, its size, what the batch needs and the fixes —
-never a hang (the DataLoader's queue feeder thread used to die, and the consumer waited for good)."""
+namespace: needs root and unshare, skipped otherwise): collate.samples's batches and the worker
+ring's memory come from memfd_create and work; where /dev/shm is still used, a batch it cannot
+hold is a clear error within seconds — naming /dev/shm, its size, what the batch needs and the
+fixes — never a hang (the DataLoader's queue feeder thread used to die, and the consumer waited
+for good)."""
 import os
 import shutil
 import subprocess
@@ -58,8 +60,56 @@ _DATASET = """
 """
 
 
-def test_a_dataloader_with_collate_samples_raises_a_clear_error_instead_of_hanging():
+def test_a_dataloader_with_collate_samples_works_where_default_collate_cannot():
+    """Six batches of 256 224x224x3 images (36.8 MB each) with two workers: default_collate's
+    batches do not fit a 64 MB /dev/shm; collate.samples's travel in memfd blocks, exact."""
     out = run_with_small_shm(_DATASET + """
+    for collate_fn in (None, prefetch.collate.samples):
+        loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=collate_fn)
+        try:
+            seen = []
+            for images, index in loader:
+                images = torch.stack(list(images)) if collate_fn else images
+                assert torch.equal(images[:, 100, 100, 1], (index % 251).to(torch.uint8))
+                seen += index.tolist()
+            print("complete" if seen == list(range(256 * 6)) else "wrong indices")
+        except RuntimeError as e:
+            print("failed:", type(e).__name__)
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.split("\n")[:2] == ["failed: RuntimeError", "complete"], out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_prefetcher_over_two_workers_completes_its_epochs_exactly(context):
+    """The issue's case: it hung. Two epochs of six 36.8 MB batches through the worker ring under
+    a 64 MB /dev/shm, every image checked, most batches through the ring itself."""
+    out = run_with_small_shm(_DATASET + """
+    if __name__ == "__main__":
+        loader = DataLoader(Images(), batch_size=256, num_workers=2,
+                            collate_fn=prefetch.collate.samples, multiprocessing_context=%r)
+        with prefetch.Prefetcher(loader, device="cpu") as pf:
+            for epoch in range(2):
+                seen = []
+                for images, index in pf:
+                    assert torch.equal(images[:, ::37, ::37, :],
+                                       (index %% 251).to(torch.uint8).view(-1, 1, 1, 1).expand(-1, 7, 7, 3))
+                    seen += index.tolist()
+                assert seen == list(range(256 * 6)), seen[:10]
+            print("ring batches", pf.stats()["worker_ring_batches"])
+    """ % context, timeout=150)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert int(out.stdout.split()[-1]) >= 6, out.stdout
+
+
+def test_without_memfd_a_full_dev_shm_is_a_clear_error_instead_of_a_hang():
+    """Where memfd_create is missing, the samples go to /dev/shm in the worker itself, so a full
+    one raises SharedMemoryError there (naming /dev/shm's size, what the batch needs and the
+    fixes) instead of killing the queue's feeder thread while the consumer waits forever."""
+    out = run_with_small_shm("""
+    import os
+    del os.memfd_create  # before prefetch looks for it; forked workers inherit the absence
+    """ + _DATASET + """
     loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=prefetch.collate.samples)
     start = time.monotonic()
     try:

@@ -24,9 +24,9 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 
-from .conftest import SANITIZED
-from .helpers import assert_same
-from .test_reliability import ROOT, run_child
+from ..conftest import SANITIZED
+from ..helpers import assert_same
+from ..helpers import ROOT, run_child
 
 N, BATCH, SHAPE = 48, 4, (3, 16, 16)
 
@@ -69,7 +69,7 @@ class Samples(Dataset):
         g = torch.Generator().manual_seed(1000 + i)
         shape = self.shape
         if i == self.ragged_at and self.fire():
-            shape = shape[:-1] + (shape[-1] + 1,)
+            shape = shape[:-1]  # another rank: no Ragged holds it
         return {"image": torch.randint(0, 256, shape, dtype=torch.uint8, generator=g),
                 "label": torch.randint(0, 1000, (), generator=g), "index": i}
 
@@ -164,7 +164,7 @@ PRELUDE = """
 import gc, os, sys, time, warnings
 import torch, prefetch
 from torch.utils.data import DataLoader
-from tests.test_worker_ring_faults import (
+from tests.loaders.test_worker_ring_faults import (
     BATCH, N, SHAPE, Samples, assert_epoch, assert_every_slot_free, fd_count,
     kill_while_writing, reference, shm_entries, stacked)
 
@@ -536,7 +536,7 @@ def test_exit_or_ctrl_c_mid_epoch_leaves_no_worker_and_no_shared_memory(tmp_path
 # ---- 6. ragged samples in one batch ---------------------------------------------------------
 
 def test_a_ragged_sample_raises_collate_error_as_without_workers(tmp_path):
-    # Sample 21 (batch 5, sample 1 of it) one pixel wider: the worker cannot place the batch in
+    # Sample 21 (batch 5, sample 1 of it) of another rank: the worker cannot place the batch in
     # a slot, the main process collates it and raises the CollateError it raises without workers.
     child("""
     flag = {flag!r}

@@ -108,7 +108,7 @@ def _per_batch(counts, row, batches):
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.parametrize("lease", [True, False], ids=["lease", "copy_from_slot"])
 def test_one_batch_crosses_into_cpp_at_most_ten_times(lease, context, monkeypatch):
-    from .conftest import SANITIZED
+    from ..conftest import SANITIZED
     if context == "fork" and SANITIZED:
         pytest.skip("fork() under ASan: conftest")
     monkeypatch.setattr(_worker_ring, "LEASE_ON_CPU", lease)

@@ -5,6 +5,7 @@ workers, exits, leaks) are in test_worker_ring_faults.py."""
 import collections
 import copy
 import dataclasses
+import os
 import pickle
 import time
 import warnings
@@ -18,7 +19,7 @@ from prefetch.sources import worker_ring as _worker_ring
 from prefetch._engine.extension import _C
 from prefetch._engine.tree import flatten
 
-from .conftest import SANITIZED, require_cuda
+from ..conftest import SANITIZED, require_cuda
 
 
 class Images(Dataset):
@@ -246,7 +247,7 @@ class Ragged(Dataset):
         return 16
 
     def __getitem__(self, i):
-        return torch.zeros((3, 3) if i != 11 else (3, 4))
+        return torch.zeros((3, 3) if i != 11 else (3,))  # another rank: no Ragged holds it
 
 
 def test_a_bigger_batch_mid_epoch_falls_back_then_grows():
@@ -556,3 +557,79 @@ def test_a_packed_layout_is_checked_where_it_enters_the_main_process():
         _C.packed_views(block, layout, (table, 5, generation))
     with pytest.raises(ValueError, match="contiguous 1-D uint8 CPU tensor, got torch.float32"):
         _C.packed_views(torch.zeros(4), layout)
+
+
+_VIEW_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+class _LazyViews(Dataset):
+    """Per sample, one field per dtype and view kind: a negative view (``torch._neg_view``) of
+    every signed dtype, a conjugate view and a conjugate-of-negative view of the complex ones,
+    each with its lazy bit set (the raw bytes are the un-negated, un-conjugated values)."""
+
+    def __len__(self):
+        return 48
+
+    def __getitem__(self, i):
+        out = {}
+        for dtype in _VIEW_DTYPES:
+            base = (torch.arange(6, dtype=torch.float64).view(2, 3) + i)
+            if dtype.is_complex:
+                base = torch.complex(base, base + 0.5)
+            base = base.to(dtype)
+            name = str(dtype).replace("torch.", "")
+            if dtype != torch.uint8:
+                out[name + "_neg"] = torch._neg_view(base)
+            if dtype.is_complex:
+                out[name + "_conj"] = base.conj()
+                out[name + "_conj_neg"] = torch._neg_view(base.conj())
+        return out
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_conjugate_and_negative_views_have_their_values_whatever_num_workers(num_workers):
+    """The lazy conj/neg bits are honoured: the worker ring copied the raw bytes and lost them
+    (wrong signs with workers only)."""
+    ds = _LazyViews()
+    dl = DataLoader(ds, batch_size=4, num_workers=num_workers, collate_fn=prefetch.collate.samples)
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        got = list(pf)
+        ring = pf.stats().get("worker_ring_batches", 0)
+    assert len(got) == 12
+    for b, batch in enumerate(got):
+        for name, value in batch.items():
+            want = torch.stack([ds[4 * b + k][name].resolve_conj().resolve_neg() for k in range(4)])
+            assert value.dtype == want.dtype and torch.equal(value, want), (name, b)
+    if num_workers:
+        assert ring > 0  # the ring's path was the one tested
+
+
+class _FirstBatchTooLarge(Images):
+    """Sample 0 is a large image while the file ``flag`` exists (workers are other processes)."""
+
+    def __init__(self, flag):
+        super().__init__()
+        self.flag = flag
+
+    def __getitem__(self, i):
+        image, index, extra = super().__getitem__(i)
+        if i == 0 and os.path.exists(self.flag):
+            image = torch.zeros(40, 40, 3, dtype=torch.uint8)
+        return image, index, extra
+
+
+def test_a_batch_over_max_batch_bytes_does_not_keep_the_ring_from_being_made(tmp_path):
+    """The refused batch raises; the next epoch's batches go through the ring (they all took the
+    per-sample path: the refused batch had raised the ring's size target above the limit for
+    good)."""
+    flag = tmp_path / "big"
+    flag.touch()
+    ds = _FirstBatchTooLarge(str(flag))
+    with prefetch.Prefetcher(loader(ds), device="cpu", max_batch_bytes=4096) as pf:
+        with pytest.raises(prefetch.CollateError, match="max_batch_bytes"):
+            streamed(pf)
+        flag.unlink()
+        assert_same(streamed(pf), reference(ds))
+        assert ring_batches(pf) > 0
+        assert pf.stats()["worker_ring_bytes"] <= pf.stats()["worker_ring_slots"] * 4096
