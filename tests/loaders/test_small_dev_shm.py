@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from ..conftest import SANITIZED
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -24,7 +26,11 @@ def _can_mount():
     return probe.returncode == 0
 
 
-pytestmark = pytest.mark.skipif(not _can_mount(), reason="needs root and unshare -m to mount a small /dev/shm")
+pytestmark = [
+    pytest.mark.skipif(not _can_mount(), reason="needs root and unshare -m to mount a small /dev/shm"),
+    # Children in their own mount namespace, workers of every start method: the regular run's.
+    pytest.mark.skipif(SANITIZED, reason="multi-process: regular run only"),
+]
 
 
 def run_with_small_shm(body, size="64m", timeout=90):

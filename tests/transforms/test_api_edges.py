@@ -25,6 +25,10 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 def test_antialias_has_one_default_everywhere_torchvisions():
     for fn in (resized_crop, decode_resized_crop, FusedAugment.__init__):
         assert inspect.signature(fn).parameters["antialias"].default is True, fn
+    # The ops' own schemas too, for torch.ops.prefetch.* callers.
+    for op in (torch.ops.prefetch.resized_crop, torch.ops.prefetch.decode_resized_crop):
+        (arg,) = [a for a in op.default._schema.arguments if a.name == "antialias"]
+        assert arg.default_value is True, op
 
 
 def test_evaluation_is_flip_free_by_default_and_training_flips_half():

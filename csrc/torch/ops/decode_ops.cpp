@@ -265,7 +265,7 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   m.def(
       "decode_resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
       "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
-      "bool channels_last=False, bool antialias=False) -> Tensor");
+      "bool channels_last=False, bool antialias=True) -> Tensor");
   // What this build decodes with (no tensors: one kernel for every backend). Private names;
   // prefetch.built_with_jpeg() and prefetch.ops wrap them.
   m.def("_jpeg_decoder_built() -> bool", &jpeg_decoder_built);

@@ -21,7 +21,7 @@ TORCH_LIBRARY(prefetch, m) {
   m.def(
       "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
       "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
-      "bool channels_last=False, bool antialias=False) -> Tensor");
+      "bool channels_last=False, bool antialias=True) -> Tensor");
   // The CPU output pool's controls (no tensors: one kernel for every backend). Private names;
   // prefetch/ops/output_pool.py wraps them.
   m.def("_output_pool_stats() -> int[]", &output_pool_stats);
