@@ -254,8 +254,9 @@ def _images():
      r"boxes\[0\] = \(top=-1, left=0, height=2, width=2\) is not inside"),
     (lambda im: resized_crop([x.float() for x in im], [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3]),
      RuntimeError, "values must be uint8, got Float"),
+    # Another channel count: a Ragged holds it; the op names the sample.
     (lambda im: resized_crop([im[0], im[1][..., :2]], [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3]),
-     prefetch.CollateError, "sample 1 is uint8 of shape \\[5, 9, 2\\]"),
+     RuntimeError, r"resized_crop: sample 1 has C = 2 channels \(sizes\[1\] = \(5, 9, 2\)\) but mean and std have 3"),
     # 2-D images: named in Python, before the op (whose sizes table would be [N, 2]) is reached.
     (lambda im: resized_crop([im[0][..., 0], im[0][:4, :, 0]], [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3]),
      ValueError, r"resized_crop takes HWC images \(3-D\): image 0 has shape \[8, 6\]; add a channel "
