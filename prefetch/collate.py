@@ -20,36 +20,52 @@ __all__ = ["samples"]
 
 def _tensor_samples(batch, *, collate_fn_map=None):
     if get_worker_info() is not None:
-        return _shared_samples(batch)
+        if hasattr(os, "memfd_create") and all(_plain(t) for t in batch):
+            return _WorkerSamples(batch)
+        _share(batch)
     return Samples(batch)
+
+
+def _plain(t):
+    # Plain strided CPU tensors only: anything else keeps torch's own path (and the engine's checks).
+    return (type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
+            and not t.is_nested and not t.is_quantized)
 
 
 _ALIGN = 64  # each sample's offset in the block: any dtype's view, and cache lines apart
 
 
-def _shared_samples(tensors):
-    """In a DataLoader worker: the samples copied into one SharedBlock (memfd_create: not bounded
-    by /dev/shm, one descriptor for the whole field instead of one /dev/shm file per sample), as
-    a Samples that pickles as the block and its layout. Without memfd_create: each sample's
-    storage into torch's shared memory now (:func:`_share`)."""
+class _WorkerSamples(Samples):
+    """A field's samples in a DataLoader worker. Sent to the main process, they are copied into
+    one SharedBlock (memfd_create: not bounded by /dev/shm, one descriptor for the whole field
+    instead of torch's one /dev/shm file per sample) and arrive as an ordinary Samples of views
+    into it. The copy happens when the batch is pickled — never for a batch the worker ring
+    places in a slot, which is not pickled."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        # This runs in the queue's feeder thread: an exception here would lose the batch and
+        # leave the main process waiting for it, so a failure travels as an error it raises.
+        try:
+            block, layout = _into_block(self)
+        except Exception as e:  # noqa: BLE001 - re-raised in the main process
+            return _raise, (_sending_error(e, self),)
+        return _samples_from_block, (block, layout)
+
+
+def _into_block(tensors):
     from .sources.shared_block import SharedBlock
 
-    # Plain strided CPU tensors only: anything else keeps its own path (and the engine's checks).
-    if not hasattr(os, "memfd_create") or not all(
-            type(t) is torch.Tensor and t.device.type == "cpu" and t.layout == torch.strided
-            and not t.is_nested and not t.is_quantized for t in tensors):
-        _share(tensors)
-        return Samples(tensors)
     layout, end = [], 0
     for t in tensors:
         layout.append((end, t.dtype, tuple(t.shape)))
         end += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
     block = SharedBlock(end, name="prefetch-samples")
-    out = _BlockSamples(_views(block, layout))
-    for view, t in zip(out, tensors):
-        view.copy_(t)
-    out._block, out._layout = block, layout
-    return out
+    with torch.no_grad():
+        for view, t in zip(_views(block, layout), tensors):
+            view.copy_(t)  # resolves conjugate and negative views, as stacking them would
+    return block, layout
 
 
 def _views(block, layout):
@@ -63,19 +79,23 @@ def _views(block, layout):
     return out
 
 
-class _BlockSamples(Samples):
-    """Samples whose tensors lie in one SharedBlock: pickled as the block (its descriptor) and the
-    layout, so that torch does not copy each of them into /dev/shm on the way to the main
-    process, which gets an ordinary Samples of views into the block."""
-
-    __slots__ = ("_block", "_layout")
-
-    def __reduce__(self):
-        return _samples_from_block, (self._block, self._layout)
-
-
 def _samples_from_block(block, layout):
     return Samples(_views(block, layout))
+
+
+def _sending_error(e, tensors):
+    from .errors import SharedMemoryError
+
+    asked = sum(t.numel() * t.element_size() for t in tensors)
+    if isinstance(e, OSError):
+        return SharedMemoryError("prefetch: a DataLoader worker could not put a batch's %d samples "
+                                 "(%d bytes) into shared memory: %s" % (len(tensors), asked, e))
+    return RuntimeError("prefetch: a DataLoader worker could not send a batch's %d samples: %s: %s"
+                        % (len(tensors), type(e).__name__, e))
+
+
+def _raise(error):
+    raise error
 
 
 def _share(tensors):

@@ -489,3 +489,37 @@ def test_whatever_the_dataset_returns_the_batch_is_right_or_a_collate_error(data
                 else:
                     assert g.dtype == e.dtype and g.shape == e.shape and torch.equal(g, e)
         assert torch.equal(next(it)[0], torch.ones(2, 2))
+
+
+class _ConjViews(Dataset):
+    """Module level: forkserver workers (the sanitized run's) import it by name."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.complex(torch.arange(6.0) + i, torch.ones(6)).view(2, 3).conj(), torch.full((3,), i)
+
+
+def test_samples_in_a_worker_travel_in_one_block_and_a_failure_to_send_them_is_raised_in_the_main_process(monkeypatch):
+    """collate.samples in a DataLoader worker: the field's samples cross to the main process as
+    views of one shared block, exact and resolved (a conjugate view); a failure while pickling
+    them (the queue's feeder thread) arrives as an error in the main process instead of a batch
+    that never comes."""
+    from prefetch import collate as C
+
+    Views = _ConjViews
+    loader = DataLoader(Views(), batch_size=4, num_workers=2, collate_fn=prefetch.collate.samples)
+    got = list(loader)
+    for b, (images, index) in enumerate(got):
+        assert type(images) is prefetch.Samples and len({t.untyped_storage().data_ptr() for t in images}) == 1
+        for k, t in enumerate(images):
+            want = Views()[4 * b + k][0].resolve_conj()
+            assert not t.is_conj() and torch.equal(t, want)
+    if SANITIZED:
+        return  # fork() under ASan (conftest): the failure half is the regular run's
+    monkeypatch.setattr(C, "_into_block", lambda tensors: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    loader = DataLoader(Views(), batch_size=4, num_workers=1, collate_fn=prefetch.collate.samples,
+                        multiprocessing_context="fork")
+    with pytest.raises(prefetch.SharedMemoryError, match=r"could not put a batch's 4 samples \(192 bytes\) into shared memory"):
+        list(loader)
