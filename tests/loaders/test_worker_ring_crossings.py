@@ -67,11 +67,13 @@ def install(counts, main_pid):
     if getattr(_C, "_counted_by", None) is not None:
         _C._counted_by[0] = counts
         return
-    box = [counts]
-    lock = threading.Lock()
+    box = [counts, threading.Lock()]
+    # A worker forked while another thread of the parent held the lock would inherit it held and
+    # wait forever (the CI run of cae5686 hung here): every child starts with a fresh one.
+    os.register_at_fork(after_in_child=lambda: box.__setitem__(1, threading.Lock()))
 
     def bump(k):
-        with lock:
+        with box[1]:
             box[0][0 if os.getpid() == main_pid else 1, k] += 1
 
     for k, qualified in enumerate(NAMES):
