@@ -84,8 +84,19 @@ class Prefetcher(ClosesOnExit):
 
     def _source_for_epoch(self):
         """The source itself, or its epochs through the worker ring."""
+        ring = self._worker_ring()
+        return self.source if ring is None else ring_source(ring)
+
+    def _stateful_source(self):
+        """Whose ``state_dict()`` is the source's: the ring's copy of the DataLoader (it owns
+        the iterator the epochs run) where the ring serves the source, else the source."""
+        ring = self._worker_ring()
+        return self.source if ring is None else ring.loader
+
+    def _worker_ring(self):
+        """The WorkerRing of this process (made on first use), or None where it cannot serve."""
         if not self._ring_wanted or not worker_ring_usable(self.source):
-            return self.source
+            return None
         if self._ring is None or self._ring.pid != os.getpid():
             lease = self.device.type == "cpu" and _worker_ring.LEASE_ON_CPU
             pipeline = weakref.ref(self._pipeline)  # the ring must not keep the Prefetcher alive
@@ -96,10 +107,10 @@ class Prefetcher(ClosesOnExit):
 
             self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes, lease=lease,
                                     pin=pin)
-            # Dropped without close(): persistent workers holding the ring are shut down too
-            # (a later Prefetcher over the DataLoader could not use their collate_fn).
+            # Dropped without close(): the ring's persistent workers are shut down too (they
+            # would hold its block while the ring's copy of the DataLoader waits for the GC).
             weakref.finalize(self, self._ring.close).atexit = False
-        return ring_source(self._ring) or self.source
+        return self._ring
 
     def __iter__(self):
         stateful = is_stateful(self.source)
@@ -159,7 +170,8 @@ class Prefetcher(ClosesOnExit):
             length = len(self.source)
         except TypeError:
             length = None  # no len(): the resumed epoch ends at once and the next one follows
-        epoch, consumed, source_state = self._cursor.position(length, self.source.state_dict)
+        epoch, consumed, source_state = self._cursor.position(
+            length, self._stateful_source().state_dict)
         return save_transform_state(
             self.transform, {"epoch": epoch, "batches_consumed": consumed, "source": source_state})
 
@@ -176,7 +188,7 @@ class Prefetcher(ClosesOnExit):
         self._pipeline.stop()
         # The transform's seed first: it refuses a state of another explicit seed.
         load_transform_state(self.transform, state)
-        self.source.load_state_dict(state["source"])
+        self._stateful_source().load_state_dict(state["source"])
         self._cursor.load(state["epoch"], state["batches_consumed"], state["source"])
 
     def close(self):

@@ -12,8 +12,9 @@ in C++ next to the class that implements it (csrc/core/slot_table.h, bound as ``
 and docs/engine.md ("Workers write into a shared ring") proves the bound. Each side crosses into
 C++ once per transition of a slot:
 
-- main process (:class:`WorkerRing`): owns the block and the control words; ``iter()`` of the
-  DataLoader is made with :class:`RingCollate` as its collate_fn for that iterator only; each
+- main process (:class:`WorkerRing`): owns the block and the control words; it iterates a
+  shallow copy of the DataLoader whose collate_fn is :class:`RingCollate` (the user's DataLoader
+  is never modified, so iterating it at any moment, from any thread, stays plain); each
   :class:`SlotBatch` that arrives becomes a ``PreparedBatch`` whose layout (offsets, dtypes,
   shapes, as the worker wrote them) goes to the engine as it is. CUDA: the engine leases the slot,
   copies it to the device in one copy from the page-locked block (``engine.stage_packed``) and
@@ -124,10 +125,9 @@ def _words(control_block):
 
 
 class RingCollate:
-    """The collate_fn the DataLoader's workers run while a Prefetcher wraps it (see the module
-    docstring). Outside a worker, or while no Prefetcher reads the ring, it returns exactly what
-    :func:`prefetch.collate.samples` returns, so persistent workers that keep it stay a plain
-    DataLoader's workers."""
+    """The collate_fn of the ring's copy of the DataLoader (see the module docstring). Outside a
+    worker, or while the ring is paused, it returns exactly what :func:`prefetch.collate.samples`
+    returns: the batch then takes the usual path."""
 
     def __init__(self, control, n_slots, mailboxes, block, version, table=None):
         # control and block are SharedBlocks (memfd: not bounded by /dev/shm); they pickle as
@@ -224,7 +224,7 @@ class WorkerRing:
     """
 
     def __init__(self, loader, depth, max_batch_bytes, lease=False, pin=None):
-        self.loader, self.lease, self.pin = loader, lease, pin
+        self.lease, self.pin = lease, pin
         self.n_slots = (loader.num_workers * (loader.prefetch_factor or 2) + depth
                         + (3 if lease else 2))
         self.max_batch_bytes = max_batch_bytes
@@ -241,6 +241,7 @@ class WorkerRing:
         self.version = 0
         self.collate = RingCollate(self.control_block, self.n_slots, self.mailboxes, None, 0,
                                    table=self.table)
+        self.loader = _private_loader(loader, self.collate)
         # Weak: after its epoch a DataLoader iterator lives only as long as the DataLoader
         # (persistent workers) or the consumer (a kept exception) holds it, never for the ring.
         self._iterator = lambda: None  # the DataLoader iterator made with self.collate
@@ -263,7 +264,14 @@ class WorkerRing:
             previous.close()      # before new workers fork with a copy of it
         self._epochs += 1
         self._drop_dead_persistent_workers()
-        it = self._iter_loader()
+        try:
+            it = self._iter_loader()
+        except RuntimeError:
+            # A persistent worker died after that check: torch's reset waited for its answer
+            # and found it dead. Once more, with fresh workers.
+            if not self._drop_dead_persistent_workers():
+                raise
+            it = self._iter_loader()
         self._iterator = weakref.ref(it)
         # Every task of an earlier epoch is finished now (persistent workers answer the
         # DataLoader's reset only after them; other workers were shut down): a new generation
@@ -284,24 +292,20 @@ class WorkerRing:
 
     def _drop_dead_persistent_workers(self):
         """Persistent workers of ours with one dead: torch's DataLoader would reuse them and
-        fail every later epoch (its reset waits for the dead worker); fresh ones are made."""
+        fail every later epoch (its reset waits for the dead worker); fresh ones are made.
+        True when it dropped them."""
         it = self.iterator
         if it is None or getattr(self.loader, "_iterator", None) is not it:
-            return
+            return False
         if all(w.is_alive() for w in getattr(it, "_workers", ())):
-            return
+            return False
         self.loader._iterator = None
         it._shutdown_workers()
+        return True
 
     def _iter_loader(self):
-        loader = self.loader
-        original = loader.collate_fn
         self.collate.serial = self._serials + 1  # what a new iterator's workers will carry
-        loader.collate_fn = self.collate  # for the iterator made now only
-        try:
-            it = iter(loader)
-        finally:
-            loader.collate_fn = original
+        it = iter(self.loader)
         if getattr(it, "_prefetch_ring_serial", None) is None:  # new (not a persistent reset)
             self._serials += 1
             it._prefetch_ring_serial = self._serials
@@ -425,10 +429,16 @@ class _RingEpoch:
         return item
 
     def close(self):
+        ring = self._ring
+        if ring.pid != os.getpid():
+            # A forked child's copy (a kept exception's traceback inherited by the workers of
+            # another DataLoader): the ring and its workers are the parent's; pausing would write
+            # the parent's control words from the child.
+            self._it = None
+            return
         it, self._it = self._it, None
         if it is None:
             return
-        ring = self._ring
         if ring._epochs == self._epoch:
             ring.table.pause()
         # Workers of a non-persistent iterator go now, not when the iterator is collected: a
@@ -471,17 +481,21 @@ def usable(loader):
 
 
 def ring_source(ring):
-    """The source the Pipeline runs for one epoch over ``ring``'s DataLoader, or None when the
-    ring cannot serve it (persistent workers another iterator started: warned once)."""
-    persistent = getattr(ring.loader, "_iterator", None)
-    if persistent is not None and persistent is not ring.iterator:
-        if not getattr(ring, "_warned", False):
-            ring._warned = True
-            warnings.warn(
-                "prefetch: the DataLoader's persistent workers were started before the "
-                "Prefetcher first iterated it, so they cannot write into its shared ring; its "
-                "batches take the slower per-sample path. Iterate the DataLoader only through "
-                "the Prefetcher, or make it with persistent_workers=False.",
-                RuntimeWarning, stacklevel=3)
-        return None
+    """The source the Pipeline runs for one epoch over ``ring``'s DataLoader."""
     return _RingSource(ring)
+
+
+def _private_loader(loader, collate):
+    """The shallow copy of the user's DataLoader that the ring iterates: the same dataset,
+    sampler and settings, the ring's collate_fn, and an iterator of its own (persistent workers,
+    a StatefulDataLoader's state). Iterating the user's DataLoader directly — at any moment, from
+    any thread, under a second Prefetcher, with persistent workers of its own — therefore yields
+    ``collate.samples``' output and never disturbs the ring's iterator (swapping the collate_fn
+    of the shared object from the producer thread handed SlotBatches to a plain loop started in
+    that window)."""
+    own = copy.copy(loader)
+    own.collate_fn = collate
+    own._iterator = None  # persistent workers the user's DataLoader started stay its own
+    if hasattr(own, "_initial_iter_for_state_dict"):  # StatefulDataLoader's: for that iterator
+        own._initial_iter_for_state_dict = False
+    return own

@@ -5,6 +5,7 @@ workers, exits, leaks) are in test_worker_ring_faults.py."""
 import collections
 import copy
 import dataclasses
+import functools
 import os
 import pickle
 import time
@@ -221,9 +222,9 @@ def test_several_prefetchers_at_once_and_plain_iteration_afterwards():
             assert_same(got_a, reference(a))
             assert_same(got_b, reference(b))
         assert ring_batches(pa) > 0 and ring_batches(pb) > 0
-        # The DataLoader itself is untouched, and its persistent workers (which keep the ring's
-        # collate_fn) serve a plain iteration exactly as collate.samples would.
-        assert dla.collate_fn is prefetch.collate.samples
+        # The DataLoader itself is untouched (the ring iterates a copy of it, with workers of
+        # its own): a plain iteration yields exactly what collate.samples makes.
+        assert dla.collate_fn is prefetch.collate.samples and dla._iterator is None
         plain = list(dla)
         want = [prefetch.collate.samples([a[i] for i in range(k, min(k + 8, len(a)))])
                 for k in range(0, len(a), 8)]
@@ -281,17 +282,117 @@ def test_worker_ring_false_keeps_the_per_sample_path():
         assert "worker_ring_batches" not in pf.stats()
 
 
-def test_persistent_workers_started_elsewhere_warn_and_still_work():
+def test_persistent_workers_started_elsewhere_stay_the_dataloaders_and_the_ring_is_used():
     ds = Images()
     dl = loader(ds, persistent_workers=True)
-    list(dl)  # the workers now run plain collate.samples
+    list(dl)  # the DataLoader's own persistent workers, running plain collate.samples
+    own = dl._iterator
     with prefetch.Prefetcher(dl, device="cpu") as pf:
-        with pytest.warns(RuntimeWarning, match="persistent workers were started before"):
-            got = streamed(pf)
-        assert_same(got, reference(ds))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert_same(streamed(pf), reference(ds))  # warned once
+            for _ in range(2):
+                assert_same(streamed(pf), reference(ds))
+        assert ring_batches(pf) > 0  # the ring's own workers wrote into it
+        assert dl._iterator is own and all(w.is_alive() for w in own._workers)
+        assert_plain(list(dl), plain_batches(ds))
+
+
+def plain_batches(ds):
+    """What iterating a DataLoader with collate.samples yields: Samples, never a SlotBatch."""
+    return [prefetch.collate.samples([ds[i] for i in range(k, min(k + 8, len(ds)))])
+            for k in range(0, len(ds), 8)]
+
+
+def assert_plain(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert type(g) is type(w) and isinstance(g[0], prefetch.Samples), type(g)
+        for a, b in zip(g, w):
+            assert type(a) is type(b)
+            if isinstance(a, prefetch.Samples):
+                assert len(a) == len(b) and all(torch.equal(s, t) for s, t in zip(a, b))
+            else:
+                assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_the_dataloader_iterated_while_prefetchers_start_over_it_stays_plain(persistent):
+    # Issue 26: the ring swapped the shared DataLoader's collate_fn from the producer thread
+    # while its workers started, and a plain loop (or a second Prefetcher) started in that window
+    # got the ring's SlotBatches (5 of 5 runs); with persistent workers, iterating the DataLoader
+    # while a Prefetcher's epoch ran broke torch's iterator state ("Invalid iterator state").
+    ds = Images(n=48)
+    dl = loader(ds, persistent_workers=persistent)
+    want = plain_batches(ds)
+    with prefetch.Prefetcher(dl, device="cpu") as pa, prefetch.Prefetcher(dl, device="cpu") as pb:
+        # (Forks from two threads at once: a plain worker's exit may be seen only when a ring
+        # worker that inherited its sentinel pipe exits, up to torch's 5 s join timeout.)
+        for _ in range(2):
+            ia = iter(pa)  # the producer thread starts the ring's DataLoader iterator now
+            plain = list(dl)  # and this thread iterates the same DataLoader at once
+            ib = iter(pb)
+            first = copy.deepcopy(next(ia))
+            again = list(dl)  # mid-epoch of both Prefetchers (persistent: their reset)
+            assert_plain(plain, want)
+            assert_plain(again, want)
+            assert_same([first] + [copy.deepcopy(b) for b in ia], reference(ds))
+            assert_same([copy.deepcopy(b) for b in ib], reference(ds))
+        assert ring_batches(pa) > 0 and ring_batches(pb) > 0
+    assert dl.collate_fn is prefetch.collate.samples
+
+
+def test_a_stateful_dataloaders_state_goes_through_the_rings_copy():
+    sdl = pytest.importorskip("torchdata.stateful_dataloader")
+    ds = Images(n=240)
+    def make(**kw):
+        kw.setdefault("num_workers", 2)
+        kw.setdefault("collate_fn", prefetch.collate.samples)
+        return sdl.StatefulDataLoader(ds, batch_size=8, shuffle=True,
+                                      generator=torch.Generator().manual_seed(5), **kw)
+    want = list(make(collate_fn=None))  # plain iteration: the same order, default_collate
+    dl = make()
+    with prefetch.Prefetcher(dl, device="cpu") as pf:
+        it = iter(pf)
+        got = [copy.deepcopy(next(it)) for _ in range(3)]
+        state = pf.state_dict()
+        del it
+    assert dl._iterator is None  # the user's StatefulDataLoader was never iterated
+    dl2 = make()
+    with prefetch.Prefetcher(dl2, device="cpu") as pf2:
+        pf2.load_state_dict(state)
+        assert getattr(dl2, "next_iter_state", None) is None  # loaded into the ring's copy
+        got += [copy.deepcopy(b) for b in pf2]
+        assert ring_batches(pf2) > 0
+    assert_same(got, want)
+
+
+@pytest.mark.skipif(SANITIZED, reason="fork() of a threaded process under ASan: conftest")
+def test_a_forked_child_closing_an_inherited_epoch_does_not_pause_the_parents_ring():
+    # The workers of another DataLoader (forked while a kept exception held an epoch of this
+    # ring) collect their copy of it: its close() must not write the parent's control words.
+    ds = Images(n=160)
+    with prefetch.Prefetcher(loader(ds), device="cpu") as pf:
+        streamed(pf)  # the block exists: every batch of the next epoch can take the ring
+        it = iter(pf)
+        got = [copy.deepcopy(next(it))]
+        epoch = pf._ring._batches()
+        serial = pf._ring.iterator._prefetch_ring_serial
+        assert epoch is not None and pf._ring.table.accepting(serial) is not None
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                epoch.close()
+                code = 0 if pf._ring.table.accepting(serial) is not None else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert pf._ring.table.accepting(serial) is not None
+        before = pf.stats()["worker_ring_fallbacks"]
+        got += [copy.deepcopy(b) for b in it]
+        assert_same(got, reference(ds))
+        assert pf.stats()["worker_ring_fallbacks"] == before
 
 
 def test_transform_draws_are_the_same_through_the_ring():
@@ -311,9 +412,11 @@ def test_close_shuts_down_persistent_workers_holding_the_ring():
     dl = loader(ds, persistent_workers=True)
     pf = prefetch.Prefetcher(dl, device="cpu")
     list(pf)
-    workers = list(dl._iterator._workers)
+    ring = pf._ring
+    workers = list(ring.loader._iterator._workers)  # the ring's copy of the DataLoader's
+    assert dl._iterator is None  # the user's DataLoader started none
     pf.close()
-    assert dl._iterator is None
+    assert ring.loader._iterator is None
     for w in workers:
         w.join(timeout=10)
         assert not w.is_alive()

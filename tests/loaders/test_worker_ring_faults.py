@@ -285,6 +285,36 @@ def test_a_killed_worker_raises_the_dataloader_error_and_the_next_epoch_is_compl
     assert not mine, mine
 
 
+@pytest.mark.parametrize("when", ["dead", "dying", "unseen"])
+def test_a_persistent_worker_killed_between_epochs_is_replaced(when):
+    # torch's own reset would wait for the dead worker's answer and fail every later epoch.
+    # "dying": maybe not yet reaped when the next epoch starts; "unseen": the check before the
+    # reset misses it, so the reset itself finds it dead (after torch's 5 s status interval)
+    # and the ring starts fresh workers once more.
+    child("""
+    from prefetch.sources import worker_ring
+    pf = prefetch.Prefetcher(loader(Samples(), persistent_workers=True), device="cpu")
+    good_epoch(pf, require_ring=False)
+    workers = list(pf._ring.loader._iterator._workers)
+    os.kill(workers[0].pid, 9)
+    if {when!r} != "dying":
+        workers[0].join(timeout=10)
+    calls = []
+    if {when!r} == "unseen":
+        check = worker_ring.WorkerRing._drop_dead_persistent_workers
+        def misses_once(ring):
+            calls.append(ring)
+            return False if len(calls) == 1 else check(ring)
+        worker_ring.WorkerRing._drop_dead_persistent_workers = misses_once
+    for _ in range(2):
+        good_epoch(pf)
+    assert pf._ring.loader._iterator._workers[0] is not workers[0]
+    assert {when!r} != "unseen" or len(calls) == 3, calls  # missed, after the reset, epoch 3
+    pf.close()
+    print("OK")
+    """.format(when=when))
+
+
 # ---- 2. an exception in a worker ------------------------------------------------------------
 
 @pytest.mark.parametrize("persistent, keep", [
