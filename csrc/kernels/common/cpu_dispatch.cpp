@@ -10,7 +10,7 @@ std::atomic<bool> avx2_allowed{true};
 }  // namespace
 
 bool use_avx2_build() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if PREFETCH_AVX2_BUILD
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                           __builtin_cpu_supports("f16c");
   return has && avx2_allowed.load(std::memory_order_relaxed);

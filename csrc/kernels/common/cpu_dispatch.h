@@ -3,6 +3,15 @@
 // its body for the baseline ISA and calls its *_cpu_avx2.cpp build when use_avx2_build() says so.
 #pragma once
 
+// Whether this compiler and target build the AVX2 + FMA + F16C bodies (GCC or Clang on x86-64,
+// where `#pragma GCC target` compiles a function for them): the one condition every
+// *_cpu_avx2.cpp and its dispatch test.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define PREFETCH_AVX2_BUILD 1
+#else
+#define PREFETCH_AVX2_BUILD 0
+#endif
+
 namespace prefetch {
 namespace kernels {
 

@@ -50,15 +50,41 @@ inline bool split_by_samples(int64_t N, int64_t h, int64_t rows_per_sample, int6
   return true;
 }
 
-// Where thread item t of a launch with an output-channel split (NormalizeFlipLaunch,
-// ResizedCropLaunch: any launch with a `C`) writes: its sample, output row and first vector, and for NCHW its channel.
-struct ThreadPlace {
-  int64_t n;
-  uint32_t y, vec, c_row;
+// The launch of an op whose output rows are (n, c, y) rows of w elements (NCHW) or (n, y) rows of
+// w * C elements, x major and c minor (channels_last): normalize_flip's and resized_crop's.
+struct ChannelRowsLaunch : SampleLaunch {
+  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
+  bool channels_last = false;  // rows of w * C elements instead of w
 };
 
-template <bool kChannelsLast, typename Launch>
-PF_HD ThreadPlace place_thread(const Launch& l, uint32_t t) {
+// Such an op allocates its output contiguous (NCHW) or channels_last (`channel_stride` 1); with
+// C = 1 both are NCHW rows.
+inline bool channel_rows_last(int64_t channel_stride, int64_t C) { return channel_stride == 1 && C > 1; }
+
+// The launches of such an op's N x C x h x w output (split_by_samples' contract).
+inline bool plan_channel_rows(int64_t N, int64_t C, int64_t h, int64_t w, bool channels_last, int64_t max_work,
+                              std::vector<ChannelRowsLaunch>* launches) {
+  ChannelRowsLaunch prototype;
+  prototype.channels_last = channels_last;
+  prototype.C = FastDivmod(static_cast<uint32_t>(C > 0 ? C : 1));
+  const int64_t row_len = channels_last ? w * C : w;
+  const int64_t rows_per_sample = channels_last ? h : C * h;
+  return split_by_samples(N, h, rows_per_sample, row_len, max_work, prototype, launches);
+}
+
+// Where thread item t of a ChannelRowsLaunch writes: its sample, output row and, for NCHW, channel
+// row; its first element in that row, how many of its kVec elements the row still has, and that
+// first element's column and channel (the thread's loop steps them without dividing again).
+struct ThreadPlace {
+  int64_t n;
+  uint32_t y, c_row;
+  int32_t first;
+  int count;
+  uint32_t x, c;
+};
+
+template <bool kChannelsLast>
+PF_HD ThreadPlace place_thread(const ChannelRowsLaunch& l, uint32_t t) {
   uint32_t row, vec, rest, y, n_local, c_row = 0;
   l.vecs_per_row.divmod(t, &row, &vec);
   l.h.divmod(row, &rest, &y);
@@ -67,7 +93,27 @@ PF_HD ThreadPlace place_thread(const Launch& l, uint32_t t) {
   } else {
     l.C.divmod(rest, &n_local, &c_row);
   }
-  return {l.n0 + n_local, y, vec, c_row};
+  ThreadPlace p;
+  p.n = l.n0 + n_local;
+  p.y = y;
+  p.c_row = c_row;
+  p.first = static_cast<int32_t>(vec) * kVec;
+  p.count = l.row_len - p.first < kVec ? l.row_len - p.first : kVec;
+  if (kChannelsLast) {
+    l.C.divmod(static_cast<uint32_t>(p.first), &p.x, &p.c);
+  } else {
+    p.x = static_cast<uint32_t>(p.first);
+    p.c = c_row;
+  }
+  return p;
+}
+
+// The thread item's first output element, in elements from the output's start (strides oN, oY,
+// oC; a channels_last row holds every channel).
+template <bool kChannelsLast>
+PF_HD int64_t output_offset(const ThreadPlace& p, int64_t oN, int64_t oY, int64_t oC) {
+  return p.n * oN + static_cast<int64_t>(p.y) * oY + (kChannelsLast ? 0 : static_cast<int64_t>(p.c_row) * oC) +
+         p.first;
 }
 
 }  // namespace kernels

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/affine_table.h"
+#include "common/launch_each.cuh"
 #include "common/launch_grid.h"
 #include "normalize_flip/normalize_flip.h"
 #include "normalize_flip/normalize_flip_thread_work.h"
@@ -56,22 +57,9 @@ int normalize_flip_cuda(const NormalizeFlipArgs& args, void* stream) {
   AffineTable table;
   if (!launch_affine_table(args.affine, args.affine_device, args.g.C, &table)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  for (const NormalizeFlipLaunch& l : launches) {
-    switch (args.dtype) {
-      case OutDType::kFloat32:
-        launch_normalize_flip<ToFloat32>(args, l, table, s);
-        break;
-      case OutDType::kFloat16:
-        launch_normalize_flip<ToFloat16>(args, l, table, s);
-        break;
-      case OutDType::kBFloat16:
-        launch_normalize_flip<ToBFloat16>(args, l, table, s);
-        break;
-    }
-    const cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-  }
-  return cudaSuccess;
+  return launch_each(args.dtype, launches, [&](auto conv, const NormalizeFlipLaunch& l) {
+    launch_normalize_flip<decltype(conv)>(args, l, table, s);
+  });
 }
 
 }  // namespace kernels

@@ -8,12 +8,12 @@
 namespace prefetch {
 namespace kernels {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if PREFETCH_AVX2_BUILD
 void normalize_flip_cpu_avx2(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end);
 #endif
 
 void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if PREFETCH_AVX2_BUILD
   if (use_avx2_build()) return normalize_flip_cpu_avx2(args, row_begin, row_end);
 #endif
   normalize_flip_impl<StoreFloat16Software>(args, row_begin, row_end);

@@ -1,6 +1,7 @@
 // The CPU normalize_flip built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls it
 // when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "common/cpu_dispatch.h"
+#if PREFETCH_AVX2_BUILD
 #include "common/float_outputs.h"
 #include "common/geometry.h"
 #include "normalize_flip/normalize_flip.h"

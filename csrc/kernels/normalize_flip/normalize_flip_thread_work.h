@@ -14,25 +14,15 @@
 namespace prefetch {
 namespace kernels {
 
-struct NormalizeFlipLaunch : SampleLaunch {
-  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
-  bool channels_last = false;  // rows of w * C elements instead of w
-};
+using NormalizeFlipLaunch = ChannelRowsLaunch;
 
-// Output rows are contiguous in memory: (n, c, y) rows of w elements for NCHW, or (n, y) rows of
-// w * C elements (x major, c minor) for channels_last; the op allocates outputs so.
-inline bool channels_last_rows(const NormalizeFlipArgs& a) { return a.oC == 1 && a.g.C > 1; }
+inline bool channels_last_rows(const NormalizeFlipArgs& a) { return channel_rows_last(a.oC, a.g.C); }
 
 inline bool plan_normalize_flip_launches(const NormalizeFlipArgs& a,
                                          std::vector<NormalizeFlipLaunch>* launches,
                                          int64_t max_work = INT32_MAX) {
   const Geometry& g = a.g;
-  NormalizeFlipLaunch prototype;
-  prototype.channels_last = channels_last_rows(a);
-  prototype.C = FastDivmod(static_cast<uint32_t>(g.C > 0 ? g.C : 1));
-  const int64_t row_len = prototype.channels_last ? g.w * g.C : g.w;
-  const int64_t rows_per_sample = prototype.channels_last ? g.h : g.C * g.h;
-  return split_by_samples(g.N, g.h, rows_per_sample, row_len, max_work, prototype, launches);
+  return plan_channel_rows(g.N, g.C, g.h, g.w, channels_last_rows(a), max_work, launches);
 }
 
 // Thread item t of launch l (whose channels_last is kChannelsLast). `affine` holds the C
@@ -45,22 +35,13 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
   const Geometry& g = a.g;
   const ThreadPlace place = place_thread<kChannelsLast>(l, t);
   const int64_t n = place.n;
-  const uint32_t y = place.y, vec = place.vec, c_row = place.c_row;
+  const int count = place.count;
   const Window win = sample_window(g, a.offsets, a.hflip, a.vflip, n);
-  const int64_t sy = source_row(g, win, y);
+  const int64_t sy = source_row(g, win, place.y);
   const bool row_inside = sy >= 0 && sy < g.H;
   const uint8_t* src = a.images + checked_source(g, n) * g.sN + (row_inside ? sy * g.sH : 0);
-  const int32_t first = static_cast<int32_t>(vec) * kVec;
-  const int count = l.row_len - first < kVec ? l.row_len - first : kVec;
-  // The first element's column and channel; the loop steps them without dividing again.
-  uint32_t x, c;
-  if (kChannelsLast) {
-    l.C.divmod(static_cast<uint32_t>(first), &x, &c);
-  } else {
-    x = static_cast<uint32_t>(first);
-    c = c_row;
-  }
-  int64_t sx = source_col(g, win, x);
+  uint32_t c = place.c;
+  int64_t sx = source_col(g, win, place.x);
   const int64_t step = win.hflip ? -1 : 1;
   T values[kVec] = {};
 #if defined(__CUDA_ARCH__)
@@ -81,9 +62,7 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
       sx += step;
     }
   }
-  T* dst = static_cast<T*>(a.out) + n * a.oN + static_cast<int64_t>(y) * a.oY +
-           (kChannelsLast ? 0 : static_cast<int64_t>(c_row) * a.oC) + first;
-  store_values(dst, values, count);
+  store_values(static_cast<T*>(a.out) + output_offset<kChannelsLast>(place, a.oN, a.oY, a.oC), values, count);
 }
 
 }  // namespace kernels

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/affine_table.h"
+#include "common/launch_each.cuh"
 #include "common/launch_grid.h"
 #include "resized_crop/resized_crop.h"
 #include "resized_crop/resized_crop_thread_work.h"
@@ -55,22 +56,9 @@ int resized_crop_cuda(const ResizedCropArgs& args, void* stream) {
   AffineTable table;
   if (!launch_affine_table(args.affine, args.affine_device, args.C, &table)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  for (const ResizedCropLaunch& l : launches) {
-    switch (args.dtype) {
-      case OutDType::kFloat32:
-        launch<ToFloat32>(args, l, table, s);
-        break;
-      case OutDType::kFloat16:
-        launch<ToFloat16>(args, l, table, s);
-        break;
-      case OutDType::kBFloat16:
-        launch<ToBFloat16>(args, l, table, s);
-        break;
-    }
-    const cudaError_t status = cudaGetLastError();
-    if (status != cudaSuccess) return status;
-  }
-  return cudaSuccess;
+  return launch_each(args.dtype, launches, [&](auto conv, const ResizedCropLaunch& l) {
+    launch<decltype(conv)>(args, l, table, s);
+  });
 }
 
 }  // namespace kernels

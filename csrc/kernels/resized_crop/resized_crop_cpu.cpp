@@ -8,12 +8,12 @@
 namespace prefetch {
 namespace kernels {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if PREFETCH_AVX2_BUILD
 void resized_crop_cpu_avx2(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end);
 #endif
 
 void resized_crop_cpu(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if PREFETCH_AVX2_BUILD
   if (use_avx2_build()) return resized_crop_cpu_avx2(args, row_begin, row_end);
 #endif
   resized_crop_impl<StoreFloat16Software>(args, row_begin, row_end);

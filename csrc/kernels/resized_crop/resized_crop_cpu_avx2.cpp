@@ -1,6 +1,7 @@
 // The CPU resized_crop built for AVX2 + FMA + F16C (x86-64 only; resized_crop_cpu.cpp calls it
 // when the CPU has those instructions): 8-wide vertical blends, fp16 rounding with vcvtps2ph.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include "common/cpu_dispatch.h"
+#if PREFETCH_AVX2_BUILD
 #include "common/float_outputs.h"
 #include "resized_crop/resized_crop.h"
 

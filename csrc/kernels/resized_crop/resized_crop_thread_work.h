@@ -20,23 +20,14 @@
 namespace prefetch {
 namespace kernels {
 
-struct ResizedCropLaunch : SampleLaunch {
-  FastDivmod C;                // NCHW: rest -> (n, c); channels_last: element -> (x, c)
-  bool channels_last = false;  // rows of w * C elements instead of w
-};
+using ResizedCropLaunch = ChannelRowsLaunch;
 
-// The op allocates its output contiguous (NCHW) or channels_last; with C = 1 both are NCHW rows.
-inline bool resized_crop_channels_last(const ResizedCropArgs& a) { return a.oC == 1 && a.C > 1; }
+inline bool resized_crop_channels_last(const ResizedCropArgs& a) { return channel_rows_last(a.oC, a.C); }
 
 inline bool plan_resized_crop_launches(const ResizedCropArgs& a,
                                        std::vector<ResizedCropLaunch>* launches,
                                        int64_t max_work = INT32_MAX) {
-  ResizedCropLaunch prototype;
-  prototype.channels_last = resized_crop_channels_last(a);
-  prototype.C = FastDivmod(static_cast<uint32_t>(a.C > 0 ? a.C : 1));
-  const int64_t row_len = prototype.channels_last ? a.w * a.C : a.w;
-  const int64_t rows_per_sample = prototype.channels_last ? a.h : a.C * a.h;
-  return split_by_samples(a.N, a.h, rows_per_sample, row_len, max_work, prototype, launches);
+  return plan_channel_rows(a.N, a.C, a.h, a.w, resized_crop_channels_last(a), max_work, launches);
 }
 
 // Crop pixel taps ty x tx of channel c, blended in the CPU kernel's order: each column's y taps
@@ -64,22 +55,13 @@ PF_HD void resized_crop_thread(const ResizedCropArgs& a, const ResizedCropLaunch
   using T = typename Conv::type;
   const Conv conv;
   const ThreadPlace place = place_thread<kChannelsLast>(l, t);
-  const int64_t n = place.n;
-  const uint32_t y = place.y, vec = place.vec, c_row = place.c_row;
-  const SampleCrop crop = sample_crop(a, n);
+  const uint32_t y = place.y;
+  const int count = place.count;
+  const SampleCrop crop = sample_crop(a, place.n);
   const AxisScale sy = axis_scale(crop.height, a.h, a.antialias);
   const AxisScale sx = axis_scale(crop.width, a.w, a.antialias);
   const AxisTaps ty = axis_taps(sy, crop.vflip ? a.h - 1 - y : y);
-  const int32_t first = static_cast<int32_t>(vec) * kVec;
-  const int count = l.row_len - first < kVec ? l.row_len - first : kVec;
-  // The first element's column and channel; the loop steps them without dividing again.
-  uint32_t x, c;
-  if (kChannelsLast) {
-    l.C.divmod(static_cast<uint32_t>(first), &x, &c);
-  } else {
-    x = static_cast<uint32_t>(first);
-    c = c_row;
-  }
+  uint32_t x = place.x, c = place.c;
   AxisTaps tx;
   int64_t tx_column = -1;  // the output column tx belongs to
   T values[kVec] = {};
@@ -101,9 +83,7 @@ PF_HD void resized_crop_thread(const ResizedCropArgs& a, const ResizedCropLaunch
       ++x;
     }
   }
-  T* dst = static_cast<T*>(a.out) + n * a.oN + static_cast<int64_t>(y) * a.oY +
-           (kChannelsLast ? 0 : static_cast<int64_t>(c_row) * a.oC) + first;
-  store_values(dst, values, count);
+  store_values(static_cast<T*>(a.out) + output_offset<kChannelsLast>(place, a.oN, a.oY, a.oC), values, count);
 }
 
 }  // namespace kernels
