@@ -4,7 +4,9 @@
   stage, gathering from a resident dataset, leaves by key) — read it before writing a transform;
 - :mod:`.fused_augment`: :class:`FusedAugment`, the library's own (crop, flips, normalize, cast;
   one kernel on the device), with its resizing path in :mod:`.resizing` and RandomResizedCrop's
-  window draws in :mod:`.crop_boxes`.
+  window draws in :mod:`.crop_boxes`;
+- :mod:`.policies`: each sample's draws of TrivialAugmentWide, RandAugment, AutoAugment and
+  ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read).
 
 A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
 belongs there only when it runs in the same fused pass; anything else (another pass, another
