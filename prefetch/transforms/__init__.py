@@ -6,7 +6,9 @@
   one kernel on the device), with its resizing path in :mod:`.resizing` and RandomResizedCrop's
   window draws in :mod:`.crop_boxes`;
 - :mod:`.policies`: each sample's draws of TrivialAugmentWide, RandAugment, AutoAugment and
-  ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read).
+  ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read);
+  :mod:`.policy_ops` applies such a table to a uint8 batch on any device, each sample its own
+  ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them).
 
 A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
 belongs there only when it runs in the same fused pass; anything else (another pass, another

@@ -17,6 +17,7 @@ Brightness, Color, Contrast and Sharpness; the shear angle ``degrees(atan(m))``;
 of translation and bits of Posterize; Solarize's threshold ``255 * m`` on uint8 images).
 """
 import dataclasses
+import math
 
 import torch
 
@@ -257,17 +258,17 @@ def op_parameters(table):
     ``_apply_image_or_video_transform`` on uint8 images): the factor ``1 + m`` (Brightness, Color,
     Contrast, Sharpness), degrees (Rotate as m, ShearX/Y as ``degrees(atan(m))``), whole pixels
     (TranslateX/Y: ``int(m)``, towards zero), bits (Posterize: ``int(m)``), the threshold ``255 * m``
-    (Solarize), the hue factor (Hue), 0 (the rest)."""
-    m = table.magnitudes.to(torch.float64)
-    out = torch.zeros_like(m)
-    code = table.ops
-    for name in ("Brightness", "Color", "Contrast", "Sharpness"):
-        out = torch.where(code == OP_CODES[name], 1.0 + m, out)
-    for name in ("ShearX", "ShearY"):
-        out = torch.where(code == OP_CODES[name], torch.rad2deg(torch.atan(m)), out)
-    for name in ("TranslateX", "TranslateY", "Posterize"):
-        out = torch.where(code == OP_CODES[name], torch.trunc(m), out)
-    out = torch.where(code == OP_CODES["Solarize"], 255.0 * m, out)
-    for name in ("Rotate", "Hue"):
-        out = torch.where(code == OP_CODES[name], m, out)
-    return out
+    (Solarize), the hue factor (Hue), 0 (the rest). Computed with Python's ``math`` on each
+    magnitude as a Python float, as torchvision computes them (a vectorised atan may differ from
+    libm's in the last bit, and so move a sheared pixel)."""
+    rules = {"Brightness": lambda m: 1.0 + m, "Color": lambda m: 1.0 + m,
+             "Contrast": lambda m: 1.0 + m, "Sharpness": lambda m: 1.0 + m,
+             "ShearX": lambda m: math.degrees(math.atan(m)),
+             "ShearY": lambda m: math.degrees(math.atan(m)),
+             "TranslateX": lambda m: float(int(m)), "TranslateY": lambda m: float(int(m)),
+             "Posterize": lambda m: float(int(m)), "Solarize": lambda m: 255 * m,
+             "Rotate": lambda m: m, "Hue": lambda m: m}
+    codes, mags = table.ops.tolist(), table.magnitudes.tolist()
+    out = [[rules[OPS[c]](m) if OPS[c] in rules else 0.0 for c, m in zip(cs, ms)]
+           for cs, ms in zip(codes, mags)]
+    return torch.tensor(out, dtype=torch.float64).view(table.ops.shape)

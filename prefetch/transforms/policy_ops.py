@@ -1,0 +1,352 @@
+"""The ops of the augmentation policies, applied to a batch with each sample's own op and
+parameter (issue 27): the photometric ones (Brightness, Color, Contrast, Sharpness, Hue,
+Posterize, Solarize, AutoContrast, Equalize, Invert) and the geometric ones (ShearX/Y,
+TranslateX/Y, Rotate, nearest or bilinear, with a fill), on uint8 ``[N, C, H, W]`` images
+(C = 1 or 3) on any device.
+
+Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transforms.v2
+.functional``, 0.29) with its scalar parameter made per sample: the same float32 arithmetic,
+the same truncation or rounding back to uint8 after every op, so a sample's result is
+torchvision's for that sample's op (tests/transforms/test_policy_ops.py states and checks the
+tolerance). One batched pass of torch ops per op kind and column of the table, instead of a
+Python call per image; the fused kernels of issue 27 are to replace these passes.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .policies import OPS, op_parameters
+
+__all__ = ["adjust_brightness", "adjust_saturation", "adjust_contrast", "adjust_sharpness",
+           "adjust_hue", "posterize", "solarize", "autocontrast", "equalize", "invert",
+           "affine", "apply_table"]
+
+
+def _per_sample(values, images, name):
+    """``values`` (a number or one per sample) as float32 ``[N, 1, 1, 1]`` on the images'
+    device: the float32 a torchvision scalar becomes in its float32 arithmetic."""
+    t = torch.as_tensor(values, dtype=torch.float64)
+    n = images.shape[0]
+    if t.dim() == 0:
+        t = t.expand(n)
+    if t.shape != (n,):
+        raise ValueError("prefetch: %s must be a number or one per image (%d), got shape %s"
+                         % (name, n, tuple(t.shape)))
+    return t.to(device=images.device, dtype=torch.float32).view(n, 1, 1, 1)
+
+
+def _check(images, what):
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4 \
+            or images.shape[1] not in (1, 3):
+        raise ValueError("prefetch: %s takes uint8 images [N, C, H, W] with C 1 or 3, got %s"
+                         % (what, _describe(images)))
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "%s %s" % (x.dtype, list(x.shape))
+    return type(x).__name__
+
+
+def _blend(images, other, factor):
+    """torchvision's ``_blend`` on uint8: ``images * ratio + other * (1 - ratio)`` in float32
+    (``1 - ratio`` taken in float64 first, as its Python scalar is), clamped, truncated to uint8.
+    torchvision's ``add_(other, alpha=1 - ratio)`` is a fused multiply-add (one rounding) where
+    the CPU has one, and so is ``addcmul`` with the per-sample ``1 - ratio``."""
+    ratio = _per_sample(factor, images, "factor")
+    rest = _per_sample(1.0 - torch.as_tensor(factor, dtype=torch.float64), images, "factor")
+    out = torch.addcmul(images.float().mul_(ratio), other, rest)
+    return out.clamp_(0, 255).to(torch.uint8)
+
+
+def _grayscale(images):
+    """The luma of RGB images in float32 (``0.2989 R + 0.587 G + 0.114 B``), floored."""
+    r, g, b = images.float().unbind(dim=1)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).floor_().unsqueeze(1)
+
+
+def adjust_brightness(images, factor):
+    _check(images, "adjust_brightness")
+    return images.float().mul_(_per_sample(factor, images, "factor")).clamp_(0, 255).to(torch.uint8)
+
+
+def adjust_saturation(images, factor):
+    _check(images, "adjust_saturation")
+    if images.shape[1] == 1:  # as PIL (and torchvision): a grey image has no saturation
+        return images.clone()
+    return _blend(images, _grayscale(images), factor)
+
+
+def adjust_contrast(images, factor):
+    _check(images, "adjust_contrast")
+    grey = _grayscale(images) if images.shape[1] == 3 else images.float()
+    mean = grey.mean(dim=(1, 2, 3), keepdim=True)
+    return _blend(images, mean, factor)
+
+
+def adjust_sharpness(images, factor):
+    """Each image blended with its 3x3 smoothing (1s around a 5, over 13; rounded to whole
+    values), the one-pixel border kept as it is; images of 2 pixels or fewer a side unchanged."""
+    _check(images, "adjust_sharpness")
+    n, c, h, w = images.shape
+    if images.numel() == 0 or h <= 2 or w <= 2:
+        return images.clone()
+    a, b = 1.0 / 13.0, 5.0 / 13.0
+    kernel = torch.tensor([[a, a, a], [a, b, a], [a, a, a]], dtype=torch.float32,
+                          device=images.device).expand(c, 1, 3, 3)
+    out = images.float()
+    blurred = F.conv2d(out, kernel, groups=c).round_()
+    view = out[..., 1:-1, 1:-1]
+    # torchvision: view.add_(blurred - view, alpha=1 - factor), a fused multiply-add (see _blend)
+    rest = _per_sample(1.0 - torch.as_tensor(factor, dtype=torch.float64), images, "factor")
+    view.copy_(torch.addcmul(view, blurred.sub_(view), rest))
+    return out.clamp_(0, 255).to(torch.uint8)
+
+
+def _rgb_to_hsv(image):
+    r, g, _ = image.unbind(dim=1)
+    minc, maxc = torch.aminmax(image, dim=1)
+    eqc = maxc == minc
+    span = maxc - minc
+    ones = torch.ones_like(maxc)
+    s = span / torch.where(eqc, ones, maxc)
+    divisor = torch.where(eqc, ones, span).unsqueeze(1)
+    rc, gc, bc = ((maxc.unsqueeze(1) - image) / divisor).unbind(dim=1)
+    not_r = maxc != r
+    is_g = maxc == g
+    hg = rc.add(2.0).sub_(bc).mul_(is_g & not_r)
+    hr = bc.sub(gc).mul_(~not_r)
+    hb = gc.add(4.0).sub_(rc).mul_(not_r & ~is_g)
+    h = hr.add_(hg).add_(hb).mul_(1.0 / 6.0).add_(1.0).fmod_(1.0)
+    return h, s, maxc
+
+
+def _hsv_to_rgb(h, s, v):
+    h6 = h.mul(6)
+    i = torch.floor(h6)
+    f = h6.sub_(i)
+    i = i.to(torch.int64).remainder_(6)
+    sxf = s * f
+    one_minus_s = 1.0 - s
+    q = (1.0 - sxf).mul_(v).clamp_(0.0, 1.0)
+    t = sxf.add_(one_minus_s).mul_(v).clamp_(0.0, 1.0)
+    p = one_minus_s.mul_(v).clamp_(0.0, 1.0)
+    vpqt = torch.stack((v, p, q, t), dim=1)
+    select = torch.tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]],
+                          device=h.device)[:, i].moveaxis(0, 1)
+    return vpqt.gather(1, select)
+
+
+def adjust_hue(images, factor):
+    """Each image's hue turned by its factor in [-0.5, 0.5] (HSV, as torchvision and PIL)."""
+    _check(images, "adjust_hue")
+    hue = _per_sample(factor, images, "factor")
+    if bool(((hue < -0.5) | (hue > 0.5)).any()):
+        raise ValueError("prefetch: adjust_hue's factors must lie in [-0.5, 0.5]")
+    if images.shape[1] == 1 or images.numel() == 0:
+        return images.clone()
+    h, s, v = _rgb_to_hsv(images.float().mul_(1.0 / 255))
+    h = h.add_(hue.view(-1, 1, 1)).remainder_(1.0)
+    rgb = _hsv_to_rgb(h, s, v)
+    return rgb.mul_(255.0 + 1.0 - 1e-3).to(torch.uint8)
+
+
+def posterize(images, bits):
+    """Each image's values kept to their top ``bits`` bits (0 to 8, one per image)."""
+    _check(images, "posterize")
+    b = torch.as_tensor(bits, dtype=torch.int64).expand(images.shape[0])
+    if bool(((b < 0) | (b > 8)).any()):
+        raise ValueError("prefetch: posterize's bits must lie in [0, 8], got %s" % b.tolist())
+    mask = ((1 << b) - 1) << (8 - b)  # bits 8: 0xff, 0: 0
+    return images & mask.to(device=images.device, dtype=torch.uint8).view(-1, 1, 1, 1)
+
+
+def solarize(images, threshold):
+    """Each image's values at or above its threshold inverted."""
+    _check(images, "solarize")
+    t = _per_sample(threshold, images, "threshold")
+    if bool((t > 255).any()):
+        raise ValueError("prefetch: solarize's thresholds must be at most 255")
+    return torch.where(images >= t, images.bitwise_not(), images)
+
+
+def invert(images):
+    _check(images, "invert")
+    return images.bitwise_not()
+
+
+def autocontrast(images):
+    """Each channel of each image stretched to [0, 255] (a constant channel kept)."""
+    _check(images, "autocontrast")
+    if images.numel() == 0:
+        return images.clone()
+    x = images.float()
+    low = x.amin(dim=(-2, -1), keepdim=True)
+    high = x.amax(dim=(-2, -1), keepdim=True)
+    flat = high == low
+    inv_scale = (high - low).mul_(1.0 / 255)
+    low[flat] = 0.0
+    inv_scale[flat] = 1.0
+    return x.sub_(low).div_(inv_scale).clamp_(0, 255).to(torch.uint8)
+
+
+def equalize(images):
+    """Each channel of each image equalized by its histogram (PIL's and torchvision's rule: a
+    channel whose values but its most frequent one number fewer than 255 is kept)."""
+    _check(images, "equalize")
+    if images.numel() == 0:
+        return images.clone()
+    flat = images.flatten(start_dim=-2).to(torch.int64)
+    hist = flat.new_zeros(flat.shape[:-1] + (256,), dtype=torch.int32)
+    hist.scatter_add_(-1, flat, hist.new_ones(1).expand_as(flat))
+    cum = hist.cumsum(dim=-1)
+    index = cum.argmax(dim=-1, keepdim=True)
+    others = flat.shape[-1] - hist.gather(-1, index)
+    step = others.div(255, rounding_mode="floor")
+    valid = step.ne(0).unsqueeze(-1)
+    lut = cum[..., :-1].add(step // 2).div_(step.clamp(min=1), rounding_mode="floor").clamp_(0, 255)
+    lut = torch.cat([lut.new_zeros(lut.shape[:-1] + (1,)), lut], dim=-1).to(torch.uint8)
+    out = lut.gather(-1, flat).view_as(images)
+    return torch.where(valid, out, images)
+
+
+def _inverse_affine(angle, translate, shear, center):
+    """torchvision's inverse affine matrix (``_get_inverse_affine_matrix``, scale 1) of one image,
+    with Python's ``math`` as torchvision computes it: 6 floats. Angles and shears in degrees,
+    the centre relative to the image's centre."""
+    rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
+    cos_sy, tan_sx = math.cos(sy), math.tan(sx)
+    a = math.cos(rot - sy) / cos_sy
+    b = -(a * tan_sx + math.sin(rot))
+    c = math.sin(rot - sy) / cos_sy
+    d = math.cos(rot) - c * tan_sx
+    m = [d, -b, 0.0, -c, a, 0.0]
+    cxt, cyt = center[0] + translate[0], center[1] + translate[1]
+    m[2] += center[0] - m[0] * cxt - m[1] * cyt
+    m[5] += center[1] - m[3] * cxt - m[4] * cyt
+    return m
+
+
+def affine(images, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None,
+           interpolation="nearest", fill=None):
+    """torchvision's ``affine`` (scale 1; ``rotate`` is ``affine`` with ``-angle``) with each
+    image's own angle, translation and shear (numbers or one per image): the inverse map
+    sampled at every output pixel with ``grid_sample`` (``align_corners=False``, zeros outside),
+    nearest or bilinear, ``fill`` (a number or one per channel) where the map leaves the image,
+    rounded back to uint8. ``center``: (x, y) in pixels (default the image's centre), one for
+    every image."""
+    _check(images, "affine")
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
+                         % (interpolation,))
+    n, c, h, w = images.shape
+    if images.numel() == 0:
+        return images.clone()
+    def per(v, name):  # Python floats, as torchvision computes its matrix
+        t = torch.as_tensor(v, dtype=torch.float64).cpu()
+        t = t.expand(n) if t.dim() == 0 else t
+        if t.shape != (n,):
+            raise ValueError("prefetch: affine's %s must be a number or one per image (%d)"
+                             % (name, n))
+        return t.tolist()
+
+    cx, cy = (0.0, 0.0) if center is None else (center[0] - w * 0.5, center[1] - h * 0.5)
+    rows = zip(per(angle, "angle"), per(translate[0], "translate"), per(translate[1], "translate"),
+               per(shear[0], "shear"), per(shear[1], "shear"))
+    matrix = [_inverse_affine(a, (tx, ty), (sx, sy), (cx, cy)) for a, tx, ty, sx, sy in rows]
+    theta = torch.tensor(matrix, dtype=torch.float32).view(n, 2, 3).to(images.device)
+    # torchvision's _affine_grid: pixel-centre coordinates about the centre, the map applied,
+    # then normalised by the half sizes.
+    xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w, device=images.device)
+    ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, steps=h, device=images.device)
+    base = torch.empty(1, h, w, 3, device=images.device)
+    base[..., 0] = xs
+    base[..., 1] = ys.unsqueeze(-1)
+    base[..., 2] = 1
+    scaled = theta.transpose(1, 2).div(torch.tensor([0.5 * w, 0.5 * h], device=images.device))
+    # One product per image, of torchvision's shapes: a batched product may sum in another order
+    # and move a bilinear weight by an ulp.
+    flat = base.view(1, h * w, 3)
+    grid = torch.cat([flat.bmm(scaled[i:i + 1]) for i in range(n)]).view(n, h, w, 2)
+    x = images.float()
+    if fill is not None:
+        x = torch.cat((x, torch.ones(n, 1, h, w, device=images.device)), dim=1)
+    x = F.grid_sample(x, grid, mode=interpolation, padding_mode="zeros", align_corners=False)
+    if fill is not None:
+        x, mask = torch.tensor_split(x, (-1,), dim=1)
+        mask = mask.expand_as(x)
+        values = fill if isinstance(fill, (tuple, list)) else [float(fill)]
+        fill_img = torch.tensor(values, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        if interpolation == "nearest":
+            x = torch.where(mask < 0.5, fill_img.expand_as(x), x)
+        else:
+            x = x.sub_(fill_img).mul_(mask).add_(fill_img)
+    return x.round_().to(torch.uint8)
+
+
+def _rotate(images, angles, interpolation, fill):
+    """torchvision's ``rotate`` (no expand, about the centre): its exact quarter turns (0 and 180
+    always, 90 and 270 for square images) as copies, the rest through :func:`affine`."""
+    out = torch.empty_like(images)
+    a = torch.as_tensor(angles, dtype=torch.float64).remainder(360).tolist()
+    square = images.shape[-1] == images.shape[-2]
+    turns = {0.0: 0, 180.0: 2}
+    if square:
+        turns.update({90.0: 1, 270.0: 3})
+    rest = [i for i, v in enumerate(a) if v not in turns]
+    for i, v in enumerate(a):
+        if v in turns:
+            out[i] = torch.rot90(images[i], k=turns[v], dims=(-2, -1))
+    if rest:
+        idx = torch.tensor(rest, device=images.device)
+        out[idx] = affine(images[idx], angle=[-a[i] for i in rest], interpolation=interpolation,
+                          fill=fill)
+    return out
+
+
+def apply_table(images, table, *, interpolation="nearest", fill=None):
+    """Every sample's steps of ``table`` (a :class:`~prefetch.transforms.policies.OpTable`) in
+    column order, as torchvision's policies apply them (``_apply_image_or_video_transform``):
+    uint8 ``[N, C, H, W]`` in, uint8 out, on the images' device."""
+    _check(images, "apply_table")
+    if table.ops.shape[0] != images.shape[0]:
+        raise ValueError("prefetch: the table has %d samples, the images %d"
+                         % (table.ops.shape[0], images.shape[0]))
+    params = op_parameters(table)
+    out = images.clone()
+    h, w = images.shape[-2:]
+    for k in range(table.ops.shape[1]):
+        codes = table.ops[:, k]
+        for code in torch.unique(codes).tolist():
+            name = OPS[code]
+            if name == "Identity":
+                continue
+            rows = (codes == code).nonzero().flatten()
+            idx = rows.to(images.device)
+            x, p = out[idx], params[rows, k]
+            if name in _FACTOR_OPS:
+                y = _FACTOR_OPS[name](x, p)
+            elif name == "Posterize":
+                y = posterize(x, p.to(torch.int64))
+            elif name == "Solarize":
+                y = solarize(x, p)
+            elif name in ("AutoContrast", "Equalize", "Invert"):
+                y = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert}[name](x)
+            elif name == "Rotate":
+                y = _rotate(x, p, interpolation, fill)
+            elif name in ("ShearX", "ShearY"):  # about the top-left corner, as the policies shear
+                shear = (p, 0.0) if name == "ShearX" else (0.0, p)
+                y = affine(x, shear=shear, center=(0.0, 0.0), interpolation=interpolation,
+                           fill=fill)
+            elif name in ("TranslateX", "TranslateY"):
+                translate = (p, 0.0) if name == "TranslateX" else (0.0, p)
+                y = affine(x, translate=translate, interpolation=interpolation, fill=fill)
+            else:  # pragma: no cover - every code of OPS is handled above
+                raise AssertionError(name)
+            out[idx] = y
+    return out
+
+
+_FACTOR_OPS = {"Brightness": adjust_brightness, "Color": adjust_saturation,
+               "Contrast": adjust_contrast, "Sharpness": adjust_sharpness, "Hue": adjust_hue}
