@@ -8,17 +8,19 @@
 - :mod:`.policies`: each sample's draws of TrivialAugmentWide, RandAugment, AutoAugment and
   ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read);
   :mod:`.policy_ops` applies such a table to a uint8 batch on any device, each sample its own
-  ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them).
+  ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them);
+  :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them.
 
 A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
 belongs there only when it runs in the same fused pass; anything else (another pass, another
 kind of augmentation) is a Transform of its own, composed in the loader's ``transform=``.
 """
-from .contract import (DIRECT_EPOCH, BatchPosition, Transform, gathered_keys, get_leaf,
-                       has_host_stage, load_transform_state, run_transform, save_transform_state,
-                       set_leaf)
+from .contract import (DIRECT_EPOCH, BatchPosition, SeededTransform, Transform, gathered_keys,
+                       get_leaf, has_host_stage, load_transform_state, run_transform,
+                       save_transform_state, set_leaf)
 from .fused_augment import Draws, FusedAugment
+from .policy_augment import PolicyAugment
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
-           "FusedAugment", "Draws"]
+           "FusedAugment", "Draws", "PolicyAugment", "SeededTransform"]

@@ -47,15 +47,16 @@ device already).
 Leaves are addressed by key (:func:`get_leaf`): an index into a tuple/list batch, a key of a dict
 batch, or 0 for a batch that is a single tensor.
 """
+import secrets
 import threading
 import typing
 
 import torch
 
-from .._engine.checks import distributed_rank, is_stateful, mix64
+from .._engine.checks import check_seed, distributed_rank, is_stateful, mix64
 from ..ragged import Ragged
 
-__all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
+__all__ = ["Transform", "SeededTransform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH"]
 
 # The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
@@ -141,6 +142,47 @@ class Transform:
         if position is None:
             position = self.direct_position(epoch, index, rank)
         return self.apply(batch, position)
+
+
+class SeededTransform(Transform):
+    """A Transform whose draws are a function of ``(seed, rank, epoch, index)``: its seed (drawn
+    when built with ``seed=None``) is its state, saved in a loader's ``state_dict()`` and required
+    back by ``load_state_dict()``. ``what_draws`` words the refusal of another seed."""
+
+    state_required = True
+    what_draws = "augmentation draws"
+
+    def _set_seed(self, seed):
+        if seed is None:
+            self.seed, self.seed_given = secrets.randbits(63), False
+        else:
+            self.seed, self.seed_given = check_seed(seed), True
+
+    def state_dict(self):
+        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
+        what a resumed run needs to draw as the interrupted one would have."""
+        return {"seed": self.seed, "seed_given": self.seed_given, "calls": self.direct_calls}
+
+    def load_state_dict(self, state):
+        """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
+        seed; one built with another explicit seed refuses the state (its draws would differ)."""
+        name = type(self).__name__
+        saved = state.get("seed") if state is not None else None
+        if saved is None:
+            if not self.seed_given:
+                raise ValueError(
+                    "prefetch: the state has no seed for this %s, whose seed was drawn "
+                    "(seed=None), so its %s cannot be resumed; pass seed= explicitly (the same "
+                    "in both runs)" % (name, self.what_draws))
+            return
+        saved = int(saved)
+        if self.seed_given and saved != self.seed:
+            raise ValueError(
+                "prefetch: the state was saved with %s seed %d, this one was built with seed=%d; "
+                "a resume would draw different %s. Build it with seed=%d, or seed=None (which "
+                "adopts the saved seed)" % (name, saved, self.seed, self.what_draws, saved))
+        self.seed = saved
+        self.direct_calls = int(state.get("calls", 0))
 
 
 def run_transform(transform, batch, position):

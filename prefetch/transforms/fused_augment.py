@@ -10,16 +10,15 @@ applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same geom
 """
 import math
 import numbers
-import secrets
 import typing
 
 import torch
 
-from .._engine.checks import check_seed, whole
+from .._engine.checks import whole
 from ..ops.augment import flip_crop, normalize_flip
 from .resizing import MASK_DTYPES, ResizingPath
 from ..ragged import Ragged
-from .contract import BatchPosition, Transform, get_leaf, set_leaf
+from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
 
@@ -100,7 +99,7 @@ def _per_image(value, n):
     return value
 
 
-class FusedAugment(ResizingPath, Transform):
+class FusedAugment(ResizingPath, SeededTransform):
     """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
 
     Args:
@@ -148,8 +147,7 @@ class FusedAugment(ResizingPath, Transform):
     draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
     """
 
-    #: A resumed loader must hand back the seed (see load_state_dict).
-    state_required = True
+    what_draws = "flips and crops"
 
     def __init__(self, mean, std, *, hflip=None, vflip=0.0, crop=None, center_crop=False,
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
@@ -187,10 +185,7 @@ class FusedAugment(ResizingPath, Transform):
         self.padding, self.fill = int(padding), fill
         self.mask_fill = whole(mask_fill, "mask_fill")
         self.dtype, self.channels_last = dtype, bool(channels_last)
-        if seed is None:
-            self.seed, self.seed_given = secrets.randbits(63), False
-        else:
-            self.seed, self.seed_given = check_seed(seed), True
+        self._set_seed(seed)
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
         self._init_resizing(random_resized_crop, scale, ratio, resize, antialias)
         self.decode = bool(decode)
@@ -332,31 +327,6 @@ class FusedAugment(ResizingPath, Transform):
         """(height, width) of a uint8 image batch in this transform's layout."""
         layout = self._layout(images)
         return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
-
-    def state_dict(self):
-        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
-        what a resumed run needs to draw as the interrupted one would have."""
-        return {"seed": self.seed, "seed_given": self.seed_given, "calls": self.direct_calls}
-
-    def load_state_dict(self, state):
-        """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
-        seed; one built with another explicit seed refuses the state (its draws would differ)."""
-        saved = state.get("seed") if state is not None else None
-        if saved is None:
-            if not self.seed_given:
-                raise ValueError(
-                    "prefetch: the state has no seed for this FusedAugment, whose seed was drawn "
-                    "(seed=None), so its augmentation draws cannot be resumed; pass seed= "
-                    "explicitly (the same in both runs)")
-            return
-        saved = int(saved)
-        if self.seed_given and saved != self.seed:
-            raise ValueError(
-                "prefetch: the state was saved with FusedAugment seed %d, this one was built with "
-                "seed=%d; a resume would draw different flips and crops. Build it with seed=%d, "
-                "or seed=None (which adopts the saved seed)" % (saved, self.seed, saved))
-        self.seed = saved
-        self.direct_calls = int(state.get("calls", 0))
 
     @property
     def gathers(self):

@@ -1,0 +1,112 @@
+"""PolicyAugment: an automatic augmentation policy (TrivialAugmentWide, RandAugment, AutoAugment)
+or ColorJitter with each sample's own draw, applied to a batch on its device (issue 27).
+
+torchvision's v2 transforms applied to a batch draw one set of parameters for the whole batch
+(pytorch/vision issue 8484); applied per image they cost a Python call per image. Here every
+sample draws its own ops and magnitudes (:mod:`.policies`, a pure function of ``(seed, rank,
+epoch, index)``) and the batch is augmented by :mod:`.policy_ops`, bit for bit torchvision's ops.
+
+Where it goes: torchvision's recipes apply a policy to the uint8 image after the crop and flip and
+before ``ToDtype``/``Normalize``, so PolicyAugment takes uint8 batches already at the training
+size (an ArrayLoader over fixed-size images, a DataLoader whose workers crop) and returns uint8;
+the float conversion follows (in the training step, or FusedAugment on the next loader). Fusing it
+with FusedAugment's crop and normalisation into one pass is the next part of issue 27.
+"""
+import torch
+
+from . import policies
+from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+from .policy_ops import apply_table
+
+__all__ = ["PolicyAugment"]
+
+_DRAWS = {"trivial_augment_wide": policies.trivial_augment_wide,
+          "rand_augment": policies.rand_augment,
+          "auto_augment": policies.auto_augment,
+          "color_jitter": policies.color_jitter}
+_SIZED = {"trivial_augment_wide", "rand_augment", "auto_augment"}  # take height and width
+
+
+class PolicyAugment(SeededTransform):
+    """Each sample of the batch's uint8 image leaf augmented by its own draw of ``policy``.
+
+    Args:
+        policy: ``"trivial_augment_wide"`` (``num_magnitude_bins=31``), ``"rand_augment"``
+            (``num_ops=2, magnitude=9, num_magnitude_bins=31``), ``"auto_augment"`` (the ImageNet
+            policy) or ``"color_jitter"`` (``brightness, contrast, saturation, hue``), with
+            torchvision's options as keywords.
+        interpolation, fill: the geometric ops' resampling (``"nearest"``, torchvision's
+            default, or ``"bilinear"``) and the value (or one per channel) where they leave the
+            image (None: zeros, as torchvision's default).
+        seed: the draws are a function of ``(seed, rank, epoch, batch index)``; None picks a
+            fresh seed, which the loader's ``state_dict()`` saves.
+        image_key: which leaf is the uint8 image batch (see ``get_leaf``).
+        layout: ``"NCHW"``, ``"NHWC"`` or ``"auto"`` (NHWC when the last dimension is 1 or 3
+            and the second is not); the result keeps the layout.
+    """
+
+    what_draws = "policy draws"
+
+    def __init__(self, policy, *, interpolation="nearest", fill=None, seed=None, image_key=0,
+                 layout="auto", **options):
+        if policy not in _DRAWS:
+            raise ValueError("prefetch: PolicyAugment's policy must be one of %s, got %r"
+                             % (sorted(_DRAWS), policy))
+        if interpolation not in ("nearest", "bilinear"):
+            raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
+                             % (interpolation,))
+        if layout not in ("auto", "NCHW", "NHWC"):
+            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        self.policy, self.options = policy, dict(options)
+        self.interpolation, self.fill = interpolation, fill
+        self.image_key, self.layout = image_key, layout
+        self._set_seed(seed)
+        try:  # the options checked now, not at the first batch
+            self.draws(0, 8, 8)
+        except TypeError as exc:
+            raise TypeError("prefetch: PolicyAugment(%r) does not take these options: %s (%s)"
+                            % (policy, sorted(options), exc)) from None
+
+    def __repr__(self):
+        extra = "".join(", %s=%r" % kv for kv in sorted(self.options.items()))
+        return "PolicyAugment(%r%s, interpolation=%r, seed=%d)" % (
+            self.policy, extra, self.interpolation, self.seed)
+
+    def draws(self, n, height, width, epoch=0, index=0, rank=0):
+        """The :class:`~prefetch.transforms.policies.OpTable` of batch ``index`` of ``epoch`` on
+        rank ``rank`` for ``n`` images of ``height`` x ``width``."""
+        g = BatchPosition(epoch, index, rank).generator(self.seed)
+        draw = _DRAWS[self.policy]
+        if self.policy in _SIZED:
+            return draw(n, g, height=height, width=width, **self.options)
+        return draw(n, g, **self.options)
+
+    def _nchw(self, images):
+        if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
+            raise ValueError(
+                "prefetch: PolicyAugment takes a uint8 image batch [N, C, H, W] or [N, H, W, C] "
+                "(C 1 or 3) at leaf %r, got %s" % (self.image_key, _describe(images)))
+        layout = self.layout
+        if layout == "auto":
+            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
+        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+        if x.shape[1] not in (1, 3):
+            raise ValueError("prefetch: PolicyAugment's images at leaf %r have %d channels in "
+                             "layout %s; the policies' ops take 1 or 3" % (
+                                 self.image_key, x.shape[1], layout))
+        return x, layout
+
+    def apply(self, batch, position):
+        images = get_leaf(batch, self.image_key)
+        x, layout = self._nchw(images)
+        table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
+        out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
+        if layout == "NHWC":
+            out = out.permute(0, 2, 3, 1).contiguous()
+        return set_leaf(batch, self.image_key, out)
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
+    return "a %s" % type(x).__name__
