@@ -9,7 +9,9 @@
   ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read);
   :mod:`.policy_ops` applies such a table to a uint8 batch on any device, each sample its own
   ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them);
-  :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them.
+  :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them;
+- :class:`RandomErasing` (:mod:`.erasing`): each sample's own erased box;
+- :class:`Compose` (:mod:`.compose`): several transforms as a loader's one ``transform=``.
 
 A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
 belongs there only when it runs in the same fused pass; anything else (another pass, another
@@ -19,8 +21,11 @@ from .contract import (DIRECT_EPOCH, BatchPosition, SeededTransform, Transform, 
                        get_leaf, has_host_stage, load_transform_state, run_transform,
                        save_transform_state, set_leaf)
 from .fused_augment import Draws, FusedAugment
+from .compose import Compose
+from .erasing import RandomErasing
 from .policy_augment import PolicyAugment
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
-           "FusedAugment", "Draws", "PolicyAugment", "SeededTransform"]
+           "FusedAugment", "Draws", "PolicyAugment", "SeededTransform", "RandomErasing",
+           "Compose"]

@@ -194,8 +194,13 @@ def run_transform(transform, batch, position):
 
 def has_host_stage(transform):
     """Whether a loader calls ``transform.host_apply`` before the copy: a Transform whose class
-    overrides it."""
-    return isinstance(transform, Transform) and type(transform).host_apply is not Transform.host_apply
+    overrides it, or whose ``host_stage`` says so."""
+    if not isinstance(transform, Transform):
+        return False
+    stage = getattr(transform, "host_stage", None)  # a Compose says whether any member has one
+    if stage is not None:
+        return bool(stage)
+    return type(transform).host_apply is not Transform.host_apply
 
 
 def gathered_keys(transform):

@@ -341,6 +341,12 @@ class FusedAugment(ResizingPath, SeededTransform):
             return self.apply_resizing(batch, images, position)
         return self._apply_draws(batch, self._device_draws(images, None, position))
 
+    @property
+    def host_stage(self):
+        """Only ``decode=True`` has work before the copy: a loader calls :meth:`host_apply` then
+        alone (a ``Compose`` may put other transforms ahead of one that has none)."""
+        return self.decode
+
     def host_apply(self, batch, position, device):
         """The host stage (prefetch.transforms): with ``decode=True`` and a CUDA ``device``, the
         drawn windows are decoded here, before the copy, so that the encoded bytes never cross to

@@ -134,7 +134,8 @@ def test_has_host_stage_only_for_a_transform_that_overrides_it():
     assert has_host_stage(_Recorder())
     assert not has_host_stage(Transform())
     assert not has_host_stage(lambda b: b)
-    assert has_host_stage(prefetch.FusedAugment(MEAN, STD))
+    assert not has_host_stage(prefetch.FusedAugment(MEAN, STD))  # nothing to do before the copy
+    assert has_host_stage(prefetch.FusedAugment(MEAN, STD, random_resized_crop=8, decode=True))
 
 
 def test_the_host_stage_sees_each_batch_on_the_host_at_applys_position():

@@ -1,0 +1,117 @@
+"""RandomErasing with each sample's own box (issue 27): torchvision v2's ``RandomErasing`` — with
+probability ``p`` a sample gets a rectangle of area ``scale`` of the image and aspect ``ratio``
+(log-uniform), found in at most 10 tries, filled with ``value`` (a number, one per channel, or
+``"random"``: standard normal noise) — drawn for every sample of the batch at once from the
+batch's position, and written with one masked pass on the batch's device. It goes where
+torchvision's recipes put it: after ``Normalize``, on the float images FusedAugment returns
+(uint8 images work too, as torchvision's ``erase`` casts the value)."""
+import math
+
+import torch
+
+from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+
+__all__ = ["RandomErasing"]
+
+_TRIES = 10
+
+
+class RandomErasing(SeededTransform):
+    """Each sample of the batch's image leaf (``[N, C, H, W]`` or ``[N, H, W, C]``, float or
+    uint8) erased with probability ``p`` by its own box. ``seed``, ``image_key`` and ``layout``
+    as for :class:`PolicyAugment`."""
+
+    what_draws = "erasing boxes"
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0.0, *, seed=None,
+                 image_key=0, layout="auto"):
+        if not 0 <= float(p) <= 1:
+            raise ValueError("prefetch: RandomErasing's p must lie in [0, 1], got %r" % (p,))
+        scale, ratio = tuple(map(float, scale)), tuple(map(float, ratio))
+        if len(scale) != 2 or not 0 <= scale[0] <= scale[1] <= 1:
+            raise ValueError("prefetch: RandomErasing's scale must be (min, max) in [0, 1], got %r"
+                             % (scale,))
+        if len(ratio) != 2 or not 0 < ratio[0] <= ratio[1]:
+            raise ValueError("prefetch: RandomErasing's ratio must be (min, max) > 0, got %r"
+                             % (ratio,))
+        if isinstance(value, str):
+            if value != "random":
+                raise ValueError("prefetch: RandomErasing's value must be a number, one per "
+                                 "channel, or 'random', got %r" % (value,))
+            self.value = None
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.value = [float(value)]
+        else:
+            self.value = [float(v) for v in value]
+        if layout not in ("auto", "NCHW", "NHWC"):
+            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        self.p, self.scale, self.ratio = float(p), scale, ratio
+        self.image_key, self.layout = image_key, layout
+        self._set_seed(seed)
+
+    def __repr__(self):
+        return "RandomErasing(p=%g, scale=%s, ratio=%s, value=%s, seed=%d)" % (
+            self.p, self.scale, self.ratio, "'random'" if self.value is None else self.value,
+            self.seed)
+
+    def boxes(self, n, height, width, epoch=0, index=0, rank=0):
+        """Batch ``index`` of ``epoch`` on ``rank``: ``(erase, boxes)`` — bool ``[n]``, and int64
+        ``[n, 4]`` top, left, height, width (meaningful where ``erase``), on the CPU."""
+        g = BatchPosition(epoch, index, rank).generator(self.seed)
+        chosen = torch.rand(n, generator=g, dtype=torch.float64) < self.p
+        area = float(height * width)
+        scale = torch.empty(n, _TRIES, dtype=torch.float64).uniform_(*self.scale, generator=g)
+        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        aspect = torch.exp(torch.empty(n, _TRIES, dtype=torch.float64).uniform_(*log_ratio,
+                                                                                generator=g))
+        h = torch.round(torch.sqrt(area * scale * aspect)).to(torch.int64)
+        w = torch.round(torch.sqrt(area * scale / aspect)).to(torch.int64)
+        fits = (h < height) & (w < width)
+        first = fits.to(torch.int8).argmax(dim=1, keepdim=True)  # the first try that fits
+        h, w = h.gather(1, first).squeeze(1), w.gather(1, first).squeeze(1)
+        top = (torch.rand(n, generator=g, dtype=torch.float64) * (height - h + 1)).floor()
+        left = (torch.rand(n, generator=g, dtype=torch.float64) * (width - w + 1)).floor()
+        erase = chosen & fits.any(dim=1)
+        return erase, torch.stack([top.to(torch.int64), left.to(torch.int64), h, w], dim=1)
+
+    def apply(self, batch, position):
+        images = get_leaf(batch, self.image_key)
+        if not isinstance(images, torch.Tensor) or images.dim() != 4:
+            raise ValueError("prefetch: RandomErasing takes an image batch [N, C, H, W] or "
+                             "[N, H, W, C] at leaf %r, got %s" % (self.image_key, _describe(images)))
+        layout = self.layout
+        if layout == "auto":
+            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
+        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+        n, c, h, w = x.shape
+        if self.value is not None and len(self.value) not in (1, c):
+            raise ValueError("prefetch: RandomErasing's value has %d numbers; the images at leaf "
+                             "%r have %d channels" % (len(self.value), self.image_key, c))
+        erase, boxes = self.boxes(n, h, w, *position)
+        dev = x.device
+        boxes, erase = boxes.to(dev), erase.to(dev)
+        rows = torch.arange(h, device=dev).view(1, h, 1)
+        cols = torch.arange(w, device=dev).view(1, 1, w)
+        top, left, bh, bw = (boxes[:, k].view(n, 1, 1) for k in range(4))
+        mask = ((rows >= top) & (rows < top + bh) & (cols >= left) & (cols < left + bw)
+                & erase.view(n, 1, 1)).unsqueeze(1)
+        if self.value is None:
+            device_g = torch.Generator(device=dev).manual_seed(position_seed(self.seed, position))
+            fill = torch.randn(x.shape, generator=device_g, device=dev).to(x.dtype)
+        else:
+            fill = torch.tensor(self.value, device=dev).view(1, -1, 1, 1).to(x.dtype)
+        out = torch.where(mask, fill, x)
+        if layout == "NHWC":
+            out = out.permute(0, 2, 3, 1).contiguous()
+        return set_leaf(batch, self.image_key, out)
+
+
+def position_seed(seed, position):
+    """The noise's seed: the position's own, apart from the boxes' stream."""
+    return BatchPosition(*position).seed(seed ^ 0x5EED_E7A5)
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
+    return "a %s" % type(x).__name__
