@@ -11,6 +11,7 @@
   ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them);
   :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them;
 - :class:`RandomErasing` (:mod:`.erasing`): each sample's own erased box;
+- :class:`MixUpCutMix` (:mod:`.mixup`): timm's MixUp/CutMix with soft targets, seeded per batch;
 - :class:`Compose` (:mod:`.compose`): several transforms as a loader's one ``transform=``.
 
 A new transform is a module here that subclasses :class:`Transform`. A new option of FusedAugment
@@ -23,9 +24,10 @@ from .contract import (DIRECT_EPOCH, BatchPosition, SeededTransform, Transform, 
 from .fused_augment import Draws, FusedAugment
 from .compose import Compose
 from .erasing import RandomErasing
+from .mixup import MixUpCutMix
 from .policy_augment import PolicyAugment
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
            "FusedAugment", "Draws", "PolicyAugment", "SeededTransform", "RandomErasing",
-           "Compose"]
+           "Compose", "MixUpCutMix"]

@@ -1,0 +1,225 @@
+"""MixUp and CutMix with timm's semantics (``timm.data.Mixup``, 1.0), on the device, seeded like
+every prefetch draw (issue 27).
+
+timm draws from numpy's global generator in the training loop; here the draws come from a numpy
+generator seeded with the batch's position ``(seed, rank, epoch, index)``, so a resumed run, any
+number of DataLoader workers and every DDP rank draw as timm would, reproducibly. The draws follow
+timm's code step for step (the same calls, so the same distributions): with probability ``prob`` a
+batch (``mode="batch"``), a pair of samples ``i`` and ``N - 1 - i`` (``"pair"``) or a sample
+(``"elem"``) is mixed; when both are enabled CutMix is chosen with ``switch_prob``; λ is
+``Beta(α, α)``; a CutMix box is ``sqrt(1 - λ)`` of each side around a uniform centre, clipped, and
+λ corrected to the area it kept (``correct_lam``), or drawn between ``cutmix_minmax`` of each
+side. The mixing itself is batched: one pass for the mixed samples, one masked pass for the boxes,
+with timm's float arithmetic. Labels become timm's smoothed one-hot targets, mixed with the same
+λ: ``[N, num_classes]`` float32.
+"""
+import numpy as np
+import torch
+
+from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+
+__all__ = ["MixUpCutMix", "mixup_target"]
+
+
+def mixup_target(labels, num_classes, lam, smoothing=0.0):
+    """timm's ``mixup_target``: smoothed one-hot targets of ``labels`` mixed with those of the
+    flipped batch, ``lam`` a number or ``[N, 1]``."""
+    off = smoothing / num_classes
+    on = 1.0 - smoothing + off
+    y1 = torch.full((labels.shape[0], num_classes), off, device=labels.device).scatter_(
+        1, labels.long().view(-1, 1), on)
+    return y1 * lam + y1.flip(0) * (1.0 - lam)
+
+
+class MixUpCutMix(SeededTransform):
+    """MixUp and/or CutMix on the batch's float image leaf (``[N, C, H, W]`` or ``[N, H, W, C]``)
+    and its label leaf (int64 ``[N]``), timm's ``Mixup`` arguments and defaults; ``num_classes``
+    is required. The batch size must be even, as timm requires (``drop_last=True``)."""
+
+    what_draws = "mixing draws"
+
+    def __init__(self, *, num_classes, mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None,
+                 prob=1.0, switch_prob=0.5, mode="batch", correct_lam=True, label_smoothing=0.1,
+                 seed=None, image_key=0, label_key=1, layout="auto"):
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError("prefetch: num_classes must be a positive int, got %r" % (num_classes,))
+        if mode not in ("batch", "pair", "elem"):
+            raise ValueError("prefetch: mode must be 'batch', 'pair' or 'elem', got %r" % (mode,))
+        if cutmix_minmax is not None:
+            cutmix_minmax = tuple(float(v) for v in cutmix_minmax)
+            if len(cutmix_minmax) != 2 or not 0 < cutmix_minmax[0] < cutmix_minmax[1] <= 1:
+                raise ValueError("prefetch: cutmix_minmax must be (min, max) with 0 < min < max "
+                                 "<= 1, got %r" % (cutmix_minmax,))
+            cutmix_alpha = 1.0  # as timm: the box is drawn from minmax, CutMix on
+        if not (float(mixup_alpha) > 0 or float(cutmix_alpha) > 0):
+            raise ValueError("prefetch: MixUpCutMix needs mixup_alpha > 0, cutmix_alpha > 0 or "
+                             "cutmix_minmax")
+        for name, v in (("prob", prob), ("switch_prob", switch_prob),
+                        ("label_smoothing", label_smoothing)):
+            if not 0 <= float(v) <= 1:
+                raise ValueError("prefetch: %s must lie in [0, 1], got %r" % (name, v))
+        if layout not in ("auto", "NCHW", "NHWC"):
+            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        self.num_classes = num_classes
+        self.mixup_alpha, self.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
+        self.cutmix_minmax, self.prob, self.switch_prob = cutmix_minmax, float(prob), float(switch_prob)
+        self.mode, self.correct_lam = mode, bool(correct_lam)
+        self.label_smoothing = float(label_smoothing)
+        self.image_key, self.label_key, self.layout = image_key, label_key, layout
+        self._set_seed(seed)
+
+    def __repr__(self):
+        return ("MixUpCutMix(num_classes=%d, mixup_alpha=%g, cutmix_alpha=%g, prob=%g, "
+                "switch_prob=%g, mode=%r, label_smoothing=%g, seed=%d)" % (
+                    self.num_classes, self.mixup_alpha, self.cutmix_alpha, self.prob,
+                    self.switch_prob, self.mode, self.label_smoothing, self.seed))
+
+    # --- the draws, timm's calls in timm's order --------------------------------------------
+
+    def _lams(self, rng, count):
+        """timm's ``_params_per_elem`` (``count`` samples or pairs) or, with ``count`` None,
+        ``_params_per_batch``: (λ float32 [count], use_cutmix bool [count])."""
+        both = self.mixup_alpha > 0 and self.cutmix_alpha > 0
+        if count is None:
+            lam, cut = 1.0, False
+            if rng.random() < self.prob:
+                if both:
+                    cut = bool(rng.random() < self.switch_prob)
+                    alpha = self.cutmix_alpha if cut else self.mixup_alpha
+                    lam = rng.beta(alpha, alpha)
+                elif self.mixup_alpha > 0:
+                    lam = rng.beta(self.mixup_alpha, self.mixup_alpha)
+                else:
+                    cut, lam = True, rng.beta(self.cutmix_alpha, self.cutmix_alpha)
+            return np.array([lam], dtype=np.float64), np.array([cut])
+        lam = np.ones(count, dtype=np.float32)
+        if both:
+            cut = rng.random(count) < self.switch_prob
+            mix = np.where(cut, rng.beta(self.cutmix_alpha, self.cutmix_alpha, size=count),
+                           rng.beta(self.mixup_alpha, self.mixup_alpha, size=count))
+        elif self.mixup_alpha > 0:
+            cut, mix = np.zeros(count, dtype=bool), rng.beta(self.mixup_alpha, self.mixup_alpha,
+                                                             size=count)
+        else:
+            cut, mix = np.ones(count, dtype=bool), rng.beta(self.cutmix_alpha, self.cutmix_alpha,
+                                                            size=count)
+        lam = np.where(rng.random(count) < self.prob, mix.astype(np.float32), lam)
+        return lam, cut
+
+    def _box(self, rng, h, w, lam):
+        """timm's ``cutmix_bbox_and_lam`` for one box: (top, bottom, left, right), λ."""
+        if self.cutmix_minmax is not None:
+            lo, hi = self.cutmix_minmax
+            cut_h = int(rng.integers(int(h * lo), int(h * hi)))
+            cut_w = int(rng.integers(int(w * lo), int(w * hi)))
+            yl, xl = int(rng.integers(0, h - cut_h + 1)), int(rng.integers(0, w - cut_w + 1))
+            yh, xh = yl + cut_h, xl + cut_w
+        else:
+            ratio = np.sqrt(1 - lam)
+            cut_h, cut_w = int(h * ratio), int(w * ratio)
+            cy, cx = int(rng.integers(0, h)), int(rng.integers(0, w))
+            yl, yh = np.clip(cy - cut_h // 2, 0, h), np.clip(cy + (cut_h + 1) // 2, 0, h)
+            xl, xh = np.clip(cx - cut_w // 2, 0, w), np.clip(cx + (cut_w + 1) // 2, 0, w)
+        if self.correct_lam or self.cutmix_minmax is not None:
+            lam = 1.0 - (yh - yl) * (xh - xl) / float(h * w)
+        return (int(yl), int(yh), int(xl), int(xh)), lam
+
+    def params(self, n, height, width, epoch=0, index=0, rank=0):
+        """The draws of batch ``index`` of ``epoch`` on ``rank`` for ``n`` images: per sample,
+        λ (float64 [n], the targets' weight of each sample's own label), whether it is a CutMix,
+        and its box (int64 [n, 4]: top, bottom, left, right; empty where none), as timm's mode
+        applies them."""
+        rng = np.random.default_rng(BatchPosition(epoch, index, rank).seed(self.seed))
+        lam = np.ones(n, dtype=np.float64)
+        cut = np.zeros(n, dtype=bool)
+        boxes = np.zeros((n, 4), dtype=np.int64)
+        if self.mode == "batch":
+            lams, cuts = self._lams(rng, None)
+            value = float(lams[0])
+            if value != 1.0:
+                if cuts[0]:
+                    box, value = self._box(rng, height, width, value)
+                    boxes[:] = box
+                    cut[:] = True
+                lam[:] = value
+            return lam, cut, boxes
+        count = n // 2 if self.mode == "pair" else n
+        lams, cuts = self._lams(rng, count)
+        for i in range(count):
+            value = lams[i]
+            if value == 1.0:
+                continue
+            if cuts[i]:
+                box, value = self._box(rng, height, width, value)
+                boxes[i], cut[i] = box, True
+                if self.mode == "pair":
+                    boxes[n - 1 - i], cut[n - 1 - i] = box, True
+            lam[i] = value
+            if self.mode == "pair":
+                lam[n - 1 - i] = value
+        return lam, cut, boxes
+
+    # --- the mixing ---------------------------------------------------------------------------
+
+    def apply(self, batch, position):
+        images, labels = get_leaf(batch, self.image_key), get_leaf(batch, self.label_key)
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
+            raise ValueError("prefetch: MixUpCutMix takes a float image batch (after normalisation: "
+                             "FusedAugment's output) at leaf %r, got %s" % (
+                                 self.image_key, _describe(images)))
+        n = images.shape[0]
+        if not isinstance(labels, torch.Tensor) or labels.shape != (n,) or labels.is_floating_point():
+            raise ValueError("prefetch: MixUpCutMix takes integer class labels [%d] at leaf %r, "
+                             "got %s" % (n, self.label_key, _describe(labels)))
+        if n % 2:
+            raise ValueError("prefetch: MixUpCutMix needs an even batch size, as timm's Mixup "
+                             "does; got %d (use drop_last=True)" % n)
+        layout = self.layout
+        if layout == "auto":
+            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
+        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+        h, w = x.shape[2], x.shape[3]
+        lam, cut, boxes = self.params(n, h, w, *position)
+        out = self._mix(x, lam, cut, boxes)
+        if self.mode == "batch":
+            weight = float(lam[0])  # timm passes the batch's λ as a Python float
+        else:
+            weight = torch.tensor(lam, dtype=x.dtype).view(n, 1).to(x.device)
+        targets = mixup_target(labels, self.num_classes, weight, self.label_smoothing)
+        if layout == "NHWC":
+            out = out.permute(0, 2, 3, 1).contiguous()
+        return set_leaf(set_leaf(batch, self.image_key, out), self.label_key, targets)
+
+    def _mix(self, x, lam, cut, boxes):
+        n = x.shape[0]
+        dev = x.device
+        partner = x.flip(0)  # sample i mixes with N - 1 - i, in every mode
+        if self.mode == "batch":
+            if lam[0] == 1.0:
+                return x.clone()
+            if cut[0]:
+                yl, yh, xl, xh = boxes[0].tolist()
+                out = x.clone()
+                out[:, :, yl:yh, xl:xh] = partner[:, :, yl:yh, xl:xh]
+                return out
+            return x.mul(float(lam[0])).add_(partner.mul(1.0 - float(lam[0])))
+        # timm multiplies by its float32 λ and 1 - λ, then adds (no fused multiply-add).
+        lam32 = torch.tensor(lam.astype(np.float32), device=dev).view(n, 1, 1, 1).to(x.dtype)
+        blend = ~cut & (lam != 1.0)
+        mixed = x * lam32 + partner * (1 - lam32)
+        out = torch.where(torch.tensor(blend, device=dev).view(n, 1, 1, 1), mixed, x)
+        if cut.any():
+            b = torch.tensor(boxes, device=dev)
+            rows = torch.arange(x.shape[2], device=dev).view(1, -1, 1)
+            cols = torch.arange(x.shape[3], device=dev).view(1, 1, -1)
+            yl, yh, xl, xh = (b[:, k].view(n, 1, 1) for k in range(4))
+            inside = ((rows >= yl) & (rows < yh) & (cols >= xl) & (cols < xh)
+                      & torch.tensor(cut, device=dev).view(n, 1, 1)).unsqueeze(1)
+            out = torch.where(inside, partner, out)
+        return out
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
+    return "a %s" % type(x).__name__
