@@ -56,8 +56,9 @@ import torch
 from .._engine.checks import check_seed, distributed_rank, is_stateful, mix64
 from ..ragged import Ragged
 
-__all__ = ["Transform", "SeededTransform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
-           "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH"]
+__all__ = ["Transform", "SeededTransform", "BatchPosition", "get_leaf", "set_leaf", "run_transform",
+           "has_host_stage", "gathered_keys", "save_transform_state", "load_transform_state",
+           "DIRECT_EPOCH"]
 
 # The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
 DIRECT_EPOCH = -1
