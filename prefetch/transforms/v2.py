@@ -22,7 +22,8 @@ What it compiles to: without a policy, one :class:`~prefetch.FusedAugment` (crop
 flips, normalisation and cast in one pass) and the erasings. With a policy the uint8 image after
 the geometry is needed first, as torchvision's recipes apply the policy to it: FusedAugment
 resamples to float pixel values, rounded to uint8 (torchvision's uint8 resize rounds in fixed
-point on the CPU: a resampled pixel may differ by 1; a crop without resampling is exact), then
+point on the CPU: 18% of resampled pixels differ from it by 1, and a threshold op of the policy
+can enlarge that for those pixels; a crop without resampling is exact), then
 :class:`PolicyAugment`, then :func:`prefetch.ops.normalize_flip` — three passes where the fused
 kernels of issue 27 will make one.
 """
