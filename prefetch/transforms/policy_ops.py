@@ -305,17 +305,36 @@ def _rotate(images, angles, interpolation, fill):
     return out
 
 
-def apply_table(images, table, *, interpolation="nearest", fill=None):
+def apply_table(images, table, *, interpolation="nearest", fill=None, batched=None):
     """Every sample's steps of ``table`` (a :class:`~prefetch.transforms.policies.OpTable`) in
     column order, as torchvision's policies apply them (``_apply_image_or_video_transform``):
-    uint8 ``[N, C, H, W]`` in, uint8 out, on the images' device."""
+    uint8 ``[N, C, H, W]`` in, uint8 out, on the images' device.
+
+    ``batched`` (default: on any device but the CPU): each op kind of a column on all the samples
+    that draw it at once — on a GPU a handful of launches instead of several per image. On the
+    CPU one sample at a time is faster (measured 2.1x on 64 images of 176x176: a sample's
+    float32 intermediates stay in the core's cache between ops; a batch's do not)."""
     _check(images, "apply_table")
     if table.ops.shape[0] != images.shape[0]:
         raise ValueError("prefetch: the table has %d samples, the images %d"
                          % (table.ops.shape[0], images.shape[0]))
+    if batched is None:
+        batched = images.device.type != "cpu"
+    if not batched and images.shape[0] > 1:
+        out = torch.empty_like(images)
+        for i in range(images.shape[0]):
+            row = type(table)(table.ops[i:i + 1], table.magnitudes[i:i + 1])
+            out[i:i + 1] = apply_table(images[i:i + 1], row, interpolation=interpolation,
+                                       fill=fill, batched=True)
+        return out
     params = op_parameters(table)
+    if images.shape[0] == 1:  # one sample: its steps in order, no gathering
+        out = images
+        for code, p in zip(table.ops[0].tolist(), params[0:1].T):
+            if OPS[code] != "Identity":
+                out = _apply_op(OPS[code], out, p, interpolation, fill)
+        return out if out is not images else images.clone()
     out = images.clone()
-    h, w = images.shape[-2:]
     for k in range(table.ops.shape[1]):
         codes = table.ops[:, k]
         for code in torch.unique(codes).tolist():
@@ -324,29 +343,31 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
                 continue
             rows = (codes == code).nonzero().flatten()
             idx = rows.to(images.device)
-            x, p = out[idx], params[rows, k]
-            if name in _FACTOR_OPS:
-                y = _FACTOR_OPS[name](x, p)
-            elif name == "Posterize":
-                y = posterize(x, p.to(torch.int64))
-            elif name == "Solarize":
-                y = solarize(x, p)
-            elif name in ("AutoContrast", "Equalize", "Invert"):
-                y = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert}[name](x)
-            elif name == "Rotate":
-                y = _rotate(x, p, interpolation, fill)
-            elif name in ("ShearX", "ShearY"):  # about the top-left corner, as the policies shear
-                shear = (p, 0.0) if name == "ShearX" else (0.0, p)
-                y = affine(x, shear=shear, center=(0.0, 0.0), interpolation=interpolation,
-                           fill=fill)
-            elif name in ("TranslateX", "TranslateY"):
-                translate = (p, 0.0) if name == "TranslateX" else (0.0, p)
-                y = affine(x, translate=translate, interpolation=interpolation, fill=fill)
-            else:  # pragma: no cover - every code of OPS is handled above
-                raise AssertionError(name)
-            out[idx] = y
+            out[idx] = _apply_op(name, out[idx], params[rows, k], interpolation, fill)
     return out
+
+
+def _apply_op(name, x, p, interpolation, fill):
+    """Op ``name`` on images ``x`` with their parameters ``p`` (float64, one per image)."""
+    if name in _FACTOR_OPS:
+        return _FACTOR_OPS[name](x, p)
+    if name == "Posterize":
+        return posterize(x, p.to(torch.int64))
+    if name == "Solarize":
+        return solarize(x, p)
+    if name in _PLAIN_OPS:
+        return _PLAIN_OPS[name](x)
+    if name == "Rotate":
+        return _rotate(x, p, interpolation, fill)
+    if name in ("ShearX", "ShearY"):  # about the top-left corner, as the policies shear
+        shear = (p, 0.0) if name == "ShearX" else (0.0, p)
+        return affine(x, shear=shear, center=(0.0, 0.0), interpolation=interpolation, fill=fill)
+    if name in ("TranslateX", "TranslateY"):
+        translate = (p, 0.0) if name == "TranslateX" else (0.0, p)
+        return affine(x, translate=translate, interpolation=interpolation, fill=fill)
+    raise AssertionError(name)  # pragma: no cover - every code of OPS is handled above
 
 
 _FACTOR_OPS = {"Brightness": adjust_brightness, "Color": adjust_saturation,
                "Contrast": adjust_contrast, "Sharpness": adjust_sharpness, "Hue": adjust_hue}
+_PLAIN_OPS = {"AutoContrast": autocontrast, "Equalize": equalize, "Invert": invert}

@@ -289,14 +289,16 @@ def test_rotation_quarter_turns_are_exact_and_others_sample_the_rotated_grid(mod
             assert_truncated(got[i], value, "rotate %d" % i, rounding=True)
 
 
-def test_apply_table_equals_each_sample_alone_in_column_order():
+def test_apply_table_batched_equals_each_sample_alone_in_column_order():
     x = images(n=40, h=24, w=20, seed=3)
     g = torch.Generator().manual_seed(8)
     for table in (P.trivial_augment_wide(40, g, height=24, width=20),
                   P.rand_augment(40, g, height=24, width=20, num_ops=3, magnitude=15),
                   P.auto_augment(40, g, height=24, width=20),
                   P.color_jitter(40, g, brightness=0.5, contrast=0.5, saturation=0.5, hue=0.2)):
-        got = O.apply_table(x, table, interpolation="bilinear", fill=[1, 2, 3])
+        got = O.apply_table(x, table, interpolation="bilinear", fill=[1, 2, 3], batched=True)
+        assert torch.equal(got, O.apply_table(x, table, interpolation="bilinear",
+                                              fill=[1, 2, 3]))  # the CPU's default: per sample
         for i in range(40):
             one = P.OpTable(table.ops[i:i + 1], table.magnitudes[i:i + 1])
             # a table of one sample, one step at a time
