@@ -11,7 +11,9 @@ torchvision's for that sample's op (tests/transforms/test_policy_ops.py states a
 tolerance). One batched pass of torch ops per op kind and column of the table, instead of a
 Python call per image; the fused kernels of issue 27 are to replace these passes.
 """
+import concurrent.futures
 import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -322,10 +324,14 @@ def apply_table(images, table, *, interpolation="nearest", fill=None, batched=No
         batched = images.device.type != "cpu"
     if not batched and images.shape[0] > 1:
         out = torch.empty_like(images)
-        for i in range(images.shape[0]):
+
+        def one(i):
             row = type(table)(table.ops[i:i + 1], table.magnitudes[i:i + 1])
             out[i:i + 1] = apply_table(images[i:i + 1], row, interpolation=interpolation,
                                        fill=fill, batched=True)
+        # torch's ops release the GIL: samples on the cores torch may use, each in one thread
+        for _ in _pool().map(one, range(images.shape[0])):
+            pass
         return out
     params = op_parameters(table)
     if images.shape[0] == 1:  # one sample: its steps in order, no gathering
@@ -345,6 +351,17 @@ def apply_table(images, table, *, interpolation="nearest", fill=None, batched=No
             idx = rows.to(images.device)
             out[idx] = _apply_op(name, out[idx], params[rows, k], interpolation, fill)
     return out
+
+
+_POOL = []
+
+
+def _pool():
+    """The threads that apply a CPU batch's samples (as many as torch's intra-op threads)."""
+    if not _POOL or _POOL[0][1] != os.getpid():
+        _POOL[:] = [(concurrent.futures.ThreadPoolExecutor(
+            max(1, torch.get_num_threads()), thread_name_prefix="prefetch-policy"), os.getpid())]
+    return _POOL[0][0]
 
 
 def _apply_op(name, x, p, interpolation, fill):
