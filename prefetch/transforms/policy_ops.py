@@ -8,8 +8,10 @@ Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transf
 .functional``, 0.29) with its scalar parameter made per sample: the same float32 arithmetic,
 the same truncation or rounding back to uint8 after every op, so a sample's result is
 torchvision's for that sample's op (tests/transforms/test_policy_ops.py states and checks the
-tolerance). One batched pass of torch ops per op kind and column of the table, instead of a
-Python call per image; the fused kernels of issue 27 are to replace these passes.
+tolerance). On a GPU one batched pass of torch ops per op kind and column of the table; on the
+CPU one sample at a time, on a pool of threads (its intermediates stay in cache). No op reads a
+device tensor back to the host (the loader's producer thread must not synchronise): parameters
+are checked on the host. The fused kernels of issue 27 are to replace these passes.
 """
 import concurrent.futures
 import math
@@ -143,9 +145,10 @@ def _hsv_to_rgb(h, s, v):
 def adjust_hue(images, factor):
     """Each image's hue turned by its factor in [-0.5, 0.5] (HSV, as torchvision and PIL)."""
     _check(images, "adjust_hue")
-    hue = _per_sample(factor, images, "factor")
-    if bool(((hue < -0.5) | (hue > 0.5)).any()):
+    given = torch.as_tensor(factor, dtype=torch.float64)
+    if bool(((given < -0.5) | (given > 0.5)).any()):  # (on the host when given there)
         raise ValueError("prefetch: adjust_hue's factors must lie in [-0.5, 0.5]")
+    hue = _per_sample(given, images, "factor")
     if images.shape[1] == 1 or images.numel() == 0:
         return images.clone()
     h, s, v = _rgb_to_hsv(images.float().mul_(1.0 / 255))
@@ -167,9 +170,10 @@ def posterize(images, bits):
 def solarize(images, threshold):
     """Each image's values at or above its threshold inverted."""
     _check(images, "solarize")
-    t = _per_sample(threshold, images, "threshold")
-    if bool((t > 255).any()):
+    given = torch.as_tensor(threshold, dtype=torch.float64)
+    if bool((given > 255).any()):  # (on the host when given there)
         raise ValueError("prefetch: solarize's thresholds must be at most 255")
+    t = _per_sample(given, images, "threshold")
     return torch.where(images >= t, images.bitwise_not(), images)
 
 
@@ -188,8 +192,8 @@ def autocontrast(images):
     high = x.amax(dim=(-2, -1), keepdim=True)
     flat = high == low
     inv_scale = (high - low).mul_(1.0 / 255)
-    low[flat] = 0.0
-    inv_scale[flat] = 1.0
+    low = torch.where(flat, 0.0, low)  # (a boolean index would synchronise on a GPU)
+    inv_scale = torch.where(flat, 1.0, inv_scale)
     return x.sub_(low).div_(inv_scale).clamp_(0, 255).to(torch.uint8)
 
 
