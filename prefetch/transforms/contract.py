@@ -209,6 +209,33 @@ def gathered_keys(transform):
     return tuple(transform.gathers) if isinstance(transform, Transform) else ()
 
 
+def check_image_layout(layout):
+    """``"auto"``, ``"NCHW"`` or ``"NHWC"``, or a ValueError naming the value."""
+    if layout not in ("auto", "NCHW", "NHWC"):
+        raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+    return layout
+
+
+def as_nchw(images, layout):
+    """An image batch as an NCHW view, and the layout it was in (``"auto"``: NHWC when the last
+    dimension is 1 or 3 and the second is not). :func:`from_nchw` puts a result back."""
+    if layout == "auto":
+        layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
+    return (images.permute(0, 3, 1, 2) if layout == "NHWC" else images), layout
+
+
+def from_nchw(x, layout):
+    """An NCHW result in ``layout`` (contiguous)."""
+    return x.permute(0, 2, 3, 1).contiguous() if layout == "NHWC" else x
+
+
+def describe_tensor(x):
+    """A leaf for an error message: "a torch.uint8 tensor of shape [2, 3]", "a list"."""
+    if isinstance(x, torch.Tensor):
+        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
+    return "a %s" % type(x).__name__
+
+
 def get_leaf(batch, key):
     """The leaf ``key`` of a batch: an index of a tuple/list, a key of a mapping, or 0 for a
     single tensor (or a single Ragged); KeyError naming the batch's type otherwise."""

@@ -9,7 +9,8 @@ import math
 
 import torch
 
-from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
+                       describe_tensor, from_nchw, get_leaf, set_leaf)
 
 __all__ = ["RandomErasing"]
 
@@ -43,8 +44,7 @@ class RandomErasing(SeededTransform):
             self.value = [float(value)]
         else:
             self.value = [float(v) for v in value]
-        if layout not in ("auto", "NCHW", "NHWC"):
-            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        check_image_layout(layout)
         self.p, self.scale, self.ratio = float(p), scale, ratio
         self.image_key, self.layout = image_key, layout
         self._set_seed(seed)
@@ -78,11 +78,8 @@ class RandomErasing(SeededTransform):
         images = get_leaf(batch, self.image_key)
         if not isinstance(images, torch.Tensor) or images.dim() != 4:
             raise ValueError("prefetch: RandomErasing takes an image batch [N, C, H, W] or "
-                             "[N, H, W, C] at leaf %r, got %s" % (self.image_key, _describe(images)))
-        layout = self.layout
-        if layout == "auto":
-            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
-        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+                             "[N, H, W, C] at leaf %r, got %s" % (self.image_key, describe_tensor(images)))
+        x, layout = as_nchw(images, self.layout)
         n, c, h, w = x.shape
         if self.value is not None and len(self.value) not in (1, c):
             raise ValueError("prefetch: RandomErasing's value has %d numbers; the images at leaf "
@@ -100,18 +97,10 @@ class RandomErasing(SeededTransform):
             fill = torch.randn(x.shape, generator=device_g, device=dev).to(x.dtype)
         else:
             fill = torch.tensor(self.value, device=dev).view(1, -1, 1, 1).to(x.dtype)
-        out = torch.where(mask, fill, x)
-        if layout == "NHWC":
-            out = out.permute(0, 2, 3, 1).contiguous()
-        return set_leaf(batch, self.image_key, out)
+        return set_leaf(batch, self.image_key, from_nchw(torch.where(mask, fill, x), layout))
 
 
 def position_seed(seed, position):
     """The noise's seed: the position's own, apart from the boxes' stream."""
     return BatchPosition(*position).seed(seed ^ 0x5EED_E7A5)
 
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
-    return "a %s" % type(x).__name__

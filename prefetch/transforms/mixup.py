@@ -16,7 +16,8 @@ with timm's float arithmetic. Labels become timm's smoothed one-hot targets, mix
 import numpy as np
 import torch
 
-from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
+                       describe_tensor, from_nchw, get_leaf, set_leaf)
 
 __all__ = ["MixUpCutMix", "mixup_target"]
 
@@ -58,8 +59,7 @@ class MixUpCutMix(SeededTransform):
                         ("label_smoothing", label_smoothing)):
             if not 0 <= float(v) <= 1:
                 raise ValueError("prefetch: %s must lie in [0, 1], got %r" % (name, v))
-        if layout not in ("auto", "NCHW", "NHWC"):
-            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        check_image_layout(layout)
         self.num_classes = num_classes
         self.mixup_alpha, self.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
         self.cutmix_minmax, self.prob, self.switch_prob = cutmix_minmax, float(prob), float(switch_prob)
@@ -166,18 +166,15 @@ class MixUpCutMix(SeededTransform):
         if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
             raise ValueError("prefetch: MixUpCutMix takes a float image batch (after normalisation: "
                              "FusedAugment's output) at leaf %r, got %s" % (
-                                 self.image_key, _describe(images)))
+                                 self.image_key, describe_tensor(images)))
         n = images.shape[0]
         if not isinstance(labels, torch.Tensor) or labels.shape != (n,) or labels.is_floating_point():
             raise ValueError("prefetch: MixUpCutMix takes integer class labels [%d] at leaf %r, "
-                             "got %s" % (n, self.label_key, _describe(labels)))
+                             "got %s" % (n, self.label_key, describe_tensor(labels)))
         if n % 2:
             raise ValueError("prefetch: MixUpCutMix needs an even batch size, as timm's Mixup "
                              "does; got %d (use drop_last=True)" % n)
-        layout = self.layout
-        if layout == "auto":
-            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
-        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+        x, layout = as_nchw(images, self.layout)
         h, w = x.shape[2], x.shape[3]
         lam, cut, boxes = self.params(n, h, w, *position)
         out = self._mix(x, lam, cut, boxes)
@@ -186,9 +183,8 @@ class MixUpCutMix(SeededTransform):
         else:
             weight = torch.tensor(lam, dtype=x.dtype).view(n, 1).to(x.device)
         targets = mixup_target(labels, self.num_classes, weight, self.label_smoothing)
-        if layout == "NHWC":
-            out = out.permute(0, 2, 3, 1).contiguous()
-        return set_leaf(set_leaf(batch, self.image_key, out), self.label_key, targets)
+        return set_leaf(set_leaf(batch, self.image_key, from_nchw(out, layout)), self.label_key,
+                        targets)
 
     def _mix(self, x, lam, cut, boxes):
         n = x.shape[0]
@@ -218,8 +214,3 @@ class MixUpCutMix(SeededTransform):
             out = torch.where(inside, partner, out)
         return out
 
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
-    return "a %s" % type(x).__name__

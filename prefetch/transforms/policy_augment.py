@@ -15,7 +15,8 @@ with FusedAugment's crop and normalisation into one pass is the next part of iss
 import torch
 
 from . import policies
-from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
+                       describe_tensor, from_nchw, get_leaf, set_leaf)
 from .policy_ops import apply_table
 
 __all__ = ["PolicyAugment"]
@@ -55,8 +56,7 @@ class PolicyAugment(SeededTransform):
         if interpolation not in ("nearest", "bilinear"):
             raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
                              % (interpolation,))
-        if layout not in ("auto", "NCHW", "NHWC"):
-            raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
+        check_image_layout(layout)
         self.policy, self.options = policy, dict(options)
         self.interpolation, self.fill = interpolation, fill
         self.image_key, self.layout = image_key, layout
@@ -85,11 +85,8 @@ class PolicyAugment(SeededTransform):
         if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
             raise ValueError(
                 "prefetch: PolicyAugment takes a uint8 image batch [N, C, H, W] or [N, H, W, C] "
-                "(C 1 or 3) at leaf %r, got %s" % (self.image_key, _describe(images)))
-        layout = self.layout
-        if layout == "auto":
-            layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
-        x = images.permute(0, 3, 1, 2) if layout == "NHWC" else images
+                "(C 1 or 3) at leaf %r, got %s" % (self.image_key, describe_tensor(images)))
+        x, layout = as_nchw(images, self.layout)
         if x.shape[1] not in (1, 3):
             raise ValueError("prefetch: PolicyAugment's images at leaf %r have %d channels in "
                              "layout %s; the policies' ops take 1 or 3" % (
@@ -101,12 +98,5 @@ class PolicyAugment(SeededTransform):
         x, layout = self._nchw(images)
         table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
         out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
-        if layout == "NHWC":
-            out = out.permute(0, 2, 3, 1).contiguous()
-        return set_leaf(batch, self.image_key, out)
+        return set_leaf(batch, self.image_key, from_nchw(out, layout))
 
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
-    return "a %s" % type(x).__name__

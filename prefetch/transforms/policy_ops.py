@@ -20,6 +20,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from .contract import describe_tensor
 from .policies import OPS, op_parameters
 
 __all__ = ["adjust_brightness", "adjust_saturation", "adjust_contrast", "adjust_sharpness",
@@ -44,13 +45,8 @@ def _check(images, what):
     if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4 \
             or images.shape[1] not in (1, 3):
         raise ValueError("prefetch: %s takes uint8 images [N, C, H, W] with C 1 or 3, got %s"
-                         % (what, _describe(images)))
+                         % (what, describe_tensor(images)))
 
-
-def _describe(x):
-    if isinstance(x, torch.Tensor):
-        return "%s %s" % (x.dtype, list(x.shape))
-    return type(x).__name__
 
 
 def _blend(images, other, factor):
