@@ -103,4 +103,3 @@ class RandomErasing(SeededTransform):
 def position_seed(seed, position):
     """The noise's seed: the position's own, apart from the boxes' stream."""
     return BatchPosition(*position).seed(seed ^ 0x5EED_E7A5)
-

@@ -213,4 +213,3 @@ class MixUpCutMix(SeededTransform):
                       & torch.tensor(cut, device=dev).view(n, 1, 1)).unsqueeze(1)
             out = torch.where(inside, partner, out)
         return out
-

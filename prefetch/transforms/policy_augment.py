@@ -99,4 +99,3 @@ class PolicyAugment(SeededTransform):
         table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
         out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
         return set_leaf(batch, self.image_key, from_nchw(out, layout))
-
