@@ -110,6 +110,9 @@ progress() {
          n = split(src, parts, "/")
          print "  " $1 " " (n ? parts[n] : "linking"); fflush() }'
 }
+compile_errors() {  # the compiler's own messages: pip's traceback tail alone does not name them
+  grep -n -A14 -E '^FAILED: |error:|fatal error' "$log" | grep -v -E '^[0-9]+[-:] +File "' | head -n 80 >&2
+}
 build() {  # build SPEC; pip's output goes to $log, its progress to stdout
   echo "install.sh: pip install --no-build-isolation -e '$1' (log: $log)"
   "$PY" -m pip install --no-build-isolation "${pip_from[@]}" -v -e "$1" 2>&1 | tee "$log" | progress
@@ -117,6 +120,7 @@ build() {  # build SPEC; pip's output goes to $log, its progress to stdout
 }
 if [ -n "$extras" ] && ! build ".[$extras]"; then
   tail -n 60 "$log" >&2
+  compile_errors
   # The extension itself failed to compile: installing without the extras would fail the same way.
   if grep -q "Building editable for prefetch.*status 'error'" "$log"; then
     echo "install.sh: building prefetch failed (full log: $log)" >&2
@@ -132,6 +136,7 @@ if [ -n "$extras" ] && ! build ".[$extras]"; then
 fi
 if [ -z "$extras" ] && ! build .; then
   tail -n 60 "$log" >&2
+  compile_errors
   echo "install.sh: building prefetch failed (full log: $log)" >&2
   exit 1
 fi

@@ -168,3 +168,37 @@ def test_the_files_of_an_op_are_the_ones_docs_custom_ops_lists():
     files = [n.replace("<op>", op).rstrip("/") for n in named
              if re.search(r"^[A-Za-z<].*(\.(h|cpp|cu|py|txt)|/)$", n)]
     assert [n for n in files if not any((p / n).exists() for p in places)] == []
+
+
+
+def _standard_headers(text, search, seen):
+    """The standard headers `text` includes, directly or through the project's headers."""
+    out = set()
+    for bracket, name in re.findall(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', text, re.M):
+        if bracket == "<":
+            out.add(name)
+            continue
+        header = next((d / name for d in search if (d / name).is_file()), None)
+        if header is not None and header not in seen:
+            seen.add(header)
+            out |= _standard_headers(header.read_text(), search, seen)
+    return out
+
+
+def test_avx2_sources_see_every_standard_header_before_their_target_pragma():
+    # GCC 13 refuses to build a standard header first included inside `#pragma GCC target`
+    # (its always_inline members become AVX2-only: "inlining failed ... target specific option
+    # mismatch" in std::allocator, the first GPU machine's build). CI's GCC 12 accepts it, so
+    # the rule is checked on the sources: everything the code after the pragma includes, but
+    # the intrinsics, is already included before it.
+    kernels = ROOT / "csrc" / "kernels"
+    search = [kernels, ROOT / "csrc" / "core"]
+    sources = [p for p in kernels.rglob("*.cpp") if "#pragma GCC target" in p.read_text()]
+    assert len(sources) >= 2, "the AVX2 sources moved: update this test"
+    for source in sources:
+        before, after = source.read_text().split("#pragma GCC push_options", 1)
+        seen = set()
+        known = _standard_headers(before, search, seen)
+        late = _standard_headers(after, search, seen) - known - {"immintrin.h"}
+        assert not late, "%s: %s first included after its target pragma" % (
+            source.relative_to(ROOT), sorted(late))

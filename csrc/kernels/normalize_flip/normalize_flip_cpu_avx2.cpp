@@ -2,10 +2,17 @@
 // when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
+#include <cstring>
+#include <vector>
+
 #include "common/float_outputs.h"
 #include "common/geometry.h"
 #include "normalize_flip/normalize_flip.h"
 
+// The impl (its templates must be defined inside the target pragma to be built for AVX2) gets
+// its standard headers here, outside it: a standard header first seen inside the pragma declares
+// its always_inline members AVX2-only, and GCC 13 then refuses to inline them into baseline code
+// ("inlining failed ... target specific option mismatch" in std::allocator).
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>

@@ -2,9 +2,17 @@
 // when the CPU has those instructions): 8-wide vertical blends, fp16 rounding with vcvtps2ph.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "common/float_outputs.h"
 #include "resized_crop/resized_crop.h"
 
+// The impl (its templates must be defined inside the target pragma to be built for AVX2) gets
+// its standard headers here, outside it: a standard header first seen inside the pragma declares
+// its always_inline members AVX2-only, and GCC 13 then refuses to inline them into baseline code
+// ("inlining failed ... target specific option mismatch" in std::allocator).
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
