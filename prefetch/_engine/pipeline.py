@@ -235,7 +235,8 @@ class _DeviceStage:
     """What the producer does to a batch once it is on the device: rebuild its structure (the
     moves copied or taken as they are, ordered after the source's work), then the transforms,
     all on the copy stream. Returns the batch and what the consumer's stream must be protected
-    for beyond the packed block: None, the moved tensors, or (with transforms) the whole batch."""
+    for beyond the packed block: None, the moved tensors, or (with transforms) the transformed
+    batch itself."""
 
     def __init__(self, device, stream_handle, transform, device_transform, rank):
         self.device, self.transform, self.device_transform = device, transform, device_transform
@@ -274,7 +275,14 @@ class _DeviceStage:
             batch = unflatten(spec, tensors, moved, self.device)
             if not self.transforms:
                 return batch, (moved or None)
-            return self._transform(batch, epoch, index), batch
+            # The consumer reads what the transform made (allocated on the copy stream): without
+            # record_stream for its stream, a block the consumer drops before its queued work
+            # has read it goes back to the copy stream's pool, and the next batch's copy
+            # overwrites it (seen on an H200: a slow consumer read another batch's bytes). The
+            # transform's inputs are read on the copy stream only (the packed block is protected
+            # by next(), the moves by order_moves).
+            out = self._transform(batch, epoch, index)
+            return out, out
 
 
 # What the producer was doing when an error was raised, as the consumer's note says it.

@@ -12,6 +12,7 @@
 What only a GPU can show (streams really ordered, one context per process) is in
 tests/engine/test_cuda_reliability.py and benchmarks/gpu_check.sh.
 """
+import contextlib
 import io
 import threading
 
@@ -99,6 +100,31 @@ def test_no_moves_no_waits():
     _pipeline.order_moves([], torch.device("cuda", 0), copy_stream,
                           lambda device: pytest.fail("nothing to wait for"))
     assert copy_stream.waited == []
+
+
+# --- what the consumer's stream is protected for -------------------------------------------------
+
+def _device_stage(monkeypatch, device_transform):
+    """A _DeviceStage for cuda:0 with the stream calls faked: its __call__ runs on the host."""
+    monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle, device: ("copy stream", handle))
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    monkeypatch.setattr(_pipeline, "unflatten", lambda spec, tensors, moved, device: ("unflattened", tensors, moved))
+    return _pipeline._DeviceStage(torch.device("cuda", 0), 7, None, device_transform, rank=0)
+
+
+def test_with_a_transform_the_consumer_is_protected_for_what_the_transform_made(monkeypatch):
+    # The transform's output is allocated on the copy stream and read on the consumer's: it is
+    # what must be record_stream-ed there (on an H200 a slow consumer read the next batch's
+    # bytes in its place when the transform's input was protected instead).
+    stage = _device_stage(monkeypatch, lambda batch: ("transformed", batch))
+    batch, protect = stage(None, ["views of the packed block"], [], epoch=0, index=0)
+    assert batch == ("transformed", ("unflattened", ["views of the packed block"], []))
+    assert protect is batch
+
+
+def test_without_a_transform_only_the_moves_need_protection(monkeypatch):
+    stage = _device_stage(monkeypatch, None)
+    assert stage(None, ["views"], [], epoch=0, index=0) == (("unflattened", ["views"], []), None)
 
 
 # --- the host stage of the transform contract ---------------------------------------------------
