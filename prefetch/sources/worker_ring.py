@@ -399,6 +399,11 @@ class WorkerRing:
         self._finalizer()
 
 
+# DataLoader iterators a forked child's copy of an epoch let go of (see _RingEpoch.close): never
+# collected in that child. Always empty in the process that made them.
+_INHERITED_ITERATORS = []
+
+
 class _RingEpoch:
     """One epoch's batches. Dropping or closing it pauses the ring before the DataLoader
     iterator goes, so no worker waits for a slot while its DataLoader shuts it down — unless a
@@ -433,7 +438,12 @@ class _RingEpoch:
         if ring.pid != os.getpid():
             # A forked child's copy (a kept exception's traceback inherited by the workers of
             # another DataLoader): the ring and its workers are the parent's; pausing would write
-            # the parent's control words from the child.
+            # the parent's control words from the child. Nor may the child collect the iterator:
+            # torch's __del__ would shut its workers down, and the done event it sets is shared
+            # with the parent's workers, which would then drop every index while the parent's
+            # epoch waits for them forever (2 runs in 15 here). Kept for the child's lifetime.
+            if self._it is not None:
+                _INHERITED_ITERATORS.append(self._it)
             self._it = None
             return
         it, self._it = self._it, None

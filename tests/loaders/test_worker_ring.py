@@ -6,9 +6,11 @@ import collections
 import copy
 import dataclasses
 import functools
+import gc
 import os
 import pickle
 import time
+import types
 import warnings
 
 import pytest
@@ -393,6 +395,24 @@ def test_a_forked_child_closing_an_inherited_epoch_does_not_pause_the_parents_ri
         got += [copy.deepcopy(b) for b in it]
         assert_same(got, reference(ds))
         assert pf.stats()["worker_ring_fallbacks"] == before
+
+
+def test_a_forked_childs_copy_of_an_epoch_never_collects_the_dataloader_iterator(monkeypatch):
+    # Collecting it in the child runs torch's __del__, whose shutdown sets the done event the
+    # parent's workers share: they then drop every index and the parent's epoch waits forever
+    # (the test above hung so in 2 runs of 15 before the iterator was kept).
+    collected = []
+
+    class Iterator:
+        def __del__(self):
+            collected.append(True)
+
+    monkeypatch.setattr(_worker_ring, "_INHERITED_ITERATORS", [])
+    epoch = _worker_ring._RingEpoch(types.SimpleNamespace(pid=os.getpid() + 1), Iterator(), 1)
+    epoch.close()
+    del epoch
+    gc.collect()
+    assert collected == [] and len(_worker_ring._INHERITED_ITERATORS) == 1
 
 
 def test_transform_draws_are_the_same_through_the_ring():
