@@ -198,7 +198,15 @@ def test_input_sides_beyond_2_62_refused():
 @pytest.mark.cuda
 def test_output_size_overflow_and_fill_range_on_cuda():
     require_cuda()
-    _assert_output_size_overflow_raises("cuda")
+    # In a child: on the first GPU run (H200, torch 2.11, GCC 13 build) this call killed the
+    # process with SIGSEGV instead of raising (not understood yet: the same plan raises on the
+    # CPU and meta); a crash must fail this test, not end the whole CUDA run.
+    out = run_child("""
+        from tests.ops.test_augment_arguments import _assert_output_size_overflow_raises
+        _assert_output_size_overflow_raises("cuda")
+        print("raised")
+    """, timeout=120)
+    assert out.returncode == 0 and "raised" in out.stdout, out.stdout + out.stderr
     with pytest.raises(RuntimeError, match=r"fill must be a uint8 value in \[0, 255\] for uint8 masks, got 300"):
         flip_crop(torch.zeros(2, 4, 4, dtype=torch.uint8, device="cuda"), crop=6, fill=300)
 

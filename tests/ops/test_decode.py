@@ -352,12 +352,15 @@ def test_a_cuda_device_gets_the_same_pixels():
     cpu = decode_jpeg(data, boxes)
     out = decode_jpeg(data, boxes, device=device)
     assert out.device == device and out.shapes() == cpu.shapes()
-    # A GPU decoder (nvJPEG: its own upsampling and colour conversion) is close; the CPU decoder,
-    # when no GPU decoder is installed, is exact.
+    # A GPU decoder (nvJPEG: its own IDCT, chroma upsampling and colour conversion) is close; the
+    # CPU decoder, when no GPU decoder is installed, is exact. "Close", measured on an H200
+    # (torchvision 0.26's nvJPEG): mean 6.5 levels from libjpeg on this noisy 4:2:0 image, as
+    # far as torchvision's own decode_jpeg(device="cuda") is (tests/ops/test_gpu_decoders.py
+    # holds the GPU path to that decoder exactly).
     close = prefetch.ops.gpu_jpeg_decoder() != "cpu"
     for a, b in zip(out.tensors(), cpu.tensors()):
         if close:
-            assert (a.cpu().int() - b.int()).abs().float().mean() < 3
+            assert (a.cpu().int() - b.int()).abs().float().mean() < 10
         else:
             assert torch.equal(a.cpu(), b)
 

@@ -679,6 +679,12 @@ GPU_MIXED = ["420", "444", "422", "420_large", "progressive_420", "progressive_4
              "progressive_gray", "cmyk", "cmyk_large", "restart_blocks_420", "17x33_420"]
 
 
+def _torchvision_cuda_decode(data, device):
+    from torchvision.io import ImageReadMode, decode_jpeg
+    encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device).permute(1, 2, 0)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("name", ["auto", "torchcodec", "torchvision", "cpu"])
 def test_on_a_gpu_a_mixed_batch_is_close_to_the_cpu_decoder(name):
@@ -698,8 +704,12 @@ def test_on_a_gpu_a_mixed_batch_is_close_to_the_cpu_decoder(name):
             diff = (a.cpu().int() - b.int()).abs().float()
             if chosen == "cpu" or "cmyk" in GPU_MIXED[n]:  # decoded by the CPU decoder
                 assert torch.equal(a.cpu(), b), (chosen, GPU_MIXED[n])
-            else:  # nvJPEG's IDCT and chroma upsampling differ from libjpeg's by a few levels
-                assert diff.mean() < 3, (chosen, GPU_MIXED[n], diff.mean())
+            else:  # nvJPEG's IDCT and chroma upsampling differ from libjpeg's: 6.5 levels on
+                # average for the noisy 4:2:0 image on an H200, torchvision's own decode as far
+                assert diff.mean() < 10, (chosen, GPU_MIXED[n], diff.mean())
+                # The decoder's own pixels exactly (unless it refused the image: then the CPU's).
+                if chosen == "torchvision" and boxes is None and diff.max() > 0:
+                    assert torch.equal(a, _torchvision_cuda_decode(data[n], device)), GPU_MIXED[n]
     # decode_resized_crop goes through the same decoder.
     boxes = inside_boxes(data, seed=5)
     mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
