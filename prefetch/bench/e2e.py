@@ -174,7 +174,8 @@ def measure(device, batch_size=256, image_size=224, images=None, classes=100, wo
                            if device.type == "cpu" else (batch_size, image_size))
     datasets = {}
     for bs, size in set(shapes.values()):
-        datasets[(bs, size)] = SyntheticImages(images or bs * (steps + 4), size, classes)
+        timed = max(steps, 20) if device.type == "cuda" else steps  # as model_steps, below
+        datasets[(bs, size)] = SyntheticImages(images or bs * (timed + 4), size, classes)
 
     def pipelines_for(bs, size):
         ds = datasets[(bs, size)]
@@ -194,8 +195,12 @@ def measure(device, batch_size=256, image_size=224, images=None, classes=100, wo
     else:
         names.insert(1, "timm")
     # The heavy model only measures how well data hides behind compute; on a CPU one of its
-    # steps takes seconds, so it runs a third of the steps.
-    model_steps = {"small_cnn": steps, "heavy_cnn": max(3, steps // 3)}
+    # steps takes seconds, so it runs a third of the steps. On a GPU a step takes tens of ms:
+    # at least 20 each (the first H200 run timed 3, and one slow step set the mean).
+    if device.type == "cuda":
+        model_steps = {"small_cnn": max(steps, 20), "heavy_cnn": max(steps, 20)}
+    else:
+        model_steps = {"small_cnn": steps, "heavy_cnn": max(3, steps // 3)}
     results = {}
     for model_name, make in MODELS.items():
         results[model_name] = {}
@@ -212,7 +217,7 @@ def measure(device, batch_size=256, image_size=224, images=None, classes=100, wo
             if device.type == "cuda":
                 model = model.to(memory_format=torch.channels_last)
             results[model_name][name] = train(make_batches(), model, n, device,
-                                              warmup=2 if model_name == "small_cnn" else 1)
+                                              warmup=2 if model_name == "small_cnn" or device.type == "cuda" else 1)
     return {"results": results, "skipped": skipped,
             "config": {"batch_size": batch_size, "image_size": image_size, "classes": classes,
                        "workers": workers, "steps": model_steps,
