@@ -12,6 +12,7 @@
   :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them;
 - :class:`RandomErasing` (:mod:`.erasing`): each sample's own erased box;
 - :class:`MixUpCutMix` (:mod:`.mixup`): timm's MixUp/CutMix with soft targets, seeded per batch;
+  :class:`RollMix` (:mod:`.roll_mix`): torchvision v2's (``v2.MixUp``, ``v2.CutMix``);
 - :class:`Compose` (:mod:`.compose`): several transforms as a loader's one ``transform=``;
 - :mod:`.v2`: torchvision.transforms.v2's names for the supported subset, a recipe compiled into
   the transforms above (``from prefetch.transforms import v2 as T``).
@@ -27,10 +28,11 @@ from .fused_augment import Draws, FusedAugment
 from .compose import Compose
 from .erasing import RandomErasing
 from .mixup import MixUpCutMix
+from .roll_mix import RollMix
 from .policy_augment import PolicyAugment
 from . import v2  # after the transforms it compiles into
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
            "FusedAugment", "Draws", "PolicyAugment", "SeededTransform", "RandomErasing",
-           "Compose", "MixUpCutMix"]
+           "Compose", "MixUpCutMix", "RollMix"]

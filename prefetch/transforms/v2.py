@@ -14,7 +14,9 @@ The order a recipe may have (torchvision's recipes have it): one geometry —
 ``RandomResizedCrop``, ``Resize`` + ``CenterCrop``, ``CenterCrop`` or ``RandomCrop`` — with
 flips, on uint8 images; at most one policy (``TrivialAugmentWide``, ``RandAugment``,
 ``AutoAugment``, ``ColorJitter``) on uint8; ``ToDtype(float, scale=True)``; ``Normalize``;
-``RandomErasing``. ``ToImage``/``PILToTensor`` are accepted and do nothing (batches are tensors).
+``RandomErasing``; last, ``MixUp``, ``CutMix`` or a ``RandomChoice`` of them, on the batch's
+images and labels as torchvision's v2 does (:class:`~prefetch.transforms.roll_mix.RollMix`).
+``ToImage``/``PILToTensor`` are accepted and do nothing (batches are tensors).
 A transform outside the subset, or out of that order, is refused when the Compose is built,
 naming it: keep it in the DataLoader's workers, before collation.
 
@@ -37,11 +39,12 @@ from .contract import Transform, get_leaf, set_leaf
 from .erasing import RandomErasing as _Erasing
 from .fused_augment import FusedAugment
 from .policy_augment import PolicyAugment
+from .roll_mix import RollMix
 
 __all__ = ["Compose", "InterpolationMode", "RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop",
            "RandomHorizontalFlip", "RandomVerticalFlip", "TrivialAugmentWide", "RandAugment",
-           "AutoAugment", "ColorJitter", "ToDtype", "Normalize", "RandomErasing", "ToImage",
-           "PILToTensor"]
+           "AutoAugment", "ColorJitter", "ToDtype", "Normalize", "RandomErasing", "MixUp", "CutMix",
+           "RandomChoice", "ToImage", "PILToTensor"]
 
 
 class InterpolationMode(enum.Enum):
@@ -209,6 +212,51 @@ class RandomErasing(_Spec):
         self.p, self.scale, self.ratio, self.value = p, tuple(scale), tuple(ratio), value
 
 
+class _Mix(_Spec):
+    kind = None
+
+    def __init__(self, *, alpha=1.0, num_classes=None, labels_getter="default"):
+        if labels_getter != "default":
+            raise ValueError("prefetch: %s takes the labels from the Compose's label_key; "
+                             "labels_getter must be 'default'" % type(self).__name__)
+        self.alpha, self.num_classes = float(alpha), num_classes
+
+
+class MixUp(_Mix):
+    kind = "mixup"
+
+
+class CutMix(_Mix):
+    kind = "cutmix"
+
+
+class RandomChoice(_Spec):
+    """Of MixUp and CutMix only (the batch transforms torchvision's recipes choose between)."""
+
+    def __init__(self, transforms, p=None):
+        self.transforms, self.p = list(transforms), p
+        others = [type(t).__name__ for t in self.transforms if not isinstance(t, _Mix)]
+        if others or not self.transforms:
+            raise ValueError("prefetch: RandomChoice compiles a choice between MixUp and CutMix; "
+                             "got %s" % (", ".join(others) or "no transform"))
+        classes = {t.num_classes for t in self.transforms}
+        if len(classes) != 1:
+            raise ValueError("prefetch: RandomChoice: its MixUp and CutMix must have the same "
+                             "num_classes, got %s" % sorted(classes, key=str))
+
+
+def _roll_mix(step, seed, image_key, label_key):
+    """The RollMix of a MixUp, a CutMix or a RandomChoice of them."""
+    mixes = step.transforms if isinstance(step, RandomChoice) else [step]
+    num_classes = mixes[0].num_classes
+    if num_classes is None:
+        raise ValueError("prefetch: %s needs num_classes (its targets are one-hot)"
+                         % type(mixes[0]).__name__)
+    return RollMix([(m.kind, m.alpha) for m in mixes], num_classes=num_classes,
+                   p=getattr(step, "p", None), seed=seed, image_key=image_key,
+                   label_key=label_key, layout="NCHW")
+
+
 _GEOMETRY = (RandomResizedCrop, Resize, CenterCrop, RandomCrop)
 _FLIPS = (RandomHorizontalFlip, RandomVerticalFlip)
 
@@ -252,14 +300,18 @@ class Compose(_Compose):
         channels: the images' channel count when the recipe has no ``Normalize`` (default 3).
     """
 
-    def __init__(self, transforms, *, seed=None, decode=False, image_key=0, layout="auto",
-                 channels=3):
+    def __init__(self, transforms, *, seed=None, decode=False, image_key=0, label_key=1,
+                 layout="auto", channels=3):
         steps = list(transforms)
         self.steps = steps
         geometry, flips, policy, to_dtype, normalize, erasing = [], {}, None, None, None, []
+        mix = None
         phase = 0  # 0 geometry and flips, 1 policy, 2 after ToDtype, 3 after Normalize
         for k, step in enumerate(steps):
             where = "step %d (%s)" % (k, type(step).__name__)
+            if mix is not None:
+                raise ValueError("prefetch: %s comes after %s: MixUp/CutMix act on the finished "
+                                 "batch, last" % (where, type(mix).__name__))
             if isinstance(step, ToImage):
                 if phase >= 2:
                     raise ValueError("prefetch: %s comes after ToDtype" % where)
@@ -295,6 +347,11 @@ class Compose(_Compose):
                                      "Normalize), on the float images" % where)
                 erasing.append(step)
                 phase = max(phase, 2)
+            elif isinstance(step, (_Mix, RandomChoice)):
+                if phase < 2:
+                    raise ValueError("prefetch: %s: MixUp/CutMix come last, on the float images "
+                                     "(after ToDtype, Normalize and RandomErasing)" % where)
+                mix = step
             else:
                 raise ValueError(
                     "prefetch: %s is not one prefetch.transforms.v2 compiles (%s); keep it in the "
@@ -306,7 +363,7 @@ class Compose(_Compose):
         if to_dtype is None:
             raise ValueError("prefetch: the recipe needs ToDtype(torch.float32 (or float16, "
                              "bfloat16), scale=True): prefetch's transforms return float images")
-        seeds = _seeds(seed, 2 + len(erasing))
+        seeds = _seeds(seed, 3 + len(erasing))  # FusedAugment, policy, erasings, mix
         mean = normalize.mean if normalize else (0.0,) * channels
         std = normalize.std if normalize else (1.0,) * channels
         geo = _geometry(geometry)
@@ -328,6 +385,8 @@ class Compose(_Compose):
                        _Normalize(mean, std, to_dtype.dtype, image_key)]
         members += [_Erasing(e.p, e.scale, e.ratio, e.value, seed=s, image_key=image_key,
                              layout="NCHW") for e, s in zip(erasing, seeds[2:])]
+        if mix is not None:
+            members.append(_roll_mix(mix, seeds[-1], image_key, label_key))
         super().__init__(members)
 
     def __repr__(self):
