@@ -4,7 +4,7 @@ into one results.json (with the charts and the README's tables) after every sect
 A bench run writes results.json only at its end: one section that hangs or outlasts the
 device call would lose every figure. Here a section that fails or runs out of time loses only
 itself (recorded under ``failed``), and the sections run in the order a GPU run needs them
-most (h2d, ops, e2e, arrays, collate, workers).
+most (h2d, ops, e2e, arrays, collate, workers, recipes).
 
     python benchmarks/gpu/bench_sections.py --out gpu-out/bench --work /tmp/bench-work --budget 330
     python benchmarks/gpu/bench_sections.py --out DIR --device cpu --quick --sections collate,ops \\
@@ -26,7 +26,7 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import ROOT, run_limited, write_json
 
-ORDER = ("h2d", "ops", "e2e", "arrays", "collate", "workers")
+ORDER = ("h2d", "ops", "e2e", "arrays", "collate", "workers", "recipes")
 RESERVE_S = 10  # merging, charts and the table after the last section
 
 

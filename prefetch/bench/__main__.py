@@ -14,13 +14,14 @@ import torch
 
 import prefetch
 
-from . import arrays, collate, e2e, h2d, loader_cli, ops, workers
+from . import arrays, collate, e2e, h2d, loader_cli, ops, recipes, workers
 from .charts import write_charts
 from .summary import verdict
 from .section import Config, Skipped
 
 # Every section, in the default order of --sections.
-SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION, workers.SECTION]
+SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION, workers.SECTION,
+            recipes.SECTION]
 BY_NAME = {s.name: s for s in SECTIONS}
 
 

@@ -14,10 +14,11 @@ COMPARISONS = [
     ("e2e_vs_timm", "training loop (small CNN) vs timm's PrefetchLoader"),
     ("jpeg_prefetch_vs_usual", "JPEG pipeline with workers vs the usual one"),
     ("jpeg_prefetch_decode_vs_usual", "JPEG decode by prefetch vs the usual pipeline"),
+    ("recipe_prefetch_vs_usual", "ResNet-50 v2 recipe via prefetch.transforms.v2 vs the usual one"),
 ]
 # Where a prefetch row can trail and the reason is known: the model (or the consumer) and the
 # pipeline run on the same cores.
-SHARED_CORES = ("e2e_", "jpeg_", "prefetch_vs_usual_b")
+SHARED_CORES = ("e2e_", "jpeg_", "recipe_", "prefetch_vs_usual_b")
 
 
 def comparisons(metrics):

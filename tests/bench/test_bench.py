@@ -3,6 +3,7 @@ import json
 import numbers
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -58,7 +59,7 @@ def test_every_section_is_registered_once_and_listed_in_the_help(capsys):
     from prefetch.bench.__main__ import SECTIONS
 
     names = [s.name for s in SECTIONS]
-    assert names == ["collate", "h2d", "ops", "arrays", "e2e", "workers"]  # the default --sections order
+    assert names == ["collate", "h2d", "ops", "arrays", "e2e", "workers", "recipes"]  # the default order
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = capsys.readouterr().out
@@ -215,3 +216,37 @@ def test_pil_random_resized_crop_follows_torchvision_get_params():
     from PIL import Image
 
     assert crop(Image.new("RGB", (50, 40))).size == (8, 8)
+
+
+def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
+    if not prefetch.built_with_jpeg():
+        pytest.skip("built without the JPEG decoder")
+    pytest.importorskip("PIL")
+    rc = main(["--quick", "--sections", "recipes", "--out", str(tmp_path)])
+    assert rc == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    m = result["metrics"]
+    assert m["recipe_prefetch_vs_usual"] > 0 and m["recipe_usual_img_per_s"] > 0
+    rows = result["details"]["recipes"]
+    # Both pipelines delivered every file in every round.
+    assert all(row["images_per_epoch"] == rows["files"] and row["images_per_epoch_all_equal"]
+               for row in rows["pipelines"].values())
+    assert "in 1 of 1 comparisons" in result["verdict"] or "ResNet-50 v2 recipe" in result["verdict"]
+
+
+def test_the_pil_trivial_augment_applies_every_op(monkeypatch):
+    pil = pytest.importorskip("PIL.Image")
+    from prefetch.bench import recipes
+    from prefetch.transforms import policies
+
+    img = pil.fromarray(np.random.default_rng(0).integers(60, 200, (20, 30, 3), dtype=np.uint8))
+    seen = set()
+    for code, name in enumerate(policies.OPS[:14]):
+        table = policies.OpTable(torch.tensor([[code]]), torch.tensor([[0.4 if code != 10 else 4.0]]))
+        monkeypatch.setattr(policies, "trivial_augment_wide", lambda *a, **k: table)
+        out = recipes.PilTrivialAugmentWide()(img)
+        assert out.size == img.size and out.mode == "RGB", name
+        seen.add(name if name == "Identity" else (name, np.array(out).tobytes() != np.array(img).tobytes()))
+    # Every op but Identity changed the image at these magnitudes.
+    unchanged = sorted(x[0] for x in seen if x != "Identity" and not x[1])
+    assert not unchanged, unchanged

@@ -1,0 +1,163 @@
+"""The ``recipes`` section: torchvision's ResNet-50 "v2" training recipe from JPEG files to
+normalized float batches, as users run it and through ``prefetch.transforms.v2`` (issue 27's goal:
+≥ 2.5× the usual way).
+
+- ``usual``: DataLoader workers, each PIL-decodes a file and applies RandomResizedCrop(176),
+  RandomHorizontalFlip and TrivialAugmentWide(bilinear) to the PIL image — torchvision's own
+  transforms when torchvision imports, else the same algorithms written here with PIL (the calls
+  torchvision's PIL backend makes: ``Image.transform``/``rotate`` for the geometry,
+  ``ImageEnhance`` and ``ImageOps`` for the rest) — then ``default_collate`` and ToDtype +
+  Normalize in the main process.
+- ``prefetch``: a dataset of the files' bytes, no workers, and
+  ``T.Compose([RandomResizedCrop(176), RandomHorizontalFlip(), TrivialAugmentWide(bilinear),
+  ToDtype(float32, scale=True), Normalize(...)], decode=True)``: each window decoded and resampled
+  in C++ threads, the policy per sample.
+
+RandomErasing(0.1) and MixUp/CutMix, the recipe's batch-level steps, are left out on both sides
+(a few percent of the work either way). Interleaved rounds; the ratio is the median of per-round
+ratios.
+"""
+import gc
+import shutil
+import tempfile
+
+import torch
+
+import prefetch
+
+from .section import Section, SectionResult, Skipped
+from .workers import (CLASSES, MEAN, STD, JpegBytes, _to_tensor, interleave, prefetch_pipeline,
+                      random_resized_crop, ratio, summarize, usual_pipeline, write_jpegs)
+
+SIZE = 176  # the recipe's train crop
+
+
+def _torchvision_trivial_augment():
+    try:
+        from torchvision.transforms import InterpolationMode, TrivialAugmentWide
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return None
+    return TrivialAugmentWide(interpolation=InterpolationMode.BILINEAR)
+
+
+class PilTrivialAugmentWide:
+    """TrivialAugmentWide on a PIL image with the calls torchvision's PIL backend makes, its op
+    space and magnitudes drawn by :func:`prefetch.transforms.policies.trivial_augment_wide` from
+    torch's global generator (as torchvision draws)."""
+
+    def __call__(self, img):
+        from PIL import Image, ImageEnhance, ImageOps
+
+        from ..transforms.policies import OPS, trivial_augment_wide
+
+        table = trivial_augment_wide(1, None, height=img.height, width=img.width)
+        op, mag = OPS[int(table.ops[0, 0])], float(table.magnitudes[0, 0])
+        bilinear = Image.BILINEAR
+        if op == "ShearX":
+            return img.transform(img.size, Image.AFFINE, (1, mag, 0, 0, 1, 0), bilinear)
+        if op == "ShearY":
+            return img.transform(img.size, Image.AFFINE, (1, 0, 0, mag, 1, 0), bilinear)
+        if op == "TranslateX":
+            return img.transform(img.size, Image.AFFINE, (1, 0, -mag, 0, 1, 0), bilinear)
+        if op == "TranslateY":
+            return img.transform(img.size, Image.AFFINE, (1, 0, 0, 0, 1, -mag), bilinear)
+        if op == "Rotate":
+            return img.rotate(mag, bilinear)
+        enhancers = {"Brightness": ImageEnhance.Brightness, "Color": ImageEnhance.Color,
+                     "Contrast": ImageEnhance.Contrast, "Sharpness": ImageEnhance.Sharpness}
+        if op in enhancers:
+            return enhancers[op](img).enhance(1.0 + mag)
+        if op == "Posterize":
+            return ImageOps.posterize(img, int(mag))
+        if op == "Solarize":
+            return ImageOps.solarize(img, mag)
+        if op == "AutoContrast":
+            return ImageOps.autocontrast(img)
+        if op == "Equalize":
+            return ImageOps.equalize(img)
+        return img  # Identity
+
+
+class RecipeInWorkers(JpegBytes):
+    """What users write: PIL decode and the recipe's per-sample transforms in the worker; HWC
+    uint8 out (ToDtype and Normalize come in the main process)."""
+
+    def __init__(self, paths):
+        super().__init__(paths)
+        self.crop, crop_impl = random_resized_crop(SIZE)
+        policy = _torchvision_trivial_augment()
+        self.policy = policy if policy is not None else PilTrivialAugmentWide()
+        self.impl = "torchvision" if policy is not None and crop_impl == "torchvision" else "pil"
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        with Image.open(self.paths[i]) as f:
+            img = f.convert("RGB")
+        img = self.crop(img)
+        if torch.rand(1).item() < 0.5:
+            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+        return _to_tensor(self.policy(img)), i % CLASSES
+
+
+def _recipe(decode):
+    from ..transforms import v2 as T
+
+    return T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(),
+                      T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
+                      T.ToDtype(torch.float32, scale=True), T.Normalize(MEAN, STD)],
+                     seed=0, decode=decode)
+
+
+def run(config):
+    if not prefetch.built_with_jpeg():
+        raise Skipped("prefetch was built without its JPEG decoder (PREFETCH_JPEG=1)")
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise Skipped("Pillow is not installed: the usual pipeline decodes with it") from None
+    files, rounds = (128, 2) if config.quick else (256, 5)  # quick: one batch per worker
+    batch_size, workers, device = 64, config.workers, config.device
+    directory = tempfile.mkdtemp(prefix="prefetch-bench-recipes-")
+    try:
+        paths = write_jpegs(directory, files)
+        config.progress("recipes: %d files, ResNet-50 v2 recipe (crop %d, TrivialAugmentWide), "
+                        "batch %d, %d workers for the usual pipeline" % (files, SIZE, batch_size,
+                                                                         workers))
+        usual_ds = RecipeInWorkers(paths)
+        pipelines = [
+            usual_pipeline("usual", usual_ds, batch_size, workers, device),
+            prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, 0, device,
+                              prefetch.collate.samples, config.threads, aug=_recipe(decode=True)),
+        ]
+        try:
+            raw = interleave(pipelines, rounds, device, config.progress, "recipes ")
+        finally:
+            for p in pipelines:
+                p.close()
+            del pipelines
+            gc.collect()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    rows = summarize(raw, batch_size, SIZE * SIZE * 3)
+    vs_usual = ratio(raw, "prefetch", "usual")
+    result = {"batch_size": batch_size, "image_size": SIZE, "workers": workers, "files": files,
+              "rounds": rounds, "usual_transforms": usual_ds.impl, "pipelines": rows,
+              "ratios": {"prefetch_vs_usual": vs_usual}}
+    metrics = {"recipe_prefetch_vs_usual": vs_usual["median"],
+               "recipe_prefetch_img_per_s": rows["prefetch"]["img_per_s"]["median"],
+               "recipe_usual_img_per_s": rows["usual"]["img_per_s"]["median"]}
+    table = ("ResNet-50 v2 recipe, JPEG files to normalized float batches (images/s, median of %d "
+             "rounds; the usual pipeline's transforms: %s):\n"
+             "  usual    %8.0f  (%.0f-%.0f)\n  prefetch %8.0f  (%.0f-%.0f)\n"
+             "  prefetch / usual %.2fx (%.2f-%.2f)" % (
+                 rounds, usual_ds.impl, rows["usual"]["img_per_s"]["median"],
+                 rows["usual"]["img_per_s"]["low"], rows["usual"]["img_per_s"]["high"],
+                 rows["prefetch"]["img_per_s"]["median"], rows["prefetch"]["img_per_s"]["low"],
+                 rows["prefetch"]["img_per_s"]["high"], vs_usual["median"], vs_usual["low"],
+                 vs_usual["high"]))
+    return SectionResult(rows=result, metrics=metrics, table=table)
+
+
+SECTION = Section("recipes", "torchvision's ResNet-50 v2 recipe, JPEGs to float batches: usual "
+                  "(workers, PIL) vs prefetch.transforms.v2 with decode=True", run)
