@@ -29,6 +29,8 @@
 #   ddp         90  torchrun: each rank's CUDA contexts on its own device only (ddp_contexts.py)
 #   bench      360  python -m prefetch.bench, one section per process, merged: $OUT/bench/
 #                   results.json, readme_table.md (the README's GPU tables), e2e.png, ops.png
+#   profile    120  not by default: Nsight Compute over one launch of each fused op and variant
+#                   (benchmarks/gpu/profile_ops.py): $LOGS/profile/{ncu.txt,summary.txt}
 #   suite      420  not by default: the whole Python suite on the GPU (scripts/test.sh,
 #                   PREFETCH_SKIP_CTEST=1: no GoogleTest there)
 # Together (without suite) 1415 s, under 25 minutes. One device call is at most 10 minutes, so
@@ -37,7 +39,10 @@
 #   call 1: bash benchmarks/gpu_check.sh --pack --budget 570 build,tests
 #   call 2: bash benchmarks/gpu_check.sh --pack --budget 570 build,sanitize,memory,ddp
 #   call 3: bash benchmarks/gpu_check.sh --pack --budget 570 build,bench
-#   call 4 (if device time is left): bash benchmarks/gpu_check.sh --pack --budget 570 build,suite
+#   call 4 (if device time is left): bash benchmarks/gpu_check.sh --pack --budget 570 build,profile,suite
+# With 15 minutes of device time in all (the first run's lot: a start costs ~30-90 s), one call:
+#   bash benchmarks/gpu_check.sh --pack --budget 560 build,tests,sanitize,memory,profile
+# (the figures of 2026-11-26 are in benchmarks/results/; bench again after a change to measure).
 #
 # Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
 # limit, note, details; the preflight; "result"), preflight.txt, bench/{results.json,
@@ -62,7 +67,7 @@ limit_of() {  # limit_of STAGE: seconds, GPU_CHECK_LIMIT_<STAGE> first
   case $1 in
     preflight) default=45 ;; selftest) default=2 ;; build) default=300 ;; tests) default=200 ;;
     sanitize) default=280 ;; memory) default=140 ;; ddp) default=90 ;; bench) default=360 ;;
-    suite) default=420 ;; *) default=60 ;;
+    profile) default=120 ;; suite) default=420 ;; *) default=60 ;;
   esac
   var="GPU_CHECK_LIMIT_$(printf '%s' "$1" | tr '[:lower:]' '[:upper:]')"
   printf '%s\n' "${!var:-$default}"
@@ -236,6 +241,36 @@ body_bench() {
   "$PY" "$GPU/bench_sections.py" "${args[@]}"
 }
 
+body_profile() {
+  local dir="$GPU_CHECK_LOGS/profile"
+  mkdir -p "$dir"
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    note "no GPU: the profiled script's calls on the CPU, without ncu"
+    "$PY" "$GPU/profile_ops.py" --device cpu
+    return $?
+  fi
+  if ! command -v ncu >/dev/null 2>&1; then
+    note "ncu is not on this machine"
+    return $SKIP
+  fi
+  local n
+  n=$("$PY" "$GPU/profile_ops.py" --launches | "$PY" -c 'import json, sys; print(len(json.load(sys.stdin)))') ||
+    return 1
+  # The first n launches are the warm-ups; the next n, one per variant in --launches' order.
+  # --clock-control none: the clocks the bench ran at (ncu locks them to base by default).
+  ncu --target-processes all --clock-control none -k 'regex:normalize_flip|flip_crop|resized_crop' \
+    --launch-skip "$n" --launch-count "$n" --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats \
+    "$PY" "$GPU/profile_ops.py" >"$dir/ncu.txt" 2>&1
+  local rc=$?
+  "$PY" "$GPU/profile_ops.py" --launches >"$dir/variants.json"
+  # The figures to read first, one line each, as the stage's note.
+  grep -E '^  [a-z_]+_kernel|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per Thread|^    Duration' \
+    "$dir/ncu.txt" | head -n 60 >"$dir/summary.txt"
+  note "ncu over $n launches (variants.json's order); first figures in profile/summary.txt"
+  return $rc
+}
+
 body_suite() {
   FAIL_WITHOUT_CUDA=1 PREFETCH_SKIP_CTEST=1 PREFETCH_TEST_TIMEOUT=$((GPU_CHECK_STAGE_LIMIT - 20)) \
     bash scripts/test.sh
@@ -258,7 +293,7 @@ while [ $# -gt 0 ]; do
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     --budget=*) BUDGET=${1#--budget=} ;;
     --pack) PACK=1 ;;
-    --list) for s in preflight selftest build tests sanitize memory ddp bench suite; do
+    --list) for s in preflight selftest build tests sanitize memory ddp bench profile suite; do
               printf '%-10s %s s\n' "$s" "$(limit_of $s)"; done; exit 0 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "gpu_check: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -267,9 +302,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 STAGES=${STAGES:-build,tests,sanitize,memory,ddp,bench}
-[ "$STAGES" = all ] && STAGES=build,tests,sanitize,memory,ddp,bench,suite
+[ "$STAGES" = all ] && STAGES=build,tests,sanitize,memory,ddp,bench,profile,suite
 for s in ${STAGES//,/ }; do
-  case $s in build|tests|sanitize|memory|ddp|bench|suite) ;;
+  case $s in build|tests|sanitize|memory|ddp|bench|profile|suite) ;;
     *) echo "gpu_check: unknown stage '$s'; stages: build,tests,sanitize,memory,ddp,bench,suite" >&2
        exit 2 ;;
   esac

@@ -89,12 +89,12 @@ def test_list_shows_every_stage_with_its_limit_and_the_whole_fits_in_25_minutes(
     p = subprocess.run(["bash", SCRIPT, "--list"], capture_output=True, text=True, timeout=30)
     limits = dict(line.split()[:2] for line in p.stdout.splitlines())
     assert list(limits) == ["preflight", "selftest", "build", "tests", "sanitize", "memory", "ddp",
-                            "bench", "suite"]
+                            "bench", "profile", "suite"]
     default = ["preflight", "build", "tests", "sanitize", "memory", "ddp", "bench"]
     assert sum(int(limits[s]) for s in default) < 25 * 60
     # The recommended device calls (the script's header): each under 10 minutes.
     calls = [["build", "tests"], ["build", "sanitize", "memory", "ddp"], ["build", "bench"],
-             ["build", "suite"]]
+             ["build", "profile", "suite"]]
     header = open(SCRIPT).read()
     for call in calls:
         assert "--budget 570 %s" % ",".join(call) in header
