@@ -69,8 +69,8 @@ class PilTrivialAugmentWide:
             return enhancers[op](img).enhance(1.0 + mag)
         if op == "Posterize":
             return ImageOps.posterize(img, int(mag))
-        if op == "Solarize":
-            return ImageOps.solarize(img, mag)
+        if op == "Solarize":  # the table's magnitude is a fraction of the largest value
+            return ImageOps.solarize(img, 255.0 * mag)
         if op == "AutoContrast":
             return ImageOps.autocontrast(img)
         if op == "Equalize":

@@ -91,11 +91,12 @@ class RollMix(SeededTransform):
         if not isinstance(labels, torch.Tensor) or labels.shape != (n,) or labels.is_floating_point():
             raise ValueError("prefetch: MixUp/CutMix take integer class labels [%d] at leaf %r, "
                              "got %s" % (n, self.label_key, describe_tensor(labels)))
-        bad = ((labels < 0) | (labels >= self.num_classes)).nonzero()
-        if len(bad):
-            k = int(bad[0])
-            raise ValueError("prefetch: MixUp/CutMix: label %d of sample %d is outside [0, "
-                             "num_classes = %d)" % (int(labels[k]), k, self.num_classes))
+        if not labels.is_cuda:  # on a GPU scatter_ asserts on the device (no host read-back)
+            bad = ((labels < 0) | (labels >= self.num_classes)).nonzero()
+            if len(bad):
+                k = int(bad[0])
+                raise ValueError("prefetch: MixUp/CutMix: label %d of sample %d is outside [0, "
+                                 "num_classes = %d)" % (int(labels[k]), k, self.num_classes))
         x, layout = as_nchw(images, self.layout)
         kind, lam, box = self.params(x.shape[2], x.shape[3], *position)
         if kind == "mixup":
@@ -104,7 +105,9 @@ class RollMix(SeededTransform):
             y1, y2, x1, x2 = box
             out = x.clone()
             out[..., y1:y2, x1:x2] = x.roll(1, 0)[..., y1:y2, x1:x2]
-        targets = torch.nn.functional.one_hot(labels.long(), num_classes=self.num_classes).float()
+        # one_hot(labels).float(), as torchvision makes them, without one_hot's host read-back.
+        targets = torch.zeros(n, self.num_classes, device=labels.device).scatter_(
+            1, labels.long().view(-1, 1), 1.0)
         targets = targets.roll(1, 0).mul_(1.0 - lam).add_(targets.mul(lam))
         return set_leaf(set_leaf(batch, self.image_key, from_nchw(out, layout)), self.label_key,
                         targets)
