@@ -110,6 +110,24 @@ def run_child(body, timeout=60):
         pytest.fail("child hung past %d s; output:\n%s\n%s" % (timeout, exc.stdout, exc.stderr))
 
 
+def native_backtrace(body, timeout=120):
+    """`body` run again under cuda-gdb (or gdb) in batch mode: the native stack where a child
+    died of a signal, for the failure message (the GPU image has cuda-gdb and no gdb); "" when
+    neither debugger is installed."""
+    import shutil
+
+    debugger = shutil.which("cuda-gdb") or shutil.which("gdb")
+    if debugger is None:
+        return ""
+    try:
+        out = subprocess.run([debugger, "-batch", "-ex", "run", "-ex", "bt 40", "--args",
+                              sys.executable, "-c", textwrap.dedent(body)], capture_output=True,
+                             text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return "%s: no result within %d s" % (debugger, timeout)
+    return "\n--- %s backtrace ---\n%s" % (debugger, out.stdout[-6000:])
+
+
 def run_child_to_done(script, *tags, timeout=60):
     """Runs `script` with run_child; it prints "done" as its last act: the child must exit 0 having
     printed that and each of `tags` (the failures it expected to see)."""

@@ -11,7 +11,7 @@ import torch
 from prefetch.ops import flip_crop, normalize_flip
 
 from ..conftest import require_cuda
-from ..helpers import run_child
+from ..helpers import native_backtrace, run_child
 from ..reference import assert_close_across_devices, reference, reference_geometry
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -201,11 +201,15 @@ def test_output_size_overflow_and_fill_range_on_cuda():
     # In a child: on the first GPU run (H200, torch 2.11, GCC 13 build) this call killed the
     # process with SIGSEGV instead of raising (not understood yet: the same plan raises on the
     # CPU and meta); a crash must fail this test, not end the whole CUDA run.
-    out = run_child("""
+    body = """
         from tests.ops.test_augment_arguments import _assert_output_size_overflow_raises
         _assert_output_size_overflow_raises("cuda")
         print("raised")
-    """, timeout=120)
+    """
+    out = run_child(body, timeout=120)
+    if out.returncode < 0:  # died of a signal: where, natively, for the next reader
+        pytest.fail("the child died of signal %d\n%s%s" % (-out.returncode, out.stderr[-3000:],
+                                                            native_backtrace(body)))
     assert out.returncode == 0 and "raised" in out.stdout, out.stdout + out.stderr
     with pytest.raises(RuntimeError, match=r"fill must be a uint8 value in \[0, 255\] for uint8 masks, got 300"):
         flip_crop(torch.zeros(2, 4, 4, dtype=torch.uint8, device="cuda"), crop=6, fill=300)
