@@ -22,11 +22,9 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     import torch
 
     import prefetch
+    from prefetch.bench.ops import workload
 
-    g = torch.Generator().manual_seed(0)
-    images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
-    aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
-    draws = aug.draws(n, size, size).to(device)
+    images, draws = workload(device, n, size, crop, padding)
     out = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         for channels_last in (False, True):

@@ -35,12 +35,18 @@ def torch_chain(images, draws, padding, dtype, channels_last):
     return x.contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
 
 
-def measure(device, n=256, size=224, crop=224, padding=4, repeats=5):
-    device = torch.device(device)
+def workload(device, n=256, size=224, crop=224, padding=4):
+    """The section's inputs on ``device``: N random uint8 HWC images and FusedAugment's draws for
+    them (crop windows of the padded image, horizontal flips); also what the GPU check profiles."""
     g = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
-    draws = aug.draws(n, size, size).to(device)
+    return images, aug.draws(n, size, size).to(device)
+
+
+def measure(device, n=256, size=224, crop=224, padding=4, repeats=5):
+    device = torch.device(device)
+    images, draws = workload(device, n, size, crop, padding)
 
     rows = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):

@@ -17,7 +17,6 @@ RandomErasing(0.1) and MixUp/CutMix, the recipe's batch-level steps, are left ou
 (a few percent of the work either way). Interleaved rounds; the ratio is the median of per-round
 ratios.
 """
-import gc
 import shutil
 import tempfile
 
@@ -26,8 +25,9 @@ import torch
 import prefetch
 
 from .section import Section, SectionResult, Skipped
-from .workers import (CLASSES, MEAN, STD, JpegBytes, _to_tensor, interleave, prefetch_pipeline,
-                      random_resized_crop, ratio, summarize, usual_pipeline, write_jpegs)
+from .workers import (CLASSES, MEAN, STD, JpegBytes, _to_tensor, interleave_then_close,
+                      prefetch_pipeline, random_resized_crop, ratio, summarize, usual_pipeline,
+                      write_jpegs)
 
 SIZE = 176  # the recipe's train crop
 
@@ -130,13 +130,7 @@ def run(config):
             prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, 0, device,
                               prefetch.collate.samples, config.threads, aug=_recipe(decode=True)),
         ]
-        try:
-            raw = interleave(pipelines, rounds, device, config.progress, "recipes ")
-        finally:
-            for p in pipelines:
-                p.close()
-            del pipelines
-            gc.collect()
+        raw = interleave_then_close(pipelines, rounds, device, config.progress, "recipes ")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     rows = summarize(raw, batch_size, SIZE * SIZE * 3)

@@ -435,6 +435,17 @@ def interleave(pipelines, repeats, device, progress=None, label=""):
     return out
 
 
+def interleave_then_close(pipelines, repeats, device, progress=None, label=""):
+    """:func:`interleave`, then every pipeline closed (its workers and Prefetcher gone), whatever
+    happened, so the next measurement starts on idle cores."""
+    try:
+        return interleave(pipelines, repeats, device, progress, label)
+    finally:
+        for p in pipelines:
+            p.close()
+        gc.collect()
+
+
 def _summary(values):
     s = timing.Summary.of(values)
     return {"median": s.median, "low": s.low, "high": s.high}
@@ -511,13 +522,8 @@ def run_synthetic(config, batch_size, n_sizes):
                           transform=False),
         EnginePipeline(batch_size, size, batches, device, config.threads),
     ]
-    try:
-        raw = interleave(pipelines, n_sizes["repeats"], device, config.progress, "b%d " % batch_size)
-    finally:
-        for p in pipelines:
-            p.close()
-        del pipelines
-        gc.collect()
+    raw = interleave_then_close(pipelines, n_sizes["repeats"], device, config.progress,
+                                "b%d " % batch_size)
     rows = summarize(raw, batch_size, size * size * 3)
     ratios = {
         "prefetch_vs_usual": ratio(raw, "prefetch", "usual"),
@@ -581,13 +587,8 @@ def run_jpeg(config, batch_size, n_sizes):
                 dali_skipped = "DALI could not build its pipeline: %s" % str(e).splitlines()[0][:200]
                 config.progress("workers: jpeg: dali_cpu skipped (%s)" % dali_skipped)
         crop_impl = pipelines[0].loader.dataset.crop_impl
-        try:
-            raw = interleave(pipelines, n_sizes["jpeg_repeats"], device, config.progress, "jpeg ")
-        finally:
-            for p in pipelines:
-                p.close()
-            del pipelines
-            gc.collect()
+        raw = interleave_then_close(pipelines, n_sizes["jpeg_repeats"], device, config.progress,
+                                    "jpeg ")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     rows = summarize(raw, batch_size, size * size * 3)
