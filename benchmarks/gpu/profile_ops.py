@@ -3,7 +3,7 @@ stage runs this under ``ncu``): the first GPU run measured normalize_flip at 0.3
 copy where 0.85 was predicted, and NOTES.md names the suspects (single-byte loads, occupancy);
 ncu's memory throughput, occupancy and warp stall reasons per launch say which.
 
-    ncu -k regex:"normalize_flip|flip_crop|resized_crop" ... python benchmarks/gpu/profile_ops.py
+    ncu -k regex:"normalize_flip|flip_crop|resized_crop|affine_warp" ... python benchmarks/gpu/profile_ops.py
 
 Each op runs once untimed (a warm-up, so ncu sees no first-call effects), then once per variant,
 in the order the ``--launches`` list prints. ``--device cpu`` runs the same calls on the CPU (CI).
@@ -18,7 +18,8 @@ from _common import MEAN, STD, device_argument, resolve_device
 
 def variants(device, n=256, size=224, crop=224, padding=4):
     """[(name, call)]: normalize_flip for every output dtype and layout (the `ops` bench section's
-    workload), flip_crop on masks of the same windows, resized_crop on a ragged batch."""
+    workload), flip_crop on masks of the same windows, resized_crop on a ragged batch, affine_warp (a
+    rotation per image) on the images as NCHW."""
     import torch
 
     import prefetch
@@ -40,6 +41,14 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     boxes = torch.tensor([[0, 0, size, size]] * 64, dtype=torch.int64, device=device)
     out.append(("resized_crop 224 -> 176 float32", lambda: prefetch.ops.resized_crop(
         ragged, boxes, (176, 176), MEAN, STD)))
+    # The policies' geometry: each image its own rotation, bilinear with a fill (NCHW uint8).
+    from prefetch.transforms.policy_ops import pixel_maps
+
+    nchw = images.permute(0, 3, 1, 2).contiguous()
+    angles = torch.linspace(-30, 30, n)
+    maps = pixel_maps(n, size, size, angle=angles).float().to(device)
+    out.append(("affine_warp bilinear uint8", lambda: prefetch.ops.affine_warp(
+        nchw, maps, interpolation="bilinear", fill=[0, 0, 0])))
     return out
 
 

@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|decode|all [--device cuda]
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
 CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
@@ -17,7 +17,7 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "decode")
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "decode")
 SKIP = 77
 # A float32 result may differ from the CPU's in the last bits (the GPU contracts mul+add into
 # FMA: issue 24 item 9); half types by their rounding of the same value.
@@ -157,6 +157,32 @@ def case_resized_crop(device):
             resized_crop(cpu, small, 16, MEAN, STD), TOLERANCE["float32"])
 
 
+def case_affine_warp(device):
+    import torch
+
+    from prefetch.ops import affine_warp
+    from prefetch.transforms.policy_ops import pixel_maps
+
+    g = torch.Generator().manual_seed(4)
+    n, H, W = 12, 37, 41
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    angles = (torch.rand(n, generator=g) - 0.5) * 90
+    maps = pixel_maps(n, H, W, angle=angles, translate=(torch.randint(-9, 9, (n,), generator=g), 0.0),
+                      shear=((torch.rand(n, generator=g) - 0.5) * 40, 0.0)).float()
+    maps[0] = torch.tensor([1.0, 0.0, 3.0, 0.0, 1.0, -2.0])  # a whole-pixel shift
+    wide = torch.randint(0, 256, (n, 16, H, W), dtype=torch.uint8, generator=g)
+    for mode in ("nearest", "bilinear"):
+        for fill in (None, [1.0, 2.0, 3.0]):
+            # Both kernels round every product and sum on its own: the same bytes.
+            compare("affine_warp %s fill=%s" % (mode, fill),
+                    affine_warp(images.to(device), maps.to(device), interpolation=mode, fill=fill),
+                    affine_warp(images, maps, interpolation=mode, fill=fill), 0)
+        compare("affine_warp %s 16 channels, channels_last" % mode,
+                affine_warp(wide.to(device).contiguous(memory_format=torch.channels_last),
+                            maps.to(device), interpolation=mode, fill=7),
+                affine_warp(wide, maps, interpolation=mode, fill=7), 0)
+
+
 def _jpegs():
     import numpy as np
 
@@ -214,7 +240,7 @@ def case_decode(device):
 
 
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
-         "resized_crop": case_resized_crop, "decode": case_decode}
+         "resized_crop": case_resized_crop, "affine_warp": case_affine_warp, "decode": case_decode}
 
 
 def main(argv=None):

@@ -144,6 +144,29 @@ py::dict flip_crop_args(const std::string& target_name, const at::Tensor& masks,
   return d;
 }
 
+py::dict affine_warp_args(const std::string& target_name, const at::Tensor& images, const at::Tensor& matrices,
+                          bool bilinear, std::optional<std::vector<double>> fill, const std::string& drop) {
+  bool uploaded = false;
+  const KernelTarget target = target_named(target_name, &uploaded);
+  std::optional<at::ArrayRef<double>> fill_ref;
+  if (fill.has_value()) fill_ref = at::ArrayRef<double>(*fill);
+  AffineWarpPlan plan = plan_affine_warp(images, matrices, bilinear, fill_ref);
+  complete_args(&plan, target);
+  kernels::AffineWarpArgs& a = plan.args;
+  if (drop == "images") a.images = nullptr;
+  if (drop == "matrices") a.matrices = nullptr;
+  if (drop == "out") a.out = nullptr;
+  py::dict d;
+  d["problems"] = affine_warp_arg_problems(plan, target.cuda);
+  d["uploaded"] = uploaded;
+  d["images"] = a.images == images.const_data_ptr<uint8_t>();
+  d["out"] = plan.out;
+  d["fill"] = a.has_fill ? py::cast(std::vector<float>(a.fill, a.fill + a.C)) : py::none();
+  d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+  return d;
+}
+
 }  // namespace
 }  // namespace prefetch
 
@@ -162,4 +185,7 @@ void bind_kernel_args(py::module_& m) {
         "vflip"_a = py::none(), "crop"_a = py::none(), "offsets"_a = py::none(), "fill"_a = 0,
         "indices"_a = py::none(), "drop"_a = "",
         "Test hook: flip_crop's kernel arguments for target 'cpu' or 'cuda', described.");
+  m.def("_affine_warp_kernel_args", &prefetch::affine_warp_args, "target"_a, "images"_a, "matrices"_a,
+        "bilinear"_a = false, "fill"_a = py::none(), "drop"_a = "",
+        "Test hook: affine_warp's kernel arguments for target 'cpu' or 'cuda', described.");
 }

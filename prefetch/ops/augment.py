@@ -1,5 +1,5 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
+``resized_crop``, ``affine_warp``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
@@ -7,14 +7,15 @@ cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
 ``flip_crop`` applies the same geometry to integer masks. ``resized_crop`` crops each image of a
 ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to its box, resizes it
 bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
-and casts, in one pass. Their fake kernels are in :mod:`prefetch.ops.fakes`.
+and casts, in one pass. ``affine_warp`` resamples each uint8 image through its own affine map
+(the augmentation policies' rotate, shear and translate). Their fake kernels are in :mod:`prefetch.ops.fakes`.
 """
 import torch
 
 from .._engine.checks import whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp"]
 
 
 
@@ -162,3 +163,21 @@ def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtyp
         r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
         [float(s) for s in std], _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu"), dtype,
         bool(channels_last), bool(antialias))
+
+
+def affine_warp(images, matrices, *, interpolation="nearest", fill=None):
+    """Each uint8 image ``[N, C, H, W]`` resampled through its own affine map: output pixel
+    ``(x, y)`` (pixel centres at whole numbers) reads the source point
+    ``(m0 x + m1 y + m2, m3 x + m4 y + m5)`` of its row of ``matrices`` (float32 ``[N, 6]`` on
+    the images' device), as ``grid_sample`` samples (``align_corners=False``, nearest ties to
+    even, zeros outside), with torchvision's fill (a number or one per channel in [0, 255]:
+    nearest takes it where the source pixel is outside the image, bilinear blends it in by the
+    weight of the outside taps), rounded half to even back to uint8. The arithmetic is float32 with
+    every product and sum rounded on its own, so the CPU and CUDA kernels write the same bytes.
+    ``interpolation``: ``"nearest"`` or ``"bilinear"``. Returns a contiguous uint8 tensor."""
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
+                         % (interpolation,))
+    if fill is not None:
+        fill = [float(v) for v in fill] if isinstance(fill, (list, tuple)) else [float(fill)]
+    return torch.ops.prefetch.affine_warp.default(images, matrices, interpolation == "bilinear", fill)

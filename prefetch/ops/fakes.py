@@ -126,6 +126,39 @@ def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill
     return masks.new_empty((n, h, w))
 
 
+@torch.library.register_fake("prefetch::affine_warp")
+def _affine_warp_fake(images, matrices, bilinear=False, fill=None):
+    torch._check(matrices.device == images.device, lambda: (
+        "affine_warp: matrices is on %s but the images are on %s; every tensor argument must be "
+        "on the images' device" % (matrices.device, images.device)))
+    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
+        "affine_warp: images must be uint8 [N, C, H, W], got %s of shape %s"
+        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
+    n, c, h, w = images.shape
+    torch._check(1 <= c <= _WARP_MAX_CHANNELS, lambda: (
+        "affine_warp: images must have 1 to %d channels, got C = %s" % (_WARP_MAX_CHANNELS, c)))
+    torch._check(h <= _WARP_MAX_SIDE and w <= _WARP_MAX_SIDE, lambda: (
+        "affine_warp: images must be at most %d pixels a side, got H = %s, W = %s"
+        % (_WARP_MAX_SIDE, h, w)))
+    torch._check(matrices.dtype == torch.float32 and matrices.dim() == 2
+                 and matrices.shape[0] == n and matrices.shape[1] == 6, lambda: (
+        "affine_warp: matrices must be float32 [N, 6] = [%s, 6] (one map per image), got %s of "
+        "shape %s" % (n, _DTYPE_NAMES.get(matrices.dtype, matrices.dtype), list(matrices.shape))))
+    if fill is not None:
+        torch._check(len(fill) in (1, c), lambda: (
+            "affine_warp: fill must have 1 value or one per channel (%s), got %d" % (c, len(fill))))
+        for i, v in enumerate(fill):
+            torch._check(math.isfinite(v) and 0 <= v <= 255, lambda i=i, v=v: (
+                "affine_warp: fill[%d] must lie in [0, 255] for uint8 images, got %s" % (i, v)))
+    _check_output_size("affine_warp", (n, c, h, w), torch.uint8)
+    return images.new_empty((n, c, h, w))
+
+
+# csrc/kernels/affine_warp/affine_warp.h: kWarpMaxChannels, kWarpMaxSide
+_WARP_MAX_CHANNELS = 16
+_WARP_MAX_SIDE = 2**21
+
+
 def _check_table_device(x, name, t):
     torch._check(t.device == x.device or t.device.type == "cpu", lambda: (
         "resized_crop: %s is on %s but the values are on %s; each table argument must be on the "

@@ -5,13 +5,18 @@ TranslateX/Y, Rotate, nearest or bilinear, with a fill), on uint8 ``[N, C, H, W]
 (C = 1 or 3) on any device.
 
 Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transforms.v2
-.functional``, 0.29) with its scalar parameter made per sample: the same float32 arithmetic,
-the same truncation or rounding back to uint8 after every op, so a sample's result is
-torchvision's for that sample's op (tests/transforms/test_policy_ops.py states and checks the
-tolerance). On a GPU one batched pass of torch ops per op kind and column of the table; on the
-CPU one sample at a time, on a pool of threads (its intermediates stay in cache). No op reads a
-device tensor back to the host (the loader's producer thread must not synchronise): parameters
-are checked on the host. The fused kernels of issue 27 are to replace these passes.
+.functional``, 0.29) with its scalar parameter made per sample. The photometric ones use the
+same float32 arithmetic and the same truncation or rounding back to uint8 after every op, so a
+sample's result is torchvision's for that sample's op. The geometric ones run the fused
+:func:`prefetch.ops.affine_warp` kernel (C++ and CUDA) on torchvision's matrices: its source
+points are computed from pixel indices in float32, not through torchvision's normalised grid, so
+they differ from torchvision's by float32 roundings (~1e-5 pixel) — a nearest sample can take
+the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
+tolerance tests/transforms/test_policy_ops.py checks and docs/transforms.md states). On a GPU one
+batched pass per op kind and column of the table; on the CPU one sample at a time, on a pool of
+threads (its intermediates stay in cache). No op reads a device tensor back to the host (the
+loader's producer thread must not synchronise): parameters are checked on the host. The
+photometric ops' fused kernels (issue 27) are still to come.
 """
 import concurrent.futures
 import math
@@ -20,12 +25,13 @@ import os
 import torch
 import torch.nn.functional as F
 
+from ..ops.augment import affine_warp
 from .contract import describe_tensor
 from .policies import OPS, op_parameters
 
 __all__ = ["adjust_brightness", "adjust_saturation", "adjust_contrast", "adjust_sharpness",
            "adjust_hue", "posterize", "solarize", "autocontrast", "equalize", "invert",
-           "affine", "apply_table"]
+           "affine", "pixel_maps", "apply_table"]
 
 
 def _per_sample(values, images, name):
@@ -230,21 +236,11 @@ def _inverse_affine(angle, translate, shear, center):
     return m
 
 
-def affine(images, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None,
-           interpolation="nearest", fill=None):
-    """torchvision's ``affine`` (scale 1; ``rotate`` is ``affine`` with ``-angle``) with each
-    image's own angle, translation and shear (numbers or one per image): the inverse map
-    sampled at every output pixel with ``grid_sample`` (``align_corners=False``, zeros outside),
-    nearest or bilinear, ``fill`` (a number or one per channel) where the map leaves the image,
-    rounded back to uint8. ``center``: (x, y) in pixels (default the image's centre), one for
-    every image."""
-    _check(images, "affine")
-    if interpolation not in ("nearest", "bilinear"):
-        raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
-                         % (interpolation,))
-    n, c, h, w = images.shape
-    if images.numel() == 0:
-        return images.clone()
+def pixel_maps(n, height, width, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None):
+    """The maps :func:`affine` samples by, float64 ``[n, 6]``: torchvision's inverse matrices
+    (scale 1, computed as it computes them) turned from its centred coordinates (about
+    ``((w - 1) / 2, (h - 1) / 2)``) into pixel indices, as :func:`prefetch.ops.affine_warp`
+    takes them (output pixel ``(x, y)`` reads ``(m0 x + m1 y + m2, m3 x + m4 y + m5)``)."""
     def per(v, name):  # Python floats, as torchvision computes its matrix
         t = torch.as_tensor(v, dtype=torch.float64).cpu()
         t = t.expand(n) if t.dim() == 0 else t
@@ -253,38 +249,36 @@ def affine(images, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=
                              % (name, n))
         return t.tolist()
 
-    cx, cy = (0.0, 0.0) if center is None else (center[0] - w * 0.5, center[1] - h * 0.5)
+    cx, cy = (0.0, 0.0) if center is None else (center[0] - width * 0.5, center[1] - height * 0.5)
     rows = zip(per(angle, "angle"), per(translate[0], "translate"), per(translate[1], "translate"),
                per(shear[0], "shear"), per(shear[1], "shear"))
-    matrix = [_inverse_affine(a, (tx, ty), (sx, sy), (cx, cy)) for a, tx, ty, sx, sy in rows]
-    theta = torch.tensor(matrix, dtype=torch.float32).view(n, 2, 3).to(images.device)
-    # torchvision's _affine_grid: pixel-centre coordinates about the centre, the map applied,
-    # then normalised by the half sizes.
-    xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, steps=w, device=images.device)
-    ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, steps=h, device=images.device)
-    base = torch.empty(1, h, w, 3, device=images.device)
-    base[..., 0] = xs
-    base[..., 1] = ys.unsqueeze(-1)
-    base[..., 2] = 1
-    scaled = theta.transpose(1, 2).div(torch.tensor([0.5 * w, 0.5 * h], device=images.device))
-    # One product per image, of torchvision's shapes: a batched product may sum in another order
-    # and move a bilinear weight by an ulp.
-    flat = base.view(1, h * w, 3)
-    grid = torch.cat([flat.bmm(scaled[i:i + 1]) for i in range(n)]).view(n, h, w, 2)
-    x = images.float()
-    if fill is not None:
-        x = torch.cat((x, torch.ones(n, 1, h, w, device=images.device)), dim=1)
-    x = F.grid_sample(x, grid, mode=interpolation, padding_mode="zeros", align_corners=False)
-    if fill is not None:
-        x, mask = torch.tensor_split(x, (-1,), dim=1)
-        mask = mask.expand_as(x)
-        values = fill if isinstance(fill, (tuple, list)) else [float(fill)]
-        fill_img = torch.tensor(values, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        if interpolation == "nearest":
-            x = torch.where(mask < 0.5, fill_img.expand_as(x), x)
-        else:
-            x = x.sub_(fill_img).mul_(mask).add_(fill_img)
-    return x.round_().to(torch.uint8)
+    ox, oy = (width - 1) * 0.5, (height - 1) * 0.5
+    maps = []
+    for a, tx, ty, sx, sy in rows:
+        m0, m1, m2, m3, m4, m5 = _inverse_affine(a, (tx, ty), (sx, sy), (cx, cy))
+        maps.append([m0, m1, m2 + ox - m0 * ox - m1 * oy, m3, m4, m5 + oy - m3 * ox - m4 * oy])
+    return torch.tensor(maps, dtype=torch.float64).view(n, 6)
+
+
+def affine(images, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None,
+           interpolation="nearest", fill=None):
+    """torchvision's ``affine`` (scale 1; ``rotate`` is ``affine`` with ``-angle``) with each
+    image's own angle, translation and shear (numbers or one per image): torchvision's inverse
+    matrix (:func:`pixel_maps`), sampled at every output pixel by the fused
+    :func:`prefetch.ops.affine_warp` (``grid_sample``'s rule, ``align_corners=False``, zeros
+    outside), nearest or bilinear, ``fill`` (a number or one per channel in [0, 255]) where the
+    map leaves the image, rounded back to uint8. ``center``: (x, y) in pixels (default the image's
+    centre), one for every image."""
+    _check(images, "affine")
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
+                         % (interpolation,))
+    n, _, h, w = images.shape
+    if images.numel() == 0:
+        return images.clone()
+    maps = pixel_maps(n, h, w, angle=angle, translate=translate, shear=shear, center=center)
+    maps = maps.to(torch.float32).to(images.device, non_blocking=True)
+    return affine_warp(images, maps, interpolation=interpolation, fill=fill)
 
 
 def _rotate(images, angles, interpolation, fill):

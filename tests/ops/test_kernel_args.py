@@ -184,6 +184,26 @@ def test_a_flip_crop_field_left_unset_is_named(field):
     assert any(line.startswith(field) for line in d["problems"]), d["problems"]
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fill", [None, [7.0], [1.0, 2.0, 3.0]])
+def test_affine_warp_arguments_are_complete(target, fill):
+    images = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8).contiguous(
+        memory_format=torch.channels_last)  # the kernel reads any strides
+    maps = torch.tensor([[1, 0, 0, 0, 1, 0], [0.5, 0.2, 1, -0.1, 1, 2]], dtype=torch.float32)
+    d = _C._affine_warp_kernel_args(target, images, maps, bilinear=True, fill=fill)
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False
+    assert list(d["sizes"]) == [2, 3, 5, 6] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, 3, 5, 6) and d["out"].is_contiguous()
+    assert d["fill"] == (None if fill is None else [fill[c % len(fill)] for c in range(3)])
+
+
+@pytest.mark.parametrize("field", ["images", "matrices", "out"])
+def test_an_affine_warp_field_left_unset_is_named(field):
+    d = _C._affine_warp_kernel_args("cuda", torch.zeros(2, 1, 4, 4, dtype=torch.uint8),
+                                    torch.zeros(2, 6), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]
+
+
 def test_the_ops_run_the_same_assembly():
     """The CPU ops run complete_args before their kernels: with more than 64 channels (the uploaded
     path on CUDA) they still give the float64 formula's values."""

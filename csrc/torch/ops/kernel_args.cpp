@@ -181,6 +181,29 @@ std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool c
   return p.lines;
 }
 
+std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bool /*cuda*/) {
+  // CUDA launches are split by images (plan_affine_warp_launches): no launch limit to check.
+  Problems p;
+  const kernels::AffineWarpArgs& a = plan.args;
+  const at::Tensor& out = plan.out;
+  if (!out.defined() || out.dim() != 4) {
+    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
+    return p.lines;
+  }
+  p.same("N", a.N, out.size(0));
+  p.same("C", a.C, out.size(1));
+  p.same("H", a.H, out.size(2));
+  p.same("W", a.W, out.size(3));
+  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] planes)");
+  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
+  const bool writes = out.numel() > 0;
+  p.require(!writes || a.images != nullptr, "images: unset");
+  p.require(!writes || (a.matrices != nullptr && a.matrices == plan.matrices.const_data_ptr()),
+            "matrices: not the plan's matrices");
+  p.require(a.C <= kernels::kWarpMaxChannels, "C: more channels than the fill holds");
+  return p.lines;
+}
+
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda) {
   throw_problems("normalize_flip", normalize_flip_arg_problems(plan, cuda), cuda);
 }
@@ -189,6 +212,9 @@ void check_resized_crop_args(const ResizedCropPlan& plan, bool cuda) {
 }
 void check_flip_crop_args(const FlipCropPlan& plan, bool cuda) {
   throw_problems("flip_crop", flip_crop_arg_problems(plan, cuda), cuda);
+}
+void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda) {
+  throw_problems("affine_warp", affine_warp_arg_problems(plan, cuda), cuda);
 }
 
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target) {
@@ -204,5 +230,7 @@ at::Tensor complete_args(ResizedCropPlan* plan, const KernelTarget& target) {
 }
 
 void complete_args(FlipCropPlan* plan, const KernelTarget& target) { check_flip_crop_args(*plan, target.cuda); }
+
+void complete_args(AffineWarpPlan* plan, const KernelTarget& target) { check_affine_warp_args(*plan, target.cuda); }
 
 }  // namespace prefetch

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/normalize_flip_plan.h"
 #include "ops/resized_crop_plan.h"
@@ -38,6 +39,7 @@ inline KernelTarget cpu_target() { return KernelTarget{}; }
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target);
 at::Tensor complete_args(ResizedCropPlan* plan, const KernelTarget& target);
 void complete_args(FlipCropPlan* plan, const KernelTarget& target);
+void complete_args(AffineWarpPlan* plan, const KernelTarget& target);
 
 // What is wrong with an op's arguments for a kernel on `target` (empty: complete): every pointer
 // the kernel reads is set, every size and stride agrees with the output tensor, and the launch
@@ -46,8 +48,10 @@ void complete_args(FlipCropPlan* plan, const KernelTarget& target);
 std::vector<std::string> normalize_flip_arg_problems(const NormalizeFlipPlan& plan, bool cuda);
 std::vector<std::string> resized_crop_arg_problems(const ResizedCropPlan& plan, bool cuda);
 std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool cuda);
+std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bool cuda);
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda);
 void check_resized_crop_args(const ResizedCropPlan& plan, bool cuda);
 void check_flip_crop_args(const FlipCropPlan& plan, bool cuda);
+void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda);
 
 }  // namespace prefetch

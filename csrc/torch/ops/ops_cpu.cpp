@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/normalize_flip_plan.h"
@@ -68,12 +69,26 @@ at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets,
   return plan.out;
 }
 
+at::Tensor affine_warp_cpu(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
+                           const std::optional<at::ArrayRef<double>>& fill) {
+  AffineWarpPlan plan = plan_affine_warp(images, matrices, bilinear, fill, pooled_empty);
+  complete_args(&plan, cpu_target());
+  const kernels::AffineWarpArgs& a = plan.args;
+  // A pixel costs a few dozen operations per channel: a few thousand pixels make a chunk.
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, a.W));
+  at::parallel_for(0, a.N * a.H, grain, [&](int64_t begin, int64_t end) {
+    kernels::affine_warp_cpu(a, begin, end);
+  });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("normalize_flip", &normalize_flip_cpu);
   m.impl("flip_crop", &flip_crop_cpu);
   m.impl("resized_crop", &resized_crop_cpu);
+  m.impl("affine_warp", &affine_warp_cpu);
 }
 
 }  // namespace prefetch

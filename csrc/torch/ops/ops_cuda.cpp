@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/normalize_flip_plan.h"
@@ -88,12 +89,25 @@ at::Tensor resized_crop_cuda(const at::Tensor& values, const at::Tensor& offsets
   return plan.out;
 }
 
+at::Tensor affine_warp_cuda(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
+                            const std::optional<at::ArrayRef<double>>& fill) {
+  // The plan checks the devices first: the guard would refuse CPU matrices obscurely.
+  TORCH_CHECK(matrices.device() == images.device(), "affine_warp: matrices is on ", matrices.device(),
+              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
+  c10::cuda::CUDAGuard guard(images.device());
+  AffineWarpPlan plan = plan_affine_warp(images, matrices, bilinear, fill);
+  complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::affine_warp_cuda(plan.args, current_stream()), "affine_warp");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("normalize_flip", &normalize_flip_cuda);
   m.impl("flip_crop", &flip_crop_cuda);
   m.impl("resized_crop", &resized_crop_cuda);
+  m.impl("affine_warp", &affine_warp_cuda);
 }
 
 }  // namespace prefetch

@@ -1,0 +1,130 @@
+"""The policies' fused ops against their peers on the CPU, same batch, same per-sample parameters,
+same output (issue 27's per-op goal: >= 10x torchvision's per-sample loop, >= 3x kornia).
+
+For each op (today the geometric ones: Rotate, ShearX, TranslateY, through
+``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel), a batch of
+uint8 ``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch,
+torchvision, kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
+
+- torchvision: ``transforms.v2.functional.affine`` / ``rotate`` on each uint8 image in a loop —
+  what a user writes to get per-sample parameters (v2 on a batch draws one for all);
+- kornia: ``kornia.geometry.transform.warp_affine`` on the float batch with one matrix per sample
+  (its per-sample path), rounded back to uint8.
+
+Each peer's output is compared with prefetch's (the fraction of values that differ, and by how
+much) so that the ratio is between the same results. torchvision and kornia are benchmark peers,
+never dependencies: torchvision's pure-Python transforms are imported with
+``torch.library.register_fake`` stubbed (its native ops are a CUDA build that does not load next
+to a CPU torch). Run: ``python benchmarks/policy_ops_vs_peers.py [--batch 64] [--size 176]
+[--threads 1] [--rounds 7]``.
+"""
+import argparse
+import statistics
+import time
+
+import torch
+
+from prefetch.transforms import policy_ops
+
+FILL = None  # zeros outside: kornia has no torchvision fill blend, so all three pad with zeros
+
+
+def import_torchvision():
+    original = torch.library.register_fake
+    torch.library.register_fake = lambda *a, **k: (lambda f: f)
+    try:
+        from torchvision.transforms import InterpolationMode
+        from torchvision.transforms.v2 import functional as F
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return None, None
+    finally:
+        torch.library.register_fake = original
+    return F, InterpolationMode
+
+
+def import_kornia():
+    try:
+        import kornia.geometry.transform as K
+    except Exception:  # noqa: BLE001
+        return None
+    return K
+
+
+def ops(n, s, g):
+    """(name, the arguments of policy_ops.affine, torchvision's per-image call): one parameter per
+    sample, in the policies' ranges."""
+    angles = ((torch.rand(n, generator=g) - 0.5) * 60).double()
+    shears = torch.rad2deg(torch.atan((torch.rand(n, generator=g) - 0.5) * 0.6)).double()
+    shifts = ((torch.rand(n, generator=g) - 0.5) * 60).round().double()
+    return [
+        ("Rotate", dict(angle=-angles),  # rotate(angle) is affine(-angle)
+         lambda F, I, img, i: F.rotate(img, float(angles[i]), interpolation=I.BILINEAR, fill=FILL)),
+        ("ShearX", dict(shear=(shears, 0.0), center=(0.0, 0.0)),
+         lambda F, I, img, i: F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
+                                       shear=[float(shears[i]), 0.0], interpolation=I.BILINEAR,
+                                       fill=FILL, center=[0, 0])),
+        ("TranslateY", dict(translate=(0.0, shifts)),
+         lambda F, I, img, i: F.affine(img, angle=0.0, translate=[0, float(shifts[i])], scale=1.0,
+                                       shear=[0.0, 0.0], interpolation=I.BILINEAR, fill=FILL)),
+    ]
+
+
+def kornia_matrices(maps):
+    """kornia's warp_affine takes the forward map (source to output pixel): the inverse of each
+    of prefetch's maps (output pixel to source)."""
+    m = torch.zeros(maps.shape[0], 3, 3, dtype=torch.float64)
+    m[:, :2] = maps.view(-1, 2, 3)
+    m[:, 2, 2] = 1
+    return torch.linalg.inv(m)[:, :2].float()
+
+
+def compare(got, ref):
+    d = (got.int() - ref.int()).abs()
+    return "%.2f%% of values differ, max %d" % (100.0 * float((d > 0).double().mean()), int(d.max()))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=176)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=7)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    F, I = import_torchvision()
+    K = import_kornia()
+    g = torch.Generator().manual_seed(0)
+    n, s = args.batch, args.size
+    x = torch.randint(0, 256, (n, 3, s, s), dtype=torch.uint8, generator=g)
+    print("batch %d x 3 x %d x %d uint8, %d thread(s), torch %s; medians (min-max) of %d rounds"
+          % (n, s, s, args.threads, torch.__version__, args.rounds))
+    for name, kwargs, tv in ops(n, s, g):
+        contenders = {"prefetch": lambda kwargs=kwargs: policy_ops.affine(
+            x, interpolation="bilinear", fill=FILL, **kwargs)}
+        if F is not None:
+            contenders["torchvision loop"] = lambda: torch.stack([tv(F, I, x[i], i) for i in range(n)])
+        if K is not None:
+            forward = kornia_matrices(policy_ops.pixel_maps(n, s, s, **kwargs))
+            contenders["kornia"] = lambda forward=forward: K.warp_affine(
+                x.float(), forward, (s, s), mode="bilinear", padding_mode="zeros",
+                align_corners=True).round_().clamp_(0, 255).to(torch.uint8)
+        outputs = {k: f() for k, f in contenders.items()}  # warm-up, and the outputs compared
+        times = {k: [] for k in contenders}
+        for _ in range(args.rounds):
+            for k, f in contenders.items():
+                t0 = time.perf_counter()
+                f()
+                times[k].append((time.perf_counter() - t0) / n * 1e6)
+        ours_median = statistics.median(times["prefetch"])
+        for k, ts in times.items():
+            med = statistics.median(ts)
+            ratios = sorted(t / o for t, o in zip(ts, times["prefetch"]))
+            line = "%-11s %-17s %8.1f us/img (%.1f-%.1f)" % (name, k, med, min(ts), max(ts))
+            if k != "prefetch":
+                line += "  prefetch %.1fx (%.1f-%.1f); %s" % (
+                    med / ours_median, ratios[0], ratios[-1], compare(outputs["prefetch"], outputs[k]))
+            print(line)
+
+
+if __name__ == "__main__":
+    main()

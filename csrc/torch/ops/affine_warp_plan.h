@@ -1,0 +1,23 @@
+// affine_warp's plan: its arguments checked and turned into the kernel's (kernels'
+// affine_warp/affine_warp.h), the output allocated. Both registrations run it.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <optional>
+
+#include "affine_warp/affine_warp.h"
+#include "ops/plan_common.h"
+
+namespace prefetch {
+
+struct AffineWarpPlan {
+  at::Tensor matrices;  // float32 [N, 6] contiguous, what args.matrices points into
+  at::Tensor out;
+  kernels::AffineWarpArgs args;
+};
+
+AffineWarpPlan plan_affine_warp(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
+                                const std::optional<at::ArrayRef<double>>& fill,
+                                const OutputAllocator& allocate = default_output);
+
+}  // namespace prefetch

@@ -1,0 +1,141 @@
+// affine_warp's per-pixel thread work (affine_warp_thread_work.h), run on the CPU over every
+// thread index in a shuffled order, must write exactly what the CPU kernel writes over any split
+// of its rows, and nothing outside the output; whole-pixel shifts are exact copies with the fill
+// outside (an independent reference: plain indexing). The values against a float64 reference are
+// tests/ops/test_affine_warp.py's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <random>
+#include <vector>
+
+#include "affine_warp/affine_warp.h"
+#include "affine_warp/affine_warp_thread_work.h"
+
+using namespace prefetch::kernels;
+
+namespace {
+
+constexpr int kGuard = 64;
+
+struct Case {
+  int64_t N, C, H, W;
+  std::vector<uint8_t> images;  // [N, H, W, C] (channels last: strides the kernel must honour)
+  std::vector<float> maps;
+  AffineWarpArgs args(std::vector<uint8_t>* out, bool bilinear, bool fill) const {
+    AffineWarpArgs a;
+    a.images = images.data();
+    a.N = N, a.C = C, a.H = H, a.W = W;
+    a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+    a.matrices = maps.data();
+    a.bilinear = bilinear;
+    a.has_fill = fill;
+    for (int c = 0; c < C; ++c) a.fill[c] = static_cast<float>(10 * c + 5);
+    out->assign(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB);
+    a.out = out->data() + kGuard;
+    return a;
+  }
+};
+
+Case random_case(int64_t N, int64_t C, int64_t H, int64_t W, std::mt19937* rng) {
+  Case k{N, C, H, W, {}, {}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  k.images.resize(static_cast<size_t>(N * C * H * W));
+  for (auto& v : k.images) v = static_cast<uint8_t>(byte(*rng));
+  for (int64_t n = 0; n < N; ++n) {
+    const float angle = 3.1416f * u(*rng), scale = 1.0f + 0.4f * u(*rng);
+    const float a = scale * std::cos(angle), b = -scale * std::sin(angle);
+    const float ox = 0.5f * (W - 1), oy = 0.5f * (H - 1);
+    k.maps.insert(k.maps.end(), {a, b, ox - a * ox - b * oy + 0.3f * W * u(*rng), -b, a,
+                                 oy + b * ox - a * oy + 0.3f * H * u(*rng)});
+  }
+  return k;
+}
+
+void expect_guards_intact(const std::vector<uint8_t>& out) {
+  for (int i = 0; i < kGuard; ++i) {
+    ASSERT_EQ(out[i], 0xAB) << "written before the output";
+    ASSERT_EQ(out[out.size() - 1 - i], 0xAB) << "written after the output";
+  }
+}
+
+}  // namespace
+
+TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
+  std::mt19937 rng(3);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {1, 4, 1, 9}, {4, 3, 70, 67}}) {
+    Case k = random_case(shape[0], shape[1], shape[2], shape[3], &rng);
+    // The CPU kernel copies whole-pixel shifts: image 1 of each batch is one (the thread work
+    // computes it as any map), image 0 a near-shift that is not.
+    if (k.N > 1) {
+      const float shift[6] = {1, 0, -3, 0, 1, 2}, near_shift[6] = {1, 0, -3.5f, 0, 1, 2};
+      std::copy(shift, shift + 6, k.maps.begin() + 6);
+      std::copy(near_shift, near_shift + 6, k.maps.begin());
+    }
+    for (bool bilinear : {false, true}) {
+      for (bool fill : {false, true}) {
+        std::vector<uint8_t> cpu, threads;
+        const AffineWarpArgs a = k.args(&cpu, bilinear, fill);
+        const int64_t rows = k.N * k.H;
+        for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
+          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
+          affine_warp_cpu(a, begin, end);
+          begin = end;
+        }
+        const AffineWarpArgs b = k.args(&threads, bilinear, fill);
+        // Launches of at most 2 images' rows (a small split, as a batch of over 2^31 rows is).
+        std::vector<AffineWarpLaunch> launches;
+        plan_affine_warp_launches(b, &launches, 2 * k.H);
+        ASSERT_EQ(launches.size(), static_cast<size_t>((k.N + 1) / 2));
+        std::vector<std::pair<size_t, int64_t>> order;  // (launch, row * W + x)
+        for (size_t l = 0; l < launches.size(); ++l) {
+          for (int64_t t = 0; t < launches[l].rows * k.W; ++t) order.emplace_back(l, t);
+        }
+        ASSERT_EQ(order.size(), static_cast<size_t>(k.N * k.H * k.W));
+        std::shuffle(order.begin(), order.end(), rng);
+        for (const auto& [l, t] : order) {
+          const uint32_t row = static_cast<uint32_t>(t / k.W);
+          if (k.C == 3) affine_warp_thread<3>(b, launches[l], row, t % k.W);
+          else if (k.C == 1) affine_warp_thread<1>(b, launches[l], row, t % k.W);
+          else affine_warp_thread<0>(b, launches[l], row, t % k.W);
+        }
+        expect_guards_intact(cpu);
+        expect_guards_intact(threads);
+        ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill;
+      }
+    }
+  }
+}
+
+TEST(AffineWarpThreadWork, WholePixelShiftsAreCopiesWithTheFillOutside) {
+  std::mt19937 rng(5);
+  Case k = random_case(3, 3, 6, 8, &rng);
+  const int64_t dx[3] = {0, 2, -9}, dy[3] = {0, -1, 3};
+  for (int n = 0; n < 3; ++n) {
+    const float m[6] = {1, 0, static_cast<float>(-dx[n]), 0, 1, static_cast<float>(-dy[n])};
+    std::copy(m, m + 6, k.maps.begin() + 6 * n);
+  }
+  for (bool bilinear : {false, true}) {
+    std::vector<uint8_t> out;
+    const AffineWarpArgs a = k.args(&out, bilinear, true);
+    affine_warp_cpu(a, 0, k.N * k.H);
+    for (int64_t n = 0; n < k.N; ++n) {
+      for (int64_t c = 0; c < k.C; ++c) {
+        for (int64_t y = 0; y < k.H; ++y) {
+          for (int64_t x = 0; x < k.W; ++x) {
+            const int64_t sx = x - dx[n], sy = y - dy[n];
+            const bool inside = sx >= 0 && sx < k.W && sy >= 0 && sy < k.H;
+            const uint8_t want = inside ? k.images[((n * k.H + sy) * k.W + sx) * k.C + c]
+                                        : static_cast<uint8_t>(10 * c + 5);
+            ASSERT_EQ(a.out[((n * k.C + c) * k.H + y) * k.W + x], want)
+                << "n " << n << " c " << c << " y " << y << " x " << x << " bilinear " << bilinear;
+          }
+        }
+      }
+    }
+  }
+}
