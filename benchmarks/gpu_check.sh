@@ -258,7 +258,7 @@ body_profile() {
     return 1
   # The first n launches are the warm-ups; the next n, one per variant in --launches' order.
   # --clock-control none: the clocks the bench ran at (ncu locks them to base by default).
-  ncu --target-processes all --clock-control none -k 'regex:normalize_flip|flip_crop|resized_crop|affine_warp' \
+  ncu --target-processes all --clock-control none -k 'regex:normalize_flip|flip_crop|resized_crop|affine_warp|sharpness' \
     --launch-skip "$n" --launch-count "$n" --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     "$PY" "$GPU/profile_ops.py" >"$dir/ncu.txt" 2>&1

@@ -1,15 +1,18 @@
 """The policies' fused ops against their peers on the CPU, same batch, same per-sample parameters,
 same output (issue 27's per-op goal: >= 10x torchvision's per-sample loop, >= 3x kornia).
 
-For each op (today the geometric ones: Rotate, ShearX, TranslateY, through
-``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel), a batch of
-uint8 ``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch,
-torchvision, kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
+For each op — the geometric ones (Rotate, ShearX, TranslateY, through
+``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel) and Sharpness
+(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) — a batch of uint8
+``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch, torchvision,
+kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
 
-- torchvision: ``transforms.v2.functional.affine`` / ``rotate`` on each uint8 image in a loop —
-  what a user writes to get per-sample parameters (v2 on a batch draws one for all);
-- kornia: ``kornia.geometry.transform.warp_affine`` on the float batch with one matrix per sample
-  (its per-sample path), rounded back to uint8.
+- torchvision: ``transforms.v2.functional.affine`` / ``rotate`` / ``adjust_sharpness`` on each
+  uint8 image in a loop — what a user writes to get per-sample parameters (v2 on a batch draws
+  one for all);
+- kornia: ``kornia.geometry.transform.warp_affine`` with one matrix per sample and
+  ``kornia.enhance.sharpness`` with one factor per sample, on the float batch (their per-sample
+  paths), back to uint8.
 
 Each peer's output is compared with prefetch's (the fraction of values that differ, and by how
 much) so that the ratio is between the same results. torchvision and kornia are benchmark peers,
@@ -44,29 +47,52 @@ def import_torchvision():
 
 def import_kornia():
     try:
-        import kornia.geometry.transform as K
+        import kornia
     except Exception:  # noqa: BLE001
         return None
-    return K
+    return kornia
 
 
-def ops(n, s, g):
-    """(name, the arguments of policy_ops.affine, torchvision's per-image call): one parameter per
-    sample, in the policies' ranges."""
+def cases(x, g, F, I, K):
+    """[(op, {contender: call})]: one parameter per sample, in the policies' ranges; each call
+    returns the uint8 batch."""
+    n, s = x.shape[0], x.shape[-1]
     angles = ((torch.rand(n, generator=g) - 0.5) * 60).double()
     shears = torch.rad2deg(torch.atan((torch.rand(n, generator=g) - 0.5) * 0.6)).double()
     shifts = ((torch.rand(n, generator=g) - 0.5) * 60).round().double()
-    return [
+    factors = (torch.rand(n, generator=g) * 1.8 + 0.1).double()
+    geometry = [
         ("Rotate", dict(angle=-angles),  # rotate(angle) is affine(-angle)
-         lambda F, I, img, i: F.rotate(img, float(angles[i]), interpolation=I.BILINEAR, fill=FILL)),
+         lambda img, i: F.rotate(img, float(angles[i]), interpolation=I.BILINEAR, fill=FILL)),
         ("ShearX", dict(shear=(shears, 0.0), center=(0.0, 0.0)),
-         lambda F, I, img, i: F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
-                                       shear=[float(shears[i]), 0.0], interpolation=I.BILINEAR,
-                                       fill=FILL, center=[0, 0])),
+         lambda img, i: F.affine(img, angle=0.0, translate=[0, 0], scale=1.0,
+                                 shear=[float(shears[i]), 0.0], interpolation=I.BILINEAR,
+                                 fill=FILL, center=[0, 0])),
         ("TranslateY", dict(translate=(0.0, shifts)),
-         lambda F, I, img, i: F.affine(img, angle=0.0, translate=[0, float(shifts[i])], scale=1.0,
-                                       shear=[0.0, 0.0], interpolation=I.BILINEAR, fill=FILL)),
+         lambda img, i: F.affine(img, angle=0.0, translate=[0, float(shifts[i])], scale=1.0,
+                                 shear=[0.0, 0.0], interpolation=I.BILINEAR, fill=FILL)),
     ]
+    out = []
+    for name, kwargs, tv in geometry:
+        calls = {"prefetch": lambda kwargs=kwargs: policy_ops.affine(
+            x, interpolation="bilinear", fill=FILL, **kwargs)}
+        if F is not None:
+            calls["torchvision loop"] = lambda tv=tv: torch.stack([tv(x[i], i) for i in range(n)])
+        if K is not None:
+            forward = kornia_matrices(policy_ops.pixel_maps(n, s, s, **kwargs))
+            calls["kornia"] = lambda forward=forward: K.geometry.transform.warp_affine(
+                x.float(), forward, (s, s), mode="bilinear", padding_mode="zeros",
+                align_corners=True).round_().clamp_(0, 255).to(torch.uint8)
+        out.append((name, calls))
+    calls = {"prefetch": lambda: policy_ops.adjust_sharpness(x, factors)}
+    if F is not None:
+        calls["torchvision loop"] = lambda: torch.stack(
+            [F.adjust_sharpness(x[i], float(factors[i])) for i in range(n)])
+    if K is not None:  # per-sample factors; float in [0, 1], truncated back as torchvision does
+        calls["kornia"] = lambda: K.enhance.sharpness(x.float() / 255, factors.float()).mul_(
+            255).add_(1e-3).clamp_(0, 255).to(torch.uint8)
+    out.append(("Sharpness", calls))
+    return out
 
 
 def kornia_matrices(maps):
@@ -98,16 +124,7 @@ def main(argv=None):
     x = torch.randint(0, 256, (n, 3, s, s), dtype=torch.uint8, generator=g)
     print("batch %d x 3 x %d x %d uint8, %d thread(s), torch %s; medians (min-max) of %d rounds"
           % (n, s, s, args.threads, torch.__version__, args.rounds))
-    for name, kwargs, tv in ops(n, s, g):
-        contenders = {"prefetch": lambda kwargs=kwargs: policy_ops.affine(
-            x, interpolation="bilinear", fill=FILL, **kwargs)}
-        if F is not None:
-            contenders["torchvision loop"] = lambda: torch.stack([tv(F, I, x[i], i) for i in range(n)])
-        if K is not None:
-            forward = kornia_matrices(policy_ops.pixel_maps(n, s, s, **kwargs))
-            contenders["kornia"] = lambda forward=forward: K.warp_affine(
-                x.float(), forward, (s, s), mode="bilinear", padding_mode="zeros",
-                align_corners=True).round_().clamp_(0, 255).to(torch.uint8)
+    for name, contenders in cases(x, g, F, I, K):
         outputs = {k: f() for k, f in contenders.items()}  # warm-up, and the outputs compared
         times = {k: [] for k in contenders}
         for _ in range(args.rounds):

@@ -3,7 +3,7 @@ stage runs this under ``ncu``): the first GPU run measured normalize_flip at 0.3
 copy where 0.85 was predicted, and NOTES.md names the suspects (single-byte loads, occupancy);
 ncu's memory throughput, occupancy and warp stall reasons per launch say which.
 
-    ncu -k regex:"normalize_flip|flip_crop|resized_crop|affine_warp" ... python benchmarks/gpu/profile_ops.py
+    ncu -k regex:"normalize_flip|flip_crop|resized_crop|affine_warp|sharpness" ... python benchmarks/gpu/profile_ops.py
 
 Each op runs once untimed (a warm-up, so ncu sees no first-call effects), then once per variant,
 in the order the ``--launches`` list prints. ``--device cpu`` runs the same calls on the CPU (CI).
@@ -19,7 +19,7 @@ from _common import MEAN, STD, device_argument, resolve_device
 def variants(device, n=256, size=224, crop=224, padding=4):
     """[(name, call)]: normalize_flip for every output dtype and layout (the `ops` bench section's
     workload), flip_crop on masks of the same windows, resized_crop on a ragged batch, affine_warp (a
-    rotation per image) on the images as NCHW."""
+    rotation per image) and sharpness (a factor per image) on the images as NCHW."""
     import torch
 
     import prefetch
@@ -49,6 +49,8 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     maps = pixel_maps(n, size, size, angle=angles).float().to(device)
     out.append(("affine_warp bilinear uint8", lambda: prefetch.ops.affine_warp(
         nchw, maps, interpolation="bilinear", fill=[0, 0, 0])))
+    factors = torch.linspace(0.1, 1.9, n, dtype=torch.float64).to(device)
+    out.append(("sharpness uint8", lambda: prefetch.ops.sharpness(nchw, factors)))
     return out
 
 

@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|decode|all [--device cuda]
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
 CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
@@ -17,7 +17,7 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "decode")
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "decode")
 SKIP = 77
 # A float32 result may differ from the CPU's in the last bits (the GPU contracts mul+add into
 # FMA: issue 24 item 9); half types by their rounding of the same value.
@@ -183,6 +183,22 @@ def case_affine_warp(device):
                 affine_warp(wide, maps, interpolation=mode, fill=7), 0)
 
 
+def case_sharpness(device):
+    import torch
+
+    from prefetch.ops import sharpness
+
+    g = torch.Generator().manual_seed(5)
+    n, H, W = 12, 37, 41
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    factors = torch.rand(n, generator=g, dtype=torch.float64) * 3
+    # One rounding of an exact double on both: the same bytes.
+    compare("sharpness", sharpness(images.to(device), factors.to(device)), sharpness(images, factors), 0)
+    strided = images.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    compare("sharpness channels_last", sharpness(strided.to(device), factors.to(device)),
+            sharpness(images, factors), 0)
+
+
 def _jpegs():
     import numpy as np
 
@@ -240,7 +256,8 @@ def case_decode(device):
 
 
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
-         "resized_crop": case_resized_crop, "affine_warp": case_affine_warp, "decode": case_decode}
+         "resized_crop": case_resized_crop, "affine_warp": case_affine_warp,
+         "sharpness": case_sharpness, "decode": case_decode}
 
 
 def main(argv=None):

@@ -167,6 +167,26 @@ py::dict affine_warp_args(const std::string& target_name, const at::Tensor& imag
   return d;
 }
 
+py::dict sharpness_args(const std::string& target_name, const at::Tensor& images, const at::Tensor& factors,
+                        const std::string& drop) {
+  bool uploaded = false;
+  const KernelTarget target = target_named(target_name, &uploaded);
+  SharpnessPlan plan = plan_sharpness(images, factors);
+  complete_args(&plan, target);
+  kernels::SharpnessArgs& a = plan.args;
+  if (drop == "images") a.images = nullptr;
+  if (drop == "factors") a.factors = nullptr;
+  if (drop == "out") a.out = nullptr;
+  py::dict d;
+  d["problems"] = sharpness_arg_problems(plan, target.cuda);
+  d["uploaded"] = uploaded;
+  d["images"] = a.images == images.const_data_ptr<uint8_t>();
+  d["out"] = plan.out;
+  d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+  return d;
+}
+
 }  // namespace
 }  // namespace prefetch
 
@@ -188,4 +208,6 @@ void bind_kernel_args(py::module_& m) {
   m.def("_affine_warp_kernel_args", &prefetch::affine_warp_args, "target"_a, "images"_a, "matrices"_a,
         "bilinear"_a = false, "fill"_a = py::none(), "drop"_a = "",
         "Test hook: affine_warp's kernel arguments for target 'cpu' or 'cuda', described.");
+  m.def("_sharpness_kernel_args", &prefetch::sharpness_args, "target"_a, "images"_a, "factors"_a, "drop"_a = "",
+        "Test hook: sharpness's kernel arguments for target 'cpu' or 'cuda', described.");
 }

@@ -1,5 +1,5 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``, ``affine_warp``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
+``resized_crop``, ``affine_warp``, ``sharpness``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
@@ -8,14 +8,15 @@ cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
 ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to its box, resizes it
 bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
 and casts, in one pass. ``affine_warp`` resamples each uint8 image through its own affine map
-(the augmentation policies' rotate, shear and translate). Their fake kernels are in :mod:`prefetch.ops.fakes`.
+(the augmentation policies' rotate, shear and translate); ``sharpness`` blends each with its 3x3
+smoothing by its own factor (their Sharpness). Their fake kernels are in :mod:`prefetch.ops.fakes`.
 """
 import torch
 
 from .._engine.checks import whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness"]
 
 
 
@@ -181,3 +182,19 @@ def affine_warp(images, matrices, *, interpolation="nearest", fill=None):
     if fill is not None:
         fill = [float(v) for v in fill] if isinstance(fill, (list, tuple)) else [float(fill)]
     return torch.ops.prefetch.affine_warp.default(images, matrices, interpolation == "bilinear", fill)
+
+
+def sharpness(images, factors):
+    """torchvision's ``adjust_sharpness`` with each uint8 image ``[N, C, H, W]`` its own factor:
+    the image blended with its 3x3 smoothing (1s around a 5, over 13, rounded to whole values) as
+    ``v + (smooth - v) * (1 - factor)`` in float32 with one rounding (torchvision's fused
+    multiply-add), clamped and truncated to uint8; the one-pixel border kept, images of 2 pixels
+    or fewer a side unchanged. ``factors``: a number, or one per image (a float64 tensor on the
+    images' device, or a sequence). Equal to torchvision's output; the CPU and CUDA kernels write
+    the same bytes. Returns a contiguous uint8 tensor."""
+    if not isinstance(factors, torch.Tensor) or factors.dim() == 0:
+        n = images.shape[0] if isinstance(images, torch.Tensor) and images.dim() > 0 else 0
+        t = torch.as_tensor(factors, dtype=torch.float64)
+        factors = (t.expand(n) if t.dim() == 0 else t).to(
+            images.device if isinstance(images, torch.Tensor) else "cpu")
+    return torch.ops.prefetch.sharpness.default(images, factors)

@@ -154,6 +154,24 @@ def _affine_warp_fake(images, matrices, bilinear=False, fill=None):
     return images.new_empty((n, c, h, w))
 
 
+@torch.library.register_fake("prefetch::sharpness")
+def _sharpness_fake(images, factors):
+    torch._check(factors.device == images.device, lambda: (
+        "sharpness: factors is on %s but the images are on %s; every tensor argument must be on "
+        "the images' device" % (factors.device, images.device)))
+    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
+        "sharpness: images must be uint8 [N, C, H, W], got %s of shape %s"
+        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
+    n, c, h, w = images.shape
+    torch._check(factors.dtype == torch.float64 and factors.dim() == 1 and factors.shape[0] == n,
+                 lambda: "sharpness: factors must be float64 [N] = [%s] (one per image), got %s of "
+                 "shape %s" % (n, _DTYPE_NAMES.get(factors.dtype, factors.dtype), list(factors.shape)))
+    torch._check(c * h < 2**31 - 1, lambda: (
+        "sharpness: an image's C * H must be below 2^31, got C = %s, H = %s" % (c, h)))
+    _check_output_size("sharpness", (n, c, h, w), torch.uint8)
+    return images.new_empty((n, c, h, w))
+
+
 # csrc/kernels/affine_warp/affine_warp.h: kWarpMaxChannels, kWarpMaxSide
 _WARP_MAX_CHANNELS = 16
 _WARP_MAX_SIDE = 2**21

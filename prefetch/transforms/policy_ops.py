@@ -7,15 +7,16 @@ TranslateX/Y, Rotate, nearest or bilinear, with a fill), on uint8 ``[N, C, H, W]
 Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transforms.v2
 .functional``, 0.29) with its scalar parameter made per sample. The photometric ones use the
 same float32 arithmetic and the same truncation or rounding back to uint8 after every op, so a
-sample's result is torchvision's for that sample's op. The geometric ones run the fused
-:func:`prefetch.ops.affine_warp` kernel (C++ and CUDA) on torchvision's matrices: its source
+sample's result is torchvision's for that sample's op; Sharpness runs the fused
+:func:`prefetch.ops.sharpness` kernel, whose values are torchvision's exactly. The geometric
+ones run the fused :func:`prefetch.ops.affine_warp` kernel (C++ and CUDA) on torchvision's matrices: its source
 points are computed from pixel indices in float32, not through torchvision's normalised grid, so
 they differ from torchvision's by float32 roundings (~1e-5 pixel) — a nearest sample can take
 the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
-tolerance tests/transforms/test_policy_ops.py checks and docs/transforms.md states). On a GPU one
+tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states). On a GPU one
 batched pass per op kind and column of the table; on the CPU one sample at a time, on a pool of
 threads (its intermediates stay in cache). No op reads a device tensor back to the host (the
-loader's producer thread must not synchronise): parameters are checked on the host. The
+loader's producer thread must not synchronise): parameters are checked on the host. The other
 photometric ops' fused kernels (issue 27) are still to come.
 """
 import concurrent.futures
@@ -23,9 +24,8 @@ import math
 import os
 
 import torch
-import torch.nn.functional as F
 
-from ..ops.augment import affine_warp
+from ..ops.augment import affine_warp, sharpness
 from .contract import describe_tensor
 from .policies import OPS, op_parameters
 
@@ -93,21 +93,15 @@ def adjust_contrast(images, factor):
 
 def adjust_sharpness(images, factor):
     """Each image blended with its 3x3 smoothing (1s around a 5, over 13; rounded to whole
-    values), the one-pixel border kept as it is; images of 2 pixels or fewer a side unchanged."""
+    values), the one-pixel border kept as it is; images of 2 pixels or fewer a side unchanged:
+    the fused :func:`prefetch.ops.sharpness` kernel, torchvision's values exactly."""
     _check(images, "adjust_sharpness")
-    n, c, h, w = images.shape
-    if images.numel() == 0 or h <= 2 or w <= 2:
-        return images.clone()
-    a, b = 1.0 / 13.0, 5.0 / 13.0
-    kernel = torch.tensor([[a, a, a], [a, b, a], [a, a, a]], dtype=torch.float32,
-                          device=images.device).expand(c, 1, 3, 3)
-    out = images.float()
-    blurred = F.conv2d(out, kernel, groups=c).round_()
-    view = out[..., 1:-1, 1:-1]
-    # torchvision: view.add_(blurred - view, alpha=1 - factor), a fused multiply-add (see _blend)
-    rest = _per_sample(1.0 - torch.as_tensor(factor, dtype=torch.float64), images, "factor")
-    view.copy_(torch.addcmul(view, blurred.sub_(view), rest))
-    return out.clamp_(0, 255).to(torch.uint8)
+    factors = torch.as_tensor(factor, dtype=torch.float64).cpu()
+    factors = factors.expand(images.shape[0]) if factors.dim() == 0 else factors
+    if factors.shape != (images.shape[0],):
+        raise ValueError("prefetch: factor must be a number or one per image (%d), got shape %s"
+                         % (images.shape[0], tuple(factors.shape)))
+    return sharpness(images, factors.to(images.device, non_blocking=True))
 
 
 def _rgb_to_hsv(image):

@@ -139,10 +139,10 @@ def test_ddp_check_fails_a_context_off_the_ranks_device():
 def test_sanitize_plan_runs_memcheck_over_everything_first():
     rs = gpu_module("run_sanitize")
     runs = rs.plan()
-    assert [r[0] for r in runs[:10]] == ["memcheck"] * 10
-    assert {r[2] for r in runs[:10]} == set(rs.OPS) | set(rs.PATHS)
-    assert [r[0] for r in runs[10:20]] == ["racecheck"] * 10
-    assert {r[0] for r in runs[20:]} == {"synccheck", "initcheck"}
+    assert [r[0] for r in runs[:11]] == ["memcheck"] * 11
+    assert {r[2] for r in runs[:11]} == set(rs.OPS) | set(rs.PATHS)
+    assert [r[0] for r in runs[11:22]] == ["racecheck"] * 11
+    assert {r[0] for r in runs[22:]} == {"synccheck", "initcheck"}
     ring = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "worker_ring")
     other = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "prefetcher")
     assert "--target-processes" in ring and "--target-processes" not in other
@@ -276,7 +276,8 @@ def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     runs = json.loads((logs / "sanitize.json").read_text())["runs"]
     assert [r["run"] for r in runs] == ["synccheck-" + op for op in
-                                        ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "decode")]
+                                        ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness",
+                                         "decode")]
     by = {r["run"]: r for r in runs}
     assert by["synccheck-flip_crop"]["status"] == "failed" and by["synccheck-flip_crop"]["errors"] == 2
     assert all(by[n]["status"] == "ok" and by[n]["errors"] == 0 for n in by if "flip_crop" not in n)

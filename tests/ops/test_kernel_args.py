@@ -204,6 +204,22 @@ def test_an_affine_warp_field_left_unset_is_named(field):
     assert any(line.startswith(field) for line in d["problems"]), d["problems"]
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_sharpness_arguments_are_complete(target):
+    images = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8)[:, :, :, ::2]  # any strides
+    d = _C._sharpness_kernel_args(target, images, torch.tensor([0.5, 1.5], dtype=torch.float64))
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False
+    assert list(d["sizes"]) == [2, 3, 5, 3] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, 3, 5, 3) and d["out"].is_contiguous()
+
+
+@pytest.mark.parametrize("field", ["images", "factors", "out"])
+def test_a_sharpness_field_left_unset_is_named(field):
+    d = _C._sharpness_kernel_args("cuda", torch.zeros(2, 1, 4, 4, dtype=torch.uint8),
+                                  torch.zeros(2, dtype=torch.float64), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]
+
+
 def test_the_ops_run_the_same_assembly():
     """The CPU ops run complete_args before their kernels: with more than 64 channels (the uploaded
     path on CUDA) they still give the float64 formula's values."""

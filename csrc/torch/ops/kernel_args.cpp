@@ -204,6 +204,28 @@ std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bo
   return p.lines;
 }
 
+std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool /*cuda*/) {
+  // CUDA launches are split by images (plan_sharpness_launches): no launch limit to check.
+  Problems p;
+  const kernels::SharpnessArgs& a = plan.args;
+  const at::Tensor& out = plan.out;
+  if (!out.defined() || out.dim() != 4) {
+    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
+    return p.lines;
+  }
+  p.same("N", a.N, out.size(0));
+  p.same("C", a.C, out.size(1));
+  p.same("H", a.H, out.size(2));
+  p.same("W", a.W, out.size(3));
+  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] rows)");
+  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
+  const bool writes = out.numel() > 0;
+  p.require(!writes || a.images != nullptr, "images: unset");
+  p.require(!writes || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
+            "factors: not the plan's factors");
+  return p.lines;
+}
+
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda) {
   throw_problems("normalize_flip", normalize_flip_arg_problems(plan, cuda), cuda);
 }
@@ -215,6 +237,9 @@ void check_flip_crop_args(const FlipCropPlan& plan, bool cuda) {
 }
 void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda) {
   throw_problems("affine_warp", affine_warp_arg_problems(plan, cuda), cuda);
+}
+void check_sharpness_args(const SharpnessPlan& plan, bool cuda) {
+  throw_problems("sharpness", sharpness_arg_problems(plan, cuda), cuda);
 }
 
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target) {
@@ -232,5 +257,7 @@ at::Tensor complete_args(ResizedCropPlan* plan, const KernelTarget& target) {
 void complete_args(FlipCropPlan* plan, const KernelTarget& target) { check_flip_crop_args(*plan, target.cuda); }
 
 void complete_args(AffineWarpPlan* plan, const KernelTarget& target) { check_affine_warp_args(*plan, target.cuda); }
+
+void complete_args(SharpnessPlan* plan, const KernelTarget& target) { check_sharpness_args(*plan, target.cuda); }
 
 }  // namespace prefetch

@@ -13,6 +13,7 @@
 #include "ops/normalize_flip_plan.h"
 #include "ops/output_pool.h"
 #include "ops/resized_crop_plan.h"
+#include "ops/sharpness_plan.h"
 
 namespace prefetch {
 
@@ -82,6 +83,18 @@ at::Tensor affine_warp_cpu(const at::Tensor& images, const at::Tensor& matrices,
   return plan.out;
 }
 
+at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors) {
+  SharpnessPlan plan = plan_sharpness(images, factors, pooled_empty);
+  complete_args(&plan, cpu_target());
+  const kernels::SharpnessArgs& a = plan.args;
+  // A row is W values of a 3x3 sum and a blend: a few thousand values make a chunk.
+  const int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, a.W));
+  at::parallel_for(0, a.N * a.C * a.H, grain, [&](int64_t begin, int64_t end) {
+    kernels::sharpness_cpu(a, begin, end);
+  });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
@@ -89,6 +102,7 @@ TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("flip_crop", &flip_crop_cpu);
   m.impl("resized_crop", &resized_crop_cpu);
   m.impl("affine_warp", &affine_warp_cpu);
+  m.impl("sharpness", &sharpness_cpu);
 }
 
 }  // namespace prefetch

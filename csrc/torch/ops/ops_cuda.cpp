@@ -18,6 +18,7 @@
 #include "ops/normalize_flip_plan.h"
 #include "ops/plan_common.h"
 #include "ops/resized_crop_plan.h"
+#include "ops/sharpness_plan.h"
 
 namespace prefetch {
 namespace {
@@ -101,6 +102,17 @@ at::Tensor affine_warp_cuda(const at::Tensor& images, const at::Tensor& matrices
   return plan.out;
 }
 
+at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors) {
+  // The plan checks the devices first: the guard would refuse CPU factors obscurely.
+  TORCH_CHECK(factors.device() == images.device(), "sharpness: factors is on ", factors.device(),
+              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
+  c10::cuda::CUDAGuard guard(images.device());
+  SharpnessPlan plan = plan_sharpness(images, factors);
+  complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::sharpness_cuda(plan.args, current_stream()), "sharpness");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
@@ -108,6 +120,7 @@ TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("flip_crop", &flip_crop_cuda);
   m.impl("resized_crop", &resized_crop_cuda);
   m.impl("affine_warp", &affine_warp_cuda);
+  m.impl("sharpness", &sharpness_cuda);
 }
 
 }  // namespace prefetch

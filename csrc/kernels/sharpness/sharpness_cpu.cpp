@@ -1,0 +1,22 @@
+// CPU twin of sharpness.cu. The body is sharpness_cpu_impl.h; this file builds it for the baseline
+// ISA and dispatches to the AVX2 build (sharpness_cpu_avx2.cpp) when use_avx2_build() says so.
+#include "common/cpu_dispatch.h"
+#include "sharpness/sharpness.h"
+#include "sharpness/sharpness_cpu_impl.h"
+
+namespace prefetch {
+namespace kernels {
+
+#if PREFETCH_AVX2_BUILD
+void sharpness_cpu_avx2(const SharpnessArgs& args, int64_t row_begin, int64_t row_end);
+#endif
+
+void sharpness_cpu(const SharpnessArgs& args, int64_t row_begin, int64_t row_end) {
+#if PREFETCH_AVX2_BUILD
+  if (use_avx2_build()) return sharpness_cpu_avx2(args, row_begin, row_end);
+#endif
+  sharpness_rows<struct BaselineIsa>(args, row_begin, row_end);
+}
+
+}  // namespace kernels
+}  // namespace prefetch

@@ -1,0 +1,48 @@
+// sharpness's CPU body over a range of output rows, compiled twice: for the baseline ISA
+// (sharpness_cpu.cpp) and for AVX2 (sharpness_cpu_avx2.cpp, where 4 doubles a vector halve the
+// blend's cost). The same per-value functions as a CUDA thread (sharpness_thread_work.h); the
+// interior of a contiguous row in one loop the compiler vectorises, the two border values copied.
+// Contraction is harmless here: the blend's product is exact in double, so a fused multiply-add
+// rounds exactly as the separate add does. The per-value functions are included, by the AVX2
+// file too, before its target pragma: they stay baseline functions in both builds.
+#pragma once
+#include <cstdint>
+
+#include "sharpness/sharpness.h"
+#include "sharpness/sharpness_thread_work.h"
+
+namespace prefetch {
+namespace kernels {
+
+// Isa: a tag of the build that instantiates it, so that the two builds are two functions (one name
+// compiled for two targets would be one symbol, and the linker would keep either).
+template <typename Isa>
+void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end) {
+  const int64_t C = a.C, H = a.H, W = a.W, sH = a.sH, sW = a.sW;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
+    const uint8_t* p = a.images + n * a.sN + c * a.sC + y * sH;
+    uint8_t* dst = a.out + row * W;
+    if (y == 0 || y == H - 1 || W <= 2) {
+      for (int64_t x = 0; x < W; ++x) dst[x] = p[x * sW];
+      continue;
+    }
+    const float rest = sharpness_rest(a.factors[n]);
+    const uint8_t *up = p - sH, *down = p + sH;
+    dst[0] = p[0];
+    dst[W - 1] = p[(W - 1) * sW];
+    if (sW == 1) {  // contiguous rows: the loop vectorises
+      for (int64_t x = 1; x < W - 1; ++x) {
+        const int32_t v = p[x];
+        const int32_t s = up[x - 1] + up[x] + up[x + 1] + p[x - 1] + 5 * v + p[x + 1] + down[x - 1] + down[x] +
+                          down[x + 1];
+        dst[x] = sharpness_blend(v, sharpness_smooth(s), rest);
+      }
+    } else {
+      for (int64_t x = 1; x < W - 1; ++x) sharpness_value(a, n, c, y, x);
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace prefetch

@@ -1,0 +1,86 @@
+// One output value of sharpness: a CUDA thread's work, and the CPU kernel's per-value work.
+// __host__ __device__, so the CPU tests run this exact code over every thread of every launch and
+// compare it with the CPU kernel (tests/cpp/sharpness_test.cpp); sharpness.cu only maps threads
+// onto it.
+#pragma once
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "common/fast_divmod.h"
+#include "common/host_device.h"
+#include "sharpness/sharpness.h"
+
+namespace prefetch {
+namespace kernels {
+
+// The smoothing of a 3x3 neighbourhood whose values sum to s (the centre counted 5 times), rounded
+// to the nearest whole value: s / 13 is never within 1/26 of a half (its fraction is k / 13), so
+// torchvision's float32 convolution and round give (s + 6) / 13 exactly.
+PF_HD int32_t sharpness_smooth(int32_t s) { return (s + 6) / 13; }
+
+// v + (smooth - v) * rest in one rounding to float32, as torchvision's fused multiply-add: the
+// product of a whole number below 2^9 and a float32 and the sum with v are exact in double, so
+// rounding the double once is the FMA's result on either backend. Clamped to [0, 255] and
+// truncated, as torchvision's clamp_ and .to(uint8).
+PF_HD uint8_t sharpness_blend(int32_t v, int32_t smooth, float rest) {
+  const float f = static_cast<float>(static_cast<double>(smooth - v) * static_cast<double>(rest) +
+                                     static_cast<double>(v));
+  const float low = f >= 0.0f ? f : 0.0f;
+  return static_cast<uint8_t>(low > 255.0f ? 255.0f : low);
+}
+
+// The float32 factor torchvision multiplies by: 1 - factor in double (a Python float), then
+// float32 (the tensor's dtype).
+PF_HD float sharpness_rest(double factor) { return static_cast<float>(1.0 - factor); }
+
+// Output value (n, c, y, x).
+PF_HD void sharpness_value(const SharpnessArgs& a, int64_t n, int64_t c, int64_t y, int64_t x) {
+  const uint8_t* p = a.images + n * a.sN + c * a.sC + y * a.sH + x * a.sW;
+  uint8_t* dst = a.out + ((n * a.C + c) * a.H + y) * a.W + x;
+  const int32_t v = *p;
+  if (y == 0 || x == 0 || y == a.H - 1 || x == a.W - 1) {  // the border (all of a 2-pixel side)
+    *dst = static_cast<uint8_t>(v);
+    return;
+  }
+  const int64_t sH = a.sH, sW = a.sW;
+  const int32_t s = p[-sH - sW] + p[-sH] + p[-sH + sW] + p[-sW] + 5 * v + p[sW] + p[sH - sW] + p[sH] + p[sH + sW];
+  *dst = sharpness_blend(v, sharpness_smooth(s), sharpness_rest(a.factors[n]));
+}
+
+// A CUDA launch covers the rows ((n, c), y) of images [n0, n0 + rows / (C * H)), numbered in 32
+// bits so that a thread divides its row with multiplies (common/fast_divmod.h); threads run along
+// a row's x, blocks down the rows. A batch with more rows is split by images.
+struct SharpnessLaunch {
+  int64_t n0 = 0;
+  uint32_t rows = 0;
+  FastDivmod h, c;
+};
+
+inline void plan_sharpness_launches(const SharpnessArgs& a, std::vector<SharpnessLaunch>* launches,
+                                    int64_t max_rows = INT32_MAX) {
+  launches->clear();
+  if (a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return;
+  const int64_t per_image = a.C * a.H;  // the plan keeps it below 2^31
+  const int64_t images = std::max<int64_t>(1, max_rows / per_image);
+  for (int64_t n0 = 0; n0 < a.N; n0 += images) {
+    SharpnessLaunch l;
+    l.n0 = n0;
+    l.rows = static_cast<uint32_t>(std::min(images, a.N - n0) * per_image);
+    l.h = FastDivmod(static_cast<uint32_t>(a.H));
+    l.c = FastDivmod(static_cast<uint32_t>(a.C));
+    launches->push_back(l);
+  }
+}
+
+// The thread of row `row` of launch l and column x.
+PF_HD void sharpness_thread(const SharpnessArgs& a, const SharpnessLaunch& l, uint32_t row, int64_t x) {
+  uint32_t plane, y, n, c;
+  l.h.divmod(row, &plane, &y);
+  l.c.divmod(plane, &n, &c);
+  sharpness_value(a, l.n0 + n, c, y, x);
+}
+
+}  // namespace kernels
+}  // namespace prefetch

@@ -1,0 +1,87 @@
+// sharpness's per-value thread work (sharpness_thread_work.h), run on the CPU over every thread of
+// every launch in a shuffled order, must write exactly what the CPU kernel writes (its contiguous
+// rows take a vectorised loop of their own) over any split of its rows, and nothing outside the
+// output; the smoothing's rounding is exact. The values against a float64 reference are
+// tests/ops/test_sharpness.py's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "common/cpu_dispatch.h"
+#include "sharpness/sharpness.h"
+#include "sharpness/sharpness_thread_work.h"
+
+using namespace prefetch::kernels;
+
+namespace {
+
+constexpr int kGuard = 64;
+
+void expect_guards_intact(const std::vector<uint8_t>& out) {
+  for (int i = 0; i < kGuard; ++i) {
+    ASSERT_EQ(out[i], 0xAB) << "written before the output";
+    ASSERT_EQ(out[out.size() - 1 - i], 0xAB) << "written after the output";
+  }
+}
+
+}  // namespace
+
+TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
+    const bool previous = set_cpu_avx2_allowed(avx2);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {3, 4, 2, 9}, {2, 3, 40, 37}}) {
+      const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
+      for (bool channels_last : {false, true}) {
+        std::vector<uint8_t> images(static_cast<size_t>(N * C * H * W));
+        for (auto& v : images) v = static_cast<uint8_t>(byte(rng));
+        std::vector<double> factors;
+        for (int64_t n = 0; n < N; ++n) factors.push_back(0.1 + 2.5 * n / std::max<int64_t>(1, N - 1));
+        SharpnessArgs a;
+        a.images = images.data();
+        a.N = N, a.C = C, a.H = H, a.W = W;
+        if (channels_last) a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+        else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+        a.factors = factors.data();
+        std::vector<uint8_t> cpu(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB), threads = cpu;
+        a.out = cpu.data() + kGuard;
+        const int64_t rows = N * C * H;
+        for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
+          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 7));
+          sharpness_cpu(a, begin, end);
+          begin = end;
+        }
+        SharpnessArgs b = a;
+        b.out = threads.data() + kGuard;
+        std::vector<SharpnessLaunch> launches;
+        plan_sharpness_launches(b, &launches, 2 * C * H);  // two images a launch: a split batch
+        ASSERT_EQ(launches.size(), static_cast<size_t>((N + 1) / 2));
+        std::vector<std::pair<size_t, int64_t>> order;
+        for (size_t l = 0; l < launches.size(); ++l) {
+          for (int64_t t = 0; t < launches[l].rows * W; ++t) order.emplace_back(l, t);
+        }
+        ASSERT_EQ(order.size(), static_cast<size_t>(N * C * H * W));
+        std::shuffle(order.begin(), order.end(), rng);
+        for (const auto& [l, t] : order) sharpness_thread(b, launches[l], static_cast<uint32_t>(t / W), t % W);
+        expect_guards_intact(cpu);
+        expect_guards_intact(threads);
+        ASSERT_EQ(cpu, threads) << "channels_last " << channels_last << " avx2 " << avx2;
+      }
+    }
+    set_cpu_avx2_allowed(previous);
+  }
+}
+
+TEST(SharpnessThreadWork, TheSmoothingRoundsAsTheFloat64QuotientDoes) {
+  // Every sum a 3x3 neighbourhood of bytes can have (centre counted 5 times): 0 .. 13 * 255.
+  for (int32_t s = 0; s <= 13 * 255; ++s) {
+    const double q = s / 13.0;
+    const double nearest = q - static_cast<int32_t>(q) < 0.5 ? static_cast<int32_t>(q) : static_cast<int32_t>(q) + 1;
+    ASSERT_EQ(sharpness_smooth(s), static_cast<int32_t>(nearest)) << s;
+  }
+}
