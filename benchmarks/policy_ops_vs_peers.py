@@ -2,17 +2,17 @@
 same output (issue 27's per-op goal: >= 10x torchvision's per-sample loop, >= 3x kornia).
 
 For each op — the geometric ones (Rotate, ShearX, TranslateY, through
-``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel) and Sharpness
-(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) — a batch of uint8
+``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel), Sharpness
+(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) and three of the value-wise ones
+(Brightness, Solarize, Equalize: a table per image and the fused ``lookup`` kernel) — a batch of uint8
 ``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch, torchvision,
 kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
 
-- torchvision: ``transforms.v2.functional.affine`` / ``rotate`` / ``adjust_sharpness`` on each
-  uint8 image in a loop — what a user writes to get per-sample parameters (v2 on a batch draws
+- torchvision: its ``transforms.v2.functional`` op on each uint8 image in a loop — what a user writes to get per-sample parameters (v2 on a batch draws
   one for all);
-- kornia: ``kornia.geometry.transform.warp_affine`` with one matrix per sample and
-  ``kornia.enhance.sharpness`` with one factor per sample, on the float batch (their per-sample
-  paths), back to uint8.
+- kornia: ``kornia.geometry.transform.warp_affine`` with one matrix per sample,
+  ``kornia.enhance.sharpness`` and ``solarize`` with one parameter per sample, ``equalize``, on
+  the float batch (their per-sample paths), back to uint8.
 
 Each peer's output is compared with prefetch's (the fraction of values that differ, and by how
 much) so that the ratio is between the same results. torchvision and kornia are benchmark peers,
@@ -92,6 +92,25 @@ def cases(x, g, F, I, K):
         calls["kornia"] = lambda: K.enhance.sharpness(x.float() / 255, factors.float()).mul_(
             255).add_(1e-3).clamp_(0, 255).to(torch.uint8)
     out.append(("Sharpness", calls))
+    thresholds = (torch.rand(n, generator=g) * 255).double()
+    value_wise = [  # fused as one table per image (prefetch.ops.lookup)
+        ("Brightness", lambda: policy_ops.adjust_brightness(x, factors),
+         lambda img, i: F.adjust_brightness(img, float(factors[i])),
+         None),  # kornia's adjust_brightness adds, torchvision's multiplies: not the same op
+        ("Solarize", lambda: policy_ops.solarize(x, thresholds),
+         lambda img, i: F.solarize(img, float(thresholds[i])),
+         lambda: K.enhance.solarize(x.float() / 255, (thresholds / 255).float()).mul_(255).round_().to(
+             torch.uint8)),
+        ("Equalize", lambda: policy_ops.equalize(x), lambda img, i: F.equalize(img),
+         lambda: K.enhance.equalize(x.float() / 255).mul_(255).round_().to(torch.uint8)),
+    ]
+    for name, ours, tv, kornia in value_wise:
+        calls = {"prefetch": ours}
+        if F is not None:
+            calls["torchvision loop"] = lambda tv=tv: torch.stack([tv(x[i], i) for i in range(n)])
+        if K is not None and kornia is not None:
+            calls["kornia"] = kornia
+        out.append((name, calls))
     return out
 
 

@@ -187,6 +187,28 @@ py::dict sharpness_args(const std::string& target_name, const at::Tensor& images
   return d;
 }
 
+py::dict lookup_args(const std::string& target_name, const at::Tensor& images, const at::Tensor& tables,
+                     const std::string& drop) {
+  bool uploaded = false;
+  const KernelTarget target = target_named(target_name, &uploaded);
+  LookupPlan plan = plan_lookup(images, tables);
+  complete_args(&plan, target);
+  kernels::LookupArgs& a = plan.args;
+  if (drop == "images") a.images = nullptr;
+  if (drop == "tables") a.tables = nullptr;
+  if (drop == "out") a.out = nullptr;
+  if (drop == "T") a.T = a.C + 1;
+  py::dict d;
+  d["problems"] = lookup_arg_problems(plan, target.cuda);
+  d["uploaded"] = uploaded;
+  d["images"] = a.images == images.const_data_ptr<uint8_t>();
+  d["out"] = plan.out;
+  d["T"] = a.T;
+  d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+  return d;
+}
+
 }  // namespace
 }  // namespace prefetch
 
@@ -210,4 +232,6 @@ void bind_kernel_args(py::module_& m) {
         "Test hook: affine_warp's kernel arguments for target 'cpu' or 'cuda', described.");
   m.def("_sharpness_kernel_args", &prefetch::sharpness_args, "target"_a, "images"_a, "factors"_a, "drop"_a = "",
         "Test hook: sharpness's kernel arguments for target 'cpu' or 'cuda', described.");
+  m.def("_lookup_kernel_args", &prefetch::lookup_args, "target"_a, "images"_a, "tables"_a, "drop"_a = "",
+        "Test hook: lookup's kernel arguments for target 'cpu' or 'cuda', described.");
 }

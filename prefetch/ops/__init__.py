@@ -5,7 +5,8 @@
   integer masks), ``resized_crop`` (each image of a ragged batch cropped to its box and resized
   bilinearly, flipped, normalized, cast), ``affine_warp`` (each uint8 image through its own
   affine map, nearest or bilinear, with a fill: the policies' geometric ops), ``sharpness``
-  (torchvision's adjust_sharpness, a factor per image);
+  (torchvision's adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image
+  or channel: the policies' other value-wise ops);
 - decode (:mod:`prefetch.ops.decode`): ``decode_jpeg``, ``jpeg_sizes``, ``decode_resized_crop``
   (only the boxes' regions decoded), ``gpu_jpeg_decoder`` (what decodes for a CUDA device,
   :mod:`prefetch.ops.gpu_decoders`);
@@ -16,12 +17,12 @@
 Every op's fake (meta) kernel is in :mod:`prefetch.ops.fakes`. A new op: docs/custom_ops.md.
 """
 from . import fakes  # noqa: F401  (registers the fake kernels)
-from .augment import affine_warp, flip_crop, normalize_flip, resized_crop, sharpness
+from .augment import affine_warp, flip_crop, lookup, normalize_flip, resized_crop, sharpness
 from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
                      jpeg_sizes, max_image_pixels, set_max_image_pixels)
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "decode_jpeg", "jpeg_sizes",
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup", "decode_jpeg", "jpeg_sizes",
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
            "DecompressionBombWarning",
            "output_pool_stats", "release_output_pool",

@@ -1,5 +1,5 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``, ``affine_warp``, ``sharpness``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
+``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
@@ -9,14 +9,15 @@ ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to it
 bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
 and casts, in one pass. ``affine_warp`` resamples each uint8 image through its own affine map
 (the augmentation policies' rotate, shear and translate); ``sharpness`` blends each with its 3x3
-smoothing by its own factor (their Sharpness). Their fake kernels are in :mod:`prefetch.ops.fakes`.
+smoothing by its own factor (their Sharpness); ``lookup`` replaces each value by its image's
+table entry (every other policy op that maps a value alone). Their fake kernels are in :mod:`prefetch.ops.fakes`.
 """
 import torch
 
 from .._engine.checks import whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup"]
 
 
 
@@ -198,3 +199,13 @@ def sharpness(images, factors):
         factors = (t.expand(n) if t.dim() == 0 else t).to(
             images.device if isinstance(images, torch.Tensor) else "cpu")
     return torch.ops.prefetch.sharpness.default(images, factors)
+
+
+def lookup(images, tables):
+    """Each value of uint8 images ``[N, C, H, W]`` replaced by its image's table entry:
+    ``out[n, c, y, x] = tables[n, c or 0, images[n, c, y, x]]``, with ``tables`` uint8
+    ``[N, 1, 256]`` (one table per image) or ``[N, C, 256]`` (one per channel) on the images'
+    device. One read and one write per value: every photometric op that maps a value alone
+    (brightness, contrast against a known mean, posterize, solarize, autocontrast, equalize) is
+    one table per image. Returns a contiguous uint8 tensor."""
+    return torch.ops.prefetch.lookup.default(images, tables)

@@ -172,6 +172,26 @@ def _sharpness_fake(images, factors):
     return images.new_empty((n, c, h, w))
 
 
+@torch.library.register_fake("prefetch::lookup")
+def _lookup_fake(images, tables):
+    torch._check(tables.device == images.device, lambda: (
+        "lookup: tables is on %s but the images are on %s; every tensor argument must be on the "
+        "images' device" % (tables.device, images.device)))
+    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
+        "lookup: images must be uint8 [N, C, H, W], got %s of shape %s"
+        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
+    n, c, h, w = images.shape
+    torch._check(tables.dtype == torch.uint8 and tables.dim() == 3 and tables.shape[0] == n
+                 and tables.shape[1] in (1, c) and tables.shape[2] == 256, lambda: (
+        "lookup: tables must be uint8 [N, 1 or C, 256] = [%s, 1 or %s, 256] (one table per "
+        "image, or per image and channel), got %s of shape %s"
+        % (n, c, _DTYPE_NAMES.get(tables.dtype, tables.dtype), list(tables.shape))))
+    torch._check(c * h < 2**31 - 1, lambda: (
+        "lookup: an image's C * H must be below 2^31, got C = %s, H = %s" % (c, h)))
+    _check_output_size("lookup", (n, c, h, w), torch.uint8)
+    return images.new_empty((n, c, h, w))
+
+
 # csrc/kernels/affine_warp/affine_warp.h: kWarpMaxChannels, kWarpMaxSide
 _WARP_MAX_CHANNELS = 16
 _WARP_MAX_SIDE = 2**21

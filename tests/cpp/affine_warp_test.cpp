@@ -14,6 +14,7 @@
 
 #include "affine_warp/affine_warp.h"
 #include "affine_warp/affine_warp_thread_work.h"
+#include "common/plane_rows.h"
 
 using namespace prefetch::kernels;
 
@@ -88,8 +89,8 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         }
         const AffineWarpArgs b = k.args(&threads, bilinear, fill);
         // Launches of at most 2 images' rows (a small split, as a batch of over 2^31 rows is).
-        std::vector<AffineWarpLaunch> launches;
-        plan_affine_warp_launches(b, &launches, 2 * k.H);
+        std::vector<PlaneRowsLaunch> launches;
+        plan_plane_rows(k.N, 1, k.H, k.W, &launches, 2 * k.H);
         ASSERT_EQ(launches.size(), static_cast<size_t>((k.N + 1) / 2));
         std::vector<std::pair<size_t, int64_t>> order;  // (launch, row * W + x)
         for (size_t l = 0; l < launches.size(); ++l) {
@@ -98,10 +99,12 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         ASSERT_EQ(order.size(), static_cast<size_t>(k.N * k.H * k.W));
         std::shuffle(order.begin(), order.end(), rng);
         for (const auto& [l, t] : order) {
-          const uint32_t row = static_cast<uint32_t>(t / k.W);
-          if (k.C == 3) affine_warp_thread<3>(b, launches[l], row, t % k.W);
-          else if (k.C == 1) affine_warp_thread<1>(b, launches[l], row, t % k.W);
-          else affine_warp_thread<0>(b, launches[l], row, t % k.W);
+          int64_t n, c, y;
+          plane_row(launches[l], static_cast<uint32_t>(t / k.W), &n, &c, &y);
+          ASSERT_EQ(c, 0);
+          if (k.C == 3) AffineWarpThread<3>{b}(n, c, y, t % k.W);
+          else if (k.C == 1) AffineWarpThread<1>{b}(n, c, y, t % k.W);
+          else AffineWarpThread<0>{b}(n, c, y, t % k.W);
         }
         expect_guards_intact(cpu);
         expect_guards_intact(threads);

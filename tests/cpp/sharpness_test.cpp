@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/cpu_dispatch.h"
+#include "common/plane_rows.h"
 #include "sharpness/sharpness.h"
 #include "sharpness/sharpness_thread_work.h"
 
@@ -58,8 +59,8 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         }
         SharpnessArgs b = a;
         b.out = threads.data() + kGuard;
-        std::vector<SharpnessLaunch> launches;
-        plan_sharpness_launches(b, &launches, 2 * C * H);  // two images a launch: a split batch
+        std::vector<PlaneRowsLaunch> launches;
+        plan_plane_rows(N, C, H, W, &launches, 2 * C * H);  // two images a launch: a split batch
         ASSERT_EQ(launches.size(), static_cast<size_t>((N + 1) / 2));
         std::vector<std::pair<size_t, int64_t>> order;
         for (size_t l = 0; l < launches.size(); ++l) {
@@ -67,7 +68,11 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         }
         ASSERT_EQ(order.size(), static_cast<size_t>(N * C * H * W));
         std::shuffle(order.begin(), order.end(), rng);
-        for (const auto& [l, t] : order) sharpness_thread(b, launches[l], static_cast<uint32_t>(t / W), t % W);
+        for (const auto& [l, t] : order) {
+          int64_t n, c, y;
+          plane_row(launches[l], static_cast<uint32_t>(t / W), &n, &c, &y);
+          SharpnessThread{b}(n, c, y, t % W);
+        }
         expect_guards_intact(cpu);
         expect_guards_intact(threads);
         ASSERT_EQ(cpu, threads) << "channels_last " << channels_last << " avx2 " << avx2;

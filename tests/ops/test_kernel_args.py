@@ -220,6 +220,23 @@ def test_a_sharpness_field_left_unset_is_named(field):
     assert any(line.startswith(field) for line in d["problems"]), d["problems"]
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("T", [1, 3])
+def test_lookup_arguments_are_complete(target, T):
+    images = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8)[:, :, 1:, :]  # any strides
+    d = _C._lookup_kernel_args(target, images, torch.zeros(2, T, 256, dtype=torch.uint8))
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False and d["T"] == T
+    assert list(d["sizes"]) == [2, 3, 4, 6] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, 3, 4, 6) and d["out"].is_contiguous()
+
+
+@pytest.mark.parametrize("field", ["images", "tables", "out", "T"])
+def test_a_lookup_field_left_unset_is_named(field):
+    d = _C._lookup_kernel_args("cuda", torch.zeros(2, 1, 4, 4, dtype=torch.uint8),
+                               torch.zeros(2, 1, 256, dtype=torch.uint8), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]
+
+
 def test_the_ops_run_the_same_assembly():
     """The CPU ops run complete_args before their kernels: with more than 64 channels (the uploaded
     path on CUDA) they still give the float64 formula's values."""

@@ -4,13 +4,9 @@
 // this exact code over every thread of every launch and compare it with the CPU kernel
 // (tests/cpp/affine_warp_test.cpp); affine_warp.cu only maps threads onto it.
 #pragma once
-#include <algorithm>
-#include <climits>
 #include <cstdint>
-#include <vector>
 
 #include "affine_warp/affine_warp.h"
-#include "common/fast_divmod.h"
 #include "common/host_device.h"
 
 namespace prefetch {
@@ -157,37 +153,15 @@ PF_HD void affine_warp_pixel(const AffineWarpArgs& a, int64_t n, int64_t y, int6
   }
 }
 
-// A CUDA launch covers the rows (n, y) of images [n0, n0 + rows / H), numbered in 32 bits so that
-// a thread divides its row by H with a multiply (common/fast_divmod.h: the GPU has no integer
-// divider); a batch with more rows is split by images. Threads run along a row's x, blocks down
-// the rows: no division by W at all.
-struct AffineWarpLaunch {
-  int64_t n0 = 0;
-  uint32_t rows = 0;
-  FastDivmod h;
-};
-
-inline void plan_affine_warp_launches(const AffineWarpArgs& a, std::vector<AffineWarpLaunch>* launches,
-                                      int64_t max_rows = INT32_MAX) {
-  launches->clear();
-  if (a.N == 0 || a.H == 0 || a.W == 0 || a.C == 0) return;
-  const int64_t images = std::max<int64_t>(1, max_rows / a.H);  // H <= kWarpMaxSide < max_rows
-  for (int64_t n0 = 0; n0 < a.N; n0 += images) {
-    AffineWarpLaunch l;
-    l.n0 = n0;
-    l.rows = static_cast<uint32_t>(std::min(images, a.N - n0) * a.H);
-    l.h = FastDivmod(static_cast<uint32_t>(a.H));
-    launches->push_back(l);
-  }
-}
-
-// The thread of row `row` of launch l and column x.
+// A CUDA thread: pixel (n, y, x) of the launches common/plane_rows.h numbers with C = 1 (a row is
+// every channel of one (n, y): the pixel's taps are computed once for all of them).
 template <int kChannels>
-PF_HD void affine_warp_thread(const AffineWarpArgs& a, const AffineWarpLaunch& l, uint32_t row, int64_t x) {
-  uint32_t n, y;
-  l.h.divmod(row, &n, &y);
-  affine_warp_pixel<kChannels>(a, l.n0 + n, y, x);
-}
+struct AffineWarpThread {
+  AffineWarpArgs a;
+  PF_HD void operator()(int64_t n, int64_t /*c*/, int64_t y, int64_t x) const {
+    affine_warp_pixel<kChannels>(a, n, y, x);
+  }
+};
 
 }  // namespace kernels
 }  // namespace prefetch

@@ -2,10 +2,7 @@
 // the blend's doubles 4 to a vector.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
-#include <algorithm>
-#include <climits>
 #include <cstdint>
-#include <vector>
 
 #include "sharpness/sharpness.h"
 #include "sharpness/sharpness_thread_work.h"

@@ -3,12 +3,8 @@
 // compare it with the CPU kernel (tests/cpp/sharpness_test.cpp); sharpness.cu only maps threads
 // onto it.
 #pragma once
-#include <algorithm>
-#include <climits>
 #include <cstdint>
-#include <vector>
 
-#include "common/fast_divmod.h"
 #include "common/host_device.h"
 #include "sharpness/sharpness.h"
 
@@ -49,38 +45,11 @@ PF_HD void sharpness_value(const SharpnessArgs& a, int64_t n, int64_t c, int64_t
   *dst = sharpness_blend(v, sharpness_smooth(s), sharpness_rest(a.factors[n]));
 }
 
-// A CUDA launch covers the rows ((n, c), y) of images [n0, n0 + rows / (C * H)), numbered in 32
-// bits so that a thread divides its row with multiplies (common/fast_divmod.h); threads run along
-// a row's x, blocks down the rows. A batch with more rows is split by images.
-struct SharpnessLaunch {
-  int64_t n0 = 0;
-  uint32_t rows = 0;
-  FastDivmod h, c;
+// A CUDA thread: value (n, c, y, x) of the launches common/plane_rows.h numbers.
+struct SharpnessThread {
+  SharpnessArgs a;
+  PF_HD void operator()(int64_t n, int64_t c, int64_t y, int64_t x) const { sharpness_value(a, n, c, y, x); }
 };
-
-inline void plan_sharpness_launches(const SharpnessArgs& a, std::vector<SharpnessLaunch>* launches,
-                                    int64_t max_rows = INT32_MAX) {
-  launches->clear();
-  if (a.N == 0 || a.C == 0 || a.H == 0 || a.W == 0) return;
-  const int64_t per_image = a.C * a.H;  // the plan keeps it below 2^31
-  const int64_t images = std::max<int64_t>(1, max_rows / per_image);
-  for (int64_t n0 = 0; n0 < a.N; n0 += images) {
-    SharpnessLaunch l;
-    l.n0 = n0;
-    l.rows = static_cast<uint32_t>(std::min(images, a.N - n0) * per_image);
-    l.h = FastDivmod(static_cast<uint32_t>(a.H));
-    l.c = FastDivmod(static_cast<uint32_t>(a.C));
-    launches->push_back(l);
-  }
-}
-
-// The thread of row `row` of launch l and column x.
-PF_HD void sharpness_thread(const SharpnessArgs& a, const SharpnessLaunch& l, uint32_t row, int64_t x) {
-  uint32_t plane, y, n, c;
-  l.h.divmod(row, &plane, &y);
-  l.c.divmod(plane, &n, &c);
-  sharpness_value(a, l.n0 + n, c, y, x);
-}
 
 }  // namespace kernels
 }  // namespace prefetch

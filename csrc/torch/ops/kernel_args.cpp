@@ -182,7 +182,7 @@ std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool c
 }
 
 std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bool /*cuda*/) {
-  // CUDA launches are split by images (plan_affine_warp_launches): no launch limit to check.
+  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
   Problems p;
   const kernels::AffineWarpArgs& a = plan.args;
   const at::Tensor& out = plan.out;
@@ -205,7 +205,7 @@ std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bo
 }
 
 std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool /*cuda*/) {
-  // CUDA launches are split by images (plan_sharpness_launches): no launch limit to check.
+  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
   Problems p;
   const kernels::SharpnessArgs& a = plan.args;
   const at::Tensor& out = plan.out;
@@ -226,6 +226,29 @@ std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool 
   return p.lines;
 }
 
+std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool /*cuda*/) {
+  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
+  Problems p;
+  const kernels::LookupArgs& a = plan.args;
+  const at::Tensor& out = plan.out;
+  if (!out.defined() || out.dim() != 4) {
+    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
+    return p.lines;
+  }
+  p.same("N", a.N, out.size(0));
+  p.same("C", a.C, out.size(1));
+  p.same("H", a.H, out.size(2));
+  p.same("W", a.W, out.size(3));
+  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] rows)");
+  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
+  const bool writes = out.numel() > 0;
+  p.require(!writes || a.images != nullptr, "images: unset");
+  p.require(!writes || (a.tables != nullptr && a.tables == plan.tables.const_data_ptr()),
+            "tables: not the plan's tables");
+  p.require(a.T == 1 || a.T == a.C, "T: " + std::to_string(a.T) + " tables for C = " + std::to_string(a.C));
+  return p.lines;
+}
+
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda) {
   throw_problems("normalize_flip", normalize_flip_arg_problems(plan, cuda), cuda);
 }
@@ -241,6 +264,7 @@ void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda) {
 void check_sharpness_args(const SharpnessPlan& plan, bool cuda) {
   throw_problems("sharpness", sharpness_arg_problems(plan, cuda), cuda);
 }
+void check_lookup_args(const LookupPlan& plan, bool cuda) { throw_problems("lookup", lookup_arg_problems(plan, cuda), cuda); }
 
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target) {
   at::Tensor keep = bind_constants(plan->affine, target, &plan->args.affine, &plan->args.affine_device);
@@ -259,5 +283,7 @@ void complete_args(FlipCropPlan* plan, const KernelTarget& target) { check_flip_
 void complete_args(AffineWarpPlan* plan, const KernelTarget& target) { check_affine_warp_args(*plan, target.cuda); }
 
 void complete_args(SharpnessPlan* plan, const KernelTarget& target) { check_sharpness_args(*plan, target.cuda); }
+
+void complete_args(LookupPlan* plan, const KernelTarget& target) { check_lookup_args(*plan, target.cuda); }
 
 }  // namespace prefetch

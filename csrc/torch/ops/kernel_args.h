@@ -18,6 +18,7 @@
 
 #include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
+#include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
 #include "ops/resized_crop_plan.h"
 #include "ops/sharpness_plan.h"
@@ -42,6 +43,7 @@ at::Tensor complete_args(ResizedCropPlan* plan, const KernelTarget& target);
 void complete_args(FlipCropPlan* plan, const KernelTarget& target);
 void complete_args(AffineWarpPlan* plan, const KernelTarget& target);
 void complete_args(SharpnessPlan* plan, const KernelTarget& target);
+void complete_args(LookupPlan* plan, const KernelTarget& target);
 
 // What is wrong with an op's arguments for a kernel on `target` (empty: complete): every pointer
 // the kernel reads is set, every size and stride agrees with the output tensor, and the launch
@@ -52,10 +54,12 @@ std::vector<std::string> resized_crop_arg_problems(const ResizedCropPlan& plan, 
 std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool cuda);
 std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bool cuda);
 std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool cuda);
+std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool cuda);
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda);
 void check_resized_crop_args(const ResizedCropPlan& plan, bool cuda);
 void check_flip_crop_args(const FlipCropPlan& plan, bool cuda);
 void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda);
 void check_sharpness_args(const SharpnessPlan& plan, bool cuda);
+void check_lookup_args(const LookupPlan& plan, bool cuda);
 
 }  // namespace prefetch

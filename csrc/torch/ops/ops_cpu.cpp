@@ -10,6 +10,7 @@
 #include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
+#include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
 #include "ops/output_pool.h"
 #include "ops/resized_crop_plan.h"
@@ -95,6 +96,18 @@ at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors) {
   return plan.out;
 }
 
+at::Tensor lookup_cpu(const at::Tensor& images, const at::Tensor& tables) {
+  LookupPlan plan = plan_lookup(images, tables, pooled_empty);
+  complete_args(&plan, cpu_target());
+  const kernels::LookupArgs& a = plan.args;
+  // A row is W table reads: tens of thousands make a chunk worth a thread.
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, a.W));
+  at::parallel_for(0, a.N * a.C * a.H, grain, [&](int64_t begin, int64_t end) {
+    kernels::lookup_cpu(a, begin, end);
+  });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
@@ -103,6 +116,7 @@ TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("resized_crop", &resized_crop_cpu);
   m.impl("affine_warp", &affine_warp_cpu);
   m.impl("sharpness", &sharpness_cpu);
+  m.impl("lookup", &lookup_cpu);
 }
 
 }  // namespace prefetch

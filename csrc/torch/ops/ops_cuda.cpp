@@ -15,6 +15,7 @@
 #include "ops/affine_warp_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
+#include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
 #include "ops/plan_common.h"
 #include "ops/resized_crop_plan.h"
@@ -113,6 +114,17 @@ at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors) {
   return plan.out;
 }
 
+at::Tensor lookup_cuda(const at::Tensor& images, const at::Tensor& tables) {
+  // The plan checks the devices first: the guard would refuse CPU tables obscurely.
+  TORCH_CHECK(tables.device() == images.device(), "lookup: tables is on ", tables.device(), " but the images are on ",
+              images.device(), "; every tensor argument must be on the images' device");
+  c10::cuda::CUDAGuard guard(images.device());
+  LookupPlan plan = plan_lookup(images, tables);
+  complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::lookup_cuda(plan.args, current_stream()), "lookup");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
@@ -121,6 +133,7 @@ TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("resized_crop", &resized_crop_cuda);
   m.impl("affine_warp", &affine_warp_cuda);
   m.impl("sharpness", &sharpness_cuda);
+  m.impl("lookup", &lookup_cuda);
 }
 
 }  // namespace prefetch

@@ -1,0 +1,79 @@
+// lookup's per-value thread work (lookup_thread_work.h), run on the CPU over every thread of every
+// launch in a shuffled order, must write exactly what the CPU kernel writes over any split of its
+// rows, and nothing outside the output; and both must be the tables' entries (an independent
+// reference: plain indexing), for one table per image and one per channel, any input strides.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "common/plane_rows.h"
+#include "lookup/lookup.h"
+#include "lookup/lookup_thread_work.h"
+
+using namespace prefetch::kernels;
+
+TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernelDoes) {
+  constexpr int kGuard = 64;
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}}) {
+    const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
+    for (int64_t T : {int64_t{1}, C}) {
+      for (bool channels_last : {false, true}) {
+        std::vector<uint8_t> images(static_cast<size_t>(N * C * H * W)), tables(static_cast<size_t>(N * T * 256));
+        for (auto& v : images) v = static_cast<uint8_t>(byte(rng));
+        for (auto& v : tables) v = static_cast<uint8_t>(byte(rng));
+        LookupArgs a;
+        a.images = images.data();
+        a.N = N, a.C = C, a.H = H, a.W = W;
+        if (channels_last) a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+        else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+        a.tables = tables.data();
+        a.T = T;
+        std::vector<uint8_t> cpu(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB), threads = cpu;
+        a.out = cpu.data() + kGuard;
+        for (int64_t begin = 0, rows = N * C * H; begin < rows;) {
+          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
+          lookup_cpu(a, begin, end);
+          begin = end;
+        }
+        LookupArgs b = a;
+        b.out = threads.data() + kGuard;
+        std::vector<PlaneRowsLaunch> launches;
+        plan_plane_rows(N, C, H, W, &launches, 2 * C * H);
+        std::vector<std::pair<size_t, int64_t>> order;
+        for (size_t l = 0; l < launches.size(); ++l) {
+          for (int64_t t = 0; t < launches[l].rows * W; ++t) order.emplace_back(l, t);
+        }
+        ASSERT_EQ(order.size(), static_cast<size_t>(N * C * H * W));
+        std::shuffle(order.begin(), order.end(), rng);
+        for (const auto& [l, t] : order) {
+          int64_t n, c, y;
+          plane_row(launches[l], static_cast<uint32_t>(t / W), &n, &c, &y);
+          LookupThread{b}(n, c, y, t % W);
+        }
+        for (int i = 0; i < kGuard; ++i) {
+          ASSERT_EQ(cpu[i], 0xAB);
+          ASSERT_EQ(cpu[cpu.size() - 1 - i], 0xAB);
+          ASSERT_EQ(threads[i], 0xAB);
+          ASSERT_EQ(threads[threads.size() - 1 - i], 0xAB);
+        }
+        ASSERT_EQ(cpu, threads);
+        for (int64_t n = 0; n < N; ++n) {
+          for (int64_t c = 0; c < C; ++c) {
+            for (int64_t y = 0; y < H; ++y) {
+              for (int64_t x = 0; x < W; ++x) {
+                const uint8_t v = images[n * a.sN + c * a.sC + y * a.sH + x * a.sW];
+                ASSERT_EQ(a.out[((n * C + c) * H + y) * W + x], tables[(n * T + (T == 1 ? 0 : c)) * 256 + v]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
