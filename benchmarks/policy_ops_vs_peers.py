@@ -3,13 +3,13 @@ same output (issue 27's per-op goal: >= 10x torchvision's per-sample loop, >= 3x
 
 For each op — the geometric ones (Rotate, ShearX, TranslateY, through
 ``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel), Sharpness
-(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) and three of the value-wise ones
-(Brightness, Solarize, Equalize: a table per image and the fused ``lookup`` kernel) — a batch of uint8
-``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch, torchvision,
-kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
+(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) and three of the value-wise
+ones (Brightness, Solarize, Equalize: a table per image and the fused ``lookup`` kernel) — a batch
+of uint8 ``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch,
+torchvision, kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
 
-- torchvision: its ``transforms.v2.functional`` op on each uint8 image in a loop — what a user writes to get per-sample parameters (v2 on a batch draws
-  one for all);
+- torchvision: its ``transforms.v2.functional`` op on each uint8 image in a loop — what a user
+  writes to get per-sample parameters (v2 on a batch draws one for all);
 - kornia: ``kornia.geometry.transform.warp_affine`` with one matrix per sample,
   ``kornia.enhance.sharpness`` and ``solarize`` with one parameter per sample, ``equalize``, on
   the float batch (their per-sample paths), back to uint8.

@@ -22,7 +22,8 @@ from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop,
                      jpeg_sizes, max_image_pixels, set_max_image_pixels)
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup", "decode_jpeg", "jpeg_sizes",
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
+           "decode_jpeg", "jpeg_sizes",
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
            "DecompressionBombWarning",
            "output_pool_stats", "release_output_pool",

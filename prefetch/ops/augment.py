@@ -1,5 +1,6 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``; CPU and CUDA), re-exported by :mod:`prefetch.ops`.
+``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``; CPU and CUDA), re-exported by
+:mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
@@ -10,7 +11,8 @@ bilinearly to one size (``F.interpolate``'s values, with or without antialias), 
 and casts, in one pass. ``affine_warp`` resamples each uint8 image through its own affine map
 (the augmentation policies' rotate, shear and translate); ``sharpness`` blends each with its 3x3
 smoothing by its own factor (their Sharpness); ``lookup`` replaces each value by its image's
-table entry (every other policy op that maps a value alone). Their fake kernels are in :mod:`prefetch.ops.fakes`.
+table entry (the policy ops that map a value alone). Their fake kernels are in
+:mod:`prefetch.ops.fakes`.
 """
 import torch
 
@@ -182,7 +184,8 @@ def affine_warp(images, matrices, *, interpolation="nearest", fill=None):
                          % (interpolation,))
     if fill is not None:
         fill = [float(v) for v in fill] if isinstance(fill, (list, tuple)) else [float(fill)]
-    return torch.ops.prefetch.affine_warp.default(images, matrices, interpolation == "bilinear", fill)
+    return torch.ops.prefetch.affine_warp.default(images, matrices, interpolation == "bilinear",
+                                                  fill)
 
 
 def sharpness(images, factors):

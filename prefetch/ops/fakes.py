@@ -165,7 +165,8 @@ def _sharpness_fake(images, factors):
     n, c, h, w = images.shape
     torch._check(factors.dtype == torch.float64 and factors.dim() == 1 and factors.shape[0] == n,
                  lambda: "sharpness: factors must be float64 [N] = [%s] (one per image), got %s of "
-                 "shape %s" % (n, _DTYPE_NAMES.get(factors.dtype, factors.dtype), list(factors.shape)))
+                 "shape %s" % (n, _DTYPE_NAMES.get(factors.dtype, factors.dtype),
+                               list(factors.shape)))
     torch._check(c * h < 2**31 - 1, lambda: (
         "sharpness: an image's C * H must be below 2^31, got C = %s, H = %s" % (c, h)))
     _check_output_size("sharpness", (n, c, h, w), torch.uint8)

@@ -5,19 +5,22 @@ TranslateX/Y, Rotate, nearest or bilinear, with a fill), on uint8 ``[N, C, H, W]
 (C = 1 or 3) on any device.
 
 Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transforms.v2
-.functional``, 0.29) with its scalar parameter made per sample. The photometric ones use the
-same float32 arithmetic and the same truncation or rounding back to uint8 after every op, so a
-sample's result is torchvision's for that sample's op; Sharpness runs the fused
-:func:`prefetch.ops.sharpness` kernel, whose values are torchvision's exactly. The geometric
-ones run the fused :func:`prefetch.ops.affine_warp` kernel (C++ and CUDA) on torchvision's matrices: its source
-points are computed from pixel indices in float32, not through torchvision's normalised grid, so
-they differ from torchvision's by float32 roundings (~1e-5 pixel) — a nearest sample can take
-the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
-tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states). On a GPU one
-batched pass per op kind and column of the table; on the CPU one sample at a time, on a pool of
-threads (its intermediates stay in cache). No op reads a device tensor back to the host (the
-loader's producer thread must not synchronise): parameters are checked on the host. The other
-photometric ops' fused kernels (issue 27) are still to come.
+.functional``, 0.29) with its scalar parameter made per sample, run by a fused kernel where one
+exists (C++ and CUDA, :mod:`prefetch.ops`):
+- Sharpness: :func:`prefetch.ops.sharpness`, torchvision's values exactly;
+- Brightness, Contrast, Solarize, AutoContrast, Equalize: a 256-entry table per image (or
+  channel), built with torchvision's own float32 arithmetic, read by :func:`prefetch.ops.lookup`:
+  torchvision's values exactly;
+- Rotate, ShearX/Y, TranslateX/Y: :func:`prefetch.ops.affine_warp` on torchvision's matrices. Its
+  source points are computed from pixel indices in float32, not through torchvision's normalised
+  grid, so they differ from torchvision's by float32 roundings (~1e-5 pixel): a nearest sample can
+  take the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
+  tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
+- Color (saturation), Hue, Posterize, Invert: torch ops with torchvision's float32 arithmetic and
+  its truncation or rounding back to uint8 (their fused kernels, issue 27, are still to come).
+On a GPU one batched pass per op kind and column of the table; on the CPU one sample at a time, on
+a pool of threads. No op reads a device tensor back to the host (the loader's producer thread
+must not synchronise): parameters are checked on the host.
 """
 import concurrent.futures
 import math
@@ -88,8 +91,8 @@ def _by_tables(images, tables):
 
 def adjust_brightness(images, factor):
     _check(images, "adjust_brightness")
-    ramp = _ramp(images).float()
-    return _by_tables(images, ramp.mul_(_per_sample(factor, images, "factor")).clamp_(0, 255).to(torch.uint8))
+    table = _ramp(images).float().mul_(_per_sample(factor, images, "factor"))
+    return _by_tables(images, table.clamp_(0, 255).to(torch.uint8))
 
 
 def adjust_saturation(images, factor):

@@ -77,7 +77,8 @@ struct WarpTaps {
 PF_HD WarpTaps warp_bilinear_taps(float sx, float sy, float fW, float fH) {
   // A point far outside (or not finite) is moved to (-2.5, -2.5), where all four taps are
   // outside and every weight is finite; a point near the image is kept as it is.
-  const bool near = warp_near(sx, fW) & warp_near(sy, fH);
+  const bool near_x = warp_near(sx, fW), near_y = warp_near(sy, fH);
+  const bool near = near_x & near_y;  // (no short circuit: the CPU loops vectorise)
   const float px = near ? sx : -2.5f, py = near ? sy : -2.5f;
   const float x0 = warp_floor(px), y0 = warp_floor(py);
   const float x1 = warp_add(x0, 1.0f), y1 = warp_add(y0, 1.0f);
@@ -86,8 +87,8 @@ PF_HD WarpTaps warp_bilinear_taps(float sx, float sy, float fW, float fH) {
   // Inside masks as 1.0 or 0.0: a weight times its tap's masks is the weight or 0 exactly (the
   // weights are finite), and the compiler vectorises products where it does not vectorise
   // selects on boolean masks.
-  const float in_x0 = (x0 >= 0.0f) & (x0 < fW) ? 1.0f : 0.0f, in_x1 = (x1 >= 0.0f) & (x1 < fW) ? 1.0f : 0.0f;
-  const float in_y0 = (y0 >= 0.0f) & (y0 < fH) ? 1.0f : 0.0f, in_y1 = (y1 >= 0.0f) & (y1 < fH) ? 1.0f : 0.0f;
+  const float in_x0 = ((x0 >= 0.0f) & (x0 < fW)) ? 1.0f : 0.0f, in_x1 = ((x1 >= 0.0f) & (x1 < fW)) ? 1.0f : 0.0f;
+  const float in_y0 = ((y0 >= 0.0f) & (y0 < fH)) ? 1.0f : 0.0f, in_y1 = ((y1 >= 0.0f) & (y1 < fH)) ? 1.0f : 0.0f;
   WarpTaps t;
   t.w_nw = warp_mul(warp_mul(wx0, wy0), warp_mul(in_x0, in_y0));
   t.w_ne = warp_mul(warp_mul(wx1, wy0), warp_mul(in_x1, in_y0));
@@ -135,7 +136,8 @@ PF_HD void affine_warp_pixel(const AffineWarpArgs& a, int64_t n, int64_t y, int6
   const int64_t plane = H * W;
   const float fW = static_cast<float>(W), fH = static_cast<float>(H);
   if (!a.bilinear) {
-    const bool near = warp_near(sx, fW) & warp_near(sy, fH);
+    const bool near_x = warp_near(sx, fW), near_y = warp_near(sy, fH);
+    const bool near = near_x & near_y;
     const float rx = near ? warp_round(sx) : -1.0f, ry = near ? warp_round(sy) : -1.0f;
     const bool inside = (rx >= 0.0f) & (rx < fW) & (ry >= 0.0f) & (ry < fH);
     const uint8_t* p = inside ? src + static_cast<int64_t>(ry) * sH + static_cast<int64_t>(rx) * sW : src;
