@@ -126,15 +126,21 @@ def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill
     return masks.new_empty((n, h, w))
 
 
+def _check_uint8_images(op, images, other, name):
+    """Mirrors plan_common.cpp's check_uint8_images (affine_warp, sharpness, lookup); returns
+    the images' (N, C, H, W)."""
+    torch._check(other.device == images.device, lambda: (
+        "%s: %s is on %s but the images are on %s; every tensor argument must be on the images' "
+        "device" % (op, name, other.device, images.device)))
+    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
+        "%s: images must be uint8 [N, C, H, W], got %s of shape %s"
+        % (op, _DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
+    return images.shape
+
+
 @torch.library.register_fake("prefetch::affine_warp")
 def _affine_warp_fake(images, matrices, bilinear=False, fill=None):
-    torch._check(matrices.device == images.device, lambda: (
-        "affine_warp: matrices is on %s but the images are on %s; every tensor argument must be "
-        "on the images' device" % (matrices.device, images.device)))
-    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
-        "affine_warp: images must be uint8 [N, C, H, W], got %s of shape %s"
-        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
-    n, c, h, w = images.shape
+    n, c, h, w = _check_uint8_images("affine_warp", images, matrices, "matrices")
     torch._check(1 <= c <= _WARP_MAX_CHANNELS, lambda: (
         "affine_warp: images must have 1 to %d channels, got C = %s" % (_WARP_MAX_CHANNELS, c)))
     torch._check(h <= _WARP_MAX_SIDE and w <= _WARP_MAX_SIDE, lambda: (
@@ -156,13 +162,7 @@ def _affine_warp_fake(images, matrices, bilinear=False, fill=None):
 
 @torch.library.register_fake("prefetch::sharpness")
 def _sharpness_fake(images, factors):
-    torch._check(factors.device == images.device, lambda: (
-        "sharpness: factors is on %s but the images are on %s; every tensor argument must be on "
-        "the images' device" % (factors.device, images.device)))
-    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
-        "sharpness: images must be uint8 [N, C, H, W], got %s of shape %s"
-        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
-    n, c, h, w = images.shape
+    n, c, h, w = _check_uint8_images("sharpness", images, factors, "factors")
     torch._check(factors.dtype == torch.float64 and factors.dim() == 1 and factors.shape[0] == n,
                  lambda: "sharpness: factors must be float64 [N] = [%s] (one per image), got %s of "
                  "shape %s" % (n, _DTYPE_NAMES.get(factors.dtype, factors.dtype),
@@ -175,13 +175,7 @@ def _sharpness_fake(images, factors):
 
 @torch.library.register_fake("prefetch::lookup")
 def _lookup_fake(images, tables):
-    torch._check(tables.device == images.device, lambda: (
-        "lookup: tables is on %s but the images are on %s; every tensor argument must be on the "
-        "images' device" % (tables.device, images.device)))
-    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
-        "lookup: images must be uint8 [N, C, H, W], got %s of shape %s"
-        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
-    n, c, h, w = images.shape
+    n, c, h, w = _check_uint8_images("lookup", images, tables, "tables")
     torch._check(tables.dtype == torch.uint8 and tables.dim() == 3 and tables.shape[0] == n
                  and tables.shape[1] in (1, c) and tables.shape[2] == 256, lambda: (
         "lookup: tables must be uint8 [N, 1 or C, 256] = [%s, 1 or %s, 256] (one table per "

@@ -8,19 +8,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <utility>
 #include <random>
 #include <vector>
 
 #include "affine_warp/affine_warp.h"
 #include "affine_warp/affine_warp_thread_work.h"
-#include "common/plane_rows.h"
+#include "plane_rows_threads.h"
 
 using namespace prefetch::kernels;
 
 namespace {
 
-constexpr int kGuard = 64;
+using plane_rows_test::expect_guards_intact;
+using plane_rows_test::kGuard;
 
 struct Case {
   int64_t N, C, H, W;
@@ -35,7 +35,7 @@ struct Case {
     a.bilinear = bilinear;
     a.has_fill = fill;
     for (int c = 0; c < C; ++c) a.fill[c] = static_cast<float>(10 * c + 5);
-    out->assign(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB);
+    *out = plane_rows_test::guarded_output(N * C * H * W);
     a.out = out->data() + kGuard;
     return a;
   }
@@ -55,13 +55,6 @@ Case random_case(int64_t N, int64_t C, int64_t H, int64_t W, std::mt19937* rng) 
                                  oy + b * ox - a * oy + 0.3f * H * u(*rng)});
   }
   return k;
-}
-
-void expect_guards_intact(const std::vector<uint8_t>& out) {
-  for (int i = 0; i < kGuard; ++i) {
-    ASSERT_EQ(out[i], 0xAB) << "written before the output";
-    ASSERT_EQ(out[out.size() - 1 - i], 0xAB) << "written after the output";
-  }
 }
 
 }  // namespace
@@ -88,24 +81,14 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
           begin = end;
         }
         const AffineWarpArgs b = k.args(&threads, bilinear, fill);
-        // Launches of at most 2 images' rows (a small split, as a batch of over 2^31 rows is).
-        std::vector<PlaneRowsLaunch> launches;
-        plan_plane_rows(k.N, 1, k.H, k.W, &launches, 2 * k.H);
-        ASSERT_EQ(launches.size(), static_cast<size_t>((k.N + 1) / 2));
-        std::vector<std::pair<size_t, int64_t>> order;  // (launch, row * W + x)
-        for (size_t l = 0; l < launches.size(); ++l) {
-          for (int64_t t = 0; t < launches[l].rows * k.W; ++t) order.emplace_back(l, t);
-        }
-        ASSERT_EQ(order.size(), static_cast<size_t>(k.N * k.H * k.W));
-        std::shuffle(order.begin(), order.end(), rng);
-        for (const auto& [l, t] : order) {
-          int64_t n, c, y;
-          plane_row(launches[l], static_cast<uint32_t>(t / k.W), &n, &c, &y);
+        // Launches of at most 2 images' rows; C = 1 in the numbering (a thread: one pixel).
+        auto thread = [&](int64_t n, int64_t c, int64_t y, int64_t x) {
           ASSERT_EQ(c, 0);
-          if (k.C == 3) AffineWarpThread<3>{b}(n, c, y, t % k.W);
-          else if (k.C == 1) AffineWarpThread<1>{b}(n, c, y, t % k.W);
-          else AffineWarpThread<0>{b}(n, c, y, t % k.W);
-        }
+          if (k.C == 3) AffineWarpThread<3>{b}(n, c, y, x);
+          else if (k.C == 1) AffineWarpThread<1>{b}(n, c, y, x);
+          else AffineWarpThread<0>{b}(n, c, y, x);
+        };
+        plane_rows_test::run_every_thread(thread, k.N, 1, k.H, k.W, 2, &rng);
         expect_guards_intact(cpu);
         expect_guards_intact(threads);
         ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill;

@@ -7,17 +7,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <utility>
 #include <vector>
 
-#include "common/plane_rows.h"
 #include "lookup/lookup.h"
 #include "lookup/lookup_thread_work.h"
+#include "plane_rows_threads.h"
 
 using namespace prefetch::kernels;
 
 TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernelDoes) {
-  constexpr int kGuard = 64;
+  using plane_rows_test::kGuard;
   std::mt19937 rng(4);
   std::uniform_int_distribution<int> byte(0, 255);
   for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}}) {
@@ -34,7 +33,7 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
         else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
         a.tables = tables.data();
         a.T = T;
-        std::vector<uint8_t> cpu(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB), threads = cpu;
+        std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
         a.out = cpu.data() + kGuard;
         for (int64_t begin = 0, rows = N * C * H; begin < rows;) {
           const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
@@ -43,25 +42,9 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
         }
         LookupArgs b = a;
         b.out = threads.data() + kGuard;
-        std::vector<PlaneRowsLaunch> launches;
-        plan_plane_rows(N, C, H, W, &launches, 2 * C * H);
-        std::vector<std::pair<size_t, int64_t>> order;
-        for (size_t l = 0; l < launches.size(); ++l) {
-          for (int64_t t = 0; t < launches[l].rows * W; ++t) order.emplace_back(l, t);
-        }
-        ASSERT_EQ(order.size(), static_cast<size_t>(N * C * H * W));
-        std::shuffle(order.begin(), order.end(), rng);
-        for (const auto& [l, t] : order) {
-          int64_t n, c, y;
-          plane_row(launches[l], static_cast<uint32_t>(t / W), &n, &c, &y);
-          LookupThread{b}(n, c, y, t % W);
-        }
-        for (int i = 0; i < kGuard; ++i) {
-          ASSERT_EQ(cpu[i], 0xAB);
-          ASSERT_EQ(cpu[cpu.size() - 1 - i], 0xAB);
-          ASSERT_EQ(threads[i], 0xAB);
-          ASSERT_EQ(threads[threads.size() - 1 - i], 0xAB);
-        }
+        plane_rows_test::run_every_thread(LookupThread{b}, N, C, H, W, 2, &rng);
+        plane_rows_test::expect_guards_intact(cpu);
+        plane_rows_test::expect_guards_intact(threads);
         ASSERT_EQ(cpu, threads);
         for (int64_t n = 0; n < N; ++n) {
           for (int64_t c = 0; c < C; ++c) {

@@ -8,28 +8,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
-#include <utility>
 #include <vector>
 
 #include "common/cpu_dispatch.h"
-#include "common/plane_rows.h"
+#include "plane_rows_threads.h"
 #include "sharpness/sharpness.h"
 #include "sharpness/sharpness_thread_work.h"
 
 using namespace prefetch::kernels;
 
-namespace {
-
-constexpr int kGuard = 64;
-
-void expect_guards_intact(const std::vector<uint8_t>& out) {
-  for (int i = 0; i < kGuard; ++i) {
-    ASSERT_EQ(out[i], 0xAB) << "written before the output";
-    ASSERT_EQ(out[out.size() - 1 - i], 0xAB) << "written after the output";
-  }
-}
-
-}  // namespace
+using plane_rows_test::expect_guards_intact;
+using plane_rows_test::kGuard;
 
 TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
   std::mt19937 rng(3);
@@ -49,7 +38,7 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         if (channels_last) a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
         else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
         a.factors = factors.data();
-        std::vector<uint8_t> cpu(static_cast<size_t>(N * C * H * W + 2 * kGuard), 0xAB), threads = cpu;
+        std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
         a.out = cpu.data() + kGuard;
         const int64_t rows = N * C * H;
         for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
@@ -59,20 +48,8 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         }
         SharpnessArgs b = a;
         b.out = threads.data() + kGuard;
-        std::vector<PlaneRowsLaunch> launches;
-        plan_plane_rows(N, C, H, W, &launches, 2 * C * H);  // two images a launch: a split batch
-        ASSERT_EQ(launches.size(), static_cast<size_t>((N + 1) / 2));
-        std::vector<std::pair<size_t, int64_t>> order;
-        for (size_t l = 0; l < launches.size(); ++l) {
-          for (int64_t t = 0; t < launches[l].rows * W; ++t) order.emplace_back(l, t);
-        }
-        ASSERT_EQ(order.size(), static_cast<size_t>(N * C * H * W));
-        std::shuffle(order.begin(), order.end(), rng);
-        for (const auto& [l, t] : order) {
-          int64_t n, c, y;
-          plane_row(launches[l], static_cast<uint32_t>(t / W), &n, &c, &y);
-          SharpnessThread{b}(n, c, y, t % W);
-        }
+        // two images a launch: a split batch
+        plane_rows_test::run_every_thread(SharpnessThread{b}, N, C, H, W, 2, &rng);
         expect_guards_intact(cpu);
         expect_guards_intact(threads);
         ASSERT_EQ(cpu, threads) << "channels_last " << channels_last << " avx2 " << avx2;

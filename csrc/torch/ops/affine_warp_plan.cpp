@@ -7,11 +7,7 @@ namespace prefetch {
 
 AffineWarpPlan plan_affine_warp(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
                                 const std::optional<at::ArrayRef<double>>& fill, const OutputAllocator& allocate) {
-  TORCH_CHECK(matrices.device() == images.device(), "affine_warp: matrices is on ", matrices.device(),
-              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
-  TORCH_CHECK(images.scalar_type() == at::kByte && images.dim() == 4,
-              "affine_warp: images must be uint8 [N, C, H, W], got ", images.scalar_type(), " of shape ",
-              shape_of(images));
+  check_uint8_images("affine_warp", images, matrices, "matrices");
   const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   TORCH_CHECK(C >= 1 && C <= kernels::kWarpMaxChannels, "affine_warp: images must have 1 to ",
               kernels::kWarpMaxChannels, " channels, got C = ", C);
@@ -37,12 +33,9 @@ AffineWarpPlan plan_affine_warp(const at::Tensor& images, const at::Tensor& matr
   checked_output_bytes("affine_warp", {N, C, H, W}, at::kByte);
   plan.matrices = matrices.contiguous();
   plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
-  a.images = images.const_data_ptr<uint8_t>();
-  a.N = N, a.C = C, a.H = H, a.W = W;
-  a.sN = images.stride(0), a.sC = images.stride(1), a.sH = images.stride(2), a.sW = images.stride(3);
+  set_uint8_images(&a, images, plan.out);
   a.matrices = plan.matrices.const_data_ptr<float>();
   a.bilinear = bilinear;
-  a.out = plan.out.data_ptr<uint8_t>();
   return plan;
 }
 

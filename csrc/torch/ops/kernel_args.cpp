@@ -181,71 +181,51 @@ std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool c
   return p.lines;
 }
 
+// What the ops over uint8 [N, C, H, W] images share (affine_warp, sharpness, lookup): their
+// output, the images, and the per-image tensor the plan holds (`held`, read through `arg`).
+// CUDA launches are split by images (common/plane_rows.h): no launch limit to check. False when
+// there is no output to check against (the rest is then moot).
+template <typename Args>
+bool uint8_image_problems(Problems* p, const Args& a, const at::Tensor& out, const void* arg,
+                          const at::Tensor& held, const char* field) {
+  if (!out.defined() || out.dim() != 4) {
+    p->require(false, "out: the plan has no [N, C, H, W] output tensor");
+    return false;
+  }
+  p->same("N", a.N, out.size(0));
+  p->same("C", a.C, out.size(1));
+  p->same("H", a.H, out.size(2));
+  p->same("W", a.W, out.size(3));
+  p->require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] rows)");
+  p->require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
+  const bool writes = out.numel() > 0;
+  p->require(!writes || a.images != nullptr, "images: unset");
+  p->require(!writes || (arg != nullptr && arg == held.const_data_ptr()),
+             std::string(field) + ": not the plan's " + field);
+  return true;
+}
+
 std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bool /*cuda*/) {
-  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
   Problems p;
   const kernels::AffineWarpArgs& a = plan.args;
-  const at::Tensor& out = plan.out;
-  if (!out.defined() || out.dim() != 4) {
-    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
-    return p.lines;
+  if (uint8_image_problems(&p, a, plan.out, a.matrices, plan.matrices, "matrices")) {
+    p.require(a.C <= kernels::kWarpMaxChannels, "C: more channels than the fill holds");
   }
-  p.same("N", a.N, out.size(0));
-  p.same("C", a.C, out.size(1));
-  p.same("H", a.H, out.size(2));
-  p.same("W", a.W, out.size(3));
-  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] planes)");
-  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
-  const bool writes = out.numel() > 0;
-  p.require(!writes || a.images != nullptr, "images: unset");
-  p.require(!writes || (a.matrices != nullptr && a.matrices == plan.matrices.const_data_ptr()),
-            "matrices: not the plan's matrices");
-  p.require(a.C <= kernels::kWarpMaxChannels, "C: more channels than the fill holds");
   return p.lines;
 }
 
 std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool /*cuda*/) {
-  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
   Problems p;
-  const kernels::SharpnessArgs& a = plan.args;
-  const at::Tensor& out = plan.out;
-  if (!out.defined() || out.dim() != 4) {
-    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
-    return p.lines;
-  }
-  p.same("N", a.N, out.size(0));
-  p.same("C", a.C, out.size(1));
-  p.same("H", a.H, out.size(2));
-  p.same("W", a.W, out.size(3));
-  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] rows)");
-  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
-  const bool writes = out.numel() > 0;
-  p.require(!writes || a.images != nullptr, "images: unset");
-  p.require(!writes || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
-            "factors: not the plan's factors");
+  uint8_image_problems(&p, plan.args, plan.out, plan.args.factors, plan.factors, "factors");
   return p.lines;
 }
 
 std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool /*cuda*/) {
-  // CUDA launches are split by images (common/plane_rows.h): no launch limit to check.
   Problems p;
   const kernels::LookupArgs& a = plan.args;
-  const at::Tensor& out = plan.out;
-  if (!out.defined() || out.dim() != 4) {
-    p.require(false, "out: the plan has no [N, C, H, W] output tensor");
-    return p.lines;
+  if (uint8_image_problems(&p, a, plan.out, a.tables, plan.tables, "tables")) {
+    p.require(a.T == 1 || a.T == a.C, "T: " + std::to_string(a.T) + " tables for C = " + std::to_string(a.C));
   }
-  p.same("N", a.N, out.size(0));
-  p.same("C", a.C, out.size(1));
-  p.same("H", a.H, out.size(2));
-  p.same("W", a.W, out.size(3));
-  p.require(out.is_contiguous(), "out: not contiguous (the kernels write [N, C, H, W] rows)");
-  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
-  const bool writes = out.numel() > 0;
-  p.require(!writes || a.images != nullptr, "images: unset");
-  p.require(!writes || (a.tables != nullptr && a.tables == plan.tables.const_data_ptr()),
-            "tables: not the plan's tables");
-  p.require(a.T == 1 || a.T == a.C, "T: " + std::to_string(a.T) + " tables for C = " + std::to_string(a.C));
   return p.lines;
 }
 

@@ -4,10 +4,7 @@
 namespace prefetch {
 
 LookupPlan plan_lookup(const at::Tensor& images, const at::Tensor& tables, const OutputAllocator& allocate) {
-  TORCH_CHECK(tables.device() == images.device(), "lookup: tables is on ", tables.device(), " but the images are on ",
-              images.device(), "; every tensor argument must be on the images' device");
-  TORCH_CHECK(images.scalar_type() == at::kByte && images.dim() == 4,
-              "lookup: images must be uint8 [N, C, H, W], got ", images.scalar_type(), " of shape ", shape_of(images));
+  check_uint8_images("lookup", images, tables, "tables");
   const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   TORCH_CHECK(tables.scalar_type() == at::kByte && tables.dim() == 3 && tables.size(0) == N &&
                   (tables.size(1) == 1 || tables.size(1) == C) && tables.size(2) == kernels::kLookupEntries,
@@ -21,12 +18,9 @@ LookupPlan plan_lookup(const at::Tensor& images, const at::Tensor& tables, const
   plan.tables = tables.contiguous();
   plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
   kernels::LookupArgs& a = plan.args;
-  a.images = images.const_data_ptr<uint8_t>();
-  a.N = N, a.C = C, a.H = H, a.W = W;
-  a.sN = images.stride(0), a.sC = images.stride(1), a.sH = images.stride(2), a.sW = images.stride(3);
+  set_uint8_images(&a, images, plan.out);
   a.tables = plan.tables.const_data_ptr<uint8_t>();
   a.T = tables.size(1);
-  a.out = plan.out.data_ptr<uint8_t>();
   return plan;
 }
 

@@ -93,9 +93,8 @@ at::Tensor resized_crop_cuda(const at::Tensor& values, const at::Tensor& offsets
 
 at::Tensor affine_warp_cuda(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
                             const std::optional<at::ArrayRef<double>>& fill) {
-  // The plan checks the devices first: the guard would refuse CPU matrices obscurely.
-  TORCH_CHECK(matrices.device() == images.device(), "affine_warp: matrices is on ", matrices.device(),
-              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
+  // Before the guard, which would refuse CPU matrices obscurely.
+  check_uint8_images("affine_warp", images, matrices, "matrices");
   c10::cuda::CUDAGuard guard(images.device());
   AffineWarpPlan plan = plan_affine_warp(images, matrices, bilinear, fill);
   complete_args(&plan, cuda_target(images.device()));
@@ -104,9 +103,8 @@ at::Tensor affine_warp_cuda(const at::Tensor& images, const at::Tensor& matrices
 }
 
 at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors) {
-  // The plan checks the devices first: the guard would refuse CPU factors obscurely.
-  TORCH_CHECK(factors.device() == images.device(), "sharpness: factors is on ", factors.device(),
-              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
+  // Before the guard, which would refuse CPU factors obscurely.
+  check_uint8_images("sharpness", images, factors, "factors");
   c10::cuda::CUDAGuard guard(images.device());
   SharpnessPlan plan = plan_sharpness(images, factors);
   complete_args(&plan, cuda_target(images.device()));
@@ -115,9 +113,8 @@ at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors) {
 }
 
 at::Tensor lookup_cuda(const at::Tensor& images, const at::Tensor& tables) {
-  // The plan checks the devices first: the guard would refuse CPU tables obscurely.
-  TORCH_CHECK(tables.device() == images.device(), "lookup: tables is on ", tables.device(), " but the images are on ",
-              images.device(), "; every tensor argument must be on the images' device");
+  // Before the guard, which would refuse CPU tables obscurely.
+  check_uint8_images("lookup", images, tables, "tables");
   c10::cuda::CUDAGuard guard(images.device());
   LookupPlan plan = plan_lookup(images, tables);
   complete_args(&plan, cuda_target(images.device()));

@@ -83,4 +83,11 @@ kernels::OutDType out_dtype(at::ScalarType dtype) {
                               : kernels::OutDType::kBFloat16;
 }
 
+void check_uint8_images(const char* op, const at::Tensor& images, const at::Tensor& other, const char* name) {
+  TORCH_CHECK(other.device() == images.device(), op, ": ", name, " is on ", other.device(), " but the images are on ",
+              images.device(), "; every tensor argument must be on the images' device");
+  TORCH_CHECK(images.scalar_type() == at::kByte && images.dim() == 4, op, ": images must be uint8 [N, C, H, W], got ",
+              images.scalar_type(), " of shape ", shape_of(images));
+}
+
 }  // namespace prefetch

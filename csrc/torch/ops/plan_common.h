@@ -64,4 +64,18 @@ void set_output(Args* a, const at::Tensor& out, at::ScalarType dtype) {
   a->oX = out.stride(3);
 }
 
+// The ops over uint8 [N, C, H, W] images (affine_warp, sharpness, lookup): their per-image tensor
+// `other` (named `name`) on the images' device and the images uint8 and 4-D, or a RuntimeError
+// naming `op` and what it got. The CUDA registrations call it before their device guard too.
+void check_uint8_images(const char* op, const at::Tensor& images, const at::Tensor& other, const char* name);
+
+// Those ops' kernel arguments for the images (any strides) and the contiguous output.
+template <typename Args>
+void set_uint8_images(Args* a, const at::Tensor& images, const at::Tensor& out) {
+  a->images = images.const_data_ptr<uint8_t>();
+  a->N = images.size(0), a->C = images.size(1), a->H = images.size(2), a->W = images.size(3);
+  a->sN = images.stride(0), a->sC = images.stride(1), a->sH = images.stride(2), a->sW = images.stride(3);
+  a->out = out.data_ptr<uint8_t>();
+}
+
 }  // namespace prefetch

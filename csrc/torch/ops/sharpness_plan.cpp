@@ -4,11 +4,7 @@
 namespace prefetch {
 
 SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors, const OutputAllocator& allocate) {
-  TORCH_CHECK(factors.device() == images.device(), "sharpness: factors is on ", factors.device(),
-              " but the images are on ", images.device(), "; every tensor argument must be on the images' device");
-  TORCH_CHECK(images.scalar_type() == at::kByte && images.dim() == 4,
-              "sharpness: images must be uint8 [N, C, H, W], got ", images.scalar_type(), " of shape ",
-              shape_of(images));
+  check_uint8_images("sharpness", images, factors, "factors");
   const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
   TORCH_CHECK(factors.scalar_type() == at::kDouble && factors.dim() == 1 && factors.size(0) == N,
               "sharpness: factors must be float64 [N] = [", N, "] (one per image), got ", factors.scalar_type(),
@@ -20,11 +16,8 @@ SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors
   plan.factors = factors.contiguous();
   plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
   kernels::SharpnessArgs& a = plan.args;
-  a.images = images.const_data_ptr<uint8_t>();
-  a.N = N, a.C = C, a.H = H, a.W = W;
-  a.sN = images.stride(0), a.sC = images.stride(1), a.sH = images.stride(2), a.sW = images.stride(3);
+  set_uint8_images(&a, images, plan.out);
   a.factors = plan.factors.const_data_ptr<double>();
-  a.out = plan.out.data_ptr<uint8_t>();
   return plan;
 }
 
