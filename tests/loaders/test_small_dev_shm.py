@@ -66,24 +66,32 @@ _DATASET = """
 """
 
 
+def _iterate_a_dataloader(collate_fn):
+    return run_with_small_shm(_DATASET + """
+    loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=%s)
+    try:
+        seen = []
+        for images, index in loader:
+            images = torch.stack(list(images)) if loader.collate_fn is prefetch.collate.samples else images
+            assert torch.equal(images[:, 100, 100, 1], (index %% 251).to(torch.uint8))
+            seen += index.tolist()
+        print("complete" if seen == list(range(256 * 6)) else "wrong indices")
+    except RuntimeError as e:
+        print("failed:", type(e).__name__)
+    """ % collate_fn)
+
+
 def test_a_dataloader_with_collate_samples_works_where_default_collate_cannot():
     """Six batches of 256 224x224x3 images (36.8 MB each) with two workers: default_collate's
-    batches do not fit a 64 MB /dev/shm; collate.samples's travel in memfd blocks, exact."""
-    out = run_with_small_shm(_DATASET + """
-    for collate_fn in (None, prefetch.collate.samples):
-        loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=collate_fn)
-        try:
-            seen = []
-            for images, index in loader:
-                images = torch.stack(list(images)) if collate_fn else images
-                assert torch.equal(images[:, 100, 100, 1], (index % 251).to(torch.uint8))
-                seen += index.tolist()
-            print("complete" if seen == list(range(256 * 6)) else "wrong indices")
-        except RuntimeError as e:
-            print("failed:", type(e).__name__)
-    """)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.split("\n")[:2] == ["failed: RuntimeError", "complete"], out.stdout + out.stderr
+    batches do not fit a 64 MB /dev/shm; collate.samples's travel in memfd blocks, exact. Each in
+    a /dev/shm of its own: what the failed loader's workers leave there (their batches in flight)
+    would otherwise decide whether the next loader can make even its queue's semaphore."""
+    default = _iterate_a_dataloader("None")
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert default.stdout.split("\n")[0] == "failed: RuntimeError", default.stdout + default.stderr
+    samples = _iterate_a_dataloader("prefetch.collate.samples")
+    assert samples.returncode == 0, samples.stdout + samples.stderr
+    assert samples.stdout.split("\n")[0] == "complete", samples.stdout + samples.stderr
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
