@@ -4,7 +4,7 @@
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
 (with fill outside the image), vertical/horizontal flip per sample, ``(x / 255 - mean) / std``,
-cast to float32/float16/bfloat16 and NCHW or channels_last output, in one pass.
+cast to float32/float16/bfloat16 (or rounded to uint8) and NCHW or channels_last output, in one pass.
 ``flip_crop`` applies the same geometry to integer masks. ``resized_crop`` crops each image of a
 ragged batch (a :class:`prefetch.Ragged` of HWC images of their own sizes) to its box, resizes it
 bilinearly to one size (``F.interpolate``'s values, with or without antialias), flips, normalizes
@@ -61,7 +61,8 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
             partly or wholly outside the image (any int64; uint64 is refused); None centres the window at ``((H-h)//2, (W-w)//2)``.
         fill: uint8 value of pixels outside the image, a whole number in [0, 255] (a
             fractional one raises TypeError rather than being truncated; crop likewise).
-        dtype: float32, float16 or bfloat16.
+        dtype: float32, float16, bfloat16, or uint8: the normalized values rounded half to
+            even and saturated to [0, 255] (``mean=0, std=1/255`` gives the pixel values).
         channels_last: return a channels_last tensor instead of a contiguous one.
         indices: integer ``[n]`` on the images' device, or None. Gathers in the same pass:
             output sample ``k`` is made from input sample ``indices[k]`` (and ``hflip``,
@@ -138,7 +139,8 @@ def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtyp
         mean, std: ``C`` values each, in torchvision's convention (fractions of 1); finite,
             std > 0.
         hflip, vflip: bool ``[N]`` or None; a flip mirrors the resized output.
-        dtype: float32, float16 or bfloat16.
+        dtype: float32, float16, bfloat16, or uint8: the normalized values rounded half to
+            even and saturated to [0, 255] (``mean=0, std=1/255`` gives the pixel values).
         channels_last: return a channels_last tensor instead of a contiguous one.
         antialias: as ``F.interpolate(..., mode="bilinear", align_corners=False,
             antialias=antialias)`` on the float crop: a downscale averages every input pixel it

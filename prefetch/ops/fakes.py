@@ -7,7 +7,9 @@ import torch
 
 from .._engine.extension import _C  # noqa: F401  (the ops must exist before their fakes)
 
-_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
+_OUT_DTYPES_MESSAGE = ("dtype must be torch.float32, torch.float16, torch.bfloat16 or torch.uint8 (the "
+                       "normalized values rounded and saturated), got %s")
 
 # They refuse what the real kernels refuse (devices, fill, crop, argument shapes, an output
 # whose size overflows), with the same messages: a meta argument next to CPU images dispatches
@@ -93,7 +95,7 @@ def _normalize_flip_fake(images, mean, std, hflip=None, vflip=None, crop=None, o
     torch._check(layout in ("NHWC", "NCHW"), lambda: "layout must be 'NHWC' or 'NCHW', got %r" % layout)
     torch._check(images.dtype == torch.uint8, lambda: "images must be uint8, got %s" % images.dtype)
     torch._check(images.dim() == 4, lambda: "images must be 4-D, got %d-D" % images.dim())
-    torch._check(dtype in _OUT_DTYPES, lambda: "dtype must be float32, float16 or bfloat16")
+    torch._check(dtype in _OUT_DTYPES, lambda: "normalize_flip: " + _OUT_DTYPES_MESSAGE % dtype)
     torch._check(0 <= fill <= 255, lambda: "fill must be a uint8 value in [0, 255], got %d" % fill)
     if layout == "NHWC":
         n, h, w, c = images.shape
@@ -228,8 +230,7 @@ def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=Non
     torch._check(len(size) == 2, lambda: "resized_crop: size must be (h, w), got %d values: %s" % (len(size), list(size)))
     torch._check(all(1 <= s <= _MAX_CROP for s in size), lambda: (
         "resized_crop: size must be (h, w) with 1 <= h, w <= %d, got %s" % (_MAX_CROP, list(size))))
-    torch._check(dtype in _OUT_DTYPES, lambda: (
-        "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got %s" % dtype))
+    torch._check(dtype in _OUT_DTYPES, lambda: "resized_crop: " + _OUT_DTYPES_MESSAGE % dtype)
     torch._check(len(mean) == len(std), lambda: (
         "resized_crop: mean has %d values but std has %d" % (len(mean), len(std))))
     torch._check(len(mean) > 0, lambda: "resized_crop: mean and std need one value per channel, got none")

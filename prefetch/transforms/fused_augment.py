@@ -22,7 +22,7 @@ from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
 
-_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
 
 
 
@@ -114,7 +114,9 @@ class FusedAugment(ResizingPath, SeededTransform):
             padded by this many ``fill`` pixels on every side. With ``crop=None`` and
             ``padding=0`` the window is the whole image.
         fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
-        dtype: float32, float16 or bfloat16 output; ``channels_last`` its memory format.
+        dtype: float32, float16 or bfloat16 output, or uint8: the normalized values rounded half
+            to even and saturated (``mean=0, std=1/255`` gives the resampled pixels, as a
+            policy that follows takes them); ``channels_last`` its memory format.
         seed: the draws are a function of ``(seed, rank, epoch, batch index)`` — the loader
             passes its DDP rank, so ranks given the same seed draw differently; None picks a
             fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
@@ -175,8 +177,8 @@ class FusedAugment(ResizingPath, SeededTransform):
             raise ValueError("prefetch: fill must be an int in [0, 255] (a uint8 pixel value), "
                              "got %d" % fill)
         if dtype not in _OUT_DTYPES:
-            raise ValueError("prefetch: dtype must be torch.float32, float16 or bfloat16, got %s"
-                             % (dtype,))
+            raise ValueError("prefetch: dtype must be torch.float32, float16, bfloat16 or uint8, "
+                             "got %s" % (dtype,))
         if layout not in ("auto", "NHWC", "NCHW"):
             raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
         self.hflip, self.vflip = float(hflip), float(vflip)

@@ -18,13 +18,10 @@ exists (C++ and CUDA, :mod:`prefetch.ops`):
   tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
 - Color (saturation), Hue, Posterize, Invert: torch ops with torchvision's float32 arithmetic and
   its truncation or rounding back to uint8 (their fused kernels, issue 27, are still to come).
-On a GPU one batched pass per op kind and column of the table; on the CPU one sample at a time, on
-a pool of threads. No op reads a device tensor back to the host (the loader's producer thread
+One batched pass per op kind and column of the table, on every device. No op reads a device tensor back to the host (the loader's producer thread
 must not synchronise): parameters are checked on the host.
 """
-import concurrent.futures
 import math
-import os
 
 import torch
 
@@ -318,33 +315,20 @@ def _rotate(images, angles, interpolation, fill):
     return out
 
 
-def apply_table(images, table, *, interpolation="nearest", fill=None, batched=None):
+def apply_table(images, table, *, interpolation="nearest", fill=None):
     """Every sample's steps of ``table`` (a :class:`~prefetch.transforms.policies.OpTable`) in
     column order, as torchvision's policies apply them (``_apply_image_or_video_transform``):
     uint8 ``[N, C, H, W]`` in, uint8 out, on the images' device.
 
-    ``batched`` (default: on any device but the CPU): each op kind of a column on all the samples
-    that draw it at once — on a GPU a handful of launches instead of several per image. On the
-    CPU one sample at a time (a sample's float32 intermediates stay in the core's cache between
-    ops; measured 1.16x, 0.72-1.63, on 64 images of 176x176, one thread, interleaved), on a pool
-    of threads."""
+    Each op kind of a column on all the samples that draw it at once: on a GPU a handful of
+    launches instead of several per image; on the CPU one call of each fused kernel (its C++
+    threads) instead of a Python call per sample. Measured on 64 images of 176x176, interleaved:
+    130 us an image against 275 for a sample at a time on a pool of two threads (the per-sample
+    Python held the GIL), 222 against 294 on one thread (benchmarks/NOTES.md)."""
     _check(images, "apply_table")
     if table.ops.shape[0] != images.shape[0]:
         raise ValueError("prefetch: the table has %d samples, the images %d"
                          % (table.ops.shape[0], images.shape[0]))
-    if batched is None:
-        batched = images.device.type != "cpu"
-    if not batched and images.shape[0] > 1:
-        out = torch.empty_like(images)
-
-        def one(i):
-            row = type(table)(table.ops[i:i + 1], table.magnitudes[i:i + 1])
-            out[i:i + 1] = apply_table(images[i:i + 1], row, interpolation=interpolation,
-                                       fill=fill, batched=True)
-        # torch's ops release the GIL: samples on the cores torch may use, each in one thread
-        for _ in _pool().map(one, range(images.shape[0])):
-            pass
-        return out
     params = op_parameters(table)
     if images.shape[0] == 1:  # one sample: its steps in order, no gathering
         out = images
@@ -365,17 +349,6 @@ def apply_table(images, table, *, interpolation="nearest", fill=None, batched=No
             out.index_copy_(0, idx, _apply_op(name, out.index_select(0, idx), params[rows, k],
                                               interpolation, fill))
     return out
-
-
-_POOL = []
-
-
-def _pool():
-    """The threads that apply a CPU batch's samples (as many as torch's intra-op threads)."""
-    if not _POOL or _POOL[0][1] != os.getpid():
-        _POOL[:] = [(concurrent.futures.ThreadPoolExecutor(
-            max(1, torch.get_num_threads()), thread_name_prefix="prefetch-policy"), os.getpid())]
-    return _POOL[0][0]
 
 
 def _apply_op(name, x, p, interpolation, fill):

@@ -23,11 +23,11 @@ naming it: keep it in the DataLoader's workers, before collation.
 What it compiles to: without a policy, one :class:`~prefetch.FusedAugment` (crop, resample,
 flips, normalisation and cast in one pass) and the erasings. With a policy the uint8 image after
 the geometry is needed first, as torchvision's recipes apply the policy to it: FusedAugment
-resamples to float pixel values, rounded to uint8 (torchvision's uint8 resize rounds in fixed
-point on the CPU: 18% of resampled pixels differ from it by 1, and a threshold op of the policy
-can enlarge that for those pixels; a crop without resampling is exact), then
-:class:`PolicyAugment`, then :func:`prefetch.ops.normalize_flip` — three passes where the fused
-kernels of issue 27 will make one.
+resamples and rounds to uint8 in its store (``dtype=torch.uint8``; torchvision's uint8 resize
+rounds in fixed point on the CPU: 18% of resampled pixels differ from it by 1, and a threshold op
+of the policy can enlarge that for those pixels; a crop without resampling is exact), then
+:class:`PolicyAugment` (one fused kernel per op kind and step), then
+:func:`prefetch.ops.normalize_flip` — three passes over the uint8 image.
 """
 import enum
 
@@ -261,17 +261,6 @@ _GEOMETRY = (RandomResizedCrop, Resize, CenterCrop, RandomCrop)
 _FLIPS = (RandomHorizontalFlip, RandomVerticalFlip)
 
 
-class _ToUint8(Transform):
-    """The float pixel values FusedAugment resampled, rounded back to uint8 (NCHW)."""
-
-    def __init__(self, image_key):
-        self.image_key = image_key
-
-    def apply(self, batch, position):
-        x = get_leaf(batch, self.image_key)
-        return set_leaf(batch, self.image_key, x.round().clamp_(0, 255).to(torch.uint8))
-
-
 class _Normalize(Transform):
     """``ToDtype(scale=True)`` + ``Normalize`` of uint8 NCHW images in one pass."""
 
@@ -379,9 +368,9 @@ class Compose(_Compose):
             members = [FusedAugment(mean, std, dtype=to_dtype.dtype, **geo, **common)]
         else:
             n = len(mean)
-            members = [FusedAugment((0.0,) * n, (1.0 / 255,) * n, dtype=torch.float32, **geo,
+            members = [FusedAugment((0.0,) * n, (1.0 / 255,) * n, dtype=torch.uint8, **geo,
                                     **common),
-                       _ToUint8(image_key), policy.policy(seeds[1]),
+                       policy.policy(seeds[1]),
                        _Normalize(mean, std, to_dtype.dtype, image_key)]
         members += [_Erasing(e.p, e.scale, e.ratio, e.value, seed=s, image_key=image_key,
                              layout="NCHW") for e, s in zip(erasing, seeds[2:])]

@@ -68,21 +68,11 @@ void run_threads(const NormalizeFlipArgs& a, int64_t max_work) {
     ASSERT_LE(static_cast<int64_t>(l.work), max_work);
     samples += l.samples;
     for (uint32_t t = 0; t < l.work; ++t) {
-      const bool cl = l.channels_last;
-      switch (a.dtype) {
-        case OutDType::kFloat32:
-          cl ? normalize_flip_thread<ToFloat32, true>(a, l, a.affine, t)
-             : normalize_flip_thread<ToFloat32, false>(a, l, a.affine, t);
-          break;
-        case OutDType::kFloat16:
-          cl ? normalize_flip_thread<ToFloat16, true>(a, l, a.affine, t)
-             : normalize_flip_thread<ToFloat16, false>(a, l, a.affine, t);
-          break;
-        case OutDType::kBFloat16:
-          cl ? normalize_flip_thread<ToBFloat16, true>(a, l, a.affine, t)
-             : normalize_flip_thread<ToBFloat16, false>(a, l, a.affine, t);
-          break;
-      }
+      with_converter(a.dtype, [&](auto conv) {
+        using Conv = decltype(conv);
+        l.channels_last ? normalize_flip_thread<Conv, true>(a, l, a.affine, t)
+                        : normalize_flip_thread<Conv, false>(a, l, a.affine, t);
+      });
     }
   }
   ASSERT_EQ(samples, a.g.N);
@@ -135,7 +125,7 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
     a.oN = k.C * k.h * k.w, a.oC = k.h * k.w, a.oY = k.w, a.oX = 1;
   }
   const size_t elems = static_cast<size_t>(k.N * k.C * k.h * k.w);
-  const size_t bytes = elems * (k.dtype == OutDType::kFloat32 ? 4 : 2);
+  const size_t bytes = elems * out_dtype_bytes(k.dtype);
   // Poisoned, so an element no thread writes shows up.
   std::vector<uint8_t> expected(bytes, 0xA5), got(bytes, 0x5A);
   a.out = expected.data();
@@ -153,7 +143,7 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
 
 TEST(NormalizeFlipThread, MatchesCpuKernelOverEveryThread) {
   std::mt19937 rng(11);
-  for (OutDType dtype : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+  for (OutDType dtype : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16, OutDType::kUInt8}) {
     for (bool cl : {false, true}) {
       for (int64_t C : {1, 3, 4, 5}) {
         for (bool nchw_input : {false, true}) {

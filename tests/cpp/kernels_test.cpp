@@ -126,6 +126,9 @@ void check_normalize(int64_t C, bool channels_last, OutDType dtype) {
   }
   std::vector<Affine> affine(C);
   for (int64_t c = 0; c < C; ++c) affine[c] = {1.0f / (255.0f * (0.2f + 0.01f * c)), -0.5f - 0.1f * c};
+  // uint8: exact values with ties (odd bytes x 0.5), saturating at 0 and at 255.
+  if (dtype == OutDType::kUInt8)
+    for (int64_t c = 0; c < C; ++c) affine[c] = c % 2 ? Affine{1.5f, -60.0f} : Affine{0.5f, -10.0f};
   NormalizeFlipArgs a;
   a.images = img.data();
   a.g = Geometry{N, C, H, W, H * W * C, 1, W * C, C, h, w};
@@ -142,7 +145,9 @@ void check_normalize(int64_t C, bool channels_last, OutDType dtype) {
   }
   std::vector<float> out32(N * C * h * w);
   std::vector<uint16_t> out16(N * C * h * w);
-  a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data()) : out16.data();
+  std::vector<uint8_t> out8(N * C * h * w);
+  a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data())
+          : dtype == OutDType::kUInt8 ? static_cast<void*>(out8.data()) : out16.data();
   normalize_flip_cpu(a, 0, N * h / 2);  // two ranges, as parallel_for would split them
   normalize_flip_cpu(a, N * h / 2, N * h);
   for (int64_t n = 0; n < N; ++n)
@@ -156,6 +161,9 @@ void check_normalize(int64_t C, bool channels_last, OutDType dtype) {
           // loop rounds twice: a few float ulps apart near zero, hence the absolute floor.
           if (dtype == OutDType::kFloat32) {
             ASSERT_NEAR(out32[i], ref, 1e-6 * std::max(1.0f, std::fabs(ref)))
+                << n << " " << c << " " << y << " " << x;
+          } else if (dtype == OutDType::kUInt8) {  // saturated, ties to even
+            ASSERT_EQ(out8[i], static_cast<uint8_t>(std::nearbyint(std::min(255.0f, std::max(0.0f, ref)))))
                 << n << " " << c << " " << y << " " << x;
           } else if (dtype == OutDType::kFloat16) {
             ASSERT_NEAR(half_to_float(out16[i]), ref, std::fabs(ref) * 0x1p-10f + 0x1p-24f)
@@ -174,7 +182,7 @@ TEST(NormalizeFlipCpu, MatchesNaiveLoop) {
   const bool previous = set_cpu_avx2_allowed(avx2);
   for (int64_t C : {1, 2, 3, 4}) {
     for (bool cl : {false, true}) {
-      for (OutDType dt : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+      for (OutDType dt : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16, OutDType::kUInt8}) {
         SCOPED_TRACE("C=" + std::to_string(C) + " channels_last=" + std::to_string(cl) +
                      " dtype=" + std::to_string(static_cast<int>(dt)) + " avx2=" + std::to_string(avx2));
         check_normalize(C, cl, dt);

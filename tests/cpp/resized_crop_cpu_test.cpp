@@ -117,6 +117,10 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   std::vector<Affine> affine(C);
   for (int64_t c = 0; c < C; ++c) {
     mean[c] = 0.4 + 0.02 * c, stdev[c] = 0.2 + 0.01 * c;
+    if (dtype == OutDType::kUInt8) {  // pixel-sized values, saturating below 0 and above 255
+      stdev[c] = c % 2 ? 1.0 / (1.5 * 255.0) : 2.0 / 255.0;
+      mean[c] = (c % 2 ? 60.0 : 10.0) * stdev[c];
+    }
     affine[c] = {static_cast<float>(1.0 / (255.0 * stdev[c])), static_cast<float>(-mean[c] / stdev[c])};
   }
   ResizedCropArgs a;
@@ -135,7 +139,9 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   }
   std::vector<float> out32(N * C * h * w);
   std::vector<uint16_t> out16(N * C * h * w);
-  a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data()) : out16.data();
+  std::vector<uint8_t> out8(N * C * h * w);
+  a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data())
+          : dtype == OutDType::kUInt8 ? static_cast<void*>(out8.data()) : out16.data();
   resized_crop_cpu(a, 0, N * h);
   for (int64_t n = 0; n < N; ++n) {
     const Sample& s = samples[n];
@@ -157,6 +163,10 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
           // 255, then the normalization (x 1 / (255 std) ~ 0.02): 1e-5 covers it with room.
           if (dtype == OutDType::kFloat32) {
             ASSERT_NEAR(out32[i], ref, 1e-5 * std::max(1.0, std::fabs(ref))) << n << " " << c << " " << y << " " << x;
+          } else if (dtype == OutDType::kUInt8) {
+            // One of the two roundings of the saturated value (float32 sums decide a near tie).
+            const double clamped = std::min(255.0, std::max(0.0, ref));
+            ASSERT_LE(std::fabs(out8[i] - clamped), 0.5 + 1e-3) << n << " " << c << " " << y << " " << x;
           } else if (dtype == OutDType::kFloat16) {
             ASSERT_NEAR(half_to_float(out16[i]), ref, std::fabs(ref) * 0x1p-10 + 1e-5) << n << " " << c << " " << y << " " << x;
           } else {
@@ -185,7 +195,7 @@ TEST(ResizedCropCpu, MatchesNaiveResampler) {
     for (bool aa : {false, true}) {
       for (int64_t C : {1, 3, 4, 2}) {
         for (bool cl : {false, true}) {
-          for (OutDType dt : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16}) {
+          for (OutDType dt : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16, OutDType::kUInt8}) {
             SCOPED_TRACE("C=" + std::to_string(C) + " channels_last=" + std::to_string(cl) + " aa=" +
                          std::to_string(aa) + " dtype=" + std::to_string(static_cast<int>(dt)) +
                          " avx2=" + std::to_string(avx2));

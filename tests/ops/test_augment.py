@@ -172,6 +172,28 @@ def test_training_sizes_padding_crop_and_flips(device, dtype, channels_last):
     assert_matches(out, reference(images, MEAN, STD, **kwargs), dtype)
 
 
+# uint8 output: channel 0 halves the bytes (a tie at every odd byte), channel 1 scales them by 1.5
+# and shifts them below 0 and past 255, channel 2 keeps them; each value exact in float32.
+U8_MEAN, U8_STD = [0.0, 0.1, 0.0], [2 / 255, 1 / 382.5, 1 / 255]
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_uint8_output_is_the_value_rounded_half_to_even_and_saturated(device, layout, channels_last):
+    images, hflip, vflip, g = random_case(device, 6, 3, 64, 64, layout, seed=23)
+    offsets = (torch.randint(0, 17, (6, 2), generator=g) - 4).to(device)
+    kwargs = {"hflip": hflip, "vflip": vflip, "crop": (56, 56), "offsets": offsets, "fill": 77}
+    out = normalize_flip(images, U8_MEAN, U8_STD, dtype=torch.uint8, layout=layout,
+                         channels_last=channels_last, **kwargs)
+    assert out.dtype == torch.uint8 and out.shape == (6, 3, 56, 56)
+    x = images.cpu() if layout == "NCHW" else images.cpu().permute(0, 3, 1, 2)
+    win = reference_geometry(x, hflip.cpu(), vflip.cpu(), kwargs["crop"], offsets.cpu(), 77)
+    exact = torch.stack([win[:, 0] * 0.5, win[:, 1] * 1.5 - 38.25, win[:, 2]], dim=1)
+    assert bool((exact[:, 0] % 1 == 0.5).any()) and bool((exact[:, 1] < 0).any())
+    assert bool((exact[:, 1] > 255).any())
+    assert torch.equal(out.cpu(), torch.round(exact).clamp(0, 255).to(torch.uint8))  # half to even
+
+
 @pytest.mark.parametrize("C", [64, 65, 130])
 def test_many_channels(device, C):
     # Up to 64 channels' constants reach the CUDA kernel by value, more through device memory.

@@ -169,6 +169,42 @@ def test_reduced_precision_is_the_float32_result_rounded(device, dtype, antialia
         assert torch.equal(low.view(torch.int16), f32.to(dtype).view(torch.int16))
 
 
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_uint8_is_the_float32_result_rounded_half_to_even_and_saturated(device, channels_last,
+                                                                         antialias):
+    g = torch.Generator().manual_seed(31)
+    images = random_images(SHAPES, 3, g)
+    boxes = random_boxes(SHAPES, g)
+    hflip, vflip = random_flips(len(SHAPES), g, device)
+    # The pixel values (channel 0), scaled by 1.5 and shifted below 0 and past 255 (channel 1),
+    # halved (channel 2).
+    mean, std = [0.0, 0.1, 0.0], [1 / 255, 1 / 382.5, 2 / 255]
+    ragged = Ragged.from_tensors(images, device=device)
+    kwargs = dict(hflip=hflip, vflip=vflip, channels_last=channels_last, antialias=antialias)
+    f32 = resized_crop(ragged, boxes.to(device), (11, 14), mean, std, **kwargs)
+    u8 = resized_crop(ragged, boxes.to(device), (11, 14), mean, std, dtype=torch.uint8, **kwargs)
+    assert u8.dtype == torch.uint8 and u8.shape == f32.shape
+    assert u8.is_contiguous(memory_format=torch.channels_last if channels_last else torch.contiguous_format)
+    assert bool((f32[:, 1] < 0).any()) and bool((f32[:, 1] > 255).any())
+    rounded = f32.round().clamp(0, 255).to(torch.uint8)  # torch's round: half to even
+    if u8.device.type == "cuda":  # each kernel's FMAs are ptxas's choice: a tie may fall apart
+        assert int((u8.int() - rounded.int()).abs().max()) <= 1
+    else:
+        assert torch.equal(u8, rounded)
+    ref = reference(images, boxes, (11, 14), mean, std, hflip, vflip, antialias).clamp(0, 255)
+    assert float((u8.cpu().double() - ref).abs().max()) <= 0.5 + 1e-3
+
+
+def test_uint8_ties_go_to_even():
+    # Each whole image at its own size: the resampled values are the bytes, halved exactly.
+    images = [torch.arange(256, dtype=torch.uint8).view(16, 16, 1).expand(16, 16, 3).contiguous()]
+    out = resized_crop(images, [[0, 0, 16, 16]], (16, 16), [0.0] * 3, [2 / 255] * 3, dtype=torch.uint8)
+    halves = torch.arange(256, dtype=torch.float64).view(1, 1, 16, 16) / 2
+    assert torch.equal(out, torch.round(halves).expand(1, 3, 16, 16).to(torch.uint8))
+    assert out[0, 0, 0, 1] == 0 and out[0, 0, 0, 3] == 2 and out[0, 0, 0, 5] == 2  # 0.5, 1.5, 2.5
+
+
 def test_training_sizes(device):
     # RandomResizedCrop-like boxes of ~375x500 photos to 64x64 rows of 64 and 192 elements: long
     # and aligned enough for the CUDA kernel's 16-byte stores.
@@ -289,7 +325,7 @@ def _images():
     (lambda im: resized_crop(im, [[0, 0, 1, 1]] * 2, 4, [0.5, float("nan"), 0.5], STD[:3]), RuntimeError,
      r"mean\[1\] must be finite, got nan"),
     (lambda im: resized_crop(im, [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3], dtype=torch.float64),
-     RuntimeError, "dtype must be torch.float32, torch.float16 or torch.bfloat16, got Double"),
+     RuntimeError, "dtype must be torch.float32, torch.float16, torch.bfloat16 or torch.uint8 .*, got Double"),
     (lambda im: resized_crop(im, [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3], hflip=torch.ones(3, dtype=torch.bool)),
      RuntimeError, r"hflip must have shape \[N\] = \[2\], got \[3\]"),
     (lambda im: resized_crop(im, [[0, 0, 1, 1]] * 2, 4, MEAN[:3], STD[:3], vflip=torch.ones(2)),

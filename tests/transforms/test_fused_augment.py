@@ -290,12 +290,26 @@ def test_a_bad_image_leaf_is_named_and_masks_of_any_strides_follow_the_image():
 
 
 def test_an_unsupported_dtype_is_refused_at_construction():
-    for dtype in (torch.float64, torch.uint8, "float32"):
-        with pytest.raises(ValueError, match=r"dtype.*float32, float16 or bfloat16.*got %s"
+    for dtype in (torch.float64, torch.int16, "float32"):
+        with pytest.raises(ValueError, match=r"dtype.*float32, float16, bfloat16 or uint8.*got %s"
                            % re.escape(str(dtype))):
             FusedAugment(MEAN, STD, dtype=dtype)
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.uint8):
         assert FusedAugment(MEAN, STD, dtype=dtype).dtype == dtype
+
+
+@pytest.mark.parametrize("geometry", [dict(random_resized_crop=24), dict(crop=20, padding=3)])
+def test_uint8_output_is_the_float32_output_rounded(geometry):
+    """What the v2 front end hands a policy: the resampled (or cropped) pixels as uint8, the same
+    draws as the float32 output's, rounded half to even."""
+    images = torch.randint(0, 256, (6, 40, 36, 3), dtype=torch.uint8,
+                           generator=torch.Generator().manual_seed(5))
+    pixels = dict(mean=(0.0,) * 3, std=(1 / 255,) * 3, hflip=0.5, vflip=0.5, seed=11, **geometry)
+    f32 = FusedAugment(dtype=torch.float32, **pixels)(images, epoch=0, index=3)
+    u8 = FusedAugment(dtype=torch.uint8, **pixels)(images, epoch=0, index=3)
+    assert u8.dtype == torch.uint8 and u8.shape == f32.shape
+    assert torch.equal(u8, f32.round().clamp(0, 255).to(torch.uint8))
+    assert not torch.equal(u8.float(), f32) or "crop" in geometry  # resampled values are not whole
 
 
 def test_a_forced_layout_that_looks_wrong_is_refused():

@@ -39,8 +39,9 @@ def test_a_recipe_with_a_policy_is_the_uint8_geometry_the_policy_and_the_normali
               T.TrivialAugmentWide(interpolation="bilinear"), T.ToDtype(torch.float32, scale=True),
               T.Normalize(MEAN, STD), T.RandomErasing(0.5, value=-7.0)]
     c = T.Compose(recipe, seed=3)
-    fused, _, policy, _, erase = c.transforms
+    fused, policy, _, erase = c.transforms
     assert isinstance(policy, PolicyAugment) and isinstance(erase, RandomErasing)
+    assert fused.dtype == torch.uint8  # the geometry's pixels, rounded in the kernel's store
     x = images()
     at = BatchPosition(1, 4, 0)
     got = c.apply((x, 0), at)[0]

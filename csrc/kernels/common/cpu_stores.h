@@ -37,6 +37,18 @@ struct StoreBFloat16 {
   }
 };
 
+struct StoreUInt8 {
+  using type = uint8_t;
+  static constexpr bool kNeedsScratch = false;
+  static void store(uint8_t* dst, int64_t stride, const float* v, uint8_t*, int64_t n) {
+    if (stride == 1) {
+      for (int64_t i = 0; i < n; ++i) dst[i] = prefetch::kernels::float_to_uint8(v[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i * stride] = prefetch::kernels::float_to_uint8(v[i]);
+    }
+  }
+};
+
 struct StoreFloat16Software {
   using type = uint16_t;
   static constexpr bool kNeedsScratch = false;

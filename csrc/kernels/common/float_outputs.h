@@ -1,6 +1,6 @@
 // What every op with a float output shares, on the CPU and the GPU alike: the output dtypes, the
 // per-channel normalization folded into one multiply-add (Affine), and the conversions of a float
-// to float16 and bfloat16 bits, rounded to nearest even as CUDA rounds. Torch-free; every function
+// to float16 and bfloat16 bits, rounded to nearest even as CUDA rounds, and to a saturated uint8. Torch-free; every function
 // is __host__ __device__ under nvcc.
 #pragma once
 #include <cstdint>
@@ -16,7 +16,13 @@
 namespace prefetch {
 namespace kernels {
 
-enum class OutDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+// kUInt8: the normalized value rounded half to even and saturated to [0, 255], as torch's
+// round().clamp(0, 255) then to(uint8) would: with mean 0 and std 1/255, the resampled pixels.
+enum class OutDType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kUInt8 = 3 };
+
+PF_HD int64_t out_dtype_bytes(OutDType d) {
+  return d == OutDType::kFloat32 ? 4 : d == OutDType::kUInt8 ? 1 : 2;
+}
 
 // (x / 255 - mean) / std, folded into one multiply-add per element: scale = 1 / (255 std),
 // bias = -mean / std, both computed in double and rounded once.
@@ -76,6 +82,21 @@ PF_HD uint16_t float_to_half_bits(float f) {
   uint32_t v = abs - 0x38000000u;
   v += 0xfffu + ((v >> 13) & 1u);
   return static_cast<uint16_t>(sign | (v >> 13));
+#endif
+}
+
+// Saturated to [0, 255] first (NaN to 0: the comparisons are false for it), then rounded half to
+// even: on the CPU by adding and subtracting 1.5 * 2^23, exact for the clamped range, in the
+// default rounding mode and without fast-math (the build has none), which vectorises; on the GPU
+// by the conversion instruction that rounds the same way.
+PF_HD uint8_t float_to_uint8(float v) {
+  const float low = v > 0.0f ? v : 0.0f;
+  const float c = low < 255.0f ? low : 255.0f;
+#if defined(__CUDA_ARCH__)
+  return static_cast<uint8_t>(__float2uint_rn(c));
+#else
+  const float magic = 12582912.0f;
+  return static_cast<uint8_t>(static_cast<int32_t>((c + magic) - magic));
 #endif
 }
 

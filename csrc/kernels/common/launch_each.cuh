@@ -13,21 +13,11 @@ namespace prefetch {
 namespace kernels {
 
 // `launch_one(conv, l)` launches the op's kernel for launch `l` with the conversion `conv`
-// (ToFloat32, ToFloat16 or ToBFloat16; its type is the kernel's template argument).
+// (ToFloat32, ToFloat16, ToBFloat16 or ToUInt8; its type is the kernel's template argument).
 template <typename Launch, typename LaunchOne>
 cudaError_t launch_each(OutDType dtype, const std::vector<Launch>& launches, LaunchOne&& launch_one) {
   for (const Launch& l : launches) {
-    switch (dtype) {
-      case OutDType::kFloat32:
-        launch_one(ToFloat32{}, l);
-        break;
-      case OutDType::kFloat16:
-        launch_one(ToFloat16{}, l);
-        break;
-      case OutDType::kBFloat16:
-        launch_one(ToBFloat16{}, l);
-        break;
-    }
+    with_converter(dtype, [&](auto conv) { launch_one(conv, l); });
     const cudaError_t status = cudaGetLastError();
     if (status != cudaSuccess) return status;
   }

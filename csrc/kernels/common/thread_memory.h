@@ -33,6 +33,26 @@ struct ToBFloat16 {
   using type = uint16_t;
   PF_HD uint16_t operator()(float v) const { return float_to_bfloat16_bits(v); }
 };
+struct ToUInt8 {
+  using type = uint8_t;
+  PF_HD uint8_t operator()(float v) const { return float_to_uint8(v); }
+};
+
+// Calls f with the converter of `dtype`: the one switch over the output dtypes that the CUDA
+// launchers and the CPU tests that run their thread bodies share.
+template <typename F>
+void with_converter(OutDType dtype, F&& f) {
+  switch (dtype) {
+    case OutDType::kFloat32:
+      return f(ToFloat32{});
+    case OutDType::kFloat16:
+      return f(ToFloat16{});
+    case OutDType::kBFloat16:
+      return f(ToBFloat16{});
+    case OutDType::kUInt8:
+      return f(ToUInt8{});
+  }
+}
 
 // Stores `count` values; all kVec of them with 16-byte stores where `dst` is aligned for it.
 PF_HD void store_values(float* dst, const float (&v)[kVec], int count) {
@@ -55,6 +75,22 @@ PF_HD void store_values(uint16_t* dst, const uint16_t (&v)[kVec], int count) {
     packed.z = static_cast<uint32_t>(v[4]) | (static_cast<uint32_t>(v[5]) << 16);
     packed.w = static_cast<uint32_t>(v[6]) | (static_cast<uint32_t>(v[7]) << 16);
     *reinterpret_cast<uint4*>(dst) = packed;
+    return;
+  }
+#endif
+  for (int k = 0; k < kVec; ++k)
+    if (k < count) dst[k] = v[k];
+}
+
+PF_HD void store_values(uint8_t* dst, const uint8_t (&v)[kVec], int count) {
+#if defined(__CUDA_ARCH__)
+  if (count == kVec && (reinterpret_cast<uintptr_t>(dst) & 7u) == 0) {
+    uint2 packed;
+    packed.x = static_cast<uint32_t>(v[0]) | (static_cast<uint32_t>(v[1]) << 8) |
+               (static_cast<uint32_t>(v[2]) << 16) | (static_cast<uint32_t>(v[3]) << 24);
+    packed.y = static_cast<uint32_t>(v[4]) | (static_cast<uint32_t>(v[5]) << 8) |
+               (static_cast<uint32_t>(v[6]) << 16) | (static_cast<uint32_t>(v[7]) << 24);
+    *reinterpret_cast<uint2*>(dst) = packed;
     return;
   }
 #endif

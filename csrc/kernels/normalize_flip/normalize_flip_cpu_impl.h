@@ -99,6 +99,8 @@ void normalize_flip_impl(const NormalizeFlipArgs& args, int64_t row_begin, int64
       return normalize_dispatch<StoreHalf>(args, row_begin, row_end);
     case OutDType::kBFloat16:
       return normalize_dispatch<StoreBFloat16>(args, row_begin, row_end);
+    case OutDType::kUInt8:
+      return normalize_dispatch<StoreUInt8>(args, row_begin, row_end);
   }
 }
 

@@ -207,6 +207,8 @@ void resized_crop_impl(const ResizedCropArgs& args, int64_t row_begin, int64_t r
       return dispatch_taps<OutHalf>(args, row_begin, row_end);
     case OutDType::kBFloat16:
       return dispatch_taps<StoreBFloat16>(args, row_begin, row_end);
+    case OutDType::kUInt8:
+      return dispatch_taps<StoreUInt8>(args, row_begin, row_end);
   }
 }
 

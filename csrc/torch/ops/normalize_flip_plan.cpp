@@ -17,8 +17,7 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
   TORCH_CHECK(images.scalar_type() == at::kByte, "images must be uint8, got ", images.scalar_type());
   TORCH_CHECK(images.dim() == 4, "images must be 4-D ", layout == "NHWC" ? "[N, H, W, C]" : "[N, C, H, W]",
               " for layout='", layout, "', got shape ", shape_of(images));
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
-              "dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
+  check_out_dtype("normalize_flip", dtype);
   TORCH_CHECK(fill >= 0 && fill <= 255, "fill must be a uint8 value in [0, 255], got ", fill);
   const bool nhwc = layout == "NHWC";
   const int64_t C = nhwc ? images.size(3) : images.size(1);

@@ -78,9 +78,17 @@ std::vector<kernels::Affine> affine_of(at::ArrayRef<double> mean, at::ArrayRef<d
 }
 
 kernels::OutDType out_dtype(at::ScalarType dtype) {
-  return dtype == at::kFloat ? kernels::OutDType::kFloat32
+  return dtype == at::kFloat  ? kernels::OutDType::kFloat32
          : dtype == at::kHalf ? kernels::OutDType::kFloat16
+         : dtype == at::kByte ? kernels::OutDType::kUInt8
                               : kernels::OutDType::kBFloat16;
+}
+
+void check_out_dtype(const char* op, at::ScalarType dtype) {
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kByte, op,
+              ": dtype must be torch.float32, torch.float16, torch.bfloat16 or torch.uint8 (the normalized "
+              "values rounded and saturated), got ",
+              dtype);
 }
 
 void check_uint8_images(const char* op, const at::Tensor& images, const at::Tensor& other, const char* name) {

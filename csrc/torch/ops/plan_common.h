@@ -50,8 +50,10 @@ void check_mean_std(at::ArrayRef<double> mean, at::ArrayRef<double> std);
 // (x / 255 - mean) / std.
 std::vector<kernels::Affine> affine_of(at::ArrayRef<double> mean, at::ArrayRef<double> std);
 
-// The kernels' name of a float output dtype (float32, float16 or bfloat16: the plans check).
+// The kernels' name of an output dtype (float32, float16, bfloat16 or uint8: the plans check it
+// with check_out_dtype).
 kernels::OutDType out_dtype(at::ScalarType dtype);
+void check_out_dtype(const char* op, at::ScalarType dtype);
 
 // An image op's [N, C, h, w] float output, as the kernels' arguments describe it.
 template <typename Args>

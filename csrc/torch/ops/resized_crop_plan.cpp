@@ -67,8 +67,7 @@ int64_t check_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<
   TORCH_CHECK(size.size() == 2, "resized_crop: size must be (h, w), got ", size.size(), " values: ", size);
   TORCH_CHECK(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxCrop && size[1] <= kMaxCrop,
               "resized_crop: size must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", size);
-  TORCH_CHECK(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
-              "resized_crop: dtype must be torch.float32, torch.float16 or torch.bfloat16, got ", dtype);
+  check_out_dtype("resized_crop", dtype);
   TORCH_CHECK(mean.size() == std.size(), "resized_crop: mean has ", mean.size(), " values but std has ",
               std.size());
   TORCH_CHECK(!mean.empty(), "resized_crop: mean and std need one value per channel, got none");
