@@ -129,17 +129,21 @@ def _sizes(n, height, width):
 
 def _magnitudes(space, names, bins, num_bins, heights, widths, negate):
     """The signed magnitude of each (op name, bin) pair; the size-dependent bins (translations)
-    per sample's height and width."""
-    out = torch.zeros(len(names), dtype=torch.float32)
-    for k, (name, b) in enumerate(zip(names, bins)):
-        values = space[name](num_bins, float(heights[k]), float(widths[k]))
-        if values is None:
-            continue
-        m = float(values[int(b)])
-        if name in _SIGNED and bool(negate[k]):
-            m = -m
-        out[k] = m
-    return out
+    per sample's height and width. Each op's bins are computed once per size (a batch's samples
+    share it; per sample, the ``linspace`` calls were most of a batch's draws)."""
+    bins = [int(b) for b in (bins.tolist() if isinstance(bins, torch.Tensor) else bins)]
+    heights, widths = heights.tolist(), widths.tolist()
+    negate = negate.tolist()
+    tables, out = {}, []
+    for name, b, h, w, neg in zip(names, bins, heights, widths, negate):
+        key = (name, h, w)
+        if key not in tables:
+            values = space[name](num_bins, float(h), float(w))
+            tables[key] = None if values is None else values.tolist()
+        values = tables[key]
+        m = 0.0 if values is None else float(values[b])
+        out.append(-m if neg and values is not None and name in _SIGNED else m)
+    return torch.tensor(out, dtype=torch.float32)
 
 
 def _check_bins(num_magnitude_bins):
