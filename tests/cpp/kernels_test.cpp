@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "common/cpu_dispatch.h"
+#include "common/cpu_stores.h"
 #include "common/float_outputs.h"
 #include "common/geometry.h"
 #include "flip_crop/flip_crop.h"
@@ -218,4 +220,32 @@ TEST(FlipCropCpu, MatchesNaiveLoop) {
         int32_t ref = (sy >= 0 && sy < H && sx >= 0 && sx < W) ? masks[(n * H + sy) * W + sx] : -7;
         ASSERT_EQ(out[(n * h + y) * w + x], ref) << n << " " << y << " " << x;
       }
+}
+
+// The uint8 store's SIMD body and float_to_uint8 (the scalar tail, and the CUDA threads' rule)
+// write the same bytes: saturation, NaN, infinities, ties at every half, and random values,
+// at every offset of a 16-value block.
+TEST(StoreUInt8, SimdBodyEqualsTheScalarRule) {
+  std::vector<float> v = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::infinity(), -1e30f, 1e30f, -0.0f, 0.0f, -0.5f,
+                          -0.49f, 0.49f, 0.5f, 0.51f, 1.5f, 2.5f, 3.5f, 127.5f, 128.5f, 253.5f, 254.5f,
+                          254.51f, 255.0f, 255.49f, 255.5f, 256.0f, 3e9f, -3e9f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> any(-40.0f, 300.0f);
+  for (int i = 0; i < 200; ++i) v.push_back(any(rng));
+  for (int i = 0; i <= 255; ++i) v.push_back(i + 0.5f);
+  for (size_t start = 0; start < 16; ++start) {
+    const int64_t n = static_cast<int64_t>(v.size() - start);
+    std::vector<uint8_t> got(n, 0xA5);
+    StoreUInt8::store(got.data(), 1, v.data() + start, nullptr, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = v[start + i];
+      ASSERT_EQ(got[i], float_to_uint8(x)) << "value " << x;
+      if (!std::isnan(x)) {  // ties to even, saturated
+        ASSERT_EQ(got[i], static_cast<uint8_t>(std::nearbyint(std::min(255.0f, std::max(0.0f, x))))) << x;
+      } else {
+        ASSERT_EQ(got[i], 0) << "NaN";
+      }
+    }
+  }
 }
