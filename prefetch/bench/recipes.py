@@ -8,6 +8,9 @@ normalized float batches, as users run it and through ``prefetch.transforms.v2``
   torchvision's PIL backend makes: ``Image.transform``/``rotate`` for the geometry,
   ``ImageEnhance`` and ``ImageOps`` for the rest) — then ``default_collate`` and ToDtype +
   Normalize in the main process.
+- ``dali_cpu`` (when ``nvidia-dali-cuda130`` is installed and the device is the CPU): DALI's CPU
+  pipeline on the same files with its own ``trivial_augment_wide`` (bilinear, fill 0) between the
+  resize and the normalisation, on as many threads as prefetch's.
 - ``prefetch``: a dataset of the files' bytes, no workers, and
   ``T.Compose([RandomResizedCrop(176), RandomHorizontalFlip(), TrivialAugmentWide(bilinear),
   ToDtype(float32, scale=True), Normalize(...)], decode=True)``: each window decoded and resampled
@@ -25,9 +28,9 @@ import torch
 import prefetch
 
 from .section import Section, SectionResult, Skipped
-from .workers import (CLASSES, MEAN, STD, JpegBytes, _to_tensor, interleave_then_close,
-                      prefetch_pipeline, random_resized_crop, ratio, summarize, usual_pipeline,
-                      write_jpegs)
+from .workers import (CLASSES, MEAN, STD, DaliPipeline, JpegBytes, _to_tensor, dali_available,
+                      interleave_then_close, prefetch_pipeline, random_resized_crop, ratio,
+                      summarize, usual_pipeline, write_jpegs)
 
 SIZE = 176  # the recipe's train crop
 
@@ -130,17 +133,32 @@ def run(config):
             prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, 0, device,
                               prefetch.collate.samples, config.threads, aug=_recipe(decode=True)),
         ]
+        dali_skipped = None if dali_available() and device.type == "cpu" else \
+            "DALI is not installed (pip install nvidia-dali-cuda130) or the device is not the CPU"
+        if dali_skipped is None:
+            try:
+                pipelines.append(DaliPipeline(paths, batch_size, SIZE, config.threads or 2,
+                                              trivial_augment=True))
+            except Exception as e:  # noqa: BLE001 - an optional peer that cannot run here
+                dali_skipped = "DALI could not build its pipeline: %s" % str(e).splitlines()[0][:200]
+                config.progress("recipes: dali_cpu skipped (%s)" % dali_skipped)
         raw = interleave_then_close(pipelines, rounds, device, config.progress, "recipes ")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     rows = summarize(raw, batch_size, SIZE * SIZE * 3)
     vs_usual = ratio(raw, "prefetch", "usual")
+    ratios = {"prefetch_vs_usual": vs_usual}
+    if "dali_cpu" in raw:
+        ratios["prefetch_vs_dali_cpu"] = ratio(raw, "prefetch", "dali_cpu")
+        ratios["dali_cpu_vs_usual"] = ratio(raw, "dali_cpu", "usual")
     result = {"batch_size": batch_size, "image_size": SIZE, "workers": workers, "files": files,
               "rounds": rounds, "usual_transforms": usual_ds.impl, "pipelines": rows,
-              "ratios": {"prefetch_vs_usual": vs_usual}}
+              "ratios": ratios, "dali_skipped": dali_skipped}
     metrics = {"recipe_prefetch_vs_usual": vs_usual["median"],
                "recipe_prefetch_img_per_s": rows["prefetch"]["img_per_s"]["median"],
                "recipe_usual_img_per_s": rows["usual"]["img_per_s"]["median"]}
+    if "dali_cpu" in raw:
+        metrics["recipe_prefetch_vs_dali_cpu"] = ratios["prefetch_vs_dali_cpu"]["median"]
     table = ("ResNet-50 v2 recipe, JPEG files to normalized float batches (images/s, median of %d "
              "rounds; the usual pipeline's transforms: %s):\n"
              "  usual    %8.0f  (%.0f-%.0f)\n  prefetch %8.0f  (%.0f-%.0f)\n"
@@ -150,6 +168,13 @@ def run(config):
                  rows["prefetch"]["img_per_s"]["median"], rows["prefetch"]["img_per_s"]["low"],
                  rows["prefetch"]["img_per_s"]["high"], vs_usual["median"], vs_usual["low"],
                  vs_usual["high"]))
+    if "dali_cpu" in raw:
+        d, r = rows["dali_cpu"]["img_per_s"], ratios["prefetch_vs_dali_cpu"]
+        table += ("\n  dali_cpu %8.0f  (%.0f-%.0f)  DALI's CPU pipeline with its trivial_augment_wide\n"
+                  "  prefetch / dali_cpu %.2fx (%.2f-%.2f)" % (d["median"], d["low"], d["high"],
+                                                              r["median"], r["low"], r["high"]))
+    elif dali_skipped:
+        table += "\n  (dali_cpu: %s)" % dali_skipped
     return SectionResult(rows=result, metrics=metrics, table=table)
 
 

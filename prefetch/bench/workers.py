@@ -363,15 +363,16 @@ class EnginePipeline(Pipeline):
 
 class DaliPipeline(Pipeline):
     """NVIDIA DALI's CPU pipeline on the same files: readers.file -> decoders.image_random_crop
-    (libjpeg-turbo, only the window decoded) -> resize -> crop_mirror_normalize (random mirror,
-    float CHW), on `threads` CPU threads (device_id=None). Needs `pip install nvidia-dali-cuda130`
-    (optional: the section skips this row without it)."""
+    (libjpeg-turbo, only the window decoded) -> resize -> [DALI's trivial_augment_wide, bilinear,
+    fill 0, when `trivial_augment`] -> crop_mirror_normalize (random mirror, float CHW), on
+    `threads` CPU threads (device_id=None). Needs `pip install nvidia-dali-cuda130` (optional: the
+    sections skip this row without it)."""
 
-    def __init__(self, paths, batch_size, size, threads):
+    def __init__(self, paths, batch_size, size, threads, trivial_augment=False):
         from nvidia.dali import fn, pipeline_def, types
 
         @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=0,
-                      prefetch_queue_depth=2)
+                      prefetch_queue_depth=2, enable_conditionals=trivial_augment)
         def pipe():
             jpegs, labels = fn.readers.file(files=paths, labels=[i % CLASSES for i in range(len(paths))],
                                             random_shuffle=True, name="reader")
@@ -379,6 +380,11 @@ class DaliPipeline(Pipeline):
                                                    random_area=(0.08, 1.0),
                                                    random_aspect_ratio=(3 / 4, 4 / 3))
             images = fn.resize(images, resize_x=size, resize_y=size)
+            if trivial_augment:  # its automatic augmentations take CPU samples since DALI 1.25
+                from nvidia.dali.auto_aug import trivial_augment as ta
+
+                images = ta.trivial_augment_wide(images, fill_value=0,
+                                                 interp_type=types.INTERP_LINEAR)
             images = fn.crop_mirror_normalize(
                 images, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
                 mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD])

@@ -228,7 +228,12 @@ def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
     m = result["metrics"]
     assert m["recipe_prefetch_vs_usual"] > 0 and m["recipe_usual_img_per_s"] > 0
     rows = result["details"]["recipes"]
-    # Both pipelines delivered every file in every round.
+    from prefetch.bench.workers import dali_available
+    assert set(rows["pipelines"]) == {"usual", "prefetch"} | (
+        {"dali_cpu"} if dali_available() and not rows["dali_skipped"] else set())
+    if "dali_cpu" in rows["pipelines"]:
+        assert m["recipe_prefetch_vs_dali_cpu"] > 0
+    # Every pipeline delivered every file in every round.
     assert all(row["images_per_epoch"] == rows["files"] and row["images_per_epoch_all_equal"]
                for row in rows["pipelines"].values())
     assert "in 1 of 1 comparisons" in result["verdict"] or "ResNet-50 v2 recipe" in result["verdict"]
