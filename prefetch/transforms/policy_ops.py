@@ -18,8 +18,9 @@ exists (C++ and CUDA, :mod:`prefetch.ops`):
   tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
 - Color (saturation), Hue, Posterize, Invert: torch ops with torchvision's float32 arithmetic and
   its truncation or rounding back to uint8 (their fused kernels, issue 27, are still to come).
-One batched pass per op kind and column of the table, on every device. No op reads a device tensor back to the host (the loader's producer thread
-must not synchronise): parameters are checked on the host.
+One batched pass per op kind and column of the table, on every device. No op reads a device
+tensor back to the host (the loader's producer thread must not synchronise): parameters are
+checked on the host.
 """
 import math
 

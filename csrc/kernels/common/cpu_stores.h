@@ -1,6 +1,7 @@
 // How the CPU kernels write a row of float results into their output dtype: float32 as is,
 // bfloat16 and (without F16C) float16 rounded to nearest even as the CUDA kernels round, uint8
-// saturated and rounded half to even (float_outputs.h). float16_store_f16c.h has the F16C store of the AVX2 builds.
+// saturated and rounded half to even (float_outputs.h). float16_store_f16c.h has the F16C store
+// of the AVX2 builds.
 //
 // Internal linkage on purpose: each op's body is compiled twice, for the baseline ISA and for
 // AVX2 + FMA + F16C. An inline function with external linkage used by both copies could be

@@ -1,7 +1,7 @@
 // What every op with a float output shares, on the CPU and the GPU alike: the output dtypes, the
 // per-channel normalization folded into one multiply-add (Affine), and the conversions of a float
-// to float16 and bfloat16 bits, rounded to nearest even as CUDA rounds, and to a saturated uint8. Torch-free; every function
-// is __host__ __device__ under nvcc.
+// to float16 and bfloat16 bits, rounded to nearest even as CUDA rounds, and to a saturated uint8.
+// Torch-free; every function is __host__ __device__ under nvcc.
 #pragma once
 #include <cstdint>
 #include <cstring>
