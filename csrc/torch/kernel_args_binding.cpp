@@ -209,6 +209,30 @@ py::dict lookup_args(const std::string& target_name, const at::Tensor& images, c
   return d;
 }
 
+py::dict color_jitter_args(const std::string& target_name, const at::Tensor& images, const at::Tensor& steps,
+                           const at::Tensor& factors, const std::string& drop) {
+  bool uploaded = false;
+  const KernelTarget target = target_named(target_name, &uploaded);
+  ColorJitterPlan plan = plan_color_jitter(images, steps, factors);
+  complete_args(&plan, target);
+  kernels::ColorJitterArgs& a = plan.args;
+  if (drop == "images") a.images = nullptr;
+  if (drop == "steps") a.steps = nullptr;
+  if (drop == "factors") a.factors = nullptr;
+  if (drop == "grey_sums") a.grey_sums = nullptr;
+  if (drop == "out") a.out = nullptr;
+  if (drop == "K") a.K += 1;
+  py::dict d;
+  d["problems"] = color_jitter_arg_problems(plan, target.cuda);
+  d["uploaded"] = uploaded;
+  d["images"] = a.images == images.const_data_ptr<uint8_t>();
+  d["out"] = plan.out;
+  d["K"] = a.K;
+  d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+  return d;
+}
+
 }  // namespace
 }  // namespace prefetch
 
@@ -234,4 +258,6 @@ void bind_kernel_args(py::module_& m) {
         "Test hook: sharpness's kernel arguments for target 'cpu' or 'cuda', described.");
   m.def("_lookup_kernel_args", &prefetch::lookup_args, "target"_a, "images"_a, "tables"_a, "drop"_a = "",
         "Test hook: lookup's kernel arguments for target 'cpu' or 'cuda', described.");
+  m.def("_color_jitter_kernel_args", &prefetch::color_jitter_args, "target"_a, "images"_a, "steps"_a, "factors"_a,
+        "drop"_a = "", "Test hook: color_jitter's kernel arguments for target 'cpu' or 'cuda', described.");
 }

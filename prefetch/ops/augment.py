@@ -1,5 +1,5 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``; CPU and CUDA), re-exported by
+``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``, ``color_jitter``; CPU and CUDA), re-exported by
 :mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
@@ -11,7 +11,9 @@ bilinearly to one size (``F.interpolate``'s values, with or without antialias), 
 and casts, in one pass. ``affine_warp`` resamples each uint8 image through its own affine map
 (the augmentation policies' rotate, shear and translate); ``sharpness`` blends each with its 3x3
 smoothing by its own factor (their Sharpness); ``lookup`` replaces each value by its image's
-table entry (the policy ops that map a value alone). Their fake kernels are in
+table entry (the policy ops that map a value alone); ``color_jitter`` runs each image's own chain
+of brightness, contrast, saturation and hue steps (ColorJitter, the policies' colour ops) in one
+pass over its pixels. Their fake kernels are in
 :mod:`prefetch.ops.fakes`.
 """
 import torch
@@ -19,7 +21,8 @@ import torch
 from .._engine.checks import whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup"]
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
+           "color_jitter", "COLOR_STEPS"]
 
 
 
@@ -214,3 +217,70 @@ def lookup(images, tables):
     (brightness, contrast against a known mean, posterize, solarize, autocontrast, equalize) is
     one table per image. Returns a contiguous uint8 tensor."""
     return torch.ops.prefetch.lookup.default(images, tables)
+
+
+# color_jitter's step codes, in order (csrc/kernels/color_jitter/color_jitter.h's ColorStep).
+COLOR_STEPS = ("identity", "brightness", "contrast", "saturation", "hue")
+
+
+def color_jitter(images, steps, factors):
+    """Each uint8 image ``[N, C, H, W]`` (C 1 or 3) through its own chain of colour steps, in its
+    own order: torchvision v2's ``adjust_brightness``, ``adjust_contrast``, ``adjust_saturation``
+    and ``adjust_hue`` on uint8 tensors, each step's result truncated to uint8 before the next (as
+    ColorJitter, with its random order per image, applies them). ``steps``: int64 ``[N, K]``
+    codes (the indices of :data:`COLOR_STEPS`; ``"identity"`` does nothing) or, for every image,
+    a sequence of step names; ``factors``: float64 ``[N, K]`` (or nested sequences), each step's
+    factor — brightness, contrast and saturation at least 0, hue in [-0.5, 0.5]. Saturation and
+    hue leave 1-channel images as they are. One pass over the pixels, plus one per Contrast step
+    before it (a contrast blends with its image's mean grey where it stands in the chain).
+
+    Equal to torchvision's values on the CPU (its float32 arithmetic operation for operation, its
+    fused multiply-adds rounded once), for images of up to 65,793 pixels (their grey sums below
+    2^24, which float32 sums exactly; above, torchvision's float32 mean may round differently,
+    and a value next to a whole number may differ by 1). The CPU and CUDA kernels write the same
+    bytes. Steps and factors given on the host are checked there; given as tensors on the
+    images' device they are used unread (the producer thread must not synchronise), and a code
+    outside :data:`COLOR_STEPS` is then a step that does nothing. Returns a contiguous uint8
+    tensor."""
+    device = images.device if isinstance(images, torch.Tensor) else torch.device("cpu")
+    n = images.shape[0] if isinstance(images, torch.Tensor) and images.dim() > 0 else 0
+    if not isinstance(steps, torch.Tensor):
+        steps = torch.tensor([[_color_code(s) for s in chain] for chain in steps],
+                             dtype=torch.int64).view(len(steps), -1)
+    if not isinstance(factors, torch.Tensor):
+        factors = torch.tensor(factors, dtype=torch.float64).view(steps.shape[0], -1)
+    if steps.device.type == "cpu" and factors.device.type == "cpu" and device.type != "meta":
+        _check_color_steps(steps, factors, n)
+        steps = steps.to(device, non_blocking=True)
+        factors = factors.to(device, non_blocking=True)
+    return torch.ops.prefetch.color_jitter.default(images, steps, factors)
+
+
+def _color_code(step):
+    if isinstance(step, str):
+        if step not in COLOR_STEPS:
+            raise ValueError("prefetch: color_jitter's steps are %s, got %r" % (COLOR_STEPS, step))
+        return COLOR_STEPS.index(step)
+    return int(step)
+
+
+def _check_color_steps(steps, factors, n):
+    """The host-side checks of color_jitter's steps and factors (shapes are the op's)."""
+    if steps.dtype != torch.int64 or factors.dtype != torch.float64 or steps.shape != factors.shape \
+            or steps.dim() != 2 or steps.shape[0] != n:
+        return  # the op names what is wrong with their dtypes or shapes
+    bad = (steps < 0) | (steps >= len(COLOR_STEPS))
+    if bool(bad.any()):
+        i, k = bad.nonzero()[0].tolist()
+        raise ValueError("prefetch: color_jitter's step codes are 0 to %d (%s); image %d, step %d "
+                         "is %d" % (len(COLOR_STEPS) - 1, ", ".join(COLOR_STEPS), i, k,
+                                    int(steps[i, k])))
+    hue = steps == COLOR_STEPS.index("hue")
+    wrong = ~torch.isfinite(factors) | (~hue & (factors < 0)) | (hue & (factors.abs() > 0.5))
+    wrong &= steps != 0
+    if bool(wrong.any()):
+        i, k = wrong.nonzero()[0].tolist()
+        raise ValueError("prefetch: color_jitter's %s factor of image %d (step %d) is %r; "
+                         "brightness, contrast and saturation factors must be finite and at least "
+                         "0, hue factors in [-0.5, 0.5]"
+                         % (COLOR_STEPS[int(steps[i, k])], i, k, float(factors[i, k])))

@@ -25,7 +25,8 @@ _MAX_SIDE = 2**62
 
 
 # The C++ spelling of the dtypes the messages name, so both kernels print the same.
-_DTYPE_NAMES = {torch.uint64: "UInt64", torch.float32: "Float", torch.bool: "Bool"}
+_DTYPE_NAMES = {torch.uint64: "UInt64", torch.float32: "Float", torch.bool: "Bool",
+                torch.int64: "Long", torch.float64: "Double"}
 
 
 def _integer(dtype):
@@ -261,3 +262,23 @@ def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hf
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return values.new_empty((offsets.shape[0], 3, size[0], size[1]), dtype=dtype).contiguous(
         memory_format=fmt)
+
+
+@torch.library.register_fake("prefetch::color_jitter")
+def _color_jitter_fake(images, steps, factors):
+    n, c, h, w = _check_uint8_images("color_jitter", images, steps, "steps")
+    _check_uint8_images("color_jitter", images, factors, "factors")
+    torch._check(c in (1, 3), lambda: (
+        "color_jitter: images must have 1 or 3 channels, got C = %s" % c))
+    torch._check(steps.dtype == torch.int64 and steps.dim() == 2 and steps.shape[0] == n, lambda: (
+        "color_jitter: steps must be int64 [N, K] = [%s, K] (each image's chain), got %s of shape "
+        "%s" % (n, _DTYPE_NAMES.get(steps.dtype, steps.dtype), list(steps.shape))))
+    k = steps.shape[1]
+    torch._check(factors.dtype == torch.float64 and factors.dim() == 2 and factors.shape[0] == n
+                 and factors.shape[1] == k, lambda: (
+        "color_jitter: factors must be float64 [N, K] = [%s, %s] (one per step), got %s of shape "
+        "%s" % (n, k, _DTYPE_NAMES.get(factors.dtype, factors.dtype), list(factors.shape))))
+    torch._check(h < 2**31 - 1, lambda: (
+        "color_jitter: images must be below 2^31 rows, got H = %s" % h))
+    _check_output_size("color_jitter", (n, c, h, w), torch.uint8)
+    return images.new_empty((n, c, h, w))

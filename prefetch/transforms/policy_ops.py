@@ -16,17 +16,21 @@ exists (C++ and CUDA, :mod:`prefetch.ops`):
   grid, so they differ from torchvision's by float32 roundings (~1e-5 pixel): a nearest sample can
   take the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
   tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
-- Color (saturation), Hue, Posterize, Invert: torch ops with torchvision's float32 arithmetic and
-  its truncation or rounding back to uint8 (their fused kernels, issue 27, are still to come).
-One batched pass per op kind and column of the table, on every device. No op reads a device
-tensor back to the host (the loader's producer thread must not synchronise): parameters are
-checked on the host.
+- Hue, and whole tables of colour ops (ColorJitter's: each sample's brightness, contrast,
+  saturation and hue in its own order): :func:`prefetch.ops.color_jitter`, one pass over the
+  pixels (two with a Contrast), torchvision's values on the CPU (its float32 arithmetic, its
+  fused multiply-adds rounded once; the op's docstring states the rare exception);
+- Color (saturation) alone: torch's batched blend with the grey (torchvision's float32
+  operations); Posterize, Invert: one torch op each (a mask, a ``bitwise_not``).
+One batched pass per op kind and column of the table (one for a table of colour ops), on every
+device. No op reads a device tensor back to the host (the loader's producer thread must not
+synchronise): parameters are checked on the host.
 """
 import math
 
 import torch
 
-from ..ops.augment import affine_warp, lookup, sharpness
+from ..ops.augment import COLOR_STEPS, affine_warp, color_jitter, lookup, sharpness
 from .contract import describe_tensor
 from .policies import OPS, op_parameters
 
@@ -57,7 +61,8 @@ def _check(images, what):
 
 
 def _blend(images, other, factor):
-    """torchvision's ``_blend`` on uint8: ``images * ratio + other * (1 - ratio)`` in float32
+    """torchvision's ``_blend`` on uint8 (for Contrast's table: the 256 values against the mean):
+    ``images * ratio + other * (1 - ratio)`` in float32
     (``1 - ratio`` taken in float64 first, as its Python scalar is), clamped, truncated to uint8.
     torchvision's ``add_(other, alpha=1 - ratio)`` is a fused multiply-add (one rounding) where
     the CPU has one, and so is ``addcmul`` with the per-sample ``1 - ratio``."""
@@ -94,10 +99,27 @@ def adjust_brightness(images, factor):
 
 
 def adjust_saturation(images, factor):
+    """One saturation step on every image: torch's batched blend with the grey (its float32
+    operations are torchvision's). Measured against color_jitter's chain of one step, on 64
+    images of 176x176 interleaved: 0.94x (TrivialAugmentWide's tables, where Color is one op of
+    14): the fused op pays off for whole ColorJitter chains (benchmarks/NOTES.md)."""
     _check(images, "adjust_saturation")
     if images.shape[1] == 1:  # as PIL (and torchvision): a grey image has no saturation
         return images.clone()
     return _blend(images, _grayscale(images), factor)
+
+
+def _color_steps(images, step, factors, name):
+    """One colour step (:data:`prefetch.ops.COLOR_STEPS`) on every image, each its own factor:
+    :func:`prefetch.ops.color_jitter` with chains of one step."""
+    f = torch.as_tensor(factors, dtype=torch.float64).cpu()
+    n = images.shape[0]
+    f = f.expand(n) if f.dim() == 0 else f
+    if f.shape != (n,):
+        raise ValueError("prefetch: %s must be a number or one per image (%d), got shape %s"
+                         % (name, n, tuple(f.shape)))
+    steps = torch.full((n, 1), COLOR_STEPS.index(step), dtype=torch.int64)
+    return color_jitter(images, steps, f.reshape(n, 1).contiguous())
 
 
 def adjust_contrast(images, factor):
@@ -120,53 +142,13 @@ def adjust_sharpness(images, factor):
     return sharpness(images, factors.to(images.device, non_blocking=True))
 
 
-def _rgb_to_hsv(image):
-    r, g, _ = image.unbind(dim=1)
-    minc, maxc = torch.aminmax(image, dim=1)
-    eqc = maxc == minc
-    span = maxc - minc
-    ones = torch.ones_like(maxc)
-    s = span / torch.where(eqc, ones, maxc)
-    divisor = torch.where(eqc, ones, span).unsqueeze(1)
-    rc, gc, bc = ((maxc.unsqueeze(1) - image) / divisor).unbind(dim=1)
-    not_r = maxc != r
-    is_g = maxc == g
-    hg = rc.add(2.0).sub_(bc).mul_(is_g & not_r)
-    hr = bc.sub(gc).mul_(~not_r)
-    hb = gc.add(4.0).sub_(rc).mul_(not_r & ~is_g)
-    h = hr.add_(hg).add_(hb).mul_(1.0 / 6.0).add_(1.0).fmod_(1.0)
-    return h, s, maxc
-
-
-def _hsv_to_rgb(h, s, v):
-    h6 = h.mul(6)
-    i = torch.floor(h6)
-    f = h6.sub_(i)
-    i = i.to(torch.int64).remainder_(6)
-    sxf = s * f
-    one_minus_s = 1.0 - s
-    q = (1.0 - sxf).mul_(v).clamp_(0.0, 1.0)
-    t = sxf.add_(one_minus_s).mul_(v).clamp_(0.0, 1.0)
-    p = one_minus_s.mul_(v).clamp_(0.0, 1.0)
-    vpqt = torch.stack((v, p, q, t), dim=1)
-    select = torch.tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]],
-                          device=h.device)[:, i].moveaxis(0, 1)
-    return vpqt.gather(1, select)
-
-
 def adjust_hue(images, factor):
     """Each image's hue turned by its factor in [-0.5, 0.5] (HSV, as torchvision and PIL)."""
     _check(images, "adjust_hue")
     given = torch.as_tensor(factor, dtype=torch.float64)
     if bool(((given < -0.5) | (given > 0.5)).any()):  # (on the host when given there)
         raise ValueError("prefetch: adjust_hue's factors must lie in [-0.5, 0.5]")
-    hue = _per_sample(given, images, "factor")
-    if images.shape[1] == 1 or images.numel() == 0:
-        return images.clone()
-    h, s, v = _rgb_to_hsv(images.float().mul_(1.0 / 255))
-    h = h.add_(hue.view(-1, 1, 1)).remainder_(1.0)
-    rgb = _hsv_to_rgb(h, s, v)
-    return rgb.mul_(255.0 + 1.0 - 1e-3).to(torch.uint8)
+    return _color_steps(images, "hue", given, "factor")
 
 
 def posterize(images, bits):
@@ -331,6 +313,9 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
         raise ValueError("prefetch: the table has %d samples, the images %d"
                          % (table.ops.shape[0], images.shape[0]))
     params = op_parameters(table)
+    color = _color_codes(table.ops)
+    if color is not None:  # ColorJitter's tables: every sample's chain in one pass
+        return color_jitter(images, color, params.contiguous())
     if images.shape[0] == 1:  # one sample: its steps in order, no gathering
         out = images
         for code, p in zip(table.ops[0].tolist(), params[0:1].T):
@@ -349,6 +334,20 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
             _put_rows(out, idx, _apply_op(name, out.index_select(0, idx), params[rows, k],
                                           interpolation, fill))
     return out
+
+
+# The table's op codes of the colour ops, as color_jitter's step codes.
+_COLOR_OF_OP = {"Identity": "identity", "Brightness": "brightness", "Contrast": "contrast",
+                "Color": "saturation", "Hue": "hue"}
+_COLOR_CODES = torch.tensor([COLOR_STEPS.index(_COLOR_OF_OP[name]) if name in _COLOR_OF_OP else -1
+                             for name in OPS], dtype=torch.int64)
+
+
+def _color_codes(ops):
+    """``ops`` (a table's codes) as color_jitter's steps when every one is a colour op (or
+    Identity), else None."""
+    codes = _COLOR_CODES[ops]
+    return None if bool((codes < 0).any()) else codes
 
 
 def _put_rows(out, idx, values):

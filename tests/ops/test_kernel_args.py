@@ -237,6 +237,25 @@ def test_a_lookup_field_left_unset_is_named(field):
     assert any(line.startswith(field) for line in d["problems"]), d["problems"]
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("C", [1, 3])
+def test_color_jitter_arguments_are_complete(target, C):
+    images = torch.randint(0, 256, (2, 5, 6, C), dtype=torch.uint8).permute(0, 3, 1, 2)  # any strides
+    steps = torch.tensor([[1, 2, 0], [3, 4, 2]])
+    d = _C._color_jitter_kernel_args(target, images, steps, torch.ones(2, 3, dtype=torch.float64))
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False and d["K"] == 3
+    assert list(d["sizes"]) == [2, C, 5, 6] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, C, 5, 6) and d["out"].is_contiguous()
+
+
+@pytest.mark.parametrize("field", ["images", "steps", "factors", "grey_sums", "out", "K"])
+def test_a_color_jitter_field_left_unset_is_named(field):
+    d = _C._color_jitter_kernel_args("cuda", torch.zeros(2, 3, 4, 4, dtype=torch.uint8),
+                                     torch.zeros(2, 1, dtype=torch.int64),
+                                     torch.zeros(2, 1, dtype=torch.float64), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]
+
+
 def test_the_ops_run_the_same_assembly():
     """The CPU ops run complete_args before their kernels: with more than 64 channels (the uploaded
     path on CUDA) they still give the float64 formula's values."""

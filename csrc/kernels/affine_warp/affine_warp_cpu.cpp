@@ -123,7 +123,7 @@ void bilinear_rows(const AffineWarpArgs& a, int64_t row_begin, int64_t row_end) 
     const int64_t n = row / H, y = row % H;
     const float* m = a.matrices + n * kWarpMatrixFields;
     const float fy = static_cast<float>(y);
-    const float m1y = warp_mul(m[1], fy), m4y = warp_mul(m[4], fy);
+    const float m1y = mul_rn(m[1], fy), m4y = mul_rn(m[4], fy);
     const uint8_t* src = a.images + n * a.sN;
     for (int64_t begin = 0; begin < W; begin += kChunk) {
       const int len = static_cast<int>(std::min<int64_t>(kChunk, W - begin));

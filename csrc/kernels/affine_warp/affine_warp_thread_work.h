@@ -8,27 +8,10 @@
 
 #include "affine_warp/affine_warp.h"
 #include "common/host_device.h"
+#include "common/round_each.h"
 
 namespace prefetch {
 namespace kernels {
-
-// Products and sums rounded one at a time on both backends: nvcc would otherwise fuse a * b + c
-// into one FMA (one rounding) where the host compiler of the baseline build does not, and a
-// nearest-neighbour tie or a bilinear weight could then differ by an ulp between CPU and GPU.
-PF_HD float warp_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-PF_HD float warp_add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
 // Rounding to whole numbers by adding and subtracting 1.5 * 2^23, exact for |v| < 2^22 (the
 // float32 sum keeps no fraction, rounded half to even in the default rounding mode): the baseline
@@ -38,12 +21,12 @@ PF_HD float warp_add(float a, float b) {
 // and values are clamped to [0, 255] first.
 constexpr float kWarpRoundMagic = 12582912.0f;
 
-PF_HD float warp_round(float v) { return warp_add(warp_add(v, kWarpRoundMagic), -kWarpRoundMagic); }
+PF_HD float warp_round(float v) { return add_rn(add_rn(v, kWarpRoundMagic), -kWarpRoundMagic); }
 
 // Every value computed, then selected: the compiler may then vectorise the CPU loops (it does not
 // speculate float operations that a branch guards).
 PF_HD float warp_floor(float v) {
-  const float r = warp_round(v), below = warp_add(r, -1.0f);
+  const float r = warp_round(v), below = add_rn(r, -1.0f);
   return r > v ? below : r;
 }
 
@@ -57,12 +40,12 @@ PF_HD uint8_t warp_to_uint8(float v) {
 
 // Whether a source coordinate lies in [-2, side + 2): where rounding and flooring are exact, and
 // beyond which every tap is outside anyway. False for NaN.
-PF_HD bool warp_near(float v, float side) { return (v >= -2.0f) & (v < warp_add(side, 2.0f)); }
+PF_HD bool warp_near(float v, float side) { return (v >= -2.0f) & (v < add_rn(side, 2.0f)); }
 
 // The source coordinate of an output pixel: (m_x * fx + m_y_fy) + m_c, where m_y_fy is the
 // product of the other coefficient with the other pixel coordinate (a row loop computes it once).
 PF_HD float warp_source(float m_x, float fx, float m_y_fy, float m_c) {
-  return warp_add(warp_add(warp_mul(m_x, fx), m_y_fy), m_c);
+  return add_rn(add_rn(mul_rn(m_x, fx), m_y_fy), m_c);
 }
 
 // A bilinear sample's four taps (grid_sample's nw, ne, sw, se) and weights. A tap outside the
@@ -81,40 +64,40 @@ PF_HD WarpTaps warp_bilinear_taps(float sx, float sy, float fW, float fH) {
   const bool near = near_x & near_y;  // (no short circuit: the CPU loops vectorise)
   const float px = near ? sx : -2.5f, py = near ? sy : -2.5f;
   const float x0 = warp_floor(px), y0 = warp_floor(py);
-  const float x1 = warp_add(x0, 1.0f), y1 = warp_add(y0, 1.0f);
-  const float wx1 = warp_add(px, -x0), wx0 = warp_add(x1, -px);
-  const float wy1 = warp_add(py, -y0), wy0 = warp_add(y1, -py);
+  const float x1 = add_rn(x0, 1.0f), y1 = add_rn(y0, 1.0f);
+  const float wx1 = add_rn(px, -x0), wx0 = add_rn(x1, -px);
+  const float wy1 = add_rn(py, -y0), wy0 = add_rn(y1, -py);
   // Inside masks as 1.0 or 0.0: a weight times its tap's masks is the weight or 0 exactly (the
   // weights are finite), and the compiler vectorises products where it does not vectorise
   // selects on boolean masks.
   const float in_x0 = ((x0 >= 0.0f) & (x0 < fW)) ? 1.0f : 0.0f, in_x1 = ((x1 >= 0.0f) & (x1 < fW)) ? 1.0f : 0.0f;
   const float in_y0 = ((y0 >= 0.0f) & (y0 < fH)) ? 1.0f : 0.0f, in_y1 = ((y1 >= 0.0f) & (y1 < fH)) ? 1.0f : 0.0f;
   WarpTaps t;
-  t.w_nw = warp_mul(warp_mul(wx0, wy0), warp_mul(in_x0, in_y0));
-  t.w_ne = warp_mul(warp_mul(wx1, wy0), warp_mul(in_x1, in_y0));
-  t.w_sw = warp_mul(warp_mul(wx0, wy1), warp_mul(in_x0, in_y1));
-  t.w_se = warp_mul(warp_mul(wx1, wy1), warp_mul(in_x1, in_y1));
-  t.inside = warp_add(warp_add(warp_add(t.w_nw, t.w_ne), t.w_sw), t.w_se);
+  t.w_nw = mul_rn(mul_rn(wx0, wy0), mul_rn(in_x0, in_y0));
+  t.w_ne = mul_rn(mul_rn(wx1, wy0), mul_rn(in_x1, in_y0));
+  t.w_sw = mul_rn(mul_rn(wx0, wy1), mul_rn(in_x0, in_y1));
+  t.w_se = mul_rn(mul_rn(wx1, wy1), mul_rn(in_x1, in_y1));
+  t.inside = add_rn(add_rn(add_rn(t.w_nw, t.w_ne), t.w_sw), t.w_se);
   // Whole floats below 2^22 convert exactly; an outside tap's index is 0 (never weighed).
-  t.x0 = static_cast<int32_t>(warp_mul(x0, in_x0));
-  t.x1 = static_cast<int32_t>(warp_mul(x1, in_x1));
-  t.y0 = static_cast<int32_t>(warp_mul(y0, in_y0));
-  t.y1 = static_cast<int32_t>(warp_mul(y1, in_y1));
+  t.x0 = static_cast<int32_t>(mul_rn(x0, in_x0));
+  t.x1 = static_cast<int32_t>(mul_rn(x1, in_x1));
+  t.y0 = static_cast<int32_t>(mul_rn(y0, in_y0));
+  t.y1 = static_cast<int32_t>(mul_rn(y1, in_y1));
   return t;
 }
 
 // One channel's weighted sum of its four tap values, in grid_sample's order.
 PF_HD float warp_sum(float p_nw, float p_ne, float p_sw, float p_se, float w_nw, float w_ne, float w_sw,
                      float w_se) {
-  float v = warp_mul(p_nw, w_nw);
-  v = warp_add(v, warp_mul(p_ne, w_ne));
-  v = warp_add(v, warp_mul(p_sw, w_sw));
-  return warp_add(v, warp_mul(p_se, w_se));
+  float v = mul_rn(p_nw, w_nw);
+  v = add_rn(v, mul_rn(p_ne, w_ne));
+  v = add_rn(v, mul_rn(p_sw, w_sw));
+  return add_rn(v, mul_rn(p_se, w_se));
 }
 
 // The fill blended in by the inside weight, as torchvision does: (v - fill) * mask + fill.
 PF_HD float warp_filled(float v, float inside, float fill) {
-  return warp_add(warp_mul(warp_add(v, -fill), inside), fill);
+  return add_rn(mul_rn(add_rn(v, -fill), inside), fill);
 }
 
 // Output pixel (n, y, x), every channel: a CUDA thread's work, and the CPU kernel's for nearest
@@ -129,8 +112,8 @@ PF_HD void affine_warp_pixel(const AffineWarpArgs& a, int64_t n, int64_t y, int6
   const bool has_fill = a.has_fill;
   const float* m = a.matrices + n * kWarpMatrixFields;
   const float fx = static_cast<float>(x), fy = static_cast<float>(y);
-  const float sx = warp_source(m[0], fx, warp_mul(m[1], fy), m[2]);
-  const float sy = warp_source(m[3], fx, warp_mul(m[4], fy), m[5]);
+  const float sx = warp_source(m[0], fx, mul_rn(m[1], fy), m[2]);
+  const float sy = warp_source(m[3], fx, mul_rn(m[4], fy), m[5]);
   const uint8_t* src = a.images + n * a.sN;
   uint8_t* dst = a.out + ((n * C) * H + y) * W + x;
   const int64_t plane = H * W;

@@ -229,6 +229,23 @@ std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool /*cuda
   return p.lines;
 }
 
+std::vector<std::string> color_jitter_arg_problems(const ColorJitterPlan& plan, bool /*cuda*/) {
+  Problems p;
+  const kernels::ColorJitterArgs& a = plan.args;
+  if (uint8_image_problems(&p, a, plan.out, a.steps, plan.steps, "steps")) {
+    const bool writes = plan.out.numel() > 0;
+    p.require(a.C == 1 || a.C == 3, "C: " + std::to_string(a.C) + " channels (the chains take 1 or 3)");
+    p.require(!writes || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
+              "factors: not the plan's factors");
+    p.require(!writes || (a.grey_sums != nullptr && a.grey_sums == plan.grey_sums.const_data_ptr()),
+              "grey_sums: not the plan's grey sums");
+    p.same("K", a.K, plan.steps.size(1));
+    p.same("K", a.K, plan.factors.size(1));
+    p.same("grey_sums' K", a.K, plan.grey_sums.size(1));
+  }
+  return p.lines;
+}
+
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda) {
   throw_problems("normalize_flip", normalize_flip_arg_problems(plan, cuda), cuda);
 }
@@ -245,6 +262,9 @@ void check_sharpness_args(const SharpnessPlan& plan, bool cuda) {
   throw_problems("sharpness", sharpness_arg_problems(plan, cuda), cuda);
 }
 void check_lookup_args(const LookupPlan& plan, bool cuda) { throw_problems("lookup", lookup_arg_problems(plan, cuda), cuda); }
+void check_color_jitter_args(const ColorJitterPlan& plan, bool cuda) {
+  throw_problems("color_jitter", color_jitter_arg_problems(plan, cuda), cuda);
+}
 
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target) {
   at::Tensor keep = bind_constants(plan->affine, target, &plan->args.affine, &plan->args.affine_device);
@@ -265,5 +285,7 @@ void complete_args(AffineWarpPlan* plan, const KernelTarget& target) { check_aff
 void complete_args(SharpnessPlan* plan, const KernelTarget& target) { check_sharpness_args(*plan, target.cuda); }
 
 void complete_args(LookupPlan* plan, const KernelTarget& target) { check_lookup_args(*plan, target.cuda); }
+
+void complete_args(ColorJitterPlan* plan, const KernelTarget& target) { check_color_jitter_args(*plan, target.cuda); }
 
 }  // namespace prefetch

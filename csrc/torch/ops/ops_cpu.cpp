@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/affine_warp_plan.h"
+#include "ops/color_jitter_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/lookup_plan.h"
@@ -108,6 +109,15 @@ at::Tensor lookup_cpu(const at::Tensor& images, const at::Tensor& tables) {
   return plan.out;
 }
 
+at::Tensor color_jitter_cpu(const at::Tensor& images, const at::Tensor& steps, const at::Tensor& factors) {
+  ColorJitterPlan plan = plan_color_jitter(images, steps, factors, pooled_empty);
+  complete_args(&plan, cpu_target());
+  const kernels::ColorJitterArgs& a = plan.args;
+  // By images: an image's Contrast steps need its whole grey sum before its pixels.
+  at::parallel_for(0, a.N, 1, [&](int64_t begin, int64_t end) { kernels::color_jitter_cpu(a, begin, end); });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
@@ -117,6 +127,7 @@ TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("affine_warp", &affine_warp_cpu);
   m.impl("sharpness", &sharpness_cpu);
   m.impl("lookup", &lookup_cpu);
+  m.impl("color_jitter", &color_jitter_cpu);
 }
 
 }  // namespace prefetch

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "ops/affine_warp_plan.h"
+#include "ops/color_jitter_plan.h"
 #include "ops/flip_crop_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/lookup_plan.h"
@@ -122,6 +123,17 @@ at::Tensor lookup_cuda(const at::Tensor& images, const at::Tensor& tables) {
   return plan.out;
 }
 
+at::Tensor color_jitter_cuda(const at::Tensor& images, const at::Tensor& steps, const at::Tensor& factors) {
+  // Before the guard, which would refuse CPU steps or factors obscurely.
+  check_uint8_images("color_jitter", images, steps, "steps");
+  check_uint8_images("color_jitter", images, factors, "factors");
+  c10::cuda::CUDAGuard guard(images.device());
+  ColorJitterPlan plan = plan_color_jitter(images, steps, factors);
+  complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::color_jitter_cuda(plan.args, current_stream()), "color_jitter");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
@@ -131,6 +143,7 @@ TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("affine_warp", &affine_warp_cuda);
   m.impl("sharpness", &sharpness_cuda);
   m.impl("lookup", &lookup_cuda);
+  m.impl("color_jitter", &color_jitter_cuda);
 }
 
 }  // namespace prefetch

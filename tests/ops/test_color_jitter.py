@@ -1,0 +1,216 @@
+"""prefetch.ops.color_jitter (each image's own chain of brightness, contrast, saturation and hue)
+against torchvision v2's formulas written here in float32 torch, operation for operation, one
+image and one step at a time: equal value for value. (The policies' float64 references of the same
+ops, which bound the float32 arithmetic itself, are in tests/transforms/test_policy_ops.py.)"""
+import pytest
+import torch
+
+from prefetch.ops import COLOR_STEPS, color_jitter
+
+BRIGHTNESS, CONTRAST, SATURATION, HUE = (COLOR_STEPS.index(s) for s in
+                                         ("brightness", "contrast", "saturation", "hue"))
+
+
+def blend(x, other, factor):
+    """torchvision's _blend on uint8: x * f + other * (1 - f) (add_ with alpha: one rounding)."""
+    return x.float().mul(factor).add_(other, alpha=1.0 - factor).clamp_(0, 255).to(torch.uint8)
+
+
+def grey(x):
+    r, g, b = x.unbind(dim=-3)
+    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).floor_().unsqueeze(-3)
+
+
+def hue(x, factor):
+    """torchvision v2's adjust_hue_image on one uint8 image [3, H, W]."""
+    img = x.to(torch.float32).mul_(1.0 / 255)
+    r, g, _ = img.unbind(dim=-3)
+    minc, maxc = torch.aminmax(img, dim=-3)
+    eqc = maxc == minc
+    channels_range = maxc - minc
+    ones = torch.ones_like(maxc)
+    s = channels_range / torch.where(eqc, ones, maxc)
+    divisor = torch.where(eqc, ones, channels_range).unsqueeze_(dim=-3)
+    rc, gc, bc = ((maxc.unsqueeze(dim=-3) - img) / divisor).unbind(dim=-3)
+    not_r = maxc != r
+    is_g = maxc == g
+    hg = rc.add(2.0).sub_(bc).mul_(is_g & not_r)
+    hr = bc.sub_(gc).mul_(~not_r)
+    hb = gc.add_(4.0).sub_(rc).mul_(not_r.logical_and_(is_g.logical_not_()))
+    h = hr.add_(hg).add_(hb).mul_(1.0 / 6.0).add_(1.0).fmod_(1.0)
+    h = h.add_(factor).remainder_(1.0)
+    h6 = h.mul(6)
+    i = torch.floor(h6)
+    f = h6.sub_(i)
+    i = i.to(torch.int32).remainder_(6)
+    sxf = s * f
+    one_minus_s = 1.0 - s
+    q = (1.0 - sxf).mul_(maxc).clamp_(0.0, 1.0)
+    t = sxf.add_(one_minus_s).mul_(maxc).clamp_(0.0, 1.0)
+    p = one_minus_s.mul_(maxc).clamp_(0.0, 1.0)
+    vpqt = torch.stack((maxc, p, q, t), dim=-3)
+    select = torch.tensor([[0, 2, 1, 1, 3, 0], [3, 0, 0, 2, 1, 1], [1, 1, 3, 0, 0, 2]])[:, i.long()]
+    return vpqt.gather(-3, select).mul_(255.0 + 1.0 - 1e-3).to(torch.uint8)
+
+
+def step_reference(x, step, factor):
+    """One step of torchvision v2 on one uint8 image [C, H, W]."""
+    c = x.shape[0]
+    if step == BRIGHTNESS:
+        return x.float().mul(factor).clamp_(0, 255).to(torch.uint8)
+    if step == CONTRAST:
+        g = grey(x.float()) if c == 3 else x.float()
+        return blend(x, g.mean(dim=(-3, -2, -1), keepdim=True), factor)
+    if step == SATURATION:
+        return x.clone() if c == 1 else blend(x, grey(x.float()), factor)
+    if step == HUE:
+        return x.clone() if c == 1 else hue(x, factor)
+    return x.clone()
+
+
+def chain_reference(x, steps, factors):
+    out = []
+    for i in range(x.shape[0]):
+        y = x[i]
+        for s, f in zip(steps[i].tolist(), factors[i].tolist()):
+            y = step_reference(y, s, f)
+        out.append(y)
+    return torch.stack(out)
+
+
+def draw(n, k, g, hue_range=0.5):
+    steps = torch.randint(0, len(COLOR_STEPS), (n, k), generator=g)
+    factors = torch.rand(n, k, generator=g, dtype=torch.float64) * 2
+    hue_factors = (torch.rand(n, k, generator=g, dtype=torch.float64) * 2 - 1) * hue_range
+    return steps, torch.where(steps == HUE, hue_factors, factors)
+
+
+def images(n, c, h, w, g):
+    x = torch.randint(0, 256, (n, c, h, w), dtype=torch.uint8, generator=g)
+    x[0] = 77  # flat: no contrast, no saturation, no hue
+    if n > 2:
+        x[1, :, :, : w // 2] = 255  # saturated runs
+        x[2, 0] = x[2, -1]  # equal channels: the hue's ties between maxima
+    return x
+
+
+@pytest.mark.parametrize("c", [3, 1])
+def test_chains_equal_torchvisions_ops_one_step_at_a_time(c):
+    g = torch.Generator().manual_seed(c)
+    for k in (1, 2, 4, 6):  # 6: a chain may repeat a step (two Contrasts read two means)
+        x = images(10, c, 19, 23, g)
+        steps, factors = draw(10, k, g)
+        got = color_jitter(x, steps, factors)
+        assert got.dtype == torch.uint8 and got.shape == x.shape and got.is_contiguous()
+        assert torch.equal(got, chain_reference(x, steps, factors)), (k, steps)
+        assert not torch.equal(got, x)
+
+
+def test_every_order_of_colorjitters_four_steps():
+    """ColorJitter's chains: the four steps in each of the 24 orders, factors in its ranges."""
+    import itertools
+    orders = torch.tensor(list(itertools.permutations([BRIGHTNESS, CONTRAST, SATURATION, HUE])))
+    g = torch.Generator().manual_seed(3)
+    x = images(24, 3, 16, 21, g)
+    factors = 0.6 + 0.8 * torch.rand(24, 4, generator=g, dtype=torch.float64)
+    factors = torch.where(orders == HUE, factors - 1.0, factors)  # hue in [-0.4, 0.4]
+    assert torch.equal(color_jitter(x, orders, factors), chain_reference(x, orders, factors))
+
+
+def test_step_names_and_numbers_are_accepted_and_strides_do_not_matter(device):
+    g = torch.Generator().manual_seed(4)
+    x = images(3, 3, 14, 9, g)
+    xs = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)[:, :, 1:, ::2]  # channels_last, cut
+    chains = [["hue", "contrast"], ["saturation", "identity"], ["brightness", "hue"]]
+    factors = [[0.2, 1.3], [0.4, 7.0], [1.5, -0.3]]
+    steps = torch.tensor([[COLOR_STEPS.index(s) for s in c] for c in chains])
+    want = chain_reference(xs.contiguous(), steps, torch.tensor(factors, dtype=torch.float64))
+    got = color_jitter(xs.to(device), chains, factors)
+    assert torch.equal(got.cpu(), want)
+
+
+def test_large_images_sum_their_grey_exactly():
+    """A 256 x 256 image's grey sum nears 2^24: still equal (float32 sums such whole values
+    exactly)."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(200, 256, (2, 3, 256, 256), dtype=torch.uint8, generator=g)
+    steps = torch.tensor([[CONTRAST], [CONTRAST]])
+    factors = torch.tensor([[0.7], [1.3]], dtype=torch.float64)
+    assert torch.equal(color_jitter(x, steps, factors), chain_reference(x, steps, factors))
+
+
+def test_empty_batches_and_images(device):
+    for shape in [(0, 3, 5, 5), (2, 3, 0, 4), (2, 1, 4, 0)]:
+        x = torch.zeros(shape, dtype=torch.uint8, device=device)
+        steps = torch.full((shape[0], 2), CONTRAST, dtype=torch.int64)
+        got = color_jitter(x, steps, torch.ones(shape[0], 2, dtype=torch.float64))
+        assert got.shape == shape
+
+
+@pytest.mark.parametrize("steps, factors, message", [
+    ([[7]], [[1.0]], r"step codes are 0 to 4 .*image 0, step 0 is 7"),
+    ([["sharpen"]], [[1.0]], "color_jitter's steps are"),
+    ([[BRIGHTNESS]], [[-0.5]], r"brightness factor of image 0 \(step 0\) is -0.5"),
+    ([[HUE]], [[0.7]], r"hue factor of image 0 \(step 0\) is 0.7"),
+    ([[SATURATION]], [[float("nan")]], "saturation factor"),
+])
+def test_bad_steps_and_factors_are_named(steps, factors, message):
+    with pytest.raises(ValueError, match=message):
+        color_jitter(torch.zeros(1, 3, 4, 4, dtype=torch.uint8), steps, factors)
+
+
+@pytest.mark.parametrize("images, steps, factors, message", [
+    (torch.zeros(2, 3, 4, 4), torch.zeros(2, 1, dtype=torch.int64), torch.zeros(2, 1, dtype=torch.float64),
+     r"uint8 \[N, C, H, W\]"),
+    (torch.zeros(2, 4, 4, 4, dtype=torch.uint8), torch.zeros(2, 1, dtype=torch.int64),
+     torch.zeros(2, 1, dtype=torch.float64), "1 or 3 channels, got C = 4"),
+    (torch.zeros(2, 3, 4, 4, dtype=torch.uint8), torch.zeros(3, 1, dtype=torch.int64),
+     torch.zeros(3, 1, dtype=torch.float64), r"int64 \[N, K\] = \[2, K\]"),
+    (torch.zeros(2, 3, 4, 4, dtype=torch.uint8), torch.zeros(2, 2, dtype=torch.int64),
+     torch.zeros(2, 1, dtype=torch.float64), r"float64 \[N, K\] = \[2, 2\]"),
+    (torch.zeros(2, 3, 4, 4, dtype=torch.uint8), torch.zeros(2, 1, dtype=torch.int64, device="meta"),
+     torch.zeros(2, 1, dtype=torch.float64), "steps is on meta"),
+])
+def test_bad_arguments_are_named_by_the_op(images, steps, factors, message):
+    with pytest.raises(RuntimeError, match=message):
+        color_jitter(images, steps, factors)
+
+
+def test_opcheck(device):
+    g = torch.Generator().manual_seed(6)
+    for c in (1, 3):
+        x = images(3, c, 7, 6, g).to(device)
+        steps, factors = draw(3, 3, g)
+        torch.library.opcheck(torch.ops.prefetch.color_jitter.default,
+                              (x, steps.to(device), factors.to(device)))
+
+
+def test_torch_compile_fullgraph_compiles_once_across_batches(device):
+    import torch._dynamo.testing
+
+    counter = torch._dynamo.testing.CompileCounter()
+
+    def step(x, s, f):
+        return torch.ops.prefetch.color_jitter.default(x, s, f).float().mean()
+
+    compiled = torch.compile(step, fullgraph=True, backend=counter)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(4):
+        x = images(4, 3, 12, 12, g).to(device)
+        s, f = draw(4, 4, g)
+        s, f = s.to(device), f.to(device)
+        assert torch.equal(compiled(x, s, f), step(x, s, f))
+    assert counter.frame_count == 1
+
+
+@pytest.mark.cuda
+def test_cuda_writes_the_cpus_bytes():
+    from ..conftest import require_cuda
+    require_cuda()
+    g = torch.Generator().manual_seed(8)
+    for c in (3, 1):
+        x = images(64, c, 37, 45, g)
+        steps, factors = draw(64, 5, g)
+        cpu = color_jitter(x, steps, factors)
+        cuda = color_jitter(x.cuda(), steps.cuda(), factors.cuda())  # device tensors: unread
+        assert torch.equal(cuda.cpu(), cpu)
