@@ -1,7 +1,8 @@
 // CPU twin of color_jitter.cu: per image, the grey sums its Contrast steps need, then its pixels —
 // the same per-value functions as a CUDA thread (color_jitter_thread_work.h) in the same order
-// for each value, regrouped by step over chunks of a row so that the compiler vectorises each
-// step's loop (a pixel at a time, the chain's branches and conversions cost ~50 ns a pixel).
+// for each value, regrouped by step over chunks of a row so that the compiler vectorises the
+// brightness, contrast and saturation loops (not yet hue's; a pixel at a time, the chain's
+// branches and conversions cost ~50 ns a pixel).
 // Built once, for the baseline ISA, whose compiler does not fuse a * b + c (an FMA build could
 // round the hue's products and sums as one, where torchvision rounds each).
 #include <algorithm>

@@ -29,9 +29,8 @@ namespace kernels {
 // fused multiply-add's single rounding whenever the exact sum fits double's 53 bits — always for
 // the grey; for a blend, unless its factor is near 1 or the image's mean has many bits, and then
 // the double rounding differs from the single one only where the sum lands on a float32 tie (about
-// one value in 2^29; a truncated value can then differ from torchvision's by 1). Exact rounding
-// (round-to-odd) cost 4x the whole op on the CPU. nvcc may fuse the two into a double multiply-add:
-// the same result, the product being exact.
+// one value in 2^29; a truncated value can then differ from torchvision's by 1). nvcc may fuse the
+// two into a double multiply-add: the same result, the product being exact.
 PF_HD float round_sum_to_float(double a, double b) { return static_cast<float>(a + b); }
 
 // v * f + other * alpha in one rounding (torch's add_(other, alpha=alpha) after mul(f)), clamped
@@ -99,7 +98,8 @@ PF_HD void cj_hue(int32_t* v, float hue) {
   const float t = cj_unit(mul_rn(add_rn(sxf, one_minus_s), maxc));
   const float p = cj_unit(mul_rn(one_minus_s, maxc));
   // torchvision's selection of (v, p, q, t) by i, {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1},
-  // {1, 1, 3, 0, 0, 2}}, as selects without branches (the CPU loop vectorises them)
+  // {1, 1, 3, 0, 0, 2}}, as selects without branches (GCC still does not vectorise the CPU's hue
+  // loop: benchmarks/NOTES.md)
   const float red = ((i == 0) | (i == 5)) ? maxc : i == 1 ? q : ((i == 2) | (i == 3)) ? p : t;
   const float green = i == 0 ? t : ((i == 1) | (i == 2)) ? maxc : i == 3 ? q : p;
   const float blue = ((i == 0) | (i == 1)) ? p : i == 2 ? t : ((i == 3) | (i == 4)) ? maxc : q;
