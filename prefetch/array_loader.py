@@ -21,8 +21,10 @@ import torch
 from ._engine.checks import check_seed, resolve_device
 from ._engine.pipeline import ClosesOnExit, Pipeline
 from ._engine.resume import ResumeCursor
-from ._engine.tree import Leaf, PreparedBatch, flatten, ndarray_to_tensor, unflatten
+from ._engine.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragged_fields,
+                           unflatten)
 from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_size
+from .ragged import Ragged
 from .transforms.contract import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
                          run_transform, save_transform_state)
 
@@ -48,8 +50,44 @@ def _as_tensor(array, name):
         return array
     if isinstance(array, np.ndarray):  # np.memmap included: from_numpy maps, it does not read
         return ndarray_to_tensor(array, name)
-    raise TypeError("prefetch: %s is a %s; ArrayLoader takes numpy arrays (memmaps too) and "
-                    "tensors" % (name, type(array).__name__))
+    raise TypeError("prefetch: %s is a %s; ArrayLoader takes numpy arrays (memmaps too), "
+                    "tensors and prefetch.Ragged fields" % (name, type(array).__name__))
+
+
+def _as_field(value, name):
+    """An array as a tensor, or a ragged field (samples of different lengths: a
+    :class:`prefetch.Ragged`, e.g. a store's encoded images) with its values as a tensor and its
+    tables on the CPU."""
+    if isinstance(value, Ragged):
+        values = _as_tensor(value.values, name + ".values")
+        if values.dim() != 1:
+            raise ValueError("prefetch: %s.values must be 1-D, got shape %s"
+                             % (name, tuple(values.shape)))
+        # Checked again (a Ragged made with check=False may not be): every sample inside values.
+        return Ragged(values, value.offsets.cpu(), value.sizes.cpu())
+    return _as_tensor(value, name)
+
+
+class _RaggedField:
+    """One ragged field's tables, for gathering batches of it: its values leaf, its offsets and
+    each sample's element count, and the leaf indices its three batch leaves take."""
+
+    def __init__(self, leaves, indices):
+        self.values_at, self.offsets_at, self.sizes_at = indices
+        self.values = leaves[self.values_at].value
+        self.offsets = leaves[self.offsets_at].value
+        sizes = leaves[self.sizes_at].value
+        self.counts = sizes.prod(1) if sizes.shape[1] else torch.ones_like(self.offsets)
+        self.name = leaves[self.values_at].name[:-len(".values")]
+
+    def leaves(self, leaves, idx):
+        """The batch's three leaves for samples ``idx``: the values as element ranges (the engine's
+        threads copy them), the offsets of the samples packed from 0, their sizes' rows."""
+        counts = self.counts[idx]
+        spans = torch.stack((self.offsets[idx], counts), 1)
+        return {self.values_at: Leaf(leaves[self.values_at].name, self.values, spans),
+                self.offsets_at: Leaf(leaves[self.offsets_at].name, torch.cumsum(counts, 0) - counts),
+                self.sizes_at: Leaf(leaves[self.sizes_at].name, leaves[self.sizes_at].value, idx)}
 
 
 class _GatherBatches:
@@ -57,8 +95,8 @@ class _GatherBatches:
     holds the arrays, never the loader: the producer thread keeps its source alive, and a loader
     it kept alive could never be collected (and so never stop that thread)."""
 
-    def __init__(self, spec, leaves, order, start, batch_size, count):
-        self.spec, self.leaves, self.order = spec, leaves, order
+    def __init__(self, spec, leaves, ragged, order, start, batch_size, count):
+        self.spec, self.leaves, self.ragged, self.order = spec, leaves, ragged, order
         self.start, self.batch_size, self.count = start, batch_size, count
 
     def __iter__(self):
@@ -66,8 +104,11 @@ class _GatherBatches:
         for b in range(self.start, self.count):
             idx = self.order[b * bs:(b + 1) * bs]
             # Gather leaves: rows `idx` of each array, copied by the engine's pool.
-            yield PreparedBatch(self.spec, [Leaf(leaf.name, leaf.value, idx) for leaf in self.leaves],
-                                [])
+            leaves = [Leaf(leaf.name, leaf.value, idx) for leaf in self.leaves]
+            for field in self.ragged:  # a few torch ops a batch, none a sample
+                for k, leaf in field.leaves(self.leaves, idx).items():
+                    leaves[k] = leaf
+            yield PreparedBatch(self.spec, leaves, [])
 
 
 class _Epoch:
@@ -111,7 +152,12 @@ class ArrayLoader(ClosesOnExit):
     Args:
         arrays: a tuple/list or dict of numpy arrays (memmaps work without reading the whole
             file) or tensors, e.g. ``(images [N, H, W, C] uint8, labels [N])``; a single array
-            works too. Batches have the same structure.
+            works too. Batches have the same structure. A field whose samples differ in size is a
+            :class:`prefetch.Ragged` (its ``values`` may be a memmap too: only each batch's
+            samples are read, by the engine's threads) and arrives as a Ragged of the batch's
+            samples; a :class:`prefetch.Store` (see :func:`prefetch.pack`) stands for its
+            ``as_arrays()``: ``(encoded images, labels, ...)``, for
+            ``FusedAugment(decode=True)`` or ``prefetch.transforms.v2``'s ``decode=True``.
         batch_size: samples per batch.
         shuffle: a new order every epoch, a function of ``(seed, epoch)``; otherwise in order.
         seed: the shuffling order's seed (a transform's draws use the transform's own seed).
@@ -154,8 +200,10 @@ class ArrayLoader(ClosesOnExit):
         self.rank, self.world_size = distributed_rank_and_size(rank, world_size)
         self.device = resolve_device(device)
         self._structure = self._convert(arrays)
-        self._spec, self._leaves, moves = flatten(self._structure, "arrays")
+        spec, self._leaves, moves = flatten(self._structure, "arrays")
         assert not moves  # every leaf is a tensor, by _convert
+        self._spec, groups = ragged_fields(spec)
+        self._ragged = [_RaggedField(self._leaves, g) for g in groups]
         self.num_samples = self._check_lengths()
         self.resident = self._choose_residency(resident, memory_fraction)
         self._cursor = ResumeCursor()
@@ -177,23 +225,28 @@ class ArrayLoader(ClosesOnExit):
     # -- construction helpers ------------------------------------------------------------------
 
     def _convert(self, arrays):
+        as_arrays = getattr(arrays, "as_arrays", None)
+        if callable(as_arrays):  # a prefetch.Store
+            arrays = as_arrays()
         if isinstance(arrays, dict):
             if not arrays:
                 raise ValueError("prefetch: ArrayLoader got an empty dict of arrays")
-            return {k: _as_tensor(v, "arrays[%r]" % (k,)) for k, v in arrays.items()}
+            return {k: _as_field(v, "arrays[%r]" % (k,)) for k, v in arrays.items()}
         if isinstance(arrays, (tuple, list)):
             if not arrays:
                 raise ValueError("prefetch: ArrayLoader got an empty %s of arrays"
                                  % type(arrays).__name__)
-            return type(arrays)(_as_tensor(v, "arrays[%d]" % i) for i, v in enumerate(arrays))
-        return _as_tensor(arrays, "arrays")
+            return type(arrays)(_as_field(v, "arrays[%d]" % i) for i, v in enumerate(arrays))
+        return _as_field(arrays, "arrays")
 
     def _check_lengths(self):
         zero_d = [leaf.name for leaf in self._leaves if leaf.value.dim() == 0]
         if zero_d:
             raise ValueError("prefetch: %s is 0-D; every array needs a first (sample) dimension"
                              % ", ".join(zero_d))
-        lengths = [(leaf.name, leaf.value.shape[0]) for leaf in self._leaves]
+        values = {field.values_at for field in self._ragged}  # not one element a sample
+        lengths = [(leaf.name, leaf.value.shape[0]) for k, leaf in enumerate(self._leaves)
+                   if k not in values]
         if len({n for _, n in lengths}) > 1:
             raise ValueError("prefetch: ArrayLoader's arrays must share their first dimension; got "
                              + ", ".join("%s: %d" % pair for pair in lengths))
@@ -243,8 +296,8 @@ class ArrayLoader(ClosesOnExit):
         epoch, start = self._cursor.next_epoch, self._cursor.resume_index
         order = self.epoch_indices(epoch)
         if self._pipeline is not None:
-            source = _GatherBatches(self._spec, self._leaves, order, start, self.batch_size,
-                                   self._batches_in(order))
+            source = _GatherBatches(self._spec, self._leaves, self._ragged, order, start,
+                                    self.batch_size, self._batches_in(order))
             batches = self._pipeline.run(source, epoch=epoch, first_index=start,
                                          length=self.__len__)
         else:
@@ -264,11 +317,24 @@ class ArrayLoader(ClosesOnExit):
             return
         order = self._upload(order)
         transform = self.transform
-        # The leaves the transform gathers itself (fused with its kernels) stay whole.
-        whole = {id(get_leaf(self._device_structure, key)) for key in gathered_keys(transform)}
+        # The leaves the transform gathers itself (fused with its kernels) stay whole; a ragged
+        # field is gathered here (its three leaves are not one tensor a kernel can index).
+        whole = {id(leaf) for leaf in (get_leaf(self._device_structure, key)
+                                       for key in gathered_keys(transform))
+                 if isinstance(leaf, torch.Tensor)}
+        ragged = [(field, Ragged(*(self._device_leaves[k] for k in (
+            field.values_at, field.offsets_at, field.sizes_at)), check=False))
+            for field in self._ragged]
+        parts = {k for field in self._ragged
+                 for k in (field.values_at, field.offsets_at, field.sizes_at)}
         for b in range(start, count):
             idx = order[b * bs:(b + 1) * bs]
-            leaves = [t if id(t) in whole else t.index_select(0, idx) for t in self._device_leaves]
+            leaves = [t if id(t) in whole or k in parts else t.index_select(0, idx)
+                      for k, t in enumerate(self._device_leaves)]
+            for field, whole_field in ragged:
+                r = whole_field.index_select(0, idx)
+                leaves[field.values_at], leaves[field.offsets_at], leaves[field.sizes_at] = \
+                    r.values, r.offsets, r.sizes
             batch = unflatten(self._spec, leaves, [], self.device)
             if transform is not None:
                 position = BatchPosition(epoch, b, self.rank)

@@ -148,6 +148,30 @@ class Ragged:
                              "inside its %d values" % (i, offset, list(shape), self.values.numel()))
         return self.values.narrow(0, offset, math.prod(shape)).view(shape)
 
+    def index_select(self, dim, index):
+        """Samples ``index`` (a 1-D int64 tensor) as a new Ragged packed from element 0, as
+        ``Tensor.index_select`` along the sample dimension (``dim`` must be 0); gathered in torch
+        on ``values``' device (the ArrayLoader's device path; its host path gathers in C++)."""
+        if dim != 0:
+            raise ValueError("prefetch: a Ragged selects samples (dim 0), got dim=%r" % (dim,))
+        if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.dtype != torch.int64:
+            raise TypeError("prefetch: Ragged.index_select takes a 1-D int64 index, got %s"
+                            % describe(index))
+        from ._engine.tree import gather_spans
+
+        n = len(self)
+        if index.numel() and (int(index.min()) < -n or int(index.max()) >= n):
+            raise IndexError("prefetch: index %d is out of range for a Ragged of %d samples"
+                             % (int(index.max()) if int(index.max()) >= n else int(index.min()), n))
+        index = index.remainder(n) if n else index
+        sizes = self.sizes[index.to(self.sizes.device)]
+        counts = sizes.prod(1) if self.rank else torch.ones_like(index)
+        starts = self.offsets[index.to(self.offsets.device)].to(self.values.device)
+        values = gather_spans(self.values, torch.stack((starts, counts.to(starts.device)), 1))
+        offsets = torch.cumsum(counts, 0) - counts
+        shapes = None if self._shapes is None else [self._shapes[k] for k in index.tolist()]
+        return Ragged(values, offsets, sizes, shapes=shapes, dense=shapes is not None, check=False)
+
     def to(self, device, non_blocking=False):
         """The same samples on ``device``."""
         return Ragged(*(t.to(device, non_blocking=non_blocking)

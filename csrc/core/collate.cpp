@@ -37,6 +37,16 @@ bool HostTensor::is_contiguous() const {
 }
 
 size_t LeafPlan::nbytes() const {
+  if (ranges) {
+    if (pieces.empty()) return 0;
+    size_t elements = 0;
+    for (size_t k = 1; k < spans.size(); k += 2) {
+      // Negative counts are check_rows's to name; here they only must not wrap.
+      elements = checked_add(elements, static_cast<size_t>(std::max<int64_t>(spans[k], 0)),
+                             "the ranges' element count");
+    }
+    return checked_bytes(checked_mul(elements, pieces[0].itemsize, "the ranges' byte size"));
+  }
   if (gather) {
     return pieces.empty() ? 0
                           : checked_bytes(checked_mul(rows.size(), row_bytes(pieces[0]),
@@ -47,7 +57,39 @@ size_t LeafPlan::nbytes() const {
   return n;
 }
 
+namespace {
+void check_spans(const LeafPlan& leaf) {
+  if (leaf.pieces.size() != 1) {
+    throw CollateError("prefetch: a ranges leaf takes its elements from one source tensor, got " +
+                       std::to_string(leaf.pieces.size()));
+  }
+  const HostTensor& source = leaf.pieces[0];
+  if (source.sizes.size() != 1 || (source.sizes[0] > 1 && source.strides[0] != 1)) {
+    throw CollateError("prefetch: a ranges leaf's source must be 1-D and dense");
+  }
+  if (leaf.spans.size() % 2 != 0) {
+    throw CollateError("prefetch: a ranges leaf's spans must be (start, count) pairs, got " +
+                       std::to_string(leaf.spans.size()) + " numbers");
+  }
+  const int64_t length = source.sizes[0];
+  for (size_t k = 0; k < leaf.spans.size(); k += 2) {
+    const int64_t start = leaf.spans[k], count = leaf.spans[k + 1];
+    // start <= length - count: no sum that could overflow.
+    if (start < 0 || count < 0 || count > length || start > length - count) {
+      throw CollateError("prefetch: range " + std::to_string(start) + " + " +
+                         std::to_string(count) + " (position " + std::to_string(k / 2) +
+                         " of the batch) is out of range for " + std::to_string(length) +
+                         " elements");
+    }
+  }
+}
+}  // namespace
+
 void check_rows(const LeafPlan& leaf) {
+  if (leaf.ranges) {
+    check_spans(leaf);
+    return;
+  }
   if (!leaf.gather) return;
   if (leaf.pieces.size() > 1) {
     throw CollateError("prefetch: a gather leaf takes its rows from one source tensor, got " +
@@ -123,6 +165,49 @@ std::byte* copy_strided(const HostTensor& t, size_t dim, const std::byte* src, s
   return dst;
 }
 
+// A ranges leaf's tasks: runs of consecutive spans of about a chunk together (many small
+// samples make one task, not one each); a span longer than a chunk is split into contiguous
+// byte tasks of its own, so one large sample is still shared by the pool.
+void plan_span_copies(const LeafPlan& leaf, std::byte* dest, size_t chunk_bytes,
+                      std::vector<CopyTask>* tasks) {
+  const HostTensor& source = leaf.pieces[0];
+  const size_t item = source.itemsize;
+  const auto n = static_cast<int64_t>(leaf.spans.size() / 2);
+  int64_t run_begin = 0;
+  size_t run_bytes = 0;
+  std::byte* run_dest = dest;
+  auto close_run = [&](int64_t end) {
+    if (end > run_begin && run_bytes > 0) {
+      tasks->push_back({&source, run_dest, run_begin, end, nullptr, leaf.spans.data()});
+    }
+  };
+  for (int64_t k = 0; k < n; ++k) {
+    const size_t bytes = static_cast<size_t>(leaf.spans[2 * k + 1]) * item;
+    if (bytes > chunk_bytes) {
+      close_run(k);
+      const size_t from = static_cast<size_t>(leaf.spans[2 * k]) * item;
+      for (size_t b = 0; b < bytes; b += chunk_bytes) {
+        tasks->push_back({&source, dest + b, static_cast<int64_t>(from + b),
+                          static_cast<int64_t>(from + std::min(bytes, b + chunk_bytes))});
+      }
+      dest += bytes;
+      run_begin = k + 1;
+      run_bytes = 0;
+      run_dest = dest;
+      continue;
+    }
+    if (run_bytes + bytes > chunk_bytes) {
+      close_run(k);
+      run_begin = k;
+      run_bytes = 0;
+      run_dest = dest;
+    }
+    run_bytes += bytes;
+    dest += bytes;
+  }
+  close_run(n);
+}
+
 }  // namespace
 
 std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
@@ -132,6 +217,11 @@ std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
   std::vector<CopyTask> tasks;
   for (size_t l = 0; l < leaves.size(); ++l) {
     std::byte* dest = base + layout[l].offset;
+    if (leaves[l].ranges) {
+      if (leaves[l].pieces.empty()) continue;
+      plan_span_copies(leaves[l], dest, chunk_bytes, &tasks);
+      continue;
+    }
     if (leaves[l].gather) {
       if (leaves[l].pieces.empty()) continue;
       const HostTensor& source = leaves[l].pieces[0];
@@ -168,6 +258,15 @@ std::vector<CopyTask> plan_copies(const std::vector<LeafPlan>& leaves,
 
 void run_copy(const CopyTask& task) {
   const HostTensor& t = *task.source;
+  if (task.spans != nullptr) {
+    std::byte* dst = task.dest;
+    for (int64_t k = task.begin; k < task.end; ++k) {
+      const size_t bytes = static_cast<size_t>(task.spans[2 * k + 1]) * t.itemsize;
+      std::memcpy(dst, t.data + task.spans[2 * k] * static_cast<int64_t>(t.itemsize), bytes);
+      dst += bytes;
+    }
+    return;
+  }
   if (task.rows != nullptr) {
     const int64_t step = (t.sizes.empty() ? 0 : t.strides[0]) * static_cast<int64_t>(t.itemsize);
     const size_t row = row_bytes(t);

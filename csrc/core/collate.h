@@ -28,12 +28,19 @@ struct HostTensor {
 
 // One output tensor: a single tensor copied as it is, several samples of equal size stacked
 // along a new first dimension (collated here, once), or — when `rows` is set — rows `rows[k]` of
-// the single piece (a whole dataset) stacked, which is a gather with no per-row description.
+// the single piece (a whole dataset) stacked, which is a gather with no per-row description;
+// or — when `spans` is set — the element ranges it names of the single 1-D dense piece, one
+// after another (a ragged field's samples, e.g. the encoded images of a packed store: the
+// ranges are read straight out of its memmap, by the pool's threads).
 // `dtype_code` and `shape` are carried through for the binding; the core never interprets them.
 struct LeafPlan {
   std::vector<HostTensor> pieces;
   std::vector<int64_t> rows;  // gather: indices into pieces[0]'s first dimension (check_rows)
   bool gather = false;
+  // Ranges: pairs (start, count) in elements of pieces[0]; range k is elements
+  // [start, start + count). Checked by check_rows like a gather's rows.
+  std::vector<int64_t> spans;
+  bool ranges = false;
   int64_t dtype_code = 0;
   std::vector<int64_t> shape;
   size_t nbytes() const;  // checked, like every size below: never wraps, at most kMaxBatchBytes
@@ -53,7 +60,9 @@ struct LeafLayout {
 // A gather leaf's precondition: one source of at least one dimension, and every row in
 // [0, rows of the source). The copy tasks index the source with `rows` unchecked, so a row out
 // of range would read outside it. Throws a CollateError naming the first bad row's position, its
-// value and the row count; does nothing for other leaves.
+// value and the row count. A ranges leaf's: one 1-D dense source, an even-length `spans`, and
+// every range's start and count >= 0 with start + count <= the source's length (the error names
+// the range's position, its start, count and the length). Does nothing for other leaves.
 void check_rows(const LeafPlan& leaf);
 
 // Offsets of every leaf in the packed buffer, and the total size (checked: the true size, or a
@@ -65,9 +74,10 @@ std::vector<LeafLayout> pack_layout(const std::vector<LeafPlan>& leaves, size_t*
 struct CopyTask {
   const HostTensor* source = nullptr;
   std::byte* dest = nullptr;   // where element [begin of the range] goes
-  int64_t begin = 0;           // contiguous: byte range; strided or gather: range of rows
-  int64_t end = 0;
+  int64_t begin = 0;           // contiguous: byte range; strided or gather: range of rows;
+  int64_t end = 0;             // spans: range of spans
   const int64_t* rows = nullptr;  // gather: row k of the range is source row rows[k]
+  const int64_t* spans = nullptr;  // ranges: span k is (spans[2k], spans[2k+1]) in elements
 };
 
 // Splits the copies of every leaf into tasks of roughly `chunk_bytes` so a pool can balance them.

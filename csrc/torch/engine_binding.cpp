@@ -194,7 +194,9 @@ class PyEngine {
 
   // The core's plans for a list of Leaf (prefetch/_tree.py, where the contract is documented):
   // `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with `rows` (a 1-D
-  // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path).
+  // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path);
+  // with `rows` an int64 [n, 2] CPU tensor of (start, count) the element ranges of the 1-D
+  // tensor `value`, one after another (a ragged field's samples: the ArrayLoader's path too).
   // `names` receives each leaf's name, for a MemoryError that names the largest leaf.
   std::vector<LeafPlan> make_plans(const py::list& leaves, std::vector<at::Tensor>* keep,
                                    std::vector<std::string>* names) {
@@ -212,7 +214,10 @@ class PyEngine {
       const py::object value = leaf_field(item, kValue, "value", position);
       const py::object rows = leaf_field(item, kRows, "rows", position);
       LeafPlan plan;
-      if (!rows.is_none()) {
+      if (!rows.is_none() && THPVariable_Check(rows.ptr()) &&
+          THPVariable_Unpack(rows.ptr()).dim() == 2) {
+        add_spans(value, rows, name, &plan, keep);
+      } else if (!rows.is_none()) {
         add_gathered(value, rows, name, &plan, keep);
       } else if (THPVariable_Check(value.ptr())) {
         at::Tensor t = readable(THPVariable_Unpack(value.ptr()), name, value);
@@ -510,6 +515,39 @@ class PyEngine {
     } catch (const CollateError& e) {
       throw CollateError("prefetch: " + name + ": " + without_prefix(e.what()));
     }
+  }
+
+  // Element ranges of a 1-D `array`, one after another: a ragged field gathered straight from
+  // the dataset (a memmap's pages fault in on the pool's threads, with the GIL released), so no
+  // Python runs per sample and the array is never read whole.
+  void add_spans(py::handle value, py::handle spans_obj, const std::string& name, LeafPlan* plan,
+                 std::vector<at::Tensor>* keep) {
+    if (!THPVariable_Check(value.ptr())) {
+      throw CollateError("prefetch: " + name + ": a ranges leaf needs a tensor and a span tensor");
+    }
+    at::Tensor array = readable(THPVariable_Unpack(value.ptr()), name, value);
+    at::Tensor spans = THPVariable_Unpack(spans_obj.ptr());
+    if (array.dim() != 1 || (array.numel() > 1 && array.stride(0) != 1)) {
+      throw CollateError("prefetch: " + name + ": a ranged field's values must be a 1-D dense "
+                         "tensor, got shape " + shape_str(array.sizes()));
+    }
+    if (spans.size(1) != 2 || spans.scalar_type() != at::kLong || !spans.device().is_cpu()) {
+      throw CollateError("prefetch: " + name + ": spans must be an int64 [n, 2] CPU tensor of "
+                         "(start, count)");
+    }
+    spans = spans.contiguous();
+    const int64_t* pairs = spans.const_data_ptr<int64_t>();
+    plan->ranges = true;
+    plan->pieces.push_back(host_view(array));
+    plan->spans.assign(pairs, pairs + spans.numel());
+    plan->dtype_code = static_cast<int64_t>(array.scalar_type());
+    keep->push_back(std::move(array));
+    try {
+      check_rows(*plan);
+    } catch (const CollateError& e) {
+      throw CollateError("prefetch: " + name + ": " + without_prefix(e.what()));
+    }
+    plan->shape.assign(1, static_cast<int64_t>(plan->nbytes() / plan->pieces[0].itemsize));
   }
 
   // The packed destination as a uint8 tensor. On the CPU its storage holds the pool lease: the

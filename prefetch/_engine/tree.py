@@ -41,7 +41,10 @@ class Leaf(typing.NamedTuple):
     - ``rows``: ``None``, or a 1-D int64 CPU tensor: the leaf is then rows ``rows`` of the tensor
       ``value`` stacked, a gather straight from a dataset's array. Every row must lie in
       ``[0, len(value))``; the C++ core checks it (``check_rows`` in csrc/core/collate.h) and the
-      error names the leaf, the position and the index.
+      error names the leaf, the position and the index. Or an int64 ``[n, 2]`` CPU tensor of
+      ``(start, count)`` pairs: the leaf is then those element ranges of the 1-D dense tensor
+      ``value``, one after another (a ragged field's samples gathered from a dataset, e.g. a
+      store's encoded bytes); the core checks every range lies inside ``value``.
 
     A named tuple because one is built per leaf per batch on the producer's hot path.
     """
@@ -296,7 +299,9 @@ def host_batch(batch):
     tensors = []
     for leaf in batch.leaves:
         value = leaf.value
-        if leaf.rows is not None:
+        if leaf.rows is not None and leaf.rows.dim() == 2:
+            value = gather_spans(value, leaf.rows, leaf.name)
+        elif leaf.rows is not None:
             value = value.index_select(0, leaf.rows)
         elif isinstance(value, list):
             value = torch.stack(value)
@@ -304,6 +309,53 @@ def host_batch(batch):
             value = torch.cat([t.reshape(-1) for t in value])
         tensors.append(value)
     return unflatten(batch.spec, tensors, batch.moves, None)
+
+
+def gather_spans(values, spans, name="values"):
+    """Element ranges ``spans`` (int64 ``[n, 2]`` of ``(start, count)``) of the 1-D ``values``,
+    one after another, in torch (any device; the engine's C++ copy does this for the host path).
+    Ranges outside ``values`` raise an IndexError naming ``name`` and the first such range."""
+    starts, counts = spans[:, 0], spans[:, 1]
+    bad = (starts < 0) | (counts < 0) | (starts > values.numel() - counts)
+    if bool(bad.any()):
+        k = int(bad.nonzero()[0, 0])
+        raise IndexError("prefetch: %s: range %d + %d (position %d of the batch) is out of range "
+                         "for %d elements" % (name, int(starts[k]), int(counts[k]), k,
+                                              values.numel()))
+    total = int(counts.sum())
+    if total == 0:
+        return values.new_empty(0)
+    if values.device.type == "cpu":
+        # One memcpy a range (an index a byte would be 8 times the batch's bytes).
+        return torch.cat([values.narrow(0, s, c) for s, c in spans.tolist()])
+    first = torch.cumsum(counts, 0) - counts  # each range's first position in the output
+    positions = torch.arange(total, device=values.device) + (starts - first).repeat_interleave(
+        counts, output_size=total)
+    return values[positions]
+
+
+def ragged_fields(spec):
+    """The spec with every Ragged's host shapes and packing flag dropped (a batch gathered from
+    a ragged field is a different set of samples), and the leaf indices of each Ragged's
+    ``(values, offsets, sizes)``."""
+    groups = []
+
+    def walk(node):
+        kind = node[0]
+        if kind == _RAGGED:
+            children = node[1]
+            if all(c[0] == _LEAF for c in children):
+                groups.append(tuple(c[1] for c in children))
+            return (_RAGGED, children, None, False)
+        if kind == _MAP:
+            return (_MAP, node[1], node[2], [walk(c) for c in node[3]])
+        if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
+            return (kind, node[1], [walk(c) for c in node[2]])
+        if kind == _DATACLASS:
+            return (_DATACLASS, node[1], node[2], [walk(c) for c in node[3]])
+        return node
+
+    return walk(spec), groups
 
 
 def unflatten(spec, tensors, moves, device):

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "errors.h"
 #include "thread_pool.h"
 
 namespace prefetch {
@@ -70,6 +72,17 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
     size_t off = round_up(expected.size(), kLeafAlignment);
     expected.resize(off, kSentinel);
     ref_offsets.push_back(off);
+    if (leaf.ranges) {
+      // Range k is elements [start, start + count) of the 1-D source, walked by the reference.
+      const HostTensor& src = leaf.pieces[0];
+      for (size_t k = 0; k < leaf.spans.size(); k += 2) {
+        HostTensor part = src;
+        part.data = src.data + leaf.spans[k] * src.strides[0] * static_cast<int64_t>(src.itemsize);
+        part.sizes = {leaf.spans[k + 1]};
+        reference_append(part, &expected);
+      }
+      continue;
+    }
     if (leaf.gather) {
       // Row k is the sub-tensor at index rows[k] of the first dimension, walked by the reference.
       const HostTensor& src = leaf.pieces[0];
@@ -115,7 +128,11 @@ void check_pack(const std::vector<LeafPlan>& leaves, size_t chunk_bytes, ThreadP
       for (size_t d = 1; d < src.sizes.size(); ++d) unit *= static_cast<size_t>(src.sizes[d]);
     }
     const size_t begin = static_cast<size_t>(t.dest - base);
-    const size_t len = static_cast<size_t>(t.end - t.begin) * unit;
+    size_t len = static_cast<size_t>(t.end - t.begin) * unit;
+    if (t.spans != nullptr) {  // a run of whole spans
+      len = 0;
+      for (int64_t k = t.begin; k < t.end; ++k) len += static_cast<size_t>(t.spans[2 * k + 1]) * src.itemsize;
+    }
     ASSERT_LE(begin + len, total) << "a task writes past the packed buffer";
     ranges.emplace_back(begin, begin + len);
     covered += len;
@@ -499,6 +516,82 @@ TEST(CollateGather, LargeGatherSplitsIntoTasksAndRunsOnThePool) {
   leaves.push_back(gather_of(view(s, 4, {3000 * 300 / 4}, {1}), rows));
   ThreadPool pool(4);
   check_pack(leaves, 4096, &pool, /*min_tasks=*/1000 * 300 / 4096);
+}
+
+
+LeafPlan ranges_of(HostTensor source, std::vector<int64_t> spans) {
+  LeafPlan leaf;
+  leaf.ranges = true;
+  leaf.pieces.push_back(std::move(source));
+  leaf.spans = std::move(spans);
+  return leaf;
+}
+
+// A ragged field's samples read out of one 1-D array (a store's encoded bytes): any order,
+// repeats, empty ranges, the first and the last element, 1- and 4-byte items, next to
+// ordinary leaves.
+TEST(CollateRanges, SpansOfOneDimensionalSourcesInAnyOrder) {
+  Storage s(1 << 16, 47);
+  std::vector<LeafPlan> leaves;
+  leaves.push_back(ranges_of(view(s, 1, {5000}, {1}), {4990, 10, 0, 7, 100, 0, 0, 7, 2500, 1}));
+  leaves.push_back(gather_of(view(s, 8, {10}, {1}), {3, 1}));  // the batch's labels beside it
+  leaves.push_back(ranges_of(view(s, 4, {1000}, {1}), {999, 1, 10, 300}));
+  leaves.push_back(ranges_of(view(s, 1, {100}, {1}), {}));       // no samples
+  check_pack(leaves, 4096);
+  EXPECT_EQ(leaves[0].nbytes(), 25u);
+  EXPECT_EQ(leaves[2].nbytes(), 301u * 4);
+  EXPECT_EQ(leaves[3].nbytes(), 0u);
+}
+
+// Many small spans share a task; a span longer than a chunk is split so the pool shares it.
+TEST(CollateRanges, SmallSpansGroupAndLargeSpansSplitOnThePool) {
+  Storage s(1 << 20, 53);
+  std::mt19937_64 rng(9);
+  std::vector<int64_t> spans;
+  for (int k = 0; k < 2000; ++k) {  // 2,000 samples of 0-99 bytes
+    const int64_t count = static_cast<int64_t>(rng() % 100);
+    spans.push_back(static_cast<int64_t>(rng() % ((1 << 20) - 100)));
+    spans.push_back(count);
+  }
+  spans.insert(spans.begin() + 500, {1000, 300000});  // one sample of 300 kB among them
+  std::vector<LeafPlan> leaves;
+  leaves.push_back(ranges_of(view(s, 1, {1 << 20}, {1}), spans));
+  ThreadPool pool(4);
+  // ~100 kB of small spans in ~25 runs of 4 kB, the large one in 74 chunks: neither one task
+  // per span (2,001) nor one in all.
+  check_pack(leaves, 4096, &pool, /*min_tasks=*/300000 / 4096 + 20);
+  std::vector<uint8_t> out(1 << 21);
+  size_t total = 0;
+  const std::vector<LeafLayout> layout = pack_layout(leaves, &total);
+  const size_t tasks = plan_copies(leaves, layout, reinterpret_cast<std::byte*>(out.data()), 4096).size();
+  EXPECT_LT(tasks, 300000u / 4096 + 100) << "small spans were not grouped";
+}
+
+// Ranges outside the source, negative counts, odd pairs and sources that are not 1-D and dense
+// are refused before any copy reads them.
+TEST(CollateRanges, BadSpansAndSourcesAreRefused) {
+  Storage s(4096, 59);
+  size_t total = 0;
+  auto refused = [&](LeafPlan leaf, const std::string& needle) {
+    std::vector<LeafPlan> leaves;
+    leaves.push_back(std::move(leaf));
+    try {
+      pack_layout(leaves, &total);
+      ADD_FAILURE() << "not refused: " << needle;
+    } catch (const CollateError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(ranges_of(view(s, 1, {100}, {1}), {95, 6}), "range 95 + 6 (position 0 of the batch) is out of range for 100");
+  refused(ranges_of(view(s, 1, {100}, {1}), {0, 1, -1, 1}), "position 1");
+  refused(ranges_of(view(s, 1, {100}, {1}), {0, -1}), "out of range");
+  refused(ranges_of(view(s, 1, {100}, {1}), {INT64_MAX, INT64_MAX}), "out of range");
+  refused(ranges_of(view(s, 1, {100}, {1}), {0, 1, 2}), "(start, count) pairs");
+  refused(ranges_of(view(s, 1, {10, 10}, {10, 1}), {0, 1}), "1-D and dense");
+  refused(ranges_of(view(s, 1, {50}, {2}), {0, 1}), "1-D and dense");
+  LeafPlan two = ranges_of(view(s, 1, {100}, {1}), {0, 1});
+  two.pieces.push_back(two.pieces[0]);
+  refused(two, "one source tensor");
 }
 
 }  // namespace
