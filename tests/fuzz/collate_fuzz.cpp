@@ -1,7 +1,8 @@
 // libFuzzer target for the collation core (csrc/core/collate): the shapes, strides and gather
 // rows of a batch come from whatever a Dataset returns. The input describes up to four leaves
-// (a tensor copied as it is, samples stacked, or rows gathered; any sizes, strides, item sizes,
-// rows in or out of range) over one source buffer; the core must either refuse the batch with a
+// (a tensor copied as it is, samples stacked, rows gathered, or element ranges of a ragged
+// field; any sizes, strides, item sizes, rows and ranges in or out of range) over one source
+// buffer; the core must either refuse the batch with a
 // CollateError or pack exactly what an element-by-element reference copy packs.
 #include <algorithm>
 #include <cstddef>
@@ -82,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<LeafPlan> leaves(1 + r.byte() % 4);
   for (LeafPlan& leaf : leaves) {
     const size_t itemsize = size_t{1} << (r.byte() % 4);
-    const int kind = r.byte() % 3;
+    const int kind = r.byte() % 4;
     if (kind == 0) {
       leaf.pieces.push_back(tensor(r, source.data(), itemsize));
     } else if (kind == 1) {  // samples of one shape
@@ -93,13 +94,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         t.data = start(r, source.data(), t);
         leaf.pieces.push_back(t);
       }
-    } else {  // rows gathered from one piece (rows may be out of range: check_rows refuses)
+    } else if (kind == 2) {  // rows gathered from one piece (rows may be out of range: check_rows refuses)
       HostTensor t = tensor(r, source.data(), itemsize);
       if (t.sizes.empty()) t.sizes = {0}, t.strides = {1};
       leaf.pieces.push_back(t);
       leaf.gather = true;
       const int n = r.byte() % 6;
       for (int k = 0; k < n; ++k) leaf.rows.push_back(static_cast<int8_t>(r.byte()) % 9);
+    } else {  // element ranges (any source: check_rows refuses all but 1-D dense ones)
+      HostTensor t = tensor(r, source.data(), itemsize);
+      leaf.pieces.push_back(t);
+      leaf.ranges = true;
+      const int n = r.byte() % 7;  // an odd count of numbers is refused too
+      for (int k = 0; k < n; ++k) leaf.spans.push_back(static_cast<int8_t>(r.byte()) % 12);
     }
   }
   size_t total = 0;
@@ -115,7 +122,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t l = 0; l < leaves.size(); ++l) {
     std::byte* out = expected.data() + layout[l].offset;
     const LeafPlan& leaf = leaves[l];
-    if (leaf.gather) {
+    if (leaf.ranges) {
+      const HostTensor& t = leaf.pieces[0];
+      for (size_t k = 0; k + 1 < leaf.spans.size(); k += 2) {
+        for (int64_t e = 0; e < leaf.spans[k + 1]; ++e, out += t.itemsize) element(t, leaf.spans[k] + e, out);
+      }
+    } else if (leaf.gather) {
       const HostTensor& t = leaf.pieces[0];
       const int64_t row_elems = t.numel() / std::max<int64_t>(1, t.sizes[0]);
       for (int64_t row : leaf.rows) {
