@@ -13,12 +13,14 @@ from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader
 from .samples import Samples
 from .ragged import Ragged
+from .store import Store, open_store
+from .pack import pack
 from ._engine.tree import PassThroughWarning
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
-__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "CollateError", "PrefetchTimeout", "SharedMemoryError", "PassThroughWarning", "collate", "built_with_cuda",
+__all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "Store", "open_store", "pack", "CollateError", "PrefetchTimeout", "SharedMemoryError", "PassThroughWarning", "collate", "built_with_cuda",
            "built_with_jpeg"]
 
 
