@@ -36,6 +36,7 @@ Ratios are medians of per-repetition ratios (a repetition is one epoch of each p
 back), with their min-max.
 """
 import gc
+import io
 import math
 import os
 import shutil
@@ -340,6 +341,91 @@ def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads
     return Pipeline(name, batches, loader=loader, prefetcher=pf)
 
 
+def webdataset_available():
+    try:
+        import webdataset  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return False
+    return True
+
+
+def write_shards(paths, directory, shards):
+    """The files as webdataset tar shards (``NNNNNN.jpg`` and ``NNNNNN.cls`` members, the
+    labels JpegBytes gives them), ``shards`` of them so that every worker reads its own."""
+    import tarfile
+
+    urls = []
+    for s in range(shards):
+        url = os.path.join(directory, "shard-%03d.tar" % s)
+        with tarfile.open(url, "w") as tar:
+            for i in range(s, len(paths), shards):
+                tar.add(paths[i], arcname="%06d.jpg" % i)
+                label = str(i % CLASSES).encode()
+                info = tarfile.TarInfo("%06d.cls" % i)
+                info.size = len(label)
+                tar.addfile(info, io.BytesIO(label))
+        urls.append(url)
+    return urls
+
+
+class _WdsDecode:
+    """A webdataset sample as the usual pipeline's JpegImages("flip") makes it: PIL decode,
+    RandomResizedCrop, HWC uint8, a random flip (picklable, for the workers)."""
+
+    def __init__(self, size):
+        self.crop, _ = random_resized_crop(size)
+
+    def __call__(self, sample):
+        from PIL import Image
+
+        with Image.open(io.BytesIO(sample["jpg"])) as f:
+            img = f.convert("RGB")
+        return _random_hflip(_to_tensor(self.crop(img)), 1), int(sample["cls"])
+
+
+def webdataset_pipeline(paths, directory, batch_size, workers, device, size):
+    """webdataset's usual use: tar shards read sequentially by DataLoader workers (a shuffle
+    buffer, one shard list per worker), PIL decode + the same transforms in the workers,
+    default_collate, normalize in the main process."""
+    import webdataset as wds
+
+    urls = write_shards(paths, directory, max(2, 2 * workers))
+    ds = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None, seed=0, empty_check=False)
+          .shuffle(256).map(_WdsDecode(size)))
+    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=default_collate,
+                        persistent_workers=workers > 0, pin_memory=device.type == "cuda")
+
+    def batches():
+        for images, labels in loader:
+            labels.to(device, non_blocking=True)
+            yield usual_to_device(images, device)
+    return Pipeline("webdataset", batches, loader=loader)
+
+
+def pack_store(paths, dest):
+    """The files packed into a store (their labels as JpegBytes gives them); returns (what the
+    pack measured, the opened store). The files were just written: they are in the page cache."""
+    t0 = time.perf_counter()
+    store = prefetch.pack(paths, dest, labels=[i % CLASSES for i in range(len(paths))],
+                          progress=False)
+    seconds = time.perf_counter() - t0
+    files_bytes = sum(os.path.getsize(p) for p in paths)
+    store_bytes = sum(os.path.getsize(os.path.join(dest, f)) for f in os.listdir(dest))
+    return {"files": len(paths), "pack_s": seconds, "pack_files_per_s": len(paths) / seconds,
+            "files_bytes": files_bytes, "store_bytes": store_bytes,
+            "store_overhead": store_bytes / files_bytes - 1.0}, store
+
+
+def store_pipeline(store, batch_size, device, threads, aug):
+    loader = prefetch.ArrayLoader(store, batch_size, shuffle=True, seed=0, device=device,
+                                  num_threads=threads, transform=aug)
+
+    def batches():
+        for images, _ in loader:
+            yield images
+    return Pipeline("prefetch_store", batches, prefetcher=loader)
+
+
 class EnginePipeline(Pipeline):
     """The in-process reference: a Prefetcher over Samples batches made in the main process."""
 
@@ -575,15 +661,29 @@ def run_jpeg(config, batch_size, n_sizes):
                               aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0,
                                                         random_resized_crop=size)),
         ]
+        store_info = None
         if prefetch.built_with_jpeg():
+            def decoding():
+                return prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0, random_resized_crop=size,
+                                             decode=True)
             # The source reads the files' bytes (no workers: they would only read files);
             # FusedAugment decodes only each window, resizes, flips and normalizes, in C++
             # threads of the main process.
             pipelines.append(prefetch_pipeline(
                 "prefetch_decode", JpegBytes(paths), batch_size, 0, device,
-                prefetch.collate.samples, config.threads,
-                aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0, random_resized_crop=size,
-                                          decode=True)))
+                prefetch.collate.samples, config.threads, aug=decoding()))
+            # The same with the files read by DataLoader workers (their bytes cross through
+            # shared memory): what a user with a Dataset of bytes writes.
+            pipelines.append(prefetch_pipeline(
+                "prefetch_decode_workers", JpegBytes(paths), batch_size, workers, device,
+                prefetch.collate.samples, config.threads, aug=decoding()))
+            # The files packed once into a store, read by an ArrayLoader: no worker processes,
+            # no Python per sample (the engine's threads copy each batch's byte ranges out of
+            # the memmap).
+            store_info, store = pack_store(paths, os.path.join(directory, "store"))
+            pipelines.append(store_pipeline(store, batch_size, device, config.threads, decoding()))
+        if webdataset_available():  # a peer's store: tar shards, optional (pip install webdataset)
+            pipelines.append(webdataset_pipeline(paths, directory, batch_size, workers, device, size))
         dali_skipped = None
         if dali_available() and device.type == "cpu":
             try:
@@ -605,16 +705,19 @@ def run_jpeg(config, batch_size, n_sizes):
         "prefetch_resized_vs_usual": ratio(raw, "prefetch_resized", "usual"),
         "usual_float_vs_usual": ratio(raw, "usual_float", "usual"),
     }
-    for name in ("prefetch_decode", "dali_cpu"):
+    for name in ("prefetch_decode", "prefetch_decode_workers", "prefetch_store", "dali_cpu"):
         if name in raw:
             ratios["%s_vs_usual" % name] = ratio(raw, name, "usual")
-    if "prefetch_decode" in raw and "dali_cpu" in raw:
-        ratios["prefetch_decode_vs_dali_cpu"] = ratio(raw, "prefetch_decode", "dali_cpu")
+    for a, b in (("prefetch_decode", "dali_cpu"), ("prefetch_store", "dali_cpu"),
+                 ("prefetch_store", "webdataset"), ("webdataset", "usual"),
+                 ("prefetch_store", "prefetch_decode_workers"), ("prefetch_store", "prefetch_decode")):
+        if a in raw and b in raw:
+            ratios["%s_vs_%s" % (a, b)] = ratio(raw, a, b)
     stages = profile["us_per_image"]
     worker_total = profile["worker_us_per_image"]["prefetch"]
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
             "mean_file_kb": mean_kb, "crop": crop_impl, "pipelines": rows, "ratios": ratios,
-            "dali_skipped": dali_skipped,
+            "dali_skipped": dali_skipped, "store": store_info,
             "stage_us_per_image": stages, "worker_us_per_image": profile["worker_us_per_image"],
             "prefetch_worker_shares": {k: stages[k] / worker_total
                                        for k in ("decode", "crop_resize", "to_tensor")}}
@@ -666,6 +769,13 @@ def table(result):
         if jpeg:
             us = part["stage_us_per_image"]
             lines.append("  one worker, us/img: " + ", ".join("%s %.0f" % kv for kv in us.items()))
+            st = part.get("store")
+            if st:
+                lines.append("  store: %d files packed in %.2f s (%.0f files/s, from the page "
+                             "cache), %.0f kB for %.0f kB of files (%+.2f%%)" % (
+                                 st["files"], st["pack_s"], st["pack_files_per_s"],
+                                 st["store_bytes"] / 1e3, st["files_bytes"] / 1e3,
+                                 100 * st["store_overhead"]))
         else:
             lines.append("  hand-off %.2f GB/s (prefetch run), %.2f GB/s (no transform), %.2f GB/s "
                          "(no transform, samples in memory); the engine's in-process collation "
@@ -697,6 +807,9 @@ def metrics(result):
     for name, s in result["jpeg"]["ratios"].items():
         m["jpeg_%s" % name] = s["median"]
     m["jpeg_prefetch_img_per_s"] = result["jpeg"]["pipelines"]["prefetch"]["img_per_s"]["median"]
+    if result["jpeg"].get("store"):
+        m["jpeg_store_pack_files_per_s"] = result["jpeg"]["store"]["pack_files_per_s"]
+        m["jpeg_store_overhead"] = result["jpeg"]["store"]["store_overhead"]
     return m
 
 

@@ -126,14 +126,21 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
         want = 96 if name == "handoff_stored" else 24
         assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
-    from prefetch.bench.workers import dali_available
+    from prefetch.bench.workers import dali_available, webdataset_available
 
     assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate",
                                       "prefetch_resized"} | (
-        {"prefetch_decode"} if prefetch.built_with_jpeg() else set()) | (
-        {"dali_cpu"} if dali_available() and not jpeg["dali_skipped"] else set())
+        {"prefetch_decode", "prefetch_decode_workers", "prefetch_store"}
+        if prefetch.built_with_jpeg() else set()) | (
+        {"dali_cpu"} if dali_available() and not jpeg["dali_skipped"] else set()) | (
+        {"webdataset"} if webdataset_available() else set())
     if prefetch.built_with_jpeg():
         assert metrics["jpeg_prefetch_decode_vs_usual"] > 0
+        assert metrics["jpeg_prefetch_store_vs_prefetch_decode_workers"] > 0
+        # The store holds the files' bytes and small tables (their size is the full run's figure).
+        store = jpeg["store"]
+        assert store["files"] == 16 and store["files_bytes"] < store["store_bytes"]
+        assert metrics["jpeg_store_overhead"] > 0 and metrics["jpeg_store_pack_files_per_s"] > 0
     for name, row in jpeg["pipelines"].items():
         assert set(row["rounds"]["images"]) == {jpeg["files"]}, name
     assert jpeg["files"] == 16 and jpeg["image_size"] == 32
