@@ -9,6 +9,7 @@ import torch
 
 import prefetch
 from prefetch import ArrayLoader, FusedAugment, Ragged
+from prefetch._engine.tree import ndarray_to_tensor
 
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
 
@@ -37,7 +38,7 @@ def as_memmap_field(tmp_path, samples):
     path.write_bytes(b"".join(chunks))
     values = np.memmap(path, dtype=np.uint8, mode="r")
     sizes = torch.tensor([[s.numel()] for s in samples], dtype=torch.int64)
-    return Ragged(torch.from_numpy(values), torch.tensor(offsets), sizes)
+    return Ragged(ndarray_to_tensor(values, "values"), torch.tensor(offsets), sizes)
 
 
 def reference_batches(samples, labels, order, batch_size, drop_last):
@@ -164,3 +165,36 @@ def test_ragged_index_select_equals_picking_samples(device):
         field.index_select(0, torch.tensor([9], device=device))
     with pytest.raises(ValueError, match="dim 0"):
         field.index_select(1, idx)
+
+
+def test_variable_size_raw_images_resized_by_the_resizing_path(device):
+    images, labels = raw_images(n=21, seed=4)
+    aug = FusedAugment(MEAN, STD, random_resized_crop=12, seed=8)
+    with ArrayLoader((Ragged.from_tensors(images), labels), 6, seed=3, device=device,
+                     transform=aug) as loader:
+        order = loader.epoch_indices(0)
+        for b, (out, lab) in enumerate(loader):
+            idx = order[b * 6:(b + 1) * 6].tolist()
+            ref = aug(Ragged.from_tensors([images[i] for i in idx]), epoch=0, index=b)
+            assert out.shape == (len(idx), 3, 12, 12) and torch.equal(out.cpu(), ref.cpu())
+            assert torch.equal(lab.cpu(), labels[idx])
+
+
+@pytest.mark.skipif(not prefetch.built_with_jpeg(), reason="built without the JPEG decoder")
+def test_a_packed_store_through_the_v2_front_end(tmp_path):
+    pytest.importorskip("PIL")
+    from prefetch.transforms import v2 as T
+
+    files = jpegs(n=10, seed=6)
+    store = prefetch.pack(((bytes(f.numpy()), i) for i, f in enumerate(files)), tmp_path / "s",
+                          progress=False)
+    recipe = T.Compose([T.RandomResizedCrop(20), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+                        T.ToDtype(torch.float32, scale=True), T.Normalize(mean=MEAN, std=STD),
+                        T.RandomErasing(0.5)], seed=2, decode=True)
+    with ArrayLoader(store, 4, seed=1, transform=recipe) as loader:  # the Store itself
+        order = loader.epoch_indices(0)
+        for b, (images, labels) in enumerate(loader):
+            idx = order[b * 4:(b + 1) * 4]
+            assert torch.equal(labels, idx)
+            ref = recipe(Ragged.from_tensors([files[i] for i in idx.tolist()]), epoch=0, index=b)
+            assert torch.equal(images, ref)
