@@ -16,6 +16,8 @@ import sys
 import tempfile
 import threading
 
+import numpy as np
+
 from torch.utils.data import DataLoader
 
 import prefetch
@@ -54,33 +56,48 @@ def count(loader, images):
     return c.counts
 
 
+def measure(name, paths, store, bs):
+    aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=176, decode=True, seed=0)
+    if name.startswith("ArrayLoader"):
+        loader = prefetch.ArrayLoader(store, bs, seed=0, transform=aug)
+    else:
+        loader = prefetch.Prefetcher(
+            DataLoader(JpegBytes(paths), batch_size=bs, shuffle=True,
+                       collate_fn=prefetch.collate.samples), transform=aug)
+    with loader:
+        return count(loader, len(paths))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=256)
     args = parser.parse_args()
+    sources = ("ArrayLoader(store)", "DataLoader(bytes, 0 workers)")
+    rows = {name: [] for name in sources}
     with tempfile.TemporaryDirectory() as d:
-        paths = write_jpegs(d, args.files, scale=176 / 224)
-        store = prefetch.pack(paths, os.path.join(d, "store"), labels=list(range(len(paths))),
-                              progress=False)
-        print("%d JPEGs, crop 176, FusedAugment(decode=True); calls over one epoch, all threads"
-              % len(paths))
-        print("%-34s %5s %7s %12s %12s %10s %10s" % ("source", "batch", "batches", "python calls",
-                                                   "C calls", "py/batch", "py/image"))
-        for bs in (32, 64, 128):
-            for name in ("ArrayLoader(store)", "DataLoader(bytes, 0 workers)"):
-                aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=176, decode=True, seed=0)
-                if name.startswith("ArrayLoader"):
-                    loader = prefetch.ArrayLoader(store, bs, seed=0, transform=aug)
-                else:
-                    loader = prefetch.Prefetcher(
-                        DataLoader(JpegBytes(paths), batch_size=bs, shuffle=True,
-                                   collate_fn=prefetch.collate.samples), transform=aug)
-                with loader:
-                    c = count(loader, len(paths))
-                batches = -(-len(paths) // bs)
-                print("%-34s %5d %7d %12d %12d %10.1f %10.2f" % (
-                    name, bs, batches, c["call"], c["c_call"], c["call"] / batches,
-                    c["call"] / len(paths)))
+        all_paths = write_jpegs(d, args.files, scale=176 / 224)
+        print("JPEGs, crop 176, FusedAugment(decode=True); calls over one epoch, all threads")
+        print("%-30s %5s %5s %7s %12s %10s" % ("source", "files", "batch", "batches",
+                                              "python calls", "C calls"))
+        for files in (args.files // 2, args.files):
+            paths = all_paths[:files]
+            store = prefetch.pack(paths, os.path.join(d, "store-%d" % files),
+                                  labels=list(range(files)), progress=False)
+            for bs in (32, 64, 128):
+                for name in sources:
+                    c = measure(name, paths, store, bs)
+                    batches = -(-files // bs)
+                    rows[name].append((batches, files, c["call"], c["c_call"]))
+                    print("%-30s %5d %5d %7d %12d %10d" % (name, files, bs, batches, c["call"],
+                                                          c["c_call"]))
+    # calls = per_epoch + per_batch * batches + per_image * images, fitted over the six epochs.
+    print("\nleast-squares fit: calls = a + b * batches + c * images")
+    print("%-30s %-8s %10s %10s %10s" % ("source", "calls", "a/epoch", "b/batch", "c/image"))
+    for name in sources:
+        x = np.array([[1.0, b, n] for b, n, _, _ in rows[name]])
+        for k, kind in ((2, "python"), (3, "C")):
+            coef = np.linalg.lstsq(x, np.array([r[k] for r in rows[name]], dtype=float), rcond=None)[0]
+            print("%-30s %-8s %10.1f %10.1f %10.2f" % (name, kind, *coef))
 
 
 if __name__ == "__main__":

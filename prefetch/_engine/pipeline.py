@@ -244,7 +244,7 @@ class _DeviceStage:
         self.stream = (torch.cuda.ExternalStream(stream_handle, device=device)
                        if device.type == "cuda" else None)
         self.transforms = transform is not None or device_transform is not None
-        self.host_stage = has_host_stage(transform)
+        self.host_stage = has_host_stage(transform, device)
 
     def position(self, epoch, index):
         rank = self.rank if self.rank is not None else distributed_rank()

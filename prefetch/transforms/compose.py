@@ -48,9 +48,12 @@ class Compose(Transform):
     def host_stage(self):
         return any(has_host_stage(t) for t in self.transforms)
 
+    def host_stage_for(self, device):
+        return any(has_host_stage(t, device) for t in self.transforms)
+
     def host_apply(self, batch, position, device):
         for t in self.transforms:
-            if has_host_stage(t):
+            if has_host_stage(t, device):
                 batch = t.host_apply(batch, position, device)
         return batch
 

@@ -40,8 +40,10 @@ what the stage returned). What it returns is what the loader collates, copies an
 as bytes that would come back to the host for the decoder (``FusedAugment(decode=True)`` on a GPU
 does this). It may return tensors already on the device (a GPU decoder's output, say): the
 loader's copy stream waits for the producer thread's current stream on their device before it
-uses them. An exception raised there reaches the consumer like any other. Loaders without a host
-stage call nothing; the ``ArrayLoader``'s device residency has no host stage (its data is on the
+uses them. An exception raised there reaches the consumer like any other. A transform whose host
+stage does work only for some devices says so with ``host_stage_for(device)`` (FusedAugment's
+decoding: only before a copy to a GPU), and loaders going elsewhere skip it — the batch then
+reaches the engine as the source made it. Loaders without a host stage call nothing; the ``ArrayLoader``'s device residency has no host stage (its data is on the
 device already).
 
 Leaves are addressed by key (:func:`get_leaf`): an index into a tuple/list batch, a key of a dict
@@ -193,11 +195,16 @@ def run_transform(transform, batch, position):
     return transform(batch)
 
 
-def has_host_stage(transform):
-    """Whether a loader calls ``transform.host_apply`` before the copy: a Transform whose class
-    overrides it, or whose ``host_stage`` says so."""
+def has_host_stage(transform, device=None):
+    """Whether a loader calls ``transform.host_apply`` before the copy (to ``device``, when
+    given): a Transform whose ``host_stage_for(device)`` says so, else whose ``host_stage`` says
+    so, else whose class overrides ``host_apply``. Without a host stage a loader hands the batch
+    to the engine as the source made it (an ArrayLoader's gathers stay in C++)."""
     if not isinstance(transform, Transform):
         return False
+    for_device = getattr(transform, "host_stage_for", None)
+    if device is not None and for_device is not None:
+        return bool(for_device(torch.device(device)))
     stage = getattr(transform, "host_stage", None)  # a Compose says whether any member has one
     if stage is not None:
         return bool(stage)

@@ -349,6 +349,12 @@ class FusedAugment(ResizingPath, SeededTransform):
         alone (a ``Compose`` may put other transforms ahead of one that has none)."""
         return self.decode
 
+    def host_stage_for(self, device):
+        """Decoding before the copy is for a GPU only: on the CPU a loader hands the encoded
+        batch to the engine as it is (an ArrayLoader's byte ranges are gathered in C++) and
+        :meth:`apply` decodes it."""
+        return self.decode and device.type == "cuda"
+
     def host_apply(self, batch, position, device):
         """The host stage (prefetch.transforms): with ``decode=True`` and a CUDA ``device``, the
         drawn windows are decoded here, before the copy, so that the encoded bytes never cross to

@@ -94,3 +94,14 @@ def test_the_readmes_compose_constructs_as_written():
     namespace = {"prefetch": prefetch, "mean": (0.5,) * 3, "std": (0.25,) * 3}
     exec(block, namespace)
     assert isinstance(namespace["aug"], Compose) and len(namespace["aug"].transforms) == 2
+
+
+def test_decoding_is_a_host_stage_only_before_a_copy_to_a_gpu():
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    decode = prefetch.FusedAugment(mean, std, random_resized_crop=8, decode=True, seed=0)
+    for t in (decode, Compose([decode, RandomErasing(seed=0)])):
+        assert has_host_stage(t) and has_host_stage(t, "cuda")
+        # On the CPU the loader hands the encoded batch to the engine as it is (an ArrayLoader's
+        # byte ranges stay a C++ gather) and apply() decodes.
+        assert not has_host_stage(t, "cpu") and not has_host_stage(t, torch.device("cpu"))
+    assert not has_host_stage(prefetch.FusedAugment(mean, std), "cuda")
