@@ -8,7 +8,9 @@ its header (``sizes.npy``) and the labels and other fixed-size fields as ``.npy`
 one reads the small tables and maps ``values.bin``; the images are then a
 :class:`prefetch.Ragged` of 1-D uint8 samples over that mapping, which
 ``prefetch.ArrayLoader(store.as_arrays(), ...)`` gathers and :func:`prefetch.ops.decode_jpeg`
-decodes. The format is plain enough to read with numpy alone: docs/arrays.md, "Stores".
+decodes. A store packed with ``encoding="raw"`` holds decoded pixels instead: its images are
+then HWC uint8 samples (``[H, W, 3]``), which need no decode. The format is plain enough to read
+with numpy alone: docs/arrays.md, "Stores".
 
 Opening checks what is cheap to check every time (the header's checksum, every file's size, the
 small tables' checksums, the offsets' order and extent), so that a truncated or corrupt copy is
@@ -26,7 +28,7 @@ import torch
 from ._engine.tree import ndarray_to_tensor
 from .ragged import Ragged
 
-__all__ = ["Store", "StoreError", "open_store", "FORMAT", "VERSION"]
+__all__ = ["Store", "StoreError", "open_store", "FORMAT", "VERSION", "ENCODINGS"]
 
 FORMAT = "prefetch-store"
 VERSION = 1  # the newest format version this prefetch reads and the one it writes
@@ -34,6 +36,10 @@ HEADER = "header.json"
 # The tables every store has (labels and the other fields are optional), and their files.
 REQUIRED = ("values", "offsets", "sizes")
 VALUES_FILE = "values.bin"
+# What values.bin holds: "jpeg", each sample's file as it is; "raw", each image's pixels, HWC uint8.
+ENCODINGS = ("jpeg", "raw")
+# With "raw", H and W are below this (so that H * W * 3 cannot overflow int64 when checked).
+MAX_SIDE = 1 << 30
 CRC_CHUNK = 1 << 20  # checksums are computed over 1 MiB reads: flat memory for any file size
 
 
@@ -68,21 +74,25 @@ def check_little_endian(what):
 
 
 class Store:
-    """A packed store of encoded images, opened (see :func:`open_store`).
+    """A packed store of images, opened (see :func:`open_store`).
 
     Attributes:
         path: the store's directory.
         count: the number of samples (also ``len(store)``).
         classes: the class names (labels index them), or None.
         header: ``header.json`` as a dict.
+        encoding: what the samples are: ``"jpeg"``, each image's file as it was; ``"raw"``, each
+            image's pixels, HWC uint8 (``pack(..., encoding="raw")``).
         values: 1-D uint8 tensor over the read-only mapping of ``values.bin`` (nothing is read
             until used; writing into it would fault: the mapping is read-only).
         offsets: int64 ``[N + 1]``: sample ``i`` is ``values[offsets[i]:offsets[i + 1]]``.
-        image_sizes: int64 ``[N, 3]``: each image's (height, width, 3) from its JPEG header.
+        image_sizes: int64 ``[N, 3]``: each image's (height, width, 3), from its JPEG header
+            ("jpeg") or its decoded pixels ("raw").
         labels: int64 ``[N]``, or None when the store has no labels.
         fields: the other fixed-size fields, name -> tensor ``[N, ...]``, in the header's order.
-        images: a :class:`prefetch.Ragged` of the ``N`` encoded images (1-D uint8 samples),
-            sharing ``values``.
+        images: a :class:`prefetch.Ragged` of the ``N`` images sharing ``values``: 1-D uint8
+            samples (the encoded bytes) for "jpeg", ``[H, W, 3]`` uint8 samples (the pixels)
+            for "raw" — what :class:`prefetch.FusedAugment` takes without ``decode``.
         skipped: on the store :func:`prefetch.pack` returns, the ``(name, reason)`` of each
             sample it left out with ``on_error="skip"``; None on a store opened later (the
             header keeps the count: ``header["skipped"]``).
@@ -95,6 +105,7 @@ class Store:
         self.path = os.fspath(path)
         check_little_endian("cannot open store %s" % self.path)
         self.header = _read_header(self.path)
+        self.encoding = self.header["encoding"]
         self.count = self.header["count"]
         self.classes = self.header["classes"]
         self.skipped = self.ignored = None
@@ -110,14 +121,19 @@ class Store:
         else:  # numpy cannot map an empty file
             self.values = torch.empty(0, dtype=torch.uint8)
         self._check_offsets(tables["offsets"])
+        if self.encoding == "raw":
+            self._check_raw_sizes(tables["offsets"], tables["sizes"])
         self._check_labels(tables.get("labels"))
         as_tensor = {name: ndarray_to_tensor(t, name) for name, t in tables.items()}
         self.offsets = as_tensor.pop("offsets")
         self.image_sizes = as_tensor.pop("sizes")
         self.labels = as_tensor.pop("labels", None)
         self.fields = as_tensor  # the rest, in the header's order
-        lengths = self.offsets[1:] - self.offsets[:-1]
-        self.images = Ragged(self.values, self.offsets[:-1], lengths.view(-1, 1), dense=True)
+        if self.encoding == "raw":  # the pixels: each sample [H, W, 3], as sizes says
+            self.images = Ragged(self.values, self.offsets[:-1], self.image_sizes, dense=True)
+        else:  # the files' bytes: each sample 1-D
+            lengths = self.offsets[1:] - self.offsets[:-1]
+            self.images = Ragged(self.values, self.offsets[:-1], lengths.view(-1, 1), dense=True)
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -173,6 +189,22 @@ class Store:
         if offsets[-1] != size:
             self._fail("offsets.npy ends at %d but values.bin is %d bytes" % (offsets[-1], size))
 
+    def _check_raw_sizes(self, offsets, sizes):
+        """A raw store's sample ``i`` is its ``H * W * 3`` pixels: checked for every sample at
+        once, so that a wrong table is refused rather than yielding shifted images."""
+        bad = (sizes[:, 2] != 3) | (sizes[:, :2] < 0).any(axis=1) | (sizes[:, :2] >= MAX_SIDE).any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            self._fail("sizes.npy: sample %d has size %s, expected (height, width, 3) of pixels"
+                       % (i, sizes[i].tolist()))
+        expected = sizes[:, 0] * sizes[:, 1] * 3
+        bad = np.diff(offsets) != expected
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            h, w = sizes[i, :2].tolist()
+            self._fail("offsets.npy gives sample %d %d bytes, but sizes.npy says it is %d x %d x 3 "
+                       "= %d bytes of pixels" % (i, offsets[i + 1] - offsets[i], h, w, expected[i]))
+
     def _check_labels(self, labels):
         if labels is None or self.classes is None or not len(labels):
             return
@@ -188,7 +220,8 @@ class Store:
         return self.count
 
     def __getitem__(self, i):
-        """``(bytes of sample i as a 1-D uint8 tensor view of values, label or None)``."""
+        """``(sample i, label or None)``: its bytes as a 1-D uint8 tensor view of values
+        ("jpeg"), or its pixels as an ``[H, W, 3]`` uint8 view ("raw")."""
         try:
             i = int(i.__index__())
         except AttributeError:
@@ -198,6 +231,8 @@ class Store:
         i %= self.count
         start, end = int(self.offsets[i]), int(self.offsets[i + 1])
         label = int(self.labels[i]) if self.labels is not None else None
+        if self.encoding == "raw":
+            return self.values[start:end].view(*self.image_sizes[i].tolist()), label
         return self.values[start:end], label
 
     def as_arrays(self):
@@ -209,7 +244,8 @@ class Store:
         return tuple(out + list(self.fields.values()))
 
     def __repr__(self):
-        parts = ["%d JPEGs" % self.count, "%.1f MB" % (self.values.numel() / 1e6)]
+        what = "%d JPEGs" % self.count if self.encoding == "jpeg" else "%d raw images" % self.count
+        parts = [what, "%.1f MB" % (self.values.numel() / 1e6)]
         if self.classes is not None:
             parts.append("%d classes" % len(self.classes))
         elif self.labels is not None:
@@ -263,8 +299,10 @@ def _read_header(path):
     if header.get("byteorder") != "little":
         fail("%s says byteorder %r; this prefetch reads little-endian stores"
              % (HEADER, header.get("byteorder")))
-    if header.get("encoding") != "jpeg":
-        fail("%s says encoding %r; this prefetch reads JPEG stores" % (HEADER, header.get("encoding")))
+    encoding = header.get("encoding")
+    if not isinstance(encoding, str) or encoding not in ENCODINGS:
+        fail("%s says encoding %r, which this prefetch does not know: it reads %s"
+             % (HEADER, encoding, " and ".join(map(repr, ENCODINGS))))
     count = header.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         fail("%s has count %r, expected an int >= 0" % (HEADER, count))

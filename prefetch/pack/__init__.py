@@ -4,13 +4,16 @@
 ``prefetch.pack("train/", "train.store")`` reads every file once, checks that it is a JPEG (its
 header is parsed, which also gives each image's size), and writes the bytes as they are, back to
 back, with the tables of offsets, sizes, labels and other fields. Nothing is re-encoded: a
-sample of the store is its file, byte for byte.
+sample of the store is its file, byte for byte. ``encoding="raw"`` instead decodes every image
+once, with Pillow (any format it opens, converted to RGB as torchvision's ImageFolder loader
+does), and writes its pixels: HWC uint8, no decode per epoch, several times the disk space.
 
-Files are read by a thread pool (reads release the GIL) one chunk ahead of the chunk being
-checked and written, so memory holds two chunks of files and the growing int64 tables, whatever
-the dataset's size. The store is written into a temporary directory beside ``dest`` and renamed
-onto it only once complete and synced, so ``dest`` is either absent, the old store, or the whole
-new one. ``python -m prefetch.pack SRC DEST`` is the command-line form.
+Files are read (and with ``encoding="raw"`` decoded: Pillow's decoders release the GIL) by a
+thread pool one chunk ahead of the chunk being checked and written, so memory holds two chunks of
+files (or of decoded pixels) and the growing int64 tables, whatever the dataset's size. The store
+is written into a temporary directory beside ``dest`` and renamed onto it only once complete and
+synced, so ``dest`` is either absent, the old store, or the whole new one.
+``python -m prefetch.pack SRC DEST`` is the command-line form.
 """
 import io
 import itertools
@@ -28,16 +31,22 @@ import numpy as np
 import torch
 
 from .._engine.tree import ndarray_to_tensor
-from ..ops.decode import jpeg_sizes
+from ..ops.decode import jpeg_sizes, max_image_pixels
 from ..ragged import Ragged
-from ..store import FORMAT, HEADER, VALUES_FILE, VERSION, check_little_endian, header_crc32, open_store
+from ..store import (ENCODINGS, FORMAT, HEADER, VALUES_FILE, VERSION, check_little_endian,
+                     header_crc32, open_store)
 
-__all__ = ["pack", "JPEG_EXTENSIONS"]
+__all__ = ["pack", "JPEG_EXTENSIONS", "RAW_EXTENSIONS"]
 
 logger = logging.getLogger("prefetch")
 
 # The names a folder's files are taken by (compared in lower case); other files are ignored.
 JPEG_EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif")
+# With encoding="raw": the formats Pillow opens without extra plugins (a fixed list, as
+# torchvision's IMG_EXTENSIONS, so that what a folder packs into does not depend on the plugins
+# installed).
+RAW_EXTENSIONS = JPEG_EXTENSIONS + (".png", ".apng", ".bmp", ".dib", ".gif", ".webp", ".tif",
+                                    ".tiff", ".ppm", ".pgm", ".pbm", ".pnm", ".tga")
 # Every JPEG starts with the SOI marker: a cheap first check, and the message can then show what
 # the file starts with instead (b'\x89PNG', b'<html>').
 JPEG_START = b"\xff\xd8"
@@ -46,9 +55,9 @@ RESERVED = {"values", "offsets", "sizes", "labels", "header"}
 
 
 def pack(source, dest, *, labels=None, fields=None, workers=None, progress=None, on_error="raise",
-         overwrite=False, chunk=256):
-    """Packs JPEGs into a store at ``dest`` (a directory) and returns it opened
-    (:class:`prefetch.Store`).
+         overwrite=False, chunk=256, encoding="jpeg"):
+    """Packs JPEGs (or, with ``encoding="raw"``, any image Pillow opens, decoded) into a store at
+    ``dest`` (a directory) and returns it opened (:class:`prefetch.Store`).
 
     Args:
         source: one of
@@ -59,7 +68,10 @@ def pack(source, dest, *, labels=None, fields=None, workers=None, progress=None,
               other files are ignored (listed in the returned store's ``ignored``). A directory
               holding JPEGs and no subfolder gives a store without labels (``classes`` None); one
               holding both JPEGs and subfolders is refused (ImageFolder would drop the JPEGs), as
-              is a class folder without a JPEG (ImageFolder refuses it too).
+              is a class folder without a JPEG (ImageFolder refuses it too). With
+              ``encoding="raw"`` the files taken are those named as an image Pillow opens
+              (:data:`RAW_EXTENSIONS`: ``*.jpg``..., ``*.png``, ``*.bmp``, ``*.gif``, ``*.webp``,
+              ``*.tif``, ``*.ppm``..., any case), and "JPEG" above reads "image".
             - a list or tuple of file paths, taken whatever their names, with ``labels`` (ints,
               one per path) if given.
             - any other iterable, yielding per sample the encoded bytes (bytes, bytearray,
@@ -83,6 +95,15 @@ def pack(source, dest, *, labels=None, fields=None, workers=None, progress=None,
             otherwise an existing ``dest`` raises FileExistsError. A ``dest`` that is neither a
             store nor an empty directory is never replaced.
         chunk: samples read, checked and written together (memory holds two chunks of files).
+        encoding: ``"jpeg"``: the files' bytes are stored as they are (checked to be JPEGs).
+            ``"raw"``: every image (file, or encoded bytes from an iterable) is decoded here by
+            Pillow — ``Image.open(f).convert("RGB")``, as torchvision's ImageFolder loader — and
+            its pixels stored, HWC uint8: the store's ``images`` are then ``[H, W, 3]`` samples
+            that need no decode (FFCV's RAW mode), at ~5-10x the disk space of JPEGs. A file
+            Pillow cannot open or decode is refused (or skipped) as a non-JPEG is with
+            ``"jpeg"``, and so is one of more than :func:`prefetch.ops.max_image_pixels` pixels
+            (a possible decompression bomb; Pillow's own ``PIL.Image.MAX_IMAGE_PIXELS`` applies
+            too). Needs Pillow (``pip install pillow``), imported only then.
 
     An exception or a KeyboardInterrupt while packing removes what was written; ``dest`` is then
     as it was. A process killed outright leaves a ``<dest>.partial-<pid>-<random>`` directory,
@@ -95,20 +116,24 @@ def pack(source, dest, *, labels=None, fields=None, workers=None, progress=None,
         raise ValueError("prefetch: pack's chunk must be an int >= 1, got %r" % (chunk,))
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise ValueError("prefetch: pack's workers must be an int >= 1 or None, got %r" % (workers,))
+    if not isinstance(encoding, str) or encoding not in ENCODINGS:
+        raise ValueError("prefetch: pack's encoding must be %s, got %r"
+                         % (" or ".join(map(repr, ENCODINGS)), encoding))
+    decoder = _RawDecoder(_pillow(), max_image_pixels()) if encoding == "raw" else None
     dest = os.path.abspath(os.fspath(dest))
     check_little_endian("cannot pack %s" % dest)
     _refuse_existing(dest, overwrite)
-    samples, total, classes, ignored = _samples(source, labels, fields, dest)
+    samples, total, classes, ignored = _samples(source, labels, fields, dest, encoding)
     if progress is None:
         progress = sys.stderr is not None and sys.stderr.isatty()
     partial = "%s.partial-%d-%s" % (dest, os.getpid(), secrets.token_hex(4))
     os.mkdir(partial)
     writer = None
     try:
-        writer = _Writer(partial, on_error)
+        writer = _Writer(partial, on_error, encoding)
         with _Progress(total, bool(progress)) as bar:
-            if samples.reads:
-                _pack_files(samples, writer, bar, workers or os.cpu_count() or 1, chunk)
+            if samples.reads or decoder is not None:
+                _pack_pooled(samples, writer, bar, workers or os.cpu_count() or 1, chunk, decoder)
             else:
                 for items in _chunks(samples.items, chunk):
                     writer.add(items, [item.data for item in items])
@@ -144,13 +169,13 @@ class _Samples:
         self.reads = reads  # the items are paths, read by the pool
 
 
-def _samples(source, labels, fields, dest):
+def _samples(source, labels, fields, dest, encoding):
     """``(samples, total or None, classes or None, ignored paths)`` for any kind of source."""
     if isinstance(source, (str, os.PathLike)):
         if labels is not None:
             raise ValueError("prefetch: pack takes a directory's labels from its class folders; "
                              "labels= is for a list of paths")
-        paths, labels, classes, ignored = _walk_folder(os.fspath(source), dest)
+        paths, labels, classes, ignored = _walk_folder(os.fspath(source), dest, encoding)
         return _path_samples(paths, labels, fields, "the files found"), len(paths), classes, ignored
     if isinstance(source, (bytes, bytearray, memoryview)):
         raise TypeError("prefetch: pack's source is one bytes object; pass a list or an iterable "
@@ -192,13 +217,21 @@ def _path_samples(paths, labels, fields, what):
     return _Samples(items, reads=True)
 
 
-def _is_jpeg_name(name):
-    return name.lower().endswith(JPEG_EXTENSIONS)
+def extensions(encoding):
+    """The file names a directory's files are taken by, for ``encoding``."""
+    return RAW_EXTENSIONS if encoding == "raw" else JPEG_EXTENSIONS
 
 
-def _walk_folder(root, dest):
+def _walk_folder(root, dest, encoding):
     """ImageFolder's walk: ``(paths, labels or None, classes or None, ignored paths)``. A store
-    written inside the folder (``dest``, and its temporary siblings) is not taken for a class."""
+    written inside the folder (``dest``, and its temporary siblings) is not taken for a class.
+    Files are taken by the names of ``encoding``'s formats."""
+    suffixes = extensions(encoding)
+    noun = "image" if encoding == "raw" else "JPEG"
+
+    def taken(name):
+        return name.lower().endswith(suffixes)
+
     if not os.path.isdir(root):
         if os.path.exists(root):
             raise ValueError("prefetch: pack's source %s is a file, not a directory; pass a "
@@ -208,17 +241,17 @@ def _walk_folder(root, dest):
         entries = sorted((e for e in it if not _is_dest(e.path, dest)), key=lambda e: e.name)
     classes = [e.name for e in entries if e.is_dir()]
     direct = [e.path for e in entries if not e.is_dir()]
-    loose = [p for p in direct if _is_jpeg_name(p)]
+    loose = [p for p in direct if taken(p)]
     if not classes:
         if not loose:
-            raise ValueError("prefetch: %s holds no JPEG (no file named %s, and no class subfolder)"
-                             % (root, "/".join("*" + e for e in JPEG_EXTENSIONS)))
-        return loose, None, None, [p for p in direct if not _is_jpeg_name(p)]
+            raise ValueError("prefetch: %s holds no %s (no file named %s, and no class subfolder)"
+                             % (root, noun, "/".join("*" + e for e in suffixes)))
+        return loose, None, None, [p for p in direct if not taken(p)]
     if loose:
         raise ValueError(
-            "prefetch: %s holds both JPEGs (%d, e.g. %s) and subfolders (%s): the subfolders would "
+            "prefetch: %s holds both %ss (%d, e.g. %s) and subfolders (%s): the subfolders would "
             "be the classes and these files left out (as ImageFolder does); move them into a class "
-            "folder, or pass a list of paths" % (root, len(loose), os.path.basename(loose[0]),
+            "folder, or pass a list of paths" % (root, noun, len(loose), os.path.basename(loose[0]),
                                                  _some(classes)))
     paths, labels, ignored, empty = [], [], list(direct), []
     for label, name in enumerate(classes):
@@ -226,7 +259,7 @@ def _walk_folder(root, dest):
         for folder, _, names in sorted(os.walk(os.path.join(root, name), followlinks=True)):
             for file in sorted(names):
                 path = os.path.join(folder, file)
-                if _is_jpeg_name(file):
+                if taken(file):
                     paths.append(path)
                     labels.append(label)
                     found += 1
@@ -235,8 +268,8 @@ def _walk_folder(root, dest):
         if not found:
             empty.append(name)
     if empty:
-        raise ValueError("prefetch: class folders of %s hold no JPEG: %s (ImageFolder refuses "
-                         "them too): remove them, or add their images" % (root, _some(empty)))
+        raise ValueError("prefetch: class folders of %s hold no %s: %s (ImageFolder refuses "
+                         "them too): remove them, or add their images" % (root, noun, _some(empty)))
     return paths, labels, classes, ignored
 
 
@@ -307,23 +340,28 @@ def _chunks(iterator, size):
         yield items
 
 
-def _read(paths):
-    """Each file's bytes, or the OSError reading it raised (reported by name with its chunk, in
-    the samples' order)."""
+def _load(items, decoder):
+    """Each item's bytes (its file's, read here, or its own), or the OSError reading it raised;
+    with a ``decoder``, what it makes of them (pixels, or a :class:`_Refused`). Reported by name
+    with its chunk, in the samples' order."""
     out = []
-    for path in paths:
-        try:
-            with open(path, "rb", buffering=0) as f:
-                out.append(f.read())
-        except OSError as exc:
-            out.append(exc)
+    for item in items:
+        data = item.data
+        if item.path is not None:
+            try:
+                with open(item.path, "rb", buffering=0) as f:
+                    data = f.read()
+            except OSError as exc:
+                out.append(exc)
+                continue
+        out.append(data if decoder is None else decoder(data))
     return out
 
 
-def _pack_files(samples, writer, bar, workers, chunk):
-    """Reads chunk k+1 in the pool while chunk k is checked and written. A chunk is read as a
-    few runs of files per thread rather than a task per file: a future per file cost more than
-    reading a cached 100 kB file."""
+def _pack_pooled(samples, writer, bar, workers, chunk, decoder):
+    """Reads (and decodes, with a ``decoder``) chunk k+1 in the pool while chunk k is checked and
+    written. A chunk is loaded as a few runs of samples per thread rather than a task per file: a
+    future per file cost more than reading a cached 100 kB file."""
     pool = ThreadPoolExecutor(workers, thread_name_prefix="prefetch-pack")
     try:
         pending = None
@@ -331,7 +369,7 @@ def _pack_files(samples, writer, bar, workers, chunk):
             reading = None
             if items is not None:
                 step = -(-len(items) // (4 * workers))
-                reading = items, [pool.submit(_read, [i.path for i in items[k:k + step]])
+                reading = items, [pool.submit(_load, items[k:k + step], decoder)
                                   for k in range(0, len(items), step)]
             if pending is not None:
                 done, futures = pending
@@ -365,9 +403,64 @@ class _Table:
         return self.data[:self.n]
 
 
+class _Refused:
+    """Why a sample cannot be packed, found where it was loaded (the pool's threads)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+
+def _pillow():
+    """PIL.Image, its plugins registered (once, here, not by the pool's threads racing)."""
+    try:
+        from PIL import Image
+    except ImportError as exc:
+        raise ImportError("prefetch: pack(encoding='raw') decodes the images with Pillow, which "
+                          "cannot be imported (%s): pip install pillow" % exc) from exc
+    Image.init()
+    return Image
+
+
+class _RawDecoder:
+    """An image's encoded bytes -> its pixels as Pillow decodes them for torchvision's
+    ImageFolder (``Image.open(f).convert("RGB")``), HWC uint8, or a :class:`_Refused`. Runs in
+    the pool's threads: Pillow's decoders release the GIL."""
+
+    def __init__(self, image_module, limit):
+        self.Image, self.limit = image_module, limit
+
+    def __call__(self, data):
+        Image = self.Image
+        if not len(data):
+            return _Refused("not an image (empty: 0 bytes)")
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                height, width = image.height, image.width
+                if self.limit is not None and height * width > self.limit:
+                    return _Refused(
+                        "%d x %d = %d pixels, more than the limit of %d (prefetch.ops."
+                        "max_image_pixels()): refused as a possible decompression bomb; "
+                        "prefetch.ops.set_max_image_pixels(n) sets the limit (None: no limit)"
+                        % (height, width, height * width, self.limit))
+                rgb = image.convert("RGB")
+        except Image.UnidentifiedImageError:
+            return _Refused("not an image Pillow opens (starts with %r)" % bytes(data[:8]))
+        except Image.DecompressionBombError as exc:
+            return _Refused("refused by Pillow as a possible decompression bomb (%s)" % exc)
+        except Exception as exc:  # truncated or corrupt data: OSError, SyntaxError, ValueError...
+            return _Refused("cannot be decoded by Pillow (%s: %s)" % (type(exc).__name__, exc))
+        pixels = np.asarray(rgb)
+        if pixels.dtype != np.uint8 or pixels.shape != (height, width, 3):  # never, for RGB
+            return _Refused("Pillow decoded it to %s %s, expected uint8 [%d, %d, 3]"
+                            % (pixels.dtype, list(pixels.shape), height, width))
+        return np.ascontiguousarray(pixels)
+
+
 class _Writer:
-    def __init__(self, directory, on_error):
-        self.directory, self.on_error = directory, on_error
+    def __init__(self, directory, on_error, encoding):
+        self.directory, self.on_error, self.encoding = directory, on_error, encoding
         self.values = open(os.path.join(directory, VALUES_FILE), "wb", buffering=0)
         self.values_crc = 0
         self.offsets = _Table(np.int64, ())
@@ -386,8 +479,8 @@ class _Writer:
         self.skipped.append((item.name, reason))
 
     def add(self, items, datas):
-        """Checks and writes one chunk: ``datas[k]`` is item k's bytes, or the OSError that
-        reading it raised."""
+        """Checks and writes one chunk: ``datas[k]`` is item k's bytes (with encoding "raw": its
+        pixels, or why they cannot be packed), or the OSError that reading it raised."""
         self.last_bytes = 0
         # What is wrong with which sample, refused in the samples' order once all are checked
         # (the first one raises with on_error="raise", whichever check found it).
@@ -395,12 +488,19 @@ class _Writer:
         for k, data in enumerate(datas):
             if isinstance(data, OSError):
                 reasons[k] = "cannot be read: %s" % (data.strerror or data)
-            elif len(data) < 2 or bytes(data[:2]) != JPEG_START:
+            elif isinstance(data, _Refused):
+                reasons[k] = data.reason
+            elif self.encoding == "jpeg" and (len(data) < 2 or bytes(data[:2]) != JPEG_START):
                 reasons[k] = "not a JPEG (%s)" % ("empty: 0 bytes" if not len(data) else
                                                   "starts with %r" % bytes(data[:8]))
         kept = [k for k in range(len(items)) if k not in reasons]
         sizes = blob = None
-        if kept:
+        if kept and self.encoding == "raw":  # the pixels, HWC: their shapes are the sizes
+            buffers = [datas[k] for k in kept]
+            blob, lengths = b"".join(buffers), np.fromiter((p.nbytes for p in buffers), np.int64,
+                                                           len(buffers))
+            sizes = np.array([p.shape for p in buffers], np.int64).reshape(len(buffers), 3)
+        elif kept:
             buffers = [datas[k] for k in kept]
             blob, lengths = _join(buffers)
             sizes = self._header_sizes(blob, lengths)
@@ -515,7 +615,7 @@ class _Writer:
         from .. import __version__
 
         header = {"format": FORMAT, "version": VERSION, "count": self.count, "byteorder": "little",
-                  "encoding": "jpeg", "classes": classes, "files": files,
+                  "encoding": self.encoding, "classes": classes, "files": files,
                   "skipped": len(self.skipped), "created_by": "prefetch %s" % __version__}
         header["header_crc32"] = header_crc32(header)
         # Written in this key order (not sorted): the fields' order in "files" is the order

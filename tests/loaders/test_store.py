@@ -483,6 +483,230 @@ def test_the_command_line_packs_a_folder(tmp_path):
     assert not os.path.exists(tmp_path / "t")
 
 
+
+# -- encoding="raw": the decoded pixels ---------------------------------------------------------
+
+def encoded(fmt, h, w, seed, mode="RGB", **save):
+    """The bytes of an h x w image of noise in ``fmt`` (any format Pillow writes), in ``mode``."""
+    rng = np.random.default_rng(seed)
+    image = Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), "RGB")
+    if mode == "P":
+        image = image.quantize(16)
+    elif mode != "RGB":
+        image = image.convert(mode)
+    out = io.BytesIO()
+    image.save(out, fmt, **save)
+    return out.getvalue()
+
+
+# The folder test_raw_... packs, in ImageFolder's order: (relative path, format, h, w, mode, label).
+RAW_TREE = [("a/0.png", "PNG", 5, 7, "RGB", 0), ("a/1.PNG", "PNG", 6, 4, "RGBA", 0),
+            ("a/2.jpg", "JPEG", 9, 11, "RGB", 0), ("a/3.bmp", "BMP", 3, 8, "L", 0),
+            ("b/0.gif", "GIF", 7, 5, "P", 1), ("b/1.JPEG", "JPEG", 8, 8, "L", 1),
+            ("b/2.tif", "TIFF", 4, 6, "RGB", 1), ("b/3.webp", "WEBP", 10, 3, "RGB", 1)]
+
+
+def write_raw_tree(root):
+    """RAW_TREE's images and a text file (not taken). Returns the images' paths in order."""
+    paths = []
+    for k, (rel, fmt, h, w, mode, _) in enumerate(RAW_TREE):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encoded(fmt, h, w, seed=k, mode=mode, **({"lossless": True} if fmt == "WEBP" else {})))
+        paths.append(str(path))
+    (root / "b" / "notes.txt").write_text("not an image")
+    return paths
+
+
+def pil_rgb(path_or_bytes):
+    """torchvision ImageFolder's loader: the reference for a raw store's pixels."""
+    if not isinstance(path_or_bytes, str):
+        path_or_bytes = io.BytesIO(path_or_bytes)
+    with Image.open(path_or_bytes) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def check_raw_store_holds(store, pixels, labels):
+    assert store.encoding == "raw" and store.header["encoding"] == "raw"
+    assert len(store) == len(pixels)
+    assert store.image_sizes.tolist() == [list(p.shape) for p in pixels]
+    assert store.offsets.tolist() == np.concatenate([[0], np.cumsum([p.size for p in pixels])]).tolist()
+    assert isinstance(store.images, prefetch.Ragged) and store.images.rank == 3
+    for i, expected in enumerate(pixels):
+        assert expected.shape[2] == 3
+        assert np.array_equal(store.images[i].numpy(), expected), "images[%d]" % i
+        sample, label = store[i]
+        assert sample.dtype == torch.uint8 and np.array_equal(sample.numpy(), expected), "store[%d]" % i
+        assert label == (None if labels is None else labels[i])
+    assert (store.labels is None) == (labels is None)
+    if labels is not None:
+        assert store.labels.tolist() == list(labels)
+
+
+def test_raw_encoding_stores_each_images_pixels_as_pillow_decodes_them(tmp_path):
+    paths = write_raw_tree(tmp_path / "src")
+    labels = [t[-1] for t in RAW_TREE]
+    store = prefetch.pack(tmp_path / "src", tmp_path / "s", encoding="raw", workers=3, chunk=3,
+                          progress=False)
+    assert store.classes == ["a", "b"]
+    pixels = [pil_rgb(p) for p in paths]
+    assert [list(p.shape) for p in pixels] == [[h, w, 3] for _, _, h, w, _, _ in RAW_TREE]
+    check_raw_store_holds(store, pixels, labels)
+    assert [os.path.relpath(p, tmp_path / "src") for p in store.ignored] == ["b/notes.txt"]
+    assert store.header["version"] == 1 and "8 raw images" in repr(store)
+    check_raw_store_holds(prefetch.open_store(tmp_path / "s", verify=True), pixels, labels)
+    # A JPEG store of the same folder takes only the JPEGs, as before.
+    jpegs = prefetch.pack(tmp_path / "src", tmp_path / "j", progress=False)
+    assert jpegs.encoding == "jpeg" and jpegs.count == 2 and jpegs.images.rank == 1
+    # A list of paths, and an iterable of encoded bytes, are decoded the same.
+    store = prefetch.pack(paths[::-1], tmp_path / "l", labels=labels[::-1], encoding="raw",
+                          progress=False)
+    check_raw_store_holds(store, pixels[::-1], labels[::-1])
+    store = prefetch.pack(((read(p), {"k": k}) for k, p in enumerate(paths)), tmp_path / "i",
+                          encoding="raw", chunk=3, progress=False)
+    check_raw_store_holds(store, pixels, None)
+    assert store.fields["k"].tolist() == list(range(len(paths)))
+    # The numpy-only reader of docs/arrays.md reads the pixels.
+    code = compile(docs_reader(), "docs/arrays.md", "exec")
+    for i in (0, 5):
+        scope = {"path": str(tmp_path / "s"), "i": i}
+        exec(code, scope)
+        assert np.array_equal(scope["pixels"], pixels[i]) and "jpeg" not in scope
+    with pytest.raises(ValueError, match="pack's encoding must be 'jpeg' or 'raw', got 'png'"):
+        prefetch.pack(paths, tmp_path / "x", encoding="png", progress=False)
+
+
+def test_raw_encoding_refuses_what_pillow_cannot_decode_by_name(tmp_path):
+    good = tmp_path / "good.png"
+    good.write_bytes(encoded("PNG", 6, 5, seed=0))
+    text = tmp_path / "notes.png"
+    text.write_text("hello")
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(encoded("JPEG", 40, 40, seed=1)[:400])
+    missing = tmp_path / "missing.png"
+    expected = {str(text): r"not an image Pillow opens \(starts with b'hello'\)",
+                str(cut): r"cannot be decoded by Pillow \(OSError: ",
+                str(missing): r"cannot be read: No such file or directory"}
+    for bad, message in expected.items():
+        with pytest.raises(ValueError, match=re.escape(bad) + ": " + message):
+            prefetch.pack([good, bad], tmp_path / "s", encoding="raw", progress=False)
+        assert not os.path.exists(tmp_path / "s")
+    store = prefetch.pack([good, text, cut, good, missing], tmp_path / "s", labels=[0, 1, 2, 3, 4],
+                          encoding="raw", on_error="skip", progress=False)
+    check_raw_store_holds(store, [pil_rgb(str(good))] * 2, [0, 3])
+    assert [name for name, _ in store.skipped] == [str(text), str(cut), str(missing)]
+    # In a folder, a file named as an image that is not one; a sample of an iterable.
+    (tmp_path / "tree" / "a").mkdir(parents=True)
+    (tmp_path / "tree" / "a" / "fake.webp").write_text("<html>")
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "tree" / "a" / "fake.webp"))
+                       + r": not an image Pillow opens \(starts with b'<html>'\)"):
+        prefetch.pack(tmp_path / "tree", tmp_path / "t", encoding="raw", progress=False)
+    with pytest.raises(ValueError, match=r"sample 1: not an image \(empty: 0 bytes\)"):
+        prefetch.pack([read(good), b""], tmp_path / "t", encoding="raw", progress=False)
+    # More pixels than prefetch.ops.max_image_pixels(): refused as a possible bomb, by name.
+    previous = prefetch.ops.set_max_image_pixels(29)
+    try:
+        with pytest.raises(ValueError, match=re.escape(str(good)) + r": 6 x 5 = 30 pixels, more "
+                           r"than the limit of 29 .* decompression bomb"):
+            prefetch.pack([good], tmp_path / "t", encoding="raw", progress=False)
+        prefetch.ops.set_max_image_pixels(30)
+        assert prefetch.pack([good], tmp_path / "t", encoding="raw", progress=False).count == 1
+    finally:
+        prefetch.ops.set_max_image_pixels(previous)
+    assert not [n for n in os.listdir(tmp_path) if ".partial-" in n]
+
+
+def test_raw_encoding_without_pillow_says_to_install_it(tmp_path, monkeypatch):
+    data = jpeg(6, 6, seed=0)
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, "PIL.Image", None)
+    with pytest.raises(ImportError, match="pip install pillow"):
+        prefetch.pack([data], tmp_path / "s", encoding="raw", progress=False)
+    assert not os.path.exists(tmp_path / "s")
+    assert prefetch.pack([data], tmp_path / "s", progress=False).count == 1  # JPEG needs none
+
+
+def rewrite_table(path, name, array):
+    """Replaces a table's file and its entry (size, checksum) in a header rewritten with a correct
+    header_crc32, so that only the check of the tables' agreement can refuse it."""
+    np.save(path / (name + ".npy"), array)
+    header = json.loads((path / "header.json").read_text())
+    data = (path / (name + ".npy")).read_bytes()
+    header["files"][name].update(bytes=len(data), crc32=zlib.crc32(data))
+    header["header_crc32"] = prefetch.store.header_crc32(header)
+    (path / "header.json").write_text(json.dumps(header))
+
+
+def test_a_corrupt_or_unknown_raw_store_is_refused(tmp_path):
+    files = [encoded("PNG", 4 + k, 5, seed=k) for k in range(4)]
+    prefetch.pack(files, tmp_path / "good", encoding="raw", progress=False)
+
+    def refused(path, message):
+        with pytest.raises(StoreError, match=message) as info:
+            prefetch.open_store(path)
+        assert str(path) in str(info.value)
+
+    s = shutil.copytree(tmp_path / "good", tmp_path / "c1")
+    sizes = np.load(s / "sizes.npy")
+    sizes[2, 1] += 1  # sample 2 is 6 x 5 x 3 = 90 bytes, said to be 6 x 6 x 3 = 108
+    rewrite_table(s, "sizes", sizes)
+    refused(s, "offsets.npy gives sample 2 90 bytes, but sizes.npy says it is 6 x 6 x 3 = 108 bytes")
+    s = shutil.copytree(tmp_path / "good", tmp_path / "c2")
+    offsets = np.load(s / "offsets.npy")
+    offsets[1] += 3  # samples 0 and 1 shifted, the total unchanged
+    rewrite_table(s, "offsets", offsets)
+    refused(s, "offsets.npy gives sample 0 63 bytes, but sizes.npy says it is 4 x 5 x 3 = 60 bytes")
+    s = shutil.copytree(tmp_path / "good", tmp_path / "c3")
+    sizes = np.load(s / "sizes.npy")
+    sizes[3] = [10, 7, 1]  # the same bytes, not 3 channels
+    rewrite_table(s, "sizes", sizes)
+    refused(s, r"sizes.npy: sample 3 has size \[10, 7, 1\], expected \(height, width, 3\)")
+    # An encoding this prefetch does not know, in a header whose checksum is right.
+    s = shutil.copytree(tmp_path / "good", tmp_path / "c4")
+    header = json.loads((s / "header.json").read_text())
+    header["encoding"] = "jpeg-xl"
+    header["header_crc32"] = prefetch.store.header_crc32(header)
+    (s / "header.json").write_text(json.dumps(header))
+    refused(s, "header.json says encoding 'jpeg-xl', which this prefetch does not know: it reads "
+               "'jpeg' and 'raw'")
+    assert prefetch.open_store(tmp_path / "good", verify=True).count == 4
+
+
+def test_a_raw_store_feeds_fused_augment_without_a_decode(tmp_path):
+    files = [encoded("PNG", 20 + 3 * k, 33 - 2 * k, seed=k) for k in range(10)]
+    store = prefetch.pack([(d, k % 3) for k, d in enumerate(files)], tmp_path / "s",
+                          encoding="raw", progress=False)
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+    def augment():
+        return prefetch.FusedAugment(mean, std, random_resized_crop=16, seed=0)
+
+    loader = prefetch.ArrayLoader(store, 4, transform=augment(), device="cpu")
+    order = loader.epoch_indices(0).tolist()
+    assert sorted(order) == list(range(10)) and order != list(range(10))
+    batches = list(loader)
+    assert len(batches) == 3
+    direct = augment()
+    for b, (images, labels) in enumerate(batches):
+        rows = order[4 * b:4 * b + 4]
+        ragged = prefetch.Ragged.from_tensors([torch.from_numpy(pil_rgb(files[i])) for i in rows])
+        expected = direct(ragged, epoch=0, index=b)
+        assert images.shape == (len(rows), 3, 16, 16) and images.dtype == torch.float32
+        assert torch.equal(images, expected), "batch %d" % b
+        assert labels.tolist() == [i % 3 for i in rows]
+
+
+def test_the_command_line_packs_raw_pixels(tmp_path):
+    paths = write_raw_tree(tmp_path / "src")
+    out = run_cli(tmp_path / "src", tmp_path / "s", "--encoding", "raw", "--workers", "2")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"packed 8 images as raw pixels \(.* MB\) from .* into .* in [\d.]+ s", out.stdout)
+    assert "2 classes" in out.stdout and "ignored 1 files not named *.jpg/" in out.stdout
+    check_raw_store_holds(prefetch.open_store(tmp_path / "s"), [pil_rgb(p) for p in paths],
+                          [t[-1] for t in RAW_TREE])
+    out = run_cli(tmp_path / "src", tmp_path / "t", "--encoding", "webp")
+    assert out.returncode != 0 and "invalid choice: 'webp'" in out.stderr
+
 if __name__ == "__main__":
     # python -m tests.loaders.test_store DEST: writes the fixture store (see write_fixture_store)
     # and prints its samples' sha256.
