@@ -198,3 +198,37 @@ def test_a_packed_store_through_the_v2_front_end(tmp_path):
             assert torch.equal(labels, idx)
             ref = recipe(Ragged.from_tensors([files[i] for i in idx.tolist()]), epoch=0, index=b)
             assert torch.equal(images, ref)
+
+
+def test_a_store_resumes_mid_epoch_and_shards_across_ranks(tmp_path):
+    pytest.importorskip("PIL")
+    files = jpegs(n=23, seed=7)
+    store = prefetch.pack(((bytes(f.numpy()), i) for i, f in enumerate(files)), tmp_path / "s",
+                          progress=False)
+
+    def make(**kw):
+        return ArrayLoader(store, 4, seed=5, **kw)
+
+    def as_lists(batches):
+        return [([bytes(t.numpy()) for t in r.tensors()], lab.tolist()) for r, lab in batches]
+
+    with make() as loader:
+        loader.set_epoch(3)
+        full = as_lists(loader)
+    with make() as first:
+        first.set_epoch(3)
+        it = iter(first)
+        head = as_lists([next(it) for _ in range(2)])
+        state = first.state_dict()
+    with make() as second:
+        second.load_state_dict(state)
+        second.set_epoch(3)
+        rest = as_lists(second)
+    assert head + rest == full
+    for images, labels in full:  # each sample is its file's bytes
+        assert images == [bytes(files[i].numpy()) for i in labels]
+    seen = []
+    for rank in range(2):
+        with make(rank=rank, world_size=2, drop_last=True) as shard:
+            seen += [i for _, labels in as_lists(shard) for i in labels]
+    assert len(seen) == len(set(seen)) == 2 * (23 // 2 // 4) * 4
