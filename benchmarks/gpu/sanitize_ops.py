@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|lookup|color_jitter|decode|all [--device cuda]
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
 CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
@@ -17,7 +17,8 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "decode")
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
+       "color_jitter", "decode")
 SKIP = 77
 # A float32 result may differ from the CPU's in the last bits (the GPU contracts mul+add into
 # FMA: issue 24 item 9); half types by their rounding of the same value.
@@ -199,6 +200,44 @@ def case_sharpness(device):
             sharpness(images, factors), 0)
 
 
+def case_lookup(device):
+    import torch
+
+    from prefetch.ops import lookup
+
+    g = torch.Generator().manual_seed(6)
+    n, H, W = 9, 29, 43
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    for name, tables in (("one table an image", torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8, generator=g)),
+                         ("one a channel", torch.randint(0, 256, (n, 3, 256), dtype=torch.uint8, generator=g))):
+        compare("lookup %s" % name, lookup(images.to(device), tables.to(device)), lookup(images, tables), 0)
+    strided = images.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    compare("lookup channels_last", lookup(strided.to(device), tables.to(device)), lookup(images, tables), 0)
+
+
+def case_color_jitter(device):
+    import torch
+
+    from prefetch.ops import color_jitter
+
+    g = torch.Generator().manual_seed(7)
+    n, H, W = 10, 23, 37
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    # Every image its own order of the four steps, repeated Contrasts (one grey-sum launch per
+    # chain position), identities; hue factors in [-0.5, 0.5], the others in [0, 2].
+    steps = torch.stack([torch.randperm(5, generator=g)[:4] for _ in range(n)])
+    steps[0] = torch.tensor([2, 2, 2, 2])
+    factors = torch.rand(n, 4, generator=g, dtype=torch.float64) * 2
+    factors[steps == 4] = torch.rand(int((steps == 4).sum()), generator=g, dtype=torch.float64) - 0.5
+    # The thread work rounds each operation as the CPU twin does (round_each.h): the same bytes
+    # are expected; 1 is allowed for a contraction this check would then report.
+    compare("color_jitter 3 channels", color_jitter(images.to(device), steps.to(device), factors.to(device)),
+            color_jitter(images, steps, factors), 1)
+    grey = images[:, :1].contiguous()
+    compare("color_jitter 1 channel", color_jitter(grey.to(device), steps.to(device), factors.to(device)),
+            color_jitter(grey, steps, factors), 1)
+
+
 def _jpegs():
     import numpy as np
 
@@ -257,7 +296,8 @@ def case_decode(device):
 
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
          "resized_crop": case_resized_crop, "affine_warp": case_affine_warp,
-         "sharpness": case_sharpness, "decode": case_decode}
+         "sharpness": case_sharpness, "lookup": case_lookup, "color_jitter": case_color_jitter,
+         "decode": case_decode}
 
 
 def main(argv=None):

@@ -139,10 +139,11 @@ def test_ddp_check_fails_a_context_off_the_ranks_device():
 def test_sanitize_plan_runs_memcheck_over_everything_first():
     rs = gpu_module("run_sanitize")
     runs = rs.plan()
-    assert [r[0] for r in runs[:11]] == ["memcheck"] * 11
-    assert {r[2] for r in runs[:11]} == set(rs.OPS) | set(rs.PATHS)
-    assert [r[0] for r in runs[11:22]] == ["racecheck"] * 11
-    assert {r[0] for r in runs[22:]} == {"synccheck", "initcheck"}
+    k = len(rs.OPS) + len(rs.PATHS)
+    assert [r[0] for r in runs[:k]] == ["memcheck"] * k
+    assert {r[2] for r in runs[:k]} == set(rs.OPS) | set(rs.PATHS)
+    assert [r[0] for r in runs[k:2 * k]] == ["racecheck"] * k
+    assert {r[0] for r in runs[2 * k:]} == {"synccheck", "initcheck"}
     ring = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "worker_ring")
     other = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "prefetcher")
     assert "--target-processes" in ring and "--target-processes" not in other
