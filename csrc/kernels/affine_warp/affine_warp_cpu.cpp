@@ -13,13 +13,8 @@
 #include <emmintrin.h>
 #endif
 
-// The compiler vectorises a select over float comparisons only if it may assume they raise no
-// floating-point trap (their results are IEEE's either way; no rounding changes): for this
-// file's functions only, set before the shared header so its inline functions get it too. (GCC's
-// pragma; clang has none, and its build is only the fuzzing one.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
-#endif
+// Before the kernel's own headers, so their inline functions vectorise their selects too.
+#include "common/vectorise_selects.h"
 
 #include "affine_warp/affine_warp.h"
 #include "affine_warp/affine_warp_thread_work.h"
