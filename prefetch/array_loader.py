@@ -78,7 +78,6 @@ class _RaggedField:
         self.offsets = leaves[self.offsets_at].value
         sizes = leaves[self.sizes_at].value
         self.counts = sizes.prod(1) if sizes.shape[1] else torch.ones_like(self.offsets)
-        self.name = leaves[self.values_at].name[:-len(".values")]
 
     def leaves(self, leaves, idx):
         """The batch's three leaves for samples ``idx``: the values as element ranges (the engine's
