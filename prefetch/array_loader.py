@@ -76,8 +76,7 @@ class _RaggedField:
         self.values_at, self.offsets_at, self.sizes_at = indices
         self.values = leaves[self.values_at].value
         self.offsets = leaves[self.offsets_at].value
-        sizes = leaves[self.sizes_at].value
-        self.counts = sizes.prod(1) if sizes.shape[1] else torch.ones_like(self.offsets)
+        self.counts = leaves[self.sizes_at].value.prod(1)  # 1 for rank-0 samples
 
     def leaves(self, leaves, idx):
         """The batch's three leaves for samples ``idx``: the values as element ranges (the engine's

@@ -165,7 +165,7 @@ class Ragged:
                              % (int(index.max()) if int(index.max()) >= n else int(index.min()), n))
         index = index.remainder(n) if n else index
         sizes = self.sizes[index.to(self.sizes.device)]
-        counts = sizes.prod(1) if self.rank else torch.ones_like(index)
+        counts = sizes.prod(1)  # 1 for rank-0 samples
         starts = self.offsets[index.to(self.offsets.device)].to(self.values.device)
         values = gather_spans(self.values, torch.stack((starts, counts.to(starts.device)), 1))
         offsets = torch.cumsum(counts, 0) - counts

@@ -130,10 +130,10 @@ class Store:
         self.labels = as_tensor.pop("labels", None)
         self.fields = as_tensor  # the rest, in the header's order
         if self.encoding == "raw":  # the pixels: each sample [H, W, 3], as sizes says
-            self.images = Ragged(self.values, self.offsets[:-1], self.image_sizes, dense=True)
+            self.images = Ragged(self.values, self.offsets[:-1], self.image_sizes)
         else:  # the files' bytes: each sample 1-D
             lengths = self.offsets[1:] - self.offsets[:-1]
-            self.images = Ragged(self.values, self.offsets[:-1], lengths.view(-1, 1), dense=True)
+            self.images = Ragged(self.values, self.offsets[:-1], lengths.view(-1, 1))
 
     # -- checks ----------------------------------------------------------------------------------
 

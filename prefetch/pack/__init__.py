@@ -497,8 +497,7 @@ class _Writer:
         sizes = blob = None
         if kept and self.encoding == "raw":  # the pixels, HWC: their shapes are the sizes
             buffers = [datas[k] for k in kept]
-            blob, lengths = b"".join(buffers), np.fromiter((p.nbytes for p in buffers), np.int64,
-                                                           len(buffers))
+            blob, lengths = _join(buffers)
             sizes = np.array([p.shape for p in buffers], np.int64).reshape(len(buffers), 3)
         elif kept:
             buffers = [datas[k] for k in kept]
@@ -646,8 +645,9 @@ class _Writer:
 
 
 def _join(buffers):
-    """The chunk's samples back to back, and their lengths."""
-    return b"".join(buffers), np.fromiter(map(len, buffers), np.int64, len(buffers))
+    """The chunk's samples (bytes, or raw pixel arrays) back to back, and their byte lengths."""
+    return b"".join(buffers), np.fromiter((memoryview(b).nbytes for b in buffers), np.int64,
+                                          len(buffers))
 
 
 def _header_problem(data):
