@@ -60,6 +60,7 @@ PF_HD int32_t cj_grey(int32_t r, int32_t g, int32_t b) {
 
 PF_HD float cj_min(float a, float b) { return b < a ? b : a; }
 PF_HD float cj_max(float a, float b) { return b > a ? b : a; }
+PF_HD float cj_pick(bool c, float a, float b) { return c ? a : b; }
 PF_HD float cj_unit(float v) { return cj_min(cj_max(v, 0.0f), 1.0f); }  // clamp_(0, 1)
 
 // torchvision's adjust_hue on one RGB pixel (uint8 values in v[0..2], replaced).
@@ -98,11 +99,19 @@ PF_HD void cj_hue(int32_t* v, float hue) {
   const float t = cj_unit(mul_rn(add_rn(sxf, one_minus_s), maxc));
   const float p = cj_unit(mul_rn(one_minus_s, maxc));
   // torchvision's selection of (v, p, q, t) by i, {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1},
-  // {1, 1, 3, 0, 0, 2}}, as selects without branches (GCC still does not vectorise the CPU's hue
-  // loop: benchmarks/NOTES.md)
-  const float red = ((i == 0) | (i == 5)) ? maxc : i == 1 ? q : ((i == 2) | (i == 3)) ? p : t;
-  const float green = i == 0 ? t : ((i == 1) | (i == 2)) ? maxc : i == 3 ? q : p;
-  const float blue = ((i == 0) | (i == 1)) ? p : i == 2 ? t : ((i == 3) | (i == 4)) ? maxc : q;
+  // {1, 1, 3, 0, 0, 2}}, as chains of two-way selects: GCC if-converts a select of two values only
+  // (nested conditionals became one merge of 4 values, "complicated PHI", and the CPU's hue loop
+  // stayed scalar); two-way, the loop vectorises (benchmarks/NOTES.md)
+  float red = t, green = p, blue = q;
+  red = cj_pick(i == 1, q, red);
+  red = cj_pick((i == 2) | (i == 3), p, red);
+  red = cj_pick((i == 0) | (i == 5), maxc, red);
+  green = cj_pick(i == 3, q, green);
+  green = cj_pick((i == 1) | (i == 2), maxc, green);
+  green = cj_pick(i == 0, t, green);
+  blue = cj_pick(i == 2, t, blue);
+  blue = cj_pick((i == 3) | (i == 4), maxc, blue);
+  blue = cj_pick((i == 0) | (i == 1), p, blue);
   const float top = static_cast<float>(255.0 + 1.0 - 1e-3);
   v[0] = static_cast<int32_t>(mul_rn(red, top));
   v[1] = static_cast<int32_t>(mul_rn(green, top));
