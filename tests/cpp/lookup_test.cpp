@@ -1,7 +1,8 @@
 // lookup's per-value thread work (lookup_thread_work.h), run on the CPU over every thread of every
 // launch in a shuffled order, must write exactly what the CPU kernel writes over any split of its
 // rows, and nothing outside the output; and both must be the tables' entries (an independent
-// reference: plain indexing), for one table per image and one per channel, any input strides.
+// reference: plain indexing), for one table per image and one per channel, any input strides,
+// rows narrower and wider than the AVX2 build's 32 values, in both builds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/cpu_dispatch.h"
 #include "lookup/lookup.h"
 #include "lookup/lookup_thread_work.h"
 #include "plane_rows_threads.h"
@@ -19,44 +21,48 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
   using plane_rows_test::kGuard;
   std::mt19937 rng(4);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}}) {
-    const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
-    for (int64_t T : {int64_t{1}, C}) {
-      for (bool channels_last : {false, true}) {
-        std::vector<uint8_t> images(static_cast<size_t>(N * C * H * W)), tables(static_cast<size_t>(N * T * 256));
-        for (auto& v : images) v = static_cast<uint8_t>(byte(rng));
-        for (auto& v : tables) v = static_cast<uint8_t>(byte(rng));
-        LookupArgs a;
-        a.images = images.data();
-        a.N = N, a.C = C, a.H = H, a.W = W;
-        if (channels_last) a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
-        else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
-        a.tables = tables.data();
-        a.T = T;
-        std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
-        a.out = cpu.data() + kGuard;
-        for (int64_t begin = 0, rows = N * C * H; begin < rows;) {
-          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
-          lookup_cpu(a, begin, end);
-          begin = end;
-        }
-        LookupArgs b = a;
-        b.out = threads.data() + kGuard;
-        plane_rows_test::run_every_thread(LookupThread{b}, N, C, H, W, 2, &rng);
-        plane_rows_test::expect_guards_intact(cpu);
-        plane_rows_test::expect_guards_intact(threads);
-        ASSERT_EQ(cpu, threads);
-        for (int64_t n = 0; n < N; ++n) {
-          for (int64_t c = 0; c < C; ++c) {
-            for (int64_t y = 0; y < H; ++y) {
-              for (int64_t x = 0; x < W; ++x) {
-                const uint8_t v = images[n * a.sN + c * a.sC + y * a.sH + x * a.sW];
-                ASSERT_EQ(a.out[((n * C + c) * H + y) * W + x], tables[(n * T + (T == 1 ? 0 : c)) * 256 + v]);
+  for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
+    const bool previous = set_cpu_avx2_allowed(avx2);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}, {2, 3, 5, 32}, {3, 3, 4, 77}, {2, 1, 3, 160}}) {
+      const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
+      for (int64_t T : {int64_t{1}, C}) {
+        for (bool channels_last : {false, true}) {
+          std::vector<uint8_t> images(static_cast<size_t>(N * C * H * W)), tables(static_cast<size_t>(N * T * 256));
+          for (auto& v : images) v = static_cast<uint8_t>(byte(rng));
+          for (auto& v : tables) v = static_cast<uint8_t>(byte(rng));
+          LookupArgs a;
+          a.images = images.data();
+          a.N = N, a.C = C, a.H = H, a.W = W;
+          if (channels_last) a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+          else a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+          a.tables = tables.data();
+          a.T = T;
+          std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
+          a.out = cpu.data() + kGuard;
+          for (int64_t begin = 0, rows = N * C * H; begin < rows;) {
+            const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
+            lookup_cpu(a, begin, end);
+            begin = end;
+          }
+          LookupArgs b = a;
+          b.out = threads.data() + kGuard;
+          plane_rows_test::run_every_thread(LookupThread{b}, N, C, H, W, 2, &rng);
+          plane_rows_test::expect_guards_intact(cpu);
+          plane_rows_test::expect_guards_intact(threads);
+          ASSERT_EQ(cpu, threads) << "avx2 " << avx2;
+          for (int64_t n = 0; n < N; ++n) {
+            for (int64_t c = 0; c < C; ++c) {
+              for (int64_t y = 0; y < H; ++y) {
+                for (int64_t x = 0; x < W; ++x) {
+                  const uint8_t v = images[n * a.sN + c * a.sC + y * a.sH + x * a.sW];
+                  ASSERT_EQ(a.out[((n * C + c) * H + y) * W + x], tables[(n * T + (T == 1 ? 0 : c)) * 256 + v]);
+                }
               }
             }
           }
         }
       }
     }
+    set_cpu_avx2_allowed(previous);
   }
 }

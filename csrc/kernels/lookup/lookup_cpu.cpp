@@ -1,15 +1,23 @@
 // CPU twin of lookup.cu: the same table choice (lookup_thread_work.h), over rows; a contiguous
-// row is one loop of table reads (the table stays in L1). Built once, for the baseline ISA: table
-// reads gain nothing from AVX2.
+// row is one loop of table reads (the table stays in L1), or, where the CPU has AVX2, 32 values a
+// time by shuffles (lookup_cpu_avx2.cpp).
 #include <cstdint>
 
+#include "common/cpu_dispatch.h"
 #include "lookup/lookup.h"
 #include "lookup/lookup_thread_work.h"
 
 namespace prefetch {
 namespace kernels {
 
+#if PREFETCH_AVX2_BUILD
+void lookup_cpu_avx2(const LookupArgs& args, int64_t row_begin, int64_t row_end);
+#endif
+
 void lookup_cpu(const LookupArgs& a, int64_t row_begin, int64_t row_end) {
+#if PREFETCH_AVX2_BUILD
+  if (use_avx2_build()) return lookup_cpu_avx2(a, row_begin, row_end);
+#endif
   const int64_t C = a.C, H = a.H, W = a.W, sW = a.sW;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
