@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|lookup|color_jitter|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|lookup|color_jitter|histograms|decode|all [--device cuda]
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
 CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
@@ -18,7 +18,7 @@ import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
 OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
-       "color_jitter", "decode")
+       "color_jitter", "histograms", "decode")
 SKIP = 77
 # A float32 result may differ from the CPU's in the last bits (the GPU contracts mul+add into
 # FMA: issue 24 item 9); half types by their rounding of the same value.
@@ -238,6 +238,21 @@ def case_color_jitter(device):
             color_jitter(grey, steps, factors), 1)
 
 
+def case_histograms(device):
+    import torch
+
+    from prefetch.ops import histograms
+
+    g = torch.Generator().manual_seed(8)
+    images = torch.randint(0, 256, (7, 3, 41, 300), dtype=torch.uint8, generator=g)
+    images[0] = 17  # a flat image: every add of its blocks on one shared bin
+    compare("histograms", histograms(images.to(device)), histograms(images), 0)
+    strided = images.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    compare("histograms channels_last", histograms(strided.to(device)), histograms(images), 0)
+    many = torch.randint(0, 256, (70000, 1, 2, 3), dtype=torch.uint8, generator=g)  # > 65535 planes
+    compare("histograms many planes", histograms(many.to(device)), histograms(many), 0)
+
+
 def _jpegs():
     import numpy as np
 
@@ -297,7 +312,7 @@ def case_decode(device):
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
          "resized_crop": case_resized_crop, "affine_warp": case_affine_warp,
          "sharpness": case_sharpness, "lookup": case_lookup, "color_jitter": case_color_jitter,
-         "decode": case_decode}
+         "histograms": case_histograms, "decode": case_decode}
 
 
 def main(argv=None):

@@ -233,6 +233,25 @@ py::dict color_jitter_args(const std::string& target_name, const at::Tensor& ima
   return d;
 }
 
+py::dict histogram_args(const std::string& target_name, const at::Tensor& images, const std::string& drop) {
+  bool uploaded = false;
+  const KernelTarget target = target_named(target_name, &uploaded);
+  HistogramPlan plan = plan_histogram(images);
+  complete_args(&plan, target);
+  kernels::HistogramArgs& a = plan.args;
+  if (drop == "images") a.images = nullptr;
+  if (drop == "out") a.out = nullptr;
+  if (drop == "C") a.C += 1;
+  py::dict d;
+  d["problems"] = histogram_arg_problems(plan, target.cuda);
+  d["uploaded"] = uploaded;
+  d["images"] = a.images == images.const_data_ptr<uint8_t>();
+  d["out"] = plan.out;
+  d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+  return d;
+}
+
 }  // namespace
 }  // namespace prefetch
 
@@ -260,4 +279,6 @@ void bind_kernel_args(py::module_& m) {
         "Test hook: lookup's kernel arguments for target 'cpu' or 'cuda', described.");
   m.def("_color_jitter_kernel_args", &prefetch::color_jitter_args, "target"_a, "images"_a, "steps"_a, "factors"_a,
         "drop"_a = "", "Test hook: color_jitter's kernel arguments for target 'cpu' or 'cuda', described.");
+  m.def("_histogram_kernel_args", &prefetch::histogram_args, "target"_a, "images"_a, "drop"_a = "",
+        "Test hook: histograms' kernel arguments for target 'cpu' or 'cuda', described.");
 }

@@ -7,7 +7,8 @@
   affine map, nearest or bilinear, with a fill: the policies' geometric ops), ``sharpness``
   (torchvision's adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image
   or channel: the policies' other value-wise ops), ``color_jitter`` (each image's own chain of
-  brightness, contrast, saturation and hue: ColorJitter in one pass);
+  brightness, contrast, saturation and hue: ColorJitter in one pass), ``histograms`` (each
+  channel's 256-bin histogram: what Equalize's tables are built from);
 - decode (:mod:`prefetch.ops.decode`): ``decode_jpeg``, ``jpeg_sizes``, ``decode_resized_crop``
   (only the boxes' regions decoded), ``gpu_jpeg_decoder`` (what decodes for a CUDA device,
   :mod:`prefetch.ops.gpu_decoders`);
@@ -18,14 +19,14 @@
 Every op's fake (meta) kernel is in :mod:`prefetch.ops.fakes`. A new op: docs/custom_ops.md.
 """
 from . import fakes  # noqa: F401  (registers the fake kernels)
-from .augment import (COLOR_STEPS, affine_warp, color_jitter, flip_crop, lookup, normalize_flip,
-                      resized_crop, sharpness)
+from .augment import (COLOR_STEPS, affine_warp, color_jitter, flip_crop, histograms, lookup,
+                      normalize_flip, resized_crop, sharpness)
 from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
                      jpeg_sizes, max_image_pixels, set_max_image_pixels)
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
-           "color_jitter", "COLOR_STEPS",
+           "color_jitter", "COLOR_STEPS", "histograms",
            "decode_jpeg", "jpeg_sizes",
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
            "DecompressionBombWarning",

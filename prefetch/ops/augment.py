@@ -1,5 +1,6 @@
 """The fused augment ops' Python wrappers (``torch.ops.prefetch.normalize_flip``, ``flip_crop``,
-``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``, ``color_jitter``; CPU and CUDA), re-exported by
+``resized_crop``, ``affine_warp``, ``sharpness``, ``lookup``, ``color_jitter``, ``histograms``; CPU and
+CUDA), re-exported by
 :mod:`prefetch.ops`.
 
 ``normalize_flip`` reads each uint8 input byte once and writes each output element once: crop
@@ -13,7 +14,8 @@ and casts, in one pass. ``affine_warp`` resamples each uint8 image through its o
 smoothing by its own factor (their Sharpness); ``lookup`` replaces each value by its image's
 table entry (the policy ops that map a value alone); ``color_jitter`` runs each image's own chain
 of brightness, contrast, saturation and hue steps (ColorJitter, the policies' colour ops) in one
-pass over its pixels. Their fake kernels are in
+pass over its pixels; ``histograms`` counts each channel's values (Equalize's histograms). Their
+fake kernels are in
 :mod:`prefetch.ops.fakes`.
 """
 import torch
@@ -22,7 +24,7 @@ from .._engine.checks import whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
-           "color_jitter", "COLOR_STEPS"]
+           "color_jitter", "COLOR_STEPS", "histograms"]
 
 
 
@@ -217,6 +219,15 @@ def lookup(images, tables):
     (brightness, contrast against a known mean, posterize, solarize, autocontrast, equalize) is
     one table per image. Returns a contiguous uint8 tensor."""
     return torch.ops.prefetch.lookup.default(images, tables)
+
+
+def histograms(images):
+    """The 256-bin histogram of each channel of uint8 images ``[N, C, H, W]`` (any strides):
+    int32 ``[N, C, 256]``, ``out[n, c, v]`` the number of values ``v`` in channel ``c`` of image
+    ``n`` (an image's ``H * W`` must be below 2^31). One read per value, counted in C++ threads
+    (on CUDA in shared memory, a block per rows of a plane); torch's ``scatter_add_`` over an
+    int64 copy of the values cost ~25x more on the CPU."""
+    return torch.ops.prefetch.histograms.default(images)
 
 
 # color_jitter's step codes, in order (csrc/kernels/color_jitter/color_jitter.h's ColorStep).

@@ -190,6 +190,17 @@ def _lookup_fake(images, tables):
     return images.new_empty((n, c, h, w))
 
 
+@torch.library.register_fake("prefetch::histograms")
+def _histograms_fake(images):
+    torch._check(images.dtype == torch.uint8 and images.dim() == 4, lambda: (
+        "histograms: images must be uint8 [N, C, H, W], got %s of shape %s"
+        % (_DTYPE_NAMES.get(images.dtype, images.dtype), list(images.shape))))
+    n, c, h, w = images.shape
+    torch._check(h * w < 2**31 - 1, lambda: (
+        "histograms: an image's H * W must be below 2^31 (int32 counts), got H = %s, W = %s" % (h, w)))
+    return images.new_empty((n, c, 256), dtype=torch.int32)
+
+
 # csrc/kernels/affine_warp/affine_warp.h: kWarpMaxChannels, kWarpMaxSide
 _WARP_MAX_CHANNELS = 16
 _WARP_MAX_SIDE = 2**21

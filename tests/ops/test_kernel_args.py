@@ -283,3 +283,19 @@ def test_the_gpu_cpu_bound_passes_what_it_states_and_fails_beyond():
         assert_close_across_devices(torch.tensor([1.0 + 2 ** -8, 100.0], dtype=torch.float16), half)
     with pytest.raises(AssertionError):
         assert_close_across_devices(torch.tensor([1, 2]), torch.tensor([1, 3]))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_histogram_arguments_are_complete(target):
+    images = torch.randint(0, 256, (2, 5, 6, 3), dtype=torch.uint8).permute(0, 3, 1, 2)  # any strides
+    d = _C._histogram_kernel_args(target, images)
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False
+    assert list(d["sizes"]) == [2, 3, 5, 6] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, 3, 256) and d["out"].dtype == torch.int32
+    assert int(d["out"].abs().sum()) == 0  # zeroed: the CUDA kernel adds to it
+
+
+@pytest.mark.parametrize("field", ["images", "out", "C"])
+def test_a_histogram_field_left_unset_is_named(field):
+    d = _C._histogram_kernel_args("cuda", torch.zeros(2, 1, 4, 4, dtype=torch.uint8), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]

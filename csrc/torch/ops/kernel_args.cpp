@@ -246,6 +246,23 @@ std::vector<std::string> color_jitter_arg_problems(const ColorJitterPlan& plan, 
   return p.lines;
 }
 
+std::vector<std::string> histogram_arg_problems(const HistogramPlan& plan, bool /*cuda*/) {
+  Problems p;
+  const kernels::HistogramArgs& a = plan.args;
+  const at::Tensor& out = plan.out;
+  if (!out.defined() || out.dim() != 3) {
+    p.require(false, "out: the plan has no [N, C, 256] counts tensor");
+    return p.lines;
+  }
+  p.same("N", a.N, out.size(0));
+  p.same("C", a.C, out.size(1));
+  p.same("bins", kernels::kHistogramBins, out.size(2));
+  p.require(out.is_contiguous() && out.scalar_type() == at::kInt, "out: not contiguous int32 counts");
+  p.require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the counts tensor's data");
+  p.require(out.numel() == 0 || a.H * a.W == 0 || a.images != nullptr, "images: unset");
+  return p.lines;
+}
+
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda) {
   throw_problems("normalize_flip", normalize_flip_arg_problems(plan, cuda), cuda);
 }
@@ -264,6 +281,9 @@ void check_sharpness_args(const SharpnessPlan& plan, bool cuda) {
 void check_lookup_args(const LookupPlan& plan, bool cuda) { throw_problems("lookup", lookup_arg_problems(plan, cuda), cuda); }
 void check_color_jitter_args(const ColorJitterPlan& plan, bool cuda) {
   throw_problems("color_jitter", color_jitter_arg_problems(plan, cuda), cuda);
+}
+void check_histogram_args(const HistogramPlan& plan, bool cuda) {
+  throw_problems("histograms", histogram_arg_problems(plan, cuda), cuda);
 }
 
 at::Tensor complete_args(NormalizeFlipPlan* plan, const KernelTarget& target) {
@@ -287,5 +307,7 @@ void complete_args(SharpnessPlan* plan, const KernelTarget& target) { check_shar
 void complete_args(LookupPlan* plan, const KernelTarget& target) { check_lookup_args(*plan, target.cuda); }
 
 void complete_args(ColorJitterPlan* plan, const KernelTarget& target) { check_color_jitter_args(*plan, target.cuda); }
+
+void complete_args(HistogramPlan* plan, const KernelTarget& target) { check_histogram_args(*plan, target.cuda); }
 
 }  // namespace prefetch

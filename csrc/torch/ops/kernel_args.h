@@ -19,6 +19,7 @@
 #include "ops/affine_warp_plan.h"
 #include "ops/color_jitter_plan.h"
 #include "ops/flip_crop_plan.h"
+#include "ops/histogram_plan.h"
 #include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
 #include "ops/resized_crop_plan.h"
@@ -46,6 +47,7 @@ void complete_args(AffineWarpPlan* plan, const KernelTarget& target);
 void complete_args(SharpnessPlan* plan, const KernelTarget& target);
 void complete_args(LookupPlan* plan, const KernelTarget& target);
 void complete_args(ColorJitterPlan* plan, const KernelTarget& target);
+void complete_args(HistogramPlan* plan, const KernelTarget& target);
 
 // What is wrong with an op's arguments for a kernel on `target` (empty: complete): every pointer
 // the kernel reads is set, every size and stride agrees with the output tensor, and the launch
@@ -58,6 +60,7 @@ std::vector<std::string> affine_warp_arg_problems(const AffineWarpPlan& plan, bo
 std::vector<std::string> sharpness_arg_problems(const SharpnessPlan& plan, bool cuda);
 std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool cuda);
 std::vector<std::string> color_jitter_arg_problems(const ColorJitterPlan& plan, bool cuda);
+std::vector<std::string> histogram_arg_problems(const HistogramPlan& plan, bool cuda);
 void check_normalize_flip_args(const NormalizeFlipPlan& plan, bool cuda);
 void check_resized_crop_args(const ResizedCropPlan& plan, bool cuda);
 void check_flip_crop_args(const FlipCropPlan& plan, bool cuda);
@@ -65,5 +68,6 @@ void check_affine_warp_args(const AffineWarpPlan& plan, bool cuda);
 void check_sharpness_args(const SharpnessPlan& plan, bool cuda);
 void check_lookup_args(const LookupPlan& plan, bool cuda);
 void check_color_jitter_args(const ColorJitterPlan& plan, bool cuda);
+void check_histogram_args(const HistogramPlan& plan, bool cuda);
 
 }  // namespace prefetch

@@ -10,6 +10,7 @@
 #include "ops/affine_warp_plan.h"
 #include "ops/color_jitter_plan.h"
 #include "ops/flip_crop_plan.h"
+#include "ops/histogram_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
@@ -118,6 +119,16 @@ at::Tensor color_jitter_cpu(const at::Tensor& images, const at::Tensor& steps, c
   return plan.out;
 }
 
+at::Tensor histograms_cpu(const at::Tensor& images) {
+  HistogramPlan plan = plan_histogram(images);
+  complete_args(&plan, cpu_target());
+  const kernels::HistogramArgs& a = plan.args;
+  // By planes: each counts into its own tables; tens of thousands of values make one worth a thread.
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, a.H * a.W));
+  at::parallel_for(0, a.N * a.C, grain, [&](int64_t begin, int64_t end) { kernels::histogram_cpu(a, begin, end); });
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
@@ -128,6 +139,7 @@ TORCH_LIBRARY_IMPL(prefetch, CPU, m) {
   m.impl("sharpness", &sharpness_cpu);
   m.impl("lookup", &lookup_cpu);
   m.impl("color_jitter", &color_jitter_cpu);
+  m.impl("histograms", &histograms_cpu);
 }
 
 }  // namespace prefetch

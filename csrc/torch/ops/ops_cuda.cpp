@@ -15,6 +15,7 @@
 #include "ops/affine_warp_plan.h"
 #include "ops/color_jitter_plan.h"
 #include "ops/flip_crop_plan.h"
+#include "ops/histogram_plan.h"
 #include "ops/kernel_args.h"
 #include "ops/lookup_plan.h"
 #include "ops/normalize_flip_plan.h"
@@ -134,6 +135,14 @@ at::Tensor color_jitter_cuda(const at::Tensor& images, const at::Tensor& steps, 
   return plan.out;
 }
 
+at::Tensor histograms_cuda(const at::Tensor& images) {
+  c10::cuda::CUDAGuard guard(images.device());
+  HistogramPlan plan = plan_histogram(images);  // its zeroed counts on the current stream
+  complete_args(&plan, cuda_target(images.device()));
+  check_launch(kernels::histogram_cuda(plan.args, current_stream()), "histograms");
+  return plan.out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
@@ -144,6 +153,7 @@ TORCH_LIBRARY_IMPL(prefetch, CUDA, m) {
   m.impl("sharpness", &sharpness_cuda);
   m.impl("lookup", &lookup_cuda);
   m.impl("color_jitter", &color_jitter_cuda);
+  m.impl("histograms", &histograms_cuda);
 }
 
 }  // namespace prefetch

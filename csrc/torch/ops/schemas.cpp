@@ -25,6 +25,7 @@ TORCH_LIBRARY(prefetch, m) {
   m.def("sharpness(Tensor images, Tensor factors) -> Tensor");
   m.def("lookup(Tensor images, Tensor tables) -> Tensor");
   m.def("color_jitter(Tensor images, Tensor steps, Tensor factors) -> Tensor");
+  m.def("histograms(Tensor images) -> Tensor");
   m.def("affine_warp(Tensor images, Tensor matrices, bool bilinear=False, float[]? fill=None) -> Tensor");
   // The CPU output pool's controls (no tensors: one kernel for every backend). Private names;
   // prefetch/ops/output_pool.py wraps them.
