@@ -17,12 +17,11 @@ exists (C++ and CUDA, :mod:`prefetch.ops`):
   grid, so they differ from torchvision's by float32 roundings (~1e-5 pixel): a nearest sample can
   take the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
   tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
-- Hue, and whole tables of colour ops (ColorJitter's: each sample's brightness, contrast,
-  saturation and hue in its own order): :func:`prefetch.ops.color_jitter`, one pass over the
-  pixels (two with a Contrast), torchvision's values on the CPU (its float32 arithmetic, its
+- Color (saturation), Hue, and whole tables of colour ops (ColorJitter's: each sample's
+  brightness, contrast, saturation and hue in its own order): :func:`prefetch.ops.color_jitter`,
+  one pass over the pixels (two with a Contrast), torchvision's values on the CPU (its float32 arithmetic, its
   fused multiply-adds rounded once; the op's docstring states the rare exception);
-- Color (saturation) alone: torch's batched blend with the grey (torchvision's float32
-  operations); Posterize, Invert: one torch op each (a mask, a ``bitwise_not``).
+- Posterize, Invert: one torch op each (a mask, a ``bitwise_not``).
 One batched pass per op kind and column of the table (one for a table of colour ops), on every
 device. No op reads a device tensor back to the host (the loader's producer thread must not
 synchronise): parameters are checked on the host.
@@ -100,14 +99,13 @@ def adjust_brightness(images, factor):
 
 
 def adjust_saturation(images, factor):
-    """One saturation step on every image: torch's batched blend with the grey (its float32
-    operations are torchvision's). Measured against color_jitter's chain of one step, on 64
-    images of 176x176 interleaved: 0.94x (TrivialAugmentWide's tables, where Color is one op of
-    14): the fused op pays off for whole ColorJitter chains (benchmarks/NOTES.md)."""
+    """One saturation step on every image (a blend with its grey, torchvision's float32
+    operations): :func:`prefetch.ops.color_jitter` with chains of one step. Measured on 64 images
+    of 176x176, one thread, interleaved: 106 us an image against 118 for torch's batched blend
+    since the kernel's loops vectorise in its AVX2 build (0.94x before: benchmarks/NOTES.md). A
+    grey image is returned as it is (as PIL and torchvision: it has no saturation)."""
     _check(images, "adjust_saturation")
-    if images.shape[1] == 1:  # as PIL (and torchvision): a grey image has no saturation
-        return images.clone()
-    return _blend(images, _grayscale(images), factor)
+    return _color_steps(images, "saturation", factor, "factor")
 
 
 def _color_steps(images, step, factors, name):
