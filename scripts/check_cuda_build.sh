@@ -78,8 +78,13 @@ import torch
 import prefetch
 
 assert prefetch.built_with_cuda(), "the extension was built without CUDA"
-missing = [op for op in ("normalize_flip", "flip_crop", "resized_crop")
-           if not torch._C._dispatch_has_kernel_for_dispatch_key("prefetch::" + op, "CUDA")]
+# Every op with a CPU kernel has a CUDA one, but the JPEG ops (CPU only by design: a GPU decodes
+# through prefetch.ops.gpu_jpeg_decoder).
+has = torch._C._dispatch_has_kernel_for_dispatch_key
+ops = [n for n in torch._C._dispatch_get_all_op_names()
+       if n.startswith("prefetch::") and has(n, "CPU") and "jpeg" not in n and "decode" not in n]
+assert len(ops) >= 8, ops
+missing = [op for op in ops if not has(op, "CUDA")]
 assert not missing, "no CUDA kernel registered for %s" % missing
 with open(os.path.join(os.path.dirname(prefetch.__file__), "_build_info.json")) as f:
     build = json.load(f)
