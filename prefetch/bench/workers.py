@@ -458,7 +458,7 @@ class DaliPipeline(Pipeline):
         from nvidia.dali import fn, pipeline_def, types
 
         @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=0,
-                      prefetch_queue_depth=2, enable_conditionals=trivial_augment)
+                      prefetch_queue_depth=self.QUEUE, enable_conditionals=trivial_augment)
         def pipe():
             jpegs, labels = fn.readers.file(files=paths, labels=[i % CLASSES for i in range(len(paths))],
                                             random_shuffle=True, name="reader")
@@ -481,11 +481,28 @@ class DaliPipeline(Pipeline):
         self._iterations = -(-len(paths) // batch_size)
         super().__init__("dali_cpu", self._batches_of_epoch)
 
+    # Batches in flight: DALI's asynchronous pipelining, within an epoch.
+    QUEUE = 1
+
     def _batches_of_epoch(self):
+        # Each epoch schedules its own batches and no more. run() would schedule the next
+        # iteration after every batch, so DALI kept computing QUEUE batches past an epoch's end —
+        # during the next pipeline's timed epoch: it stole CPU from the usual pipeline timed after
+        # it (827 -> 700 images/s) and started its own epochs with half their 4 batches done
+        # (1,050-1,200 images/s interleaved against ~880 alone; benchmarks/NOTES.md, session 16).
+        scheduled = 0
+        while scheduled < min(self.QUEUE, self._iterations):
+            self._pipe.schedule_run()
+            scheduled += 1
         for _ in range(self._iterations):
-            images, _ = self._pipe.run()
+            images, _ = self._pipe.outputs()
             # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
-            yield torch.from_numpy(np.array(images.as_tensor()))
+            batch = torch.from_numpy(np.array(images.as_tensor()))
+            self._pipe.release_outputs()
+            if scheduled < self._iterations:
+                self._pipe.schedule_run()
+                scheduled += 1
+            yield batch
 
     def close(self):
         self._pipe = None
