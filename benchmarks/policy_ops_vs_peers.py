@@ -3,19 +3,26 @@ same output (issue 27's per-op goal: >= 10x torchvision's per-sample loop, >= 3x
 
 For each op — the geometric ones (Rotate, ShearX, TranslateY, through
 ``prefetch.transforms.policy_ops.affine`` and its fused ``affine_warp`` kernel), Sharpness
-(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel) and three of the value-wise
-ones (Brightness, Solarize, Equalize: a table per image and the fused ``lookup`` kernel) — a batch
+(``policy_ops.adjust_sharpness``, the fused ``sharpness`` kernel), the value-wise ones
+(Brightness, Solarize, Equalize, Contrast, AutoContrast: a table per image and the fused
+``lookup`` kernel; Posterize, Invert: one torch op), Color and Hue, and ColorJitter(0.4, 0.4, 0.4,
+0.1)'s chains in each image's own order (the fused ``color_jitter`` kernel) — a batch
 of uint8 ``[N, 3, S, S]`` images and one parameter per sample, timed interleaved (prefetch,
 torchvision, kornia, prefetch, ...), median (min-max) of ``--rounds`` rounds:
 
 - torchvision: its ``transforms.v2.functional`` op on each uint8 image in a loop — what a user
   writes to get per-sample parameters (v2 on a batch draws one for all);
 - kornia: ``kornia.geometry.transform.warp_affine`` with one matrix per sample,
-  ``kornia.enhance.sharpness`` and ``solarize`` with one parameter per sample, ``equalize``, on
-  the float batch (their per-sample paths), back to uint8.
+  ``kornia.enhance.sharpness``, ``solarize``, ``adjust_contrast_with_mean_subtraction``,
+  ``adjust_saturation_with_gray_subtraction`` (torchvision's blends), ``adjust_hue`` and
+  ``posterize`` with one parameter per sample, ``equalize`` and ``invert``, on the float batch
+  (their per-sample paths), back to uint8. kornia's brightness is another operation (it adds)
+  and it has no autocontrast of torchvision's rule: left out.
 
 Each peer's output is compared with prefetch's (the fraction of values that differ, and by how
-much) so that the ratio is between the same results. torchvision and kornia are benchmark peers,
+much) so that the ratio is between the same results, and with the time of a copy of the batch
+(``x.clone()``): an op that writes a new batch cannot beat it, so "at most Nx" is the ratio a
+peer's time allows. torchvision and kornia are benchmark peers,
 never dependencies: torchvision's pure-Python transforms are imported with
 ``torch.library.register_fake`` stubbed (its native ops are a CUDA build that does not load next
 to a CPU torch). Run: ``python benchmarks/policy_ops_vs_peers.py [--batch 64] [--size 176]
@@ -27,6 +34,7 @@ import time
 
 import torch
 
+from prefetch.ops import color_jitter
 from prefetch.transforms import policy_ops
 
 FILL = None  # zeros outside: kornia has no torchvision fill blend, so all three pad with zeros
@@ -104,6 +112,40 @@ def cases(x, g, F, I, K):
         ("Equalize", lambda: policy_ops.equalize(x), lambda img, i: F.equalize(img),
          lambda: K.enhance.equalize(x.float() / 255).mul_(255).round_().to(torch.uint8)),
     ]
+    hues = (torch.rand(n, generator=g) - 0.5).double()  # [-0.5, 0.5)
+    bits = torch.randint(1, 9, (n,), generator=g)
+    value_wise += [  # the rest of the policies' colour ops (Contrast: a table; Color, Hue: color_jitter)
+        ("Contrast", lambda: policy_ops.adjust_contrast(x, factors),
+         lambda img, i: F.adjust_contrast(img, float(factors[i])),
+         lambda: K.enhance.adjust_contrast_with_mean_subtraction(x.float() / 255, factors.float())
+         .mul_(255).to(torch.uint8)),
+        ("Color", lambda: policy_ops.adjust_saturation(x, factors),
+         lambda img, i: F.adjust_saturation(img, float(factors[i])),
+         lambda: K.enhance.adjust_saturation_with_gray_subtraction(x.float() / 255, factors.float())
+         .mul_(255).to(torch.uint8)),
+        ("Hue", lambda: policy_ops.adjust_hue(x, hues),
+         lambda img, i: F.adjust_hue(img, float(hues[i])),
+         lambda: K.enhance.adjust_hue(x.float() / 255, (hues * 2 * torch.pi).float()).mul_(
+             255.999).to(torch.uint8)),
+        ("Posterize", lambda: policy_ops.posterize(x, bits),
+         lambda img, i: F.posterize(img, int(bits[i])),
+         lambda: K.enhance.posterize(x.float() / 255, bits.float()).mul_(255).round_().to(torch.uint8)),
+        ("AutoContrast", lambda: policy_ops.autocontrast(x), lambda img, i: F.autocontrast(img),
+         None),  # kornia has no per-channel autocontrast of torchvision's rule
+        ("Invert", lambda: policy_ops.invert(x), lambda img, i: F.invert(img),
+         lambda: K.enhance.invert(x.float() / 255).mul_(255).round_().to(torch.uint8)),
+    ]
+    # ColorJitter(0.4, 0.4, 0.4, 0.1) as it draws: each image its four steps in its own order.
+    order = torch.stack([torch.randperm(4, generator=g) + 1 for _ in range(n)])  # COLOR_STEPS codes
+    jitter = torch.where(order == 4, (torch.rand(n, 4, generator=g) - 0.5) * 0.2,
+                         torch.rand(n, 4, generator=g) * 0.8 + 0.6).double()
+    adjust = {1: "adjust_brightness", 2: "adjust_contrast", 3: "adjust_saturation", 4: "adjust_hue"}
+
+    def tv_jitter(img, i):
+        for code, f in zip(order[i].tolist(), jitter[i].tolist()):
+            img = getattr(F, adjust[code])(img, f)
+        return img
+    value_wise.append(("ColorJitter", lambda: color_jitter(x, order, jitter), tv_jitter, None))
     for name, ours, tv, kornia in value_wise:
         calls = {"prefetch": ours}
         if F is not None:
@@ -143,6 +185,15 @@ def main(argv=None):
     x = torch.randint(0, 256, (n, 3, s, s), dtype=torch.uint8, generator=g)
     print("batch %d x 3 x %d x %d uint8, %d thread(s), torch %s; medians (min-max) of %d rounds"
           % (n, s, s, args.threads, torch.__version__, args.rounds))
+    # The floor of any op that writes a new batch: a copy of it (one read, one write per value).
+    copy = []
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        x.clone()
+        copy.append((time.perf_counter() - t0) / n * 1e6)
+    copy_us = statistics.median(copy)
+    print("copy of the batch (x.clone(), the floor of an op's pass): %.1f us/img (%.1f-%.1f)"
+          % (copy_us, min(copy), max(copy)))
     for name, contenders in cases(x, g, F, I, K):
         outputs = {k: f() for k, f in contenders.items()}  # warm-up, and the outputs compared
         times = {k: [] for k in contenders}
@@ -156,9 +207,13 @@ def main(argv=None):
             med = statistics.median(ts)
             ratios = sorted(t / o for t, o in zip(ts, times["prefetch"]))
             line = "%-11s %-17s %8.1f us/img (%.1f-%.1f)" % (name, k, med, min(ts), max(ts))
-            if k != "prefetch":
-                line += "  prefetch %.1fx (%.1f-%.1f); %s" % (
-                    med / ours_median, ratios[0], ratios[-1], compare(outputs["prefetch"], outputs[k]))
+            if k == "prefetch":
+                line += "  %.1f copies" % (med / copy_us)
+            else:
+                # (a peer's time over the copy's: the ratio no pass over the pixels can beat)
+                line += "  prefetch %.1fx (%.1f-%.1f), at most %.0fx; %s" % (
+                    med / ours_median, ratios[0], ratios[-1], med / copy_us,
+                    compare(outputs["prefetch"], outputs[k]))
             print(line)
 
 
