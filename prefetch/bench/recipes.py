@@ -15,11 +15,15 @@ normalized float batches, as users run it and through ``prefetch.transforms.v2``
   ``T.Compose([RandomResizedCrop(176), RandomHorizontalFlip(), TrivialAugmentWide(bilinear),
   ToDtype(float32, scale=True), Normalize(...)], decode=True)``: each window decoded and resampled
   in C++ threads, the policy per sample.
+- ``prefetch_store``: the same files packed once into a store (``prefetch.pack``) and the same
+  Compose as the ``ArrayLoader``'s transform: each batch's bytes gathered in C++, no Python per
+  sample (the ``prefetch`` row's dataset, DataLoader and collation run per sample).
 
 RandomErasing(0.1) and MixUp/CutMix, the recipe's batch-level steps, are left out on both sides
 (a few percent of the work either way). Interleaved rounds; the ratio is the median of per-round
 ratios.
 """
+import os
 import shutil
 import tempfile
 
@@ -29,8 +33,8 @@ import prefetch
 
 from .section import Section, SectionResult, Skipped
 from .workers import (CLASSES, MEAN, STD, DaliPipeline, JpegBytes, _to_tensor, dali_available,
-                      interleave_then_close, prefetch_pipeline, random_resized_crop, ratio,
-                      summarize, usual_pipeline, write_jpegs)
+                      interleave_then_close, pack_store, prefetch_pipeline, random_resized_crop,
+                      ratio, store_pipeline, summarize, usual_pipeline, write_jpegs)
 
 SIZE = 176  # the recipe's train crop
 
@@ -133,6 +137,11 @@ def run(config):
             prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, 0, device,
                               prefetch.collate.samples, config.threads, aug=_recipe(decode=True)),
         ]
+        # The same files packed once (prefetch.pack): the ArrayLoader gathers each batch's bytes
+        # in C++, no Python per sample (the bytes path's dataset, DataLoader and collation are).
+        _, store = pack_store(paths, os.path.join(directory, "store"))
+        pipelines.append(store_pipeline(store, batch_size, device, config.threads,
+                                        _recipe(decode=True)))
         dali_skipped = None if dali_available() and device.type == "cpu" else \
             "DALI is not installed (pip install nvidia-dali-cuda130) or the device is not the CPU"
         if dali_skipped is None:
@@ -147,7 +156,8 @@ def run(config):
         shutil.rmtree(directory, ignore_errors=True)
     rows = summarize(raw, batch_size, SIZE * SIZE * 3)
     vs_usual = ratio(raw, "prefetch", "usual")
-    ratios = {"prefetch_vs_usual": vs_usual}
+    store_vs_usual = ratio(raw, "prefetch_store", "usual")
+    ratios = {"prefetch_vs_usual": vs_usual, "prefetch_store_vs_usual": store_vs_usual}
     if "dali_cpu" in raw:
         ratios["prefetch_vs_dali_cpu"] = ratio(raw, "prefetch", "dali_cpu")
         ratios["dali_cpu_vs_usual"] = ratio(raw, "dali_cpu", "usual")
@@ -156,7 +166,8 @@ def run(config):
               "ratios": ratios, "dali_skipped": dali_skipped}
     metrics = {"recipe_prefetch_vs_usual": vs_usual["median"],
                "recipe_prefetch_img_per_s": rows["prefetch"]["img_per_s"]["median"],
-               "recipe_usual_img_per_s": rows["usual"]["img_per_s"]["median"]}
+               "recipe_usual_img_per_s": rows["usual"]["img_per_s"]["median"],
+               "recipe_prefetch_store_vs_usual": store_vs_usual["median"]}
     if "dali_cpu" in raw:
         metrics["recipe_prefetch_vs_dali_cpu"] = ratios["prefetch_vs_dali_cpu"]["median"]
     table = ("ResNet-50 v2 recipe, JPEG files to normalized float batches (images/s, median of %d "
@@ -168,6 +179,11 @@ def run(config):
                  rows["prefetch"]["img_per_s"]["median"], rows["prefetch"]["img_per_s"]["low"],
                  rows["prefetch"]["img_per_s"]["high"], vs_usual["median"], vs_usual["low"],
                  vs_usual["high"]))
+    st = rows["prefetch_store"]["img_per_s"]
+    table += ("\n  prefetch_store %.0f  (%.0f-%.0f)  the files packed once, ArrayLoader over the store\n"
+              "  prefetch_store / usual %.2fx (%.2f-%.2f)" % (
+                  st["median"], st["low"], st["high"], store_vs_usual["median"],
+                  store_vs_usual["low"], store_vs_usual["high"]))
     if "dali_cpu" in raw:
         d, r = rows["dali_cpu"]["img_per_s"], ratios["prefetch_vs_dali_cpu"]
         table += ("\n  dali_cpu %8.0f  (%.0f-%.0f)  DALI's CPU pipeline with its trivial_augment_wide\n"
