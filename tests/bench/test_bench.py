@@ -234,9 +234,10 @@ def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
     result = json.loads((tmp_path / "results.json").read_text())
     m = result["metrics"]
     assert m["recipe_prefetch_vs_usual"] > 0 and m["recipe_usual_img_per_s"] > 0
+    assert m["recipe_prefetch_store_vs_usual"] > 0
     rows = result["details"]["recipes"]
     from prefetch.bench.workers import dali_available
-    assert set(rows["pipelines"]) == {"usual", "prefetch"} | (
+    assert set(rows["pipelines"]) == {"usual", "prefetch", "prefetch_store"} | (
         {"dali_cpu"} if dali_available() and not rows["dali_skipped"] else set())
     if "dali_cpu" in rows["pipelines"]:
         assert m["recipe_prefetch_vs_dali_cpu"] > 0
