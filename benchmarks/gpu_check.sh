@@ -258,14 +258,16 @@ body_profile() {
     return 1
   # The first n launches are the warm-ups; the next n, one per variant in --launches' order.
   # --clock-control none: the clocks the bench ran at (ncu locks them to base by default).
-  ncu --target-processes all --clock-control none -k 'regex:normalize_flip|flip_crop|resized_crop|affine_warp|sharpness' \
+  # Demangled names: the plane_rows ops all run plane_rows_kernel<Thread> (profile_ops.py says more).
+  ncu --target-processes all --clock-control none --kernel-name-base demangled \
+    -k 'regex:normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|LookupThread|ColorJitterThread|histogram_kernel' \
     --launch-skip "$n" --launch-count "$n" --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     "$PY" "$GPU/profile_ops.py" >"$dir/ncu.txt" 2>&1
   local rc=$?
   "$PY" "$GPU/profile_ops.py" --launches >"$dir/variants.json"
   # The figures to read first, one line each, as the stage's note.
-  grep -E '^  [a-z_]+_kernel|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per Thread|^    Duration' \
+  grep -E '^  [a-zA-Z_:<>]*(kernel|Thread)|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per Thread|^    Duration' \
     "$dir/ncu.txt" | head -n 60 >"$dir/summary.txt"
   note "ncu over $n launches (variants.json's order); first figures in profile/summary.txt"
   return $rc

@@ -3,7 +3,11 @@ stage runs this under ``ncu``): the first GPU run measured normalize_flip at 0.3
 copy where 0.85 was predicted, and NOTES.md names the suspects (single-byte loads, occupancy);
 ncu's memory throughput, occupancy and warp stall reasons per launch say which.
 
-    ncu -k regex:"normalize_flip|flip_crop|resized_crop|affine_warp|sharpness" ... python benchmarks/gpu/profile_ops.py
+    ncu --kernel-name-base demangled -k regex:"normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|LookupThread|ColorJitterThread|histogram_kernel" ... python benchmarks/gpu/profile_ops.py
+
+(the ops whose threads are common/launch_plane_rows.cuh's all run `plane_rows_kernel<Thread>`: their
+demangled names tell them apart; color_jitter's grey-sum launches, `grey_sums_kernel`, are left
+out, so that every variant is one profiled launch)
 
 Each op runs once untimed (a warm-up, so ncu sees no first-call effects), then once per variant,
 in the order the ``--launches`` list prints. ``--device cpu`` runs the same calls on the CPU (CI).
@@ -19,7 +23,9 @@ from _common import MEAN, STD, device_argument, resolve_device
 def variants(device, n=256, size=224, crop=224, padding=4):
     """[(name, call)]: normalize_flip for every output dtype and layout (the `ops` bench section's
     workload), flip_crop on masks of the same windows, resized_crop on a ragged batch, affine_warp (a
-    rotation per image) and sharpness (a factor per image) on the images as NCHW."""
+    rotation per image), sharpness (a factor per image), lookup (a table per image), color_jitter
+    (each image its order of brightness, saturation and hue) and histograms on the images as
+    NCHW."""
     import torch
 
     import prefetch
@@ -51,6 +57,13 @@ def variants(device, n=256, size=224, crop=224, padding=4):
         nchw, maps, interpolation="bilinear", fill=[0, 0, 0])))
     factors = torch.linspace(0.1, 1.9, n, dtype=torch.float64).to(device)
     out.append(("sharpness uint8", lambda: prefetch.ops.sharpness(nchw, factors)))
+    tables = torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8).to(device)
+    out.append(("lookup uint8", lambda: prefetch.ops.lookup(nchw, tables)))
+    steps = torch.stack([torch.tensor([1, 3, 4])[torch.randperm(3)] for _ in range(n)]).to(device)
+    jitter = torch.where(steps == 4, 0.05, 1.2).to(torch.float64)
+    out.append(("color_jitter brightness saturation hue", lambda: prefetch.ops.color_jitter(
+        nchw, steps, jitter)))
+    out.append(("histograms", lambda: prefetch.ops.histograms(nchw)))
     return out
 
 
