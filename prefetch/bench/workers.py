@@ -481,12 +481,14 @@ class DaliPipeline(Pipeline):
         self._iterations = -(-len(paths) // batch_size)
         super().__init__("dali_cpu", self._batches_of_epoch)
 
-    # Batches in flight: DALI's asynchronous pipelining, within an epoch.
+    # DALI's prefetch_queue_depth, and the batches an epoch schedules ahead of the one it takes.
+    # 1: at depth 2 DALI's executor still computed one iteration past an epoch's last scheduled
+    # one (a process used 0.13 s of CPU in the 0.1 s after each epoch; none at depth 1).
     QUEUE = 1
 
     def _batches_of_epoch(self):
-        # Each epoch schedules its own batches and no more. run() would schedule the next
-        # iteration after every batch, so DALI kept computing QUEUE batches past an epoch's end —
+        # Each epoch schedules its own batches and no more. run() schedules the next iteration
+        # after every batch, so DALI kept computing batches past an epoch's end —
         # during the next pipeline's timed epoch: it stole CPU from the usual pipeline timed after
         # it (827 -> 700 images/s) and started its own epochs with half their 4 batches done
         # (1,050-1,200 images/s interleaved against ~880 alone; benchmarks/NOTES.md, session 16).
