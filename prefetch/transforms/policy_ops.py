@@ -110,14 +110,17 @@ def adjust_saturation(images, factor):
 
 def _color_steps(images, step, factors, name):
     """One colour step (:data:`prefetch.ops.COLOR_STEPS`) on every image, each its own factor:
-    :func:`prefetch.ops.color_jitter` with chains of one step."""
-    f = torch.as_tensor(factors, dtype=torch.float64).cpu()
+    :func:`prefetch.ops.color_jitter` with chains of one step. Factors already on the images'
+    device stay there, unread (color_jitter checks host factors only): no synchronisation."""
+    f = torch.as_tensor(factors, dtype=torch.float64)
+    if f.device != images.device:
+        f = f.cpu()
     n = images.shape[0]
     f = f.expand(n) if f.dim() == 0 else f
     if f.shape != (n,):
         raise ValueError("prefetch: %s must be a number or one per image (%d), got shape %s"
                          % (name, n, tuple(f.shape)))
-    steps = torch.full((n, 1), COLOR_STEPS.index(step), dtype=torch.int64)
+    steps = torch.full((n, 1), COLOR_STEPS.index(step), dtype=torch.int64, device=f.device)
     return color_jitter(images, steps, f.reshape(n, 1).contiguous())
 
 
