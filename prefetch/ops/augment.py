@@ -245,13 +245,11 @@ def color_jitter(images, steps, factors):
     hue leave 1-channel images as they are. One pass over the pixels, plus one per Contrast step
     before it (a contrast blends with its image's mean grey where it stands in the chain).
 
-    Equal to torchvision's values on the CPU (its float32 arithmetic operation for operation),
-    with two rare exceptions where a value next to a whole number may differ by 1: its fused
-    multiply-adds are computed in double and rounded to float32, which differs from their single
-    rounding only where the sum lands on a float32 tie (about one value in 2^29); and above
-    65,793 pixels an image's grey sum can pass 2^24, where torchvision's float32 mean may round
-    differently. The CPU and CUDA kernels write the same
-    bytes. Steps and factors given on the host are checked there; given as tensors on the
+    Equal to torchvision's values (its float32 arithmetic operation for operation, its fused
+    multiply-adds fused, every other product and sum rounded alone), with one rare exception:
+    above 65,793 pixels an image's grey sum can pass 2^24, where torchvision's float32 mean may
+    round differently and a Contrast's value next to a whole number may differ by 1. The CPU and
+    CUDA kernels write the same bytes. Steps and factors given on the host are checked there; given as tensors on the
     images' device they are used unread (the producer thread must not synchronise), and a code
     outside :data:`COLOR_STEPS` is then a step that does nothing. Returns a contiguous uint8
     tensor."""

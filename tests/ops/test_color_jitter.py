@@ -117,6 +117,50 @@ def test_every_order_of_colorjitters_four_steps():
     assert torch.equal(color_jitter(x, orders, factors), chain_reference(x, orders, factors))
 
 
+# Pixels and hues where a hue computed with contracted multiply-adds (1 - s * f as one FMA, say: what
+# GCC does by default in a build with the FMA instruction) lands one below or above torchvision's
+# value; the values torchvision 0.29's adjust_hue gives. Found by comparing such a build with
+# torchvision over 15.7M values (67 differed; the build of record differs in none).
+HUE_ROUNDING_CASES = [
+    ((200, 117, 49), 0.45109350784347035, (49, 177, 200)),
+    ((126, 232, 196), -0.3940512361077747, (232, 158, 126)),
+    ((133, 201, 126), 0.44740593269141926, (171, 126, 201)),
+    ((86, 209, 96), 0.3962629051666863, (143, 86, 209)),
+    ((66, 174, 78), -0.33380313892454205, (174, 78, 66)),
+    ((55, 255, 14), 0.06069294578035156, (14, 255, 61)),
+    ((14, 162, 34), 0.4262876638600638, (117, 14, 162)),
+    ((24, 121, 55), 0.01674622098470435, (24, 121, 65)),
+    ((3, 135, 228), -0.287934255731902, (74, 228, 3)),
+    ((30, 111, 196), -0.21912242934515502, (30, 196, 63)),
+    ((11, 184, 213), -0.01995407268717253, (11, 208, 213)),
+    ((9, 170, 202), -0.14530013011515275, (9, 202, 66)),
+    ((40, 92, 186), -0.38864129659059743, (140, 186, 40)),
+    ((236, 235, 117), 0.28043037980856866, (117, 236, 198)),
+    ((7, 169, 173), -0.23566169245432111, (71, 173, 7)),
+    ((3, 114, 75), -0.35022492999861576, (114, 64, 3)),
+    ((37, 179, 100), -0.01682581635189495, (37, 179, 86)),
+    ((60, 64, 234), 0.2228949976090684, (234, 60, 179)),
+    ((43, 232, 95), -0.2519697062731192, (232, 188, 43)),
+    ((228, 46, 34), -0.31808395117636556, (63, 34, 228)),
+    ((57, 165, 247), -0.2550030692318773, (75, 247, 57)),
+    ((48, 142, 221), -0.4630519076098558, (221, 166, 48)),
+    ((56, 158, 229), -0.4630519076098558, (229, 166, 56)),
+    ((156, 252, 105), 0.3825861306419487, (105, 112, 252)),
+]
+
+
+def test_the_hue_rounds_each_operation_alone_where_a_fused_multiply_add_would_differ():
+    pixels = torch.tensor([p for p, _, _ in HUE_ROUNDING_CASES], dtype=torch.uint8).view(-1, 3, 1, 1)
+    factors = torch.tensor([[h] for _, h, _ in HUE_ROUNDING_CASES], dtype=torch.float64)
+    steps = torch.full_like(factors, HUE, dtype=torch.int64)
+    torchvisions = torch.tensor([t for _, _, t in HUE_ROUNDING_CASES], dtype=torch.uint8).view(-1, 3, 1, 1)
+    assert torch.equal(chain_reference(pixels, steps, factors), torchvisions)  # the reference's own check
+    assert torch.equal(color_jitter(pixels, steps, factors), torchvisions)
+    # wider rows reach the vectorised loop: each pixel repeated across a row of 37
+    wide = pixels.expand(-1, -1, 1, 37).contiguous()
+    assert torch.equal(color_jitter(wide, steps, factors), torchvisions.expand(-1, -1, 1, 37))
+
+
 def test_step_names_and_numbers_are_accepted_and_strides_do_not_matter(device):
     g = torch.Generator().manual_seed(4)
     x = images(3, 3, 14, 9, g)

@@ -1,8 +1,10 @@
-// The CPU color_jitter built for AVX2 (x86-64 only; color_jitter_cpu.cpp calls it when the CPU has
-// it): 8 floats or 4 doubles a vector. Its target is "avx2" alone, not "fma": the hue rounds its
-// products and sums one at a time, as torchvision does (color_jitter_cpu_impl.h).
+// The CPU color_jitter built for AVX2 and FMA (x86-64 only; color_jitter_cpu.cpp calls it when the
+// CPU has them): 8 floats a vector, the blends' and the grey's multiply-adds fused as torch fuses
+// them (fma_rn), every other product and sum rounded alone as torchvision rounds them — no
+// contraction in this file (common/no_contraction.h; color_jitter_cpu_impl.h).
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
+#include "common/no_contraction.h"
 #include "common/vectorise_selects.h"
 
 #include <algorithm>
@@ -12,7 +14,7 @@
 #include "color_jitter/color_jitter_thread_work.h"
 
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,fma")
 
 #include "color_jitter/color_jitter_cpu_impl.h"
 

@@ -1,12 +1,12 @@
 // color_jitter's CPU body over a range of images, compiled twice: for the baseline ISA
-// (color_jitter_cpu.cpp, SSE2: 4 floats or 2 doubles a vector) and for AVX2 without FMA
-// (color_jitter_cpu_avx2.cpp: 8 floats or 4 doubles). Per image, the grey sums its Contrast steps
-// need, then its pixels — the same per-value functions as a CUDA thread
-// (color_jitter_thread_work.h) in the same order for each value, regrouped by step over chunks of
-// a row so that the compiler vectorises every step's loop.
-// Neither build may contract a * b + c: torchvision rounds the hue's products and sums one at a
-// time. The baseline ISA has no FMA instruction and the AVX2 build's target leaves "fma" out, so
-// neither compiler can fuse them, whatever -ffp-contract says.
+// (color_jitter_cpu.cpp, SSE2: 4 floats a vector, the multiply-adds through libm's exact fmaf) and
+// for AVX2 with FMA (color_jitter_cpu_avx2.cpp: 8 floats, the multiply-adds one instruction). Per
+// image, the grey sums its Contrast steps need, then its pixels — the same per-value functions as a
+// CUDA thread (color_jitter_thread_work.h) in the same order for each value, regrouped by step over
+// chunks of a row so that the compiler vectorises every step's loop.
+// Neither build may contract a * b + c on its own: torchvision rounds the hue's products and sums
+// one at a time. The baseline ISA has no FMA instruction; the AVX2 build compiles with
+// contraction off (common/no_contraction.h), so only fma_rn fuses.
 // Both files include common/vectorise_selects.h first (the hue's selects vectorise only without
 // trapping math) and this file's headers before any target pragma (they stay baseline functions,
 // inlined into either build).

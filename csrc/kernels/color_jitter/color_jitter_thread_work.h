@@ -11,9 +11,8 @@
 //   mean grey (its float32 sum over its pixel count) for contrast;
 // - hue: to float32 (v * (1/255)), torchvision's RGB -> HSV, h + f wrapped to [0, 1), HSV -> RGB,
 //   times 255.999 and truncated.
-// The multiply-adds are computed in double, where the products are exact, and rounded to float32
-// (round_sum_to_float); every other operation rounds alone on both backends (nvcc would otherwise
-// fuse a * b + c).
+// The multiply-adds are fused (fma_rn: one rounding, as torch's); every other operation rounds
+// alone on both backends (mul_rn and the like: nvcc would otherwise fuse a * b + c).
 #pragma once
 #include <cstdint>
 
@@ -24,21 +23,10 @@
 namespace prefetch {
 namespace kernels {
 
-// a + b rounded to float32 through double, for doubles a and b that hold the terms exactly (a
-// product of a whole number below 2^9, or of a float32, and a float32 is exact in double): the
-// fused multiply-add's single rounding whenever the exact sum fits double's 53 bits — always for
-// the grey; for a blend, unless its factor is near 1 or the image's mean has many bits, and then
-// the double rounding differs from the single one only where the sum lands on a float32 tie (about
-// one value in 2^29; a truncated value can then differ from torchvision's by 1). nvcc may fuse the
-// two into a double multiply-add: the same result, the product being exact.
-PF_HD float round_sum_to_float(double a, double b) { return static_cast<float>(a + b); }
-
 // v * f + other * alpha in one rounding (torch's add_(other, alpha=alpha) after mul(f)), clamped
 // to [0, 255] and truncated.
 PF_HD int32_t cj_blend(int32_t v, float f, float other, float alpha) {
-  const float scaled = mul_rn(static_cast<float>(v), f);
-  const float mixed = round_sum_to_float(static_cast<double>(other) * static_cast<double>(alpha),
-                                         static_cast<double>(scaled));
+  const float mixed = fma_rn(other, alpha, mul_rn(static_cast<float>(v), f));
   const float low = mixed >= 0.0f ? mixed : 0.0f;
   return static_cast<int32_t>(low > 255.0f ? 255.0f : low);
 }
@@ -53,8 +41,7 @@ PF_HD int32_t cj_brightness(int32_t v, float f) {
 // product, then two multiply-adds), floored.
 PF_HD int32_t cj_grey(int32_t r, int32_t g, int32_t b) {
   const float rr = mul_rn(static_cast<float>(r), 0.2989f);
-  const float rg = round_sum_to_float(static_cast<double>(g) * static_cast<double>(0.587f), static_cast<double>(rr));
-  const float rgb = round_sum_to_float(static_cast<double>(b) * static_cast<double>(0.114f), static_cast<double>(rg));
+  const float rgb = fma_rn(static_cast<float>(b), 0.114f, fma_rn(static_cast<float>(g), 0.587f, rr));
   return static_cast<int32_t>(rgb);  // >= 0: truncation is the floor
 }
 

@@ -5,6 +5,8 @@
 // must round each operation (affine_warp, color_jitter).
 #pragma once
 
+#include <cmath>
+
 #include "common/host_device.h"
 
 namespace prefetch {
@@ -36,6 +38,17 @@ PF_HD float div_rn(float a, float b) {
   return __fdiv_rn(a, b);
 #else
   return a / b;
+#endif
+}
+
+// a * b + c rounded once: a fused multiply-add where torchvision's arithmetic has one (torch's
+// add_(other, alpha=) on float32). On the host std::fma is exact on every ISA: the FMA
+// instruction where the caller's target has it (color_jitter's AVX2 build), else libm's fmaf.
+PF_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
 #endif
 }
 

@@ -1,0 +1,12 @@
+// Included first by a CPU kernel file built with the FMA instruction whose arithmetic must round
+// each multiply and add alone (color_jitter's hue, as torchvision rounds it) while it fuses others
+// on purpose (fma_rn, common/round_each.h): GCC contracts a * b + c into an FMA by default wherever
+// the target has one; this pragma stops that for the rest of the including file — its functions
+// and the inline functions of the headers it includes after this one — and for no other file.
+// Explicit std::fma still compiles to the instruction. (GCC's pragma; clang contracts only within
+// one expression by default, and its build is only the fuzzing one.)
+#pragma once
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
