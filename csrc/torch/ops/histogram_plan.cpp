@@ -14,9 +14,7 @@ HistogramPlan plan_histogram(const at::Tensor& images) {
   HistogramPlan plan;
   plan.out = at::zeros({N, C, kernels::kHistogramBins}, images.options().dtype(at::kInt));
   kernels::HistogramArgs& a = plan.args;
-  a.images = images.const_data_ptr<uint8_t>();
-  a.N = N, a.C = C, a.H = H, a.W = W;
-  a.sN = images.stride(0), a.sC = images.stride(1), a.sH = images.stride(2), a.sW = images.stride(3);
+  set_uint8_inputs(&a, images);
   a.out = plan.out.data_ptr<int32_t>();
   return plan;
 }

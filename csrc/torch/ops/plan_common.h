@@ -71,12 +71,18 @@ void set_output(Args* a, const at::Tensor& out, at::ScalarType dtype) {
 // naming `op` and what it got. The CUDA registrations call it before their device guard too.
 void check_uint8_images(const char* op, const at::Tensor& images, const at::Tensor& other, const char* name);
 
-// Those ops' kernel arguments for the images (any strides) and the contiguous output.
+// An op's kernel arguments for its uint8 images [N, C, H, W] (any strides).
 template <typename Args>
-void set_uint8_images(Args* a, const at::Tensor& images, const at::Tensor& out) {
+void set_uint8_inputs(Args* a, const at::Tensor& images) {
   a->images = images.const_data_ptr<uint8_t>();
   a->N = images.size(0), a->C = images.size(1), a->H = images.size(2), a->W = images.size(3);
   a->sN = images.stride(0), a->sC = images.stride(1), a->sH = images.stride(2), a->sW = images.stride(3);
+}
+
+// Those ops' kernel arguments for the images (any strides) and the contiguous uint8 output.
+template <typename Args>
+void set_uint8_images(Args* a, const at::Tensor& images, const at::Tensor& out) {
+  set_uint8_inputs(a, images);
   a->out = out.data_ptr<uint8_t>();
 }
 
