@@ -293,7 +293,7 @@ def _rotate(images, angles, interpolation, fill):
             out[i] = torch.rot90(images[i], k=turns[v], dims=(-2, -1))
     if rest:
         idx = torch.tensor(rest, device=images.device)
-        _put_rows(out, idx, affine(images.index_select(0, idx), angle=[-a[i] for i in rest],
+        _put_rows(out, idx, affine(_take_rows(images, idx), angle=[-a[i] for i in rest],
                                    interpolation=interpolation, fill=fill))
     return out
 
@@ -322,7 +322,7 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
             if OPS[code] != "Identity":
                 out = _apply_op(OPS[code], out, p, interpolation, fill)
         return out if out is not images else images.clone()
-    out = images.clone()
+    out = images.clone(memory_format=torch.contiguous_format)
     for k in range(table.ops.shape[1]):
         codes = table.ops[:, k]
         for code in torch.unique(codes).tolist():
@@ -331,7 +331,7 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
                 continue
             rows = (codes == code).nonzero().flatten()
             idx = rows.to(images.device)
-            _put_rows(out, idx, _apply_op(name, out.index_select(0, idx), params[rows, k],
+            _put_rows(out, idx, _apply_op(name, _take_rows(out, idx), params[rows, k],
                                           interpolation, fill))
     return out
 
@@ -350,16 +350,46 @@ def _color_codes(ops):
     return None if bool((codes < 0).any()) else codes
 
 
+def _as_words(*tensors):
+    """Contiguous CPU image batches as ``[n, row]`` views of the widest integers that tile their
+    rows and fit their addresses (int64 for 3x176x176 bytes), for the row gathers below; None
+    when one is not contiguous."""
+    if not all(t.is_contiguous() for t in tensors):
+        return None
+    row = tensors[0][0].numel() if tensors[0].shape[0] else 0
+    for dtype, width in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2), (torch.uint8, 1)):
+        if row % width == 0 and all(t.data_ptr() % width == 0 for t in tensors):
+            return [t.view(t.shape[0], row).view(dtype) for t in tensors]
+    return None  # pragma: no cover - bytes always fit
+
+
+# Why the row gathers view rows as words on the CPU: each ``copy_`` of a row is an OpenMP region of
+# its own, and so is each row of ``index_select`` on a 4-D batch, and when the main thread runs
+# OpenMP work too (any model on the CPU) libgomp stops its threads spinning between regions, so
+# every region waits for a thread to wake — ~50 us on this 2-core VM. One ``index_copy_`` or
+# ``index_select`` over word rows is one region (``index_copy_`` copies element by element: on
+# bytes 126 us for 5 rows of 3x176x176, as int64 22). Measured, 5 such rows, threads spinning /
+# not: 5 ``copy_`` 18 / 278 us, one int64 ``index_copy_`` 22 / 60 (benchmarks/NOTES.md).
+
+def _take_rows(x, idx):
+    """``x.index_select(0, idx)``; on the CPU over word rows (one OpenMP region, not one a row)."""
+    words = _as_words(x) if x.device.type == "cpu" else None
+    if words is None:
+        return x.index_select(0, idx)
+    return words[0].index_select(0, idx).view(torch.uint8).view((idx.shape[0],) + x.shape[1:])
+
+
 def _put_rows(out, idx, values):
-    """``out[idx] = values`` along the first dimension. On the CPU one ``copy_`` per row:
-    ``index_copy_`` copies element by element there (230 us for 6 rows of 3x176x176 bytes against
-    28 us; ``index_put_`` 190), and it cost as much as the policy's fused kernels; elsewhere one
-    ``index_copy_`` launch."""
-    if out.device.type != "cpu":
+    """``out[idx] = values`` along the first dimension: one ``index_copy_`` (on the CPU over word
+    rows, one OpenMP region; one ``copy_`` a row where a batch is not contiguous)."""
+    words = _as_words(out, values) if out.device.type == "cpu" else None
+    if words is not None:
+        words[0].index_copy_(0, idx, words[1])
+    elif out.device.type == "cpu":
+        for k, i in enumerate(idx.tolist()):
+            out[i].copy_(values[k])
+    else:
         out.index_copy_(0, idx, values)
-        return
-    for k, i in enumerate(idx.tolist()):
-        out[i].copy_(values[k])
 
 
 def _apply_op(name, x, p, interpolation, fill):

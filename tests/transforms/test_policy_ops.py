@@ -289,21 +289,27 @@ def test_rotation_quarter_turns_are_exact_and_others_sample_the_rotated_grid(mod
             assert_truncated(got[i], value, "rotate %d" % i, rounding=True)
 
 
-def test_apply_table_batched_equals_each_sample_alone_in_column_order():
-    x = images(n=40, h=24, w=20, seed=3)
+# Rows of 1440 bytes (put back as int64), 162 (int16), 35 (bytes), and a channels-last batch.
+@pytest.mark.parametrize("c, h, w, channels_last", [(3, 24, 20, False), (3, 9, 6, False),
+                                                    (1, 7, 5, False), (3, 24, 20, True)])
+def test_apply_table_batched_equals_each_sample_alone_in_column_order(c, h, w, channels_last):
+    x = images(n=40, c=c, h=h, w=w, seed=3)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
     g = torch.Generator().manual_seed(8)
-    for table in (P.trivial_augment_wide(40, g, height=24, width=20),
-                  P.rand_augment(40, g, height=24, width=20, num_ops=3, magnitude=15),
-                  P.auto_augment(40, g, height=24, width=20),
+    for table in (P.trivial_augment_wide(40, g, height=h, width=w),
+                  P.rand_augment(40, g, height=h, width=w, num_ops=3, magnitude=15),
+                  P.auto_augment(40, g, height=h, width=w),
                   P.color_jitter(40, g, brightness=0.5, contrast=0.5, saturation=0.5, hue=0.2)):
-        got = O.apply_table(x, table, interpolation="bilinear", fill=[1, 2, 3])
+        fill = [1, 2, 3][:c]
+        got = O.apply_table(x, table, interpolation="bilinear", fill=fill)
         for i in range(40):
             one = P.OpTable(table.ops[i:i + 1], table.magnitudes[i:i + 1])
             # a table of one sample, one step at a time
             y = x[i:i + 1]
             for k in range(one.ops.shape[1]):
                 y = O.apply_table(y, P.OpTable(one.ops[:, k:k + 1], one.magnitudes[:, k:k + 1]),
-                                  interpolation="bilinear", fill=[1, 2, 3])
+                                  interpolation="bilinear", fill=fill)
             assert torch.equal(got[i:i + 1], y), (i, table.steps(i))
         assert not torch.equal(got, x)
 
