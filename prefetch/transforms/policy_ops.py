@@ -322,17 +322,25 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
             if OPS[code] != "Identity":
                 out = _apply_op(OPS[code], out, p, interpolation, fill)
         return out if out is not images else images.clone()
-    out = images.clone(memory_format=torch.contiguous_format)
+    out = images
     for k in range(table.ops.shape[1]):
+        # The batch sorted by this column's op (one gather), so that each kind's images are one
+        # slice: the op reads it as it is and its result is copied back whole; then unsorted
+        # (one gather). Per kind drawn: the op and one copy (on the CPU each an OpenMP region —
+        # _put_rows says why they are counted).
         codes = table.ops[:, k]
-        for code in torch.unique(codes).tolist():
-            name = OPS[code]
-            if name == "Identity":
-                continue
-            rows = (codes == code).nonzero().flatten()
-            idx = rows.to(images.device)
-            _put_rows(out, idx, _apply_op(name, _take_rows(out, idx), params[rows, k],
-                                          interpolation, fill))
+        order = torch.argsort(codes, stable=True)
+        kinds, counts = torch.unique_consecutive(codes[order], return_counts=True)
+        device_order = order.to(images.device)
+        ordered = _take_rows(out, device_order)
+        start = 0
+        for code, count in zip(kinds.tolist(), counts.tolist()):
+            name, part = OPS[code], slice(start, start + count)
+            if name != "Identity":
+                ordered[part].copy_(_apply_op(name, ordered[part], params[order[part], k],
+                                              interpolation, fill))
+            start += count
+        out = _take_rows(ordered, torch.argsort(device_order))
     return out
 
 
