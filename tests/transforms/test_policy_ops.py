@@ -314,6 +314,24 @@ def test_apply_table_batched_equals_each_sample_alone_in_column_order(c, h, w, c
         assert not torch.equal(got, x)
 
 
+
+def test_a_column_of_many_ops_equals_each_sample_alone_and_quarter_turns_stay_exact():
+    """A column drawing most ops (the batch sorted by op, each kind's slice transformed in place):
+    each sample equals its op applied alone; a quarter turn stays an exact copy."""
+    x = images(n=12, h=16, w=16, seed=9)
+    names = ["Rotate", "ShearX", "Rotate", "TranslateY", "Posterize", "Invert", "Equalize",
+             "Brightness", "Hue", "Color", "Identity", "AutoContrast"]
+    mags = [90.0, 0.2, 33.0, 5.0, 3.0, 0.0, 0.0, 0.4, -0.2, 0.5, 0.0, 0.0]
+    table = P.OpTable(torch.tensor([[P.OP_CODES[n]] for n in names]),
+                      torch.tensor(mags, dtype=torch.float32).view(-1, 1))
+    got = O.apply_table(x, table, interpolation="bilinear", fill=[9, 8, 7])
+    assert torch.equal(got[0], torch.rot90(x[0], 1, (-2, -1)))
+    for i in range(12):
+        one = O.apply_table(x[i:i + 1], P.OpTable(table.ops[i:i + 1], table.magnitudes[i:i + 1]),
+                            interpolation="bilinear", fill=[9, 8, 7])
+        assert torch.equal(got[i:i + 1], one), names[i]
+    assert torch.equal(got[10], x[10])
+
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"uint8 images \[N, C, H, W\].*float32"):
         O.adjust_brightness(torch.zeros(2, 3, 4, 4), 1.0)
