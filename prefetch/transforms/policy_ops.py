@@ -23,8 +23,11 @@ exists (C++ and CUDA, :mod:`prefetch.ops`):
   fused multiply-adds rounded once; the op's docstring states the rare exception);
 - Posterize, Invert: one torch op each (a mask, a ``bitwise_not``).
 One batched pass per op kind and column of the table (one for a table of colour ops), on every
-device. No op reads a device tensor back to the host (the loader's producer thread must not
-synchronise): parameters are checked on the host.
+device. Parameters given on the host are checked there; the photometric ops use parameters
+already on the images' device unread (reading them back would synchronise the loader's producer
+thread with the device). The geometric ops compute each image's matrix with Python's ``math``, as
+torchvision does, so their angles, shears and translations are read on the host (``apply_table``
+passes host parameters: the loader never synchronises).
 """
 import math
 
@@ -50,6 +53,13 @@ def _per_sample(values, images, name):
         raise ValueError("prefetch: %s must be a number or one per image (%d), got shape %s"
                          % (name, n, tuple(t.shape)))
     return t.to(device=images.device, dtype=torch.float32).view(n, 1, 1, 1)
+
+
+def _on_host(values):
+    """Whether parameters are checked: those given on the host are; those already on a device are
+    used unread (reading them back would synchronise the loader's producer thread with the
+    device). Out-of-range values on a device give torchvision's arithmetic on them, unchecked."""
+    return values.device.type == "cpu"
 
 
 def _check(images, what):
@@ -136,7 +146,9 @@ def adjust_sharpness(images, factor):
     values), the one-pixel border kept as it is; images of 2 pixels or fewer a side unchanged:
     the fused :func:`prefetch.ops.sharpness` kernel, torchvision's values exactly."""
     _check(images, "adjust_sharpness")
-    factors = torch.as_tensor(factor, dtype=torch.float64).cpu()
+    factors = torch.as_tensor(factor, dtype=torch.float64)
+    if factors.device != images.device:
+        factors = factors.cpu()  # (a host copy first: a device's factors go to the images' device)
     factors = factors.expand(images.shape[0]) if factors.dim() == 0 else factors
     if factors.shape != (images.shape[0],):
         raise ValueError("prefetch: factor must be a number or one per image (%d), got shape %s"
@@ -148,7 +160,7 @@ def adjust_hue(images, factor):
     """Each image's hue turned by its factor in [-0.5, 0.5] (HSV, as torchvision and PIL)."""
     _check(images, "adjust_hue")
     given = torch.as_tensor(factor, dtype=torch.float64)
-    if bool(((given < -0.5) | (given > 0.5)).any()):  # (on the host when given there)
+    if _on_host(given) and bool(((given < -0.5) | (given > 0.5)).any()):
         raise ValueError("prefetch: adjust_hue's factors must lie in [-0.5, 0.5]")
     return _color_steps(images, "hue", given, "factor")
 
@@ -157,7 +169,7 @@ def posterize(images, bits):
     """Each image's values kept to their top ``bits`` bits (0 to 8, one per image)."""
     _check(images, "posterize")
     b = torch.as_tensor(bits, dtype=torch.int64).expand(images.shape[0])
-    if bool(((b < 0) | (b > 8)).any()):
+    if _on_host(b) and bool(((b < 0) | (b > 8)).any()):
         raise ValueError("prefetch: posterize's bits must lie in [0, 8], got %s" % b.tolist())
     mask = ((1 << b) - 1) << (8 - b)  # bits 8: 0xff, 0: 0
     # (one uint8 pass already: a table would add its building, measured 62 -> 116 us a sample)
@@ -168,7 +180,7 @@ def solarize(images, threshold):
     """Each image's values at or above its threshold inverted."""
     _check(images, "solarize")
     given = torch.as_tensor(threshold, dtype=torch.float64)
-    if bool((given > 255).any()):  # (on the host when given there)
+    if _on_host(given) and bool((given > 255).any()):
         raise ValueError("prefetch: solarize's thresholds must be at most 255")
     t = _per_sample(given, images, "threshold")
     ramp = _ramp(images)

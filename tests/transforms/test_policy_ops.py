@@ -332,6 +332,29 @@ def test_a_column_of_many_ops_equals_each_sample_alone_and_quarter_turns_stay_ex
         assert torch.equal(got[i:i + 1], one), names[i]
     assert torch.equal(got[10], x[10])
 
+
+def test_photometric_ops_use_parameters_on_the_images_device_unread():
+    """Parameters already on the images' device are not read back to the host (that would
+    synchronise a loader's producer thread): on the meta device, whose tensors have no values,
+    any read raises. Host parameters are still checked."""
+    x = torch.zeros(4, 3, 8, 8, dtype=torch.uint8, device="meta")
+    f64 = dict(dtype=torch.float64, device="meta")
+    for name, run in [("adjust_hue", lambda: O.adjust_hue(x, torch.zeros(4, **f64))),
+                      ("solarize", lambda: O.solarize(x, torch.zeros(4, **f64))),
+                      ("posterize", lambda: O.posterize(x, torch.zeros(4, dtype=torch.int64, device="meta"))),
+                      ("adjust_sharpness", lambda: O.adjust_sharpness(x, torch.ones(4, **f64))),
+                      ("adjust_brightness", lambda: O.adjust_brightness(x, torch.ones(4, **f64))),
+                      ("adjust_contrast", lambda: O.adjust_contrast(x, torch.ones(4, **f64))),
+                      ("adjust_saturation", lambda: O.adjust_saturation(x, torch.ones(4, **f64)))]:
+        out = run()
+        assert out.device.type == "meta" and out.shape == x.shape and out.dtype == torch.uint8, name
+    with pytest.raises(ValueError, match=r"\[-0.5, 0.5\]"):
+        O.adjust_hue(images(n=2), [0.1, 0.7])
+    with pytest.raises(ValueError, match="at most 255"):
+        O.solarize(images(n=2), 300.0)
+    with pytest.raises(ValueError, match=r"\[0, 8\]"):
+        O.posterize(images(n=2), 9)
+
 def test_bad_inputs_are_named():
     with pytest.raises(ValueError, match=r"uint8 images \[N, C, H, W\].*float32"):
         O.adjust_brightness(torch.zeros(2, 3, 4, 4), 1.0)
