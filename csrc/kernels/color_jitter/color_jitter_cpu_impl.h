@@ -86,13 +86,19 @@ void color_jitter_images(const ColorJitterArgs& a, int64_t image_begin, int64_t 
       }
       a.grey_sums[n * a.K + j++] = sum;
     }
+    // The plane size in a local, and each plane's store through a restrict pointer: a uint8_t
+    // store may alias anything, so the compiler would otherwise re-read a.H for every byte and
+    // leave the loop scalar.
+    const int64_t plane = a.H * a.W;
     for (int64_t y = 0; y < a.H; ++y) {
       for (int64_t x0 = 0; x0 < a.W; x0 += kColorJitterChunk) {
         const int64_t len = std::min(kColorJitterChunk, a.W - x0);
         color_jitter_chain_chunk<Isa>(a, n, y, x0, len, a.K, v);
         uint8_t* dst = a.out + (n * a.C * a.H + y) * a.W + x0;
         for (int64_t c = 0; c < a.C; ++c) {
-          for (int64_t x = 0; x < len; ++x) dst[c * a.H * a.W + x] = static_cast<uint8_t>(v[c][x]);
+          uint8_t* __restrict d = dst + c * plane;
+          const int32_t* __restrict s = v[c];
+          for (int64_t x = 0; x < len; ++x) d[x] = static_cast<uint8_t>(s[x]);
         }
       }
     }
