@@ -8,19 +8,20 @@ Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transf
 .functional``, 0.29) with its scalar parameter made per sample, run by a fused kernel where one
 exists (C++ and CUDA, :mod:`prefetch.ops`):
 - Sharpness: :func:`prefetch.ops.sharpness`, torchvision's values exactly;
-- Brightness, Contrast, Solarize, AutoContrast, Equalize: a 256-entry table per image (or
-  channel), built with torchvision's own float32 arithmetic (Equalize's from
-  :func:`prefetch.ops.histograms`), read by :func:`prefetch.ops.lookup`: torchvision's values
-  exactly;
+- Brightness, Solarize, AutoContrast, Equalize (and Contrast past 65,793 pixels an image): a
+  256-entry table per image (or channel), built with torchvision's own float32 arithmetic
+  (Equalize's from :func:`prefetch.ops.histograms`), read by :func:`prefetch.ops.lookup`:
+  torchvision's values exactly;
 - Rotate, ShearX/Y, TranslateX/Y: :func:`prefetch.ops.affine_warp` on torchvision's matrices. Its
   source points are computed from pixel indices in float32, not through torchvision's normalised
   grid, so they differ from torchvision's by float32 roundings (~1e-5 pixel): a nearest sample can
   take the other pixel at a tie, a bilinear value can differ by 1 next to a rounding boundary (the
   tolerance tests/transforms/test_policy_ops.py checks and docs/reliability.md states);
-- Color (saturation), Hue, and whole tables of colour ops (ColorJitter's: each sample's
+- Color (saturation), Hue, Contrast (up to 65,793 pixels an image, where its exact grey sum
+  gives torch's float32 mean), and whole tables of colour ops (ColorJitter's: each sample's
   brightness, contrast, saturation and hue in its own order): :func:`prefetch.ops.color_jitter`,
-  one pass over the pixels (two with a Contrast), torchvision's values on the CPU (its float32 arithmetic, its
-  fused multiply-adds rounded once; the op's docstring states the rare exception);
+  one pass over the pixels (two with a Contrast), torchvision's values (its float32 arithmetic,
+  its fused multiply-adds fused);
 - Posterize, Invert: one torch op each (a mask, a ``bitwise_not``).
 One batched pass per op kind and column of the table (one for a table of colour ops), on every
 device. Parameters given on the host are checked there; the photometric ops use parameters
@@ -134,8 +135,20 @@ def _color_steps(images, step, factors, name):
     return color_jitter(images, steps, f.reshape(n, 1).contiguous())
 
 
+# The most pixels an image may have for color_jitter's Contrast to equal torchvision's: its grey
+# sum (whole values up to 255) stays below 2^24, where torch's float32 mean is exact too.
+_EXACT_MEAN_PIXELS = (1 << 24) // 255
+
+
 def adjust_contrast(images, factor):
+    """Each image blended with its mean grey. Up to 65,793 pixels an image (any training size):
+    :func:`prefetch.ops.color_jitter`'s one-step chain, one pass for the grey sums and one for the
+    blend (measured on 64 images of 176x176, one thread: 32-42 us an image against 54-58 for a
+    table built from torch's mean, benchmarks/NOTES.md); larger images: a table per image from
+    torch's float32 mean, as torchvision computes it."""
     _check(images, "adjust_contrast")
+    if images.shape[-2] * images.shape[-1] <= _EXACT_MEAN_PIXELS:
+        return _color_steps(images, "contrast", factor, "factor")
     grey = _grayscale(images) if images.shape[1] == 3 else images.float()
     mean = grey.mean(dim=(1, 2, 3), keepdim=True)
     return _by_tables(images, _blend(_ramp(images), mean, factor))

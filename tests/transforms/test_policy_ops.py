@@ -82,6 +82,21 @@ def test_brightness_saturation_contrast(c):
         assert_truncated(got_c[i], xi * fi + mean * (1 - fi), "contrast %d" % i)
 
 
+
+def test_contrast_of_images_past_65793_pixels_uses_torchs_mean():
+    """Up to 65,793 pixels Contrast is color_jitter's one-step chain (an exact grey sum); above, a
+    grey sum can pass 2^24 and torch's float32 mean is torchvision's: a table from it. Both sides
+    of the line against the float64 reference."""
+    for h, w in ((256, 257), (257, 257)):  # 65,792 and 66,049 pixels
+        x = images(n=2, h=h, w=w, seed=4)
+        x[1] = x[1] // 2 + 128  # bright: a grey sum near 2^24
+        f = torch.tensor([0.6, 1.4], dtype=torch.float64)
+        got = O.adjust_contrast(x, f)
+        for i in range(2):
+            mean = grey64(x[i]).mean()
+            assert_truncated(got[i], x[i].double() * float(f[i]) + mean * (1 - float(f[i])),
+                             "contrast %d of %dx%d" % (i, h, w))
+
 @pytest.mark.parametrize("c", [3, 1])
 def test_sharpness_blends_with_the_rounded_smoothing_inside_the_border(c):
     x = images(c=c)
