@@ -352,7 +352,7 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
         # The batch sorted by this column's op (one gather), so that each kind's images are one
         # slice: the op reads it as it is and its result is copied back whole; then unsorted
         # (one gather). Per kind drawn: the op and one copy (on the CPU each an OpenMP region —
-        # _put_rows says why they are counted).
+        # the comment above _take_rows says why they are counted).
         codes = table.ops[:, k]
         order = torch.argsort(codes, stable=True)
         kinds, counts = torch.unique_consecutive(codes[order], return_counts=True)
