@@ -24,13 +24,18 @@ using plane_rows_test::kGuard;
 
 struct Case {
   int64_t N, C, H, W;
-  std::vector<uint8_t> images;  // [N, H, W, C] (channels last: strides the kernel must honour)
+  std::vector<uint8_t> images;  // [N, H, W, C] (channels last) or [N, C, H, W] (planar)
   std::vector<float> maps;
+  bool planar = false;  // planar rows (sW = 1): the kernel reads a row's two taps in one load
   AffineWarpArgs args(std::vector<uint8_t>* out, bool bilinear, bool fill) const {
     AffineWarpArgs a;
     a.images = images.data();
     a.N = N, a.C = C, a.H = H, a.W = W;
-    a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+    if (planar) {
+      a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+    } else {
+      a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+    }
     a.matrices = maps.data();
     a.bilinear = bilinear;
     a.has_fill = fill;
@@ -72,26 +77,29 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
     }
     for (bool bilinear : {false, true}) {
       for (bool fill : {false, true}) {
-        std::vector<uint8_t> cpu, threads;
-        const AffineWarpArgs a = k.args(&cpu, bilinear, fill);
-        const int64_t rows = k.N * k.H;
-        for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
-          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
-          affine_warp_cpu(a, begin, end);
-          begin = end;
+        for (bool planar : {false, true}) {
+          k.planar = planar;
+          std::vector<uint8_t> cpu, threads;
+          const AffineWarpArgs a = k.args(&cpu, bilinear, fill);
+          const int64_t rows = k.N * k.H;
+          for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
+            const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
+            affine_warp_cpu(a, begin, end);
+            begin = end;
+          }
+          const AffineWarpArgs b = k.args(&threads, bilinear, fill);
+          // Launches of at most 2 images' rows; C = 1 in the numbering (a thread: one pixel).
+          auto thread = [&](int64_t n, int64_t c, int64_t y, int64_t x) {
+            ASSERT_EQ(c, 0);
+            if (k.C == 3) AffineWarpThread<3>{b}(n, c, y, x);
+            else if (k.C == 1) AffineWarpThread<1>{b}(n, c, y, x);
+            else AffineWarpThread<0>{b}(n, c, y, x);
+          };
+          plane_rows_test::run_every_thread(thread, k.N, 1, k.H, k.W, 2, &rng);
+          expect_guards_intact(cpu);
+          expect_guards_intact(threads);
+          ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill << " planar " << planar;
         }
-        const AffineWarpArgs b = k.args(&threads, bilinear, fill);
-        // Launches of at most 2 images' rows; C = 1 in the numbering (a thread: one pixel).
-        auto thread = [&](int64_t n, int64_t c, int64_t y, int64_t x) {
-          ASSERT_EQ(c, 0);
-          if (k.C == 3) AffineWarpThread<3>{b}(n, c, y, x);
-          else if (k.C == 1) AffineWarpThread<1>{b}(n, c, y, x);
-          else AffineWarpThread<0>{b}(n, c, y, x);
-        };
-        plane_rows_test::run_every_thread(thread, k.N, 1, k.H, k.W, 2, &rng);
-        expect_guards_intact(cpu);
-        expect_guards_intact(threads);
-        ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill;
       }
     }
   }
