@@ -25,8 +25,7 @@ import time
 
 import _common  # noqa: F401
 from _common import ROOT, run_limited, write_json
-
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "decode")
+from sanitize_ops import OPS  # every op the script can run, so a new op is sanitized too
 PATHS = ("prefetcher", "array_loader_host", "array_loader_device", "worker_ring", "ragged")
 SKIP = 77
 

@@ -142,6 +142,7 @@ def test_sanitize_plan_runs_memcheck_over_everything_first():
     k = len(rs.OPS) + len(rs.PATHS)
     assert [r[0] for r in runs[:k]] == ["memcheck"] * k
     assert {r[2] for r in runs[:k]} == set(rs.OPS) | set(rs.PATHS)
+    assert set(rs.OPS) == set(gpu_module("sanitize_ops").OPS)  # every op the script has
     assert [r[0] for r in runs[k:2 * k]] == ["racecheck"] * k
     assert {r[0] for r in runs[2 * k:]} == {"synccheck", "initcheck"}
     ring = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "worker_ring")
@@ -278,7 +279,7 @@ def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path)
     runs = json.loads((logs / "sanitize.json").read_text())["runs"]
     assert [r["run"] for r in runs] == ["synccheck-" + op for op in
                                         ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness",
-                                         "decode")]
+                                         "lookup", "color_jitter", "histograms", "decode")]
     by = {r["run"]: r for r in runs}
     assert by["synccheck-flip_crop"]["status"] == "failed" and by["synccheck-flip_crop"]["errors"] == 2
     assert all(by[n]["status"] == "ok" and by[n]["errors"] == 0 for n in by if "flip_crop" not in n)

@@ -116,3 +116,41 @@ def test_the_readmes_ported_recipe_compiles_as_written():
     namespace = {"torch": torch, "prefetch": prefetch}
     exec(block, namespace)
     assert isinstance(namespace["train"], T.Compose) and isinstance(namespace["val"], T.Compose)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("policy", ["trivial", "rand", "auto", "jitter"])
+def test_on_cuda_a_whole_recipe_gives_the_cpus_batches(policy):
+    """The README's recipe with each policy and a MixUp/CutMix choice, through a Prefetcher on the
+    GPU and on the CPU from the same seed: every kernel of the chain (resample, the policy's ops,
+    normalisation, erasing, mixing) and the draws, compared end to end."""
+    from ..conftest import require_cuda
+    require_cuda()
+    steps = {"trivial": T.TrivialAugmentWide(interpolation="bilinear"),
+             "rand": T.RandAugment(num_ops=2, magnitude=9),
+             "auto": T.AutoAugment(),
+             "jitter": T.ColorJitter(0.4, 0.4, 0.4, 0.1)}
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randint(0, 256, (32, 40, 36, 3), dtype=torch.uint8, generator=g),
+                torch.randint(0, 10, (32,), generator=g)) for _ in range(3)]
+
+    def run(device):
+        recipe = T.Compose([T.RandomResizedCrop(28), T.RandomHorizontalFlip(), steps[policy],
+                            T.PILToTensor(), T.ToDtype(torch.float32, scale=True),
+                            T.Normalize(MEAN, STD), T.RandomErasing(0.5),
+                            T.RandomChoice([T.MixUp(alpha=0.2, num_classes=10),
+                                            T.CutMix(alpha=1.0, num_classes=10)])], seed=4)
+        with prefetch.Prefetcher(batches, device=device, transform=recipe) as loader:
+            out = [(x.cpu(), t.cpu(), x.device.type) for x, t in loader]
+        return out
+
+    cpu, cuda = run("cpu"), run("cuda")
+    assert len(cpu) == len(cuda) == 3
+    for (x, t, _), (y, u, where) in zip(cpu, cuda):
+        assert where == "cuda" and y.shape == x.shape == (32, 3, 28, 28) and y.dtype == x.dtype
+        torch.testing.assert_close(u, t, rtol=0, atol=1e-6)
+        # A uint8 value of the policy may move by 1 where the device contracts a product into an
+        # FMA (test_policy_ops); after normalisation that is 1/255/std, and mixing scales it down.
+        diff = (y.double() - x.double()).abs()
+        assert diff.max() <= 1 / 255 / min(STD) + 1e-4, diff.max()
+        assert (diff > 1e-4).double().mean() < 2e-3
