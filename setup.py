@@ -215,8 +215,14 @@ jpeg_macros = [("PREFETCH_WITH_JPEG", None)] if with_jpeg else []
 jpeg_libraries = ["jpeg"] if with_jpeg else []
 if with_cuda:
     srcs += cfg["kernels_cuda"] + cfg["torch_cuda"]
-    # No fast-math: CPU and CUDA round alike. The warnings reach nvcc's host compiler.
-    nvcc_flags = (["-O0", "-g", "-G"] if debug else ["-O3"]) + [std, "-Xcompiler=" + ",".join(cfg["warnings"])]
+    # No fast-math, and no multiply-add contracted into an FMA (--fmad=false): the thread work is
+    # shared with the CPU, which never contracts, so both round each operation alike and write the
+    # same bytes; a uint8 stage that differed by one level on the GPU changed whole images further
+    # down a policy (Solarize's threshold, Equalize's table: the first GPU run of the v2 recipe).
+    # Where an FMA is meant, the code says so (common/round_each.h's fma_rn). The warnings reach
+    # nvcc's host compiler.
+    nvcc_flags = (["-O0", "-g", "-G"] if debug else ["-O3"]) + [
+        std, "--fmad=false", "-Xcompiler=" + ",".join(cfg["warnings"])]
     # NVIDIA's runtime wheel has libcudart.so.<major> but not the libcudart.so -lcudart needs.
     cudart_dir = cuda_from_pip.cudart_link_dir(cpp_extension.CUDA_HOME, os.path.join(ROOT, "build"))
     ext = CUDAExtension(

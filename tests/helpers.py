@@ -125,7 +125,10 @@ def native_backtrace(body, timeout=120):
                              text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return "%s: no result within %d s" % (debugger, timeout)
-    return "\n--- %s backtrace ---\n%s" % (debugger, out.stdout[-6000:])
+    # The innermost frames say where; each frame's line cut short, so that all of them fit.
+    frames = [line[:300] for line in out.stdout.splitlines()
+              if line.startswith("#") or "signal" in line.lower()]
+    return "\n--- %s backtrace ---\n%s" % (debugger, "\n".join(frames)[:9000])
 
 
 def run_child_to_done(script, *tags, timeout=60):

@@ -37,7 +37,11 @@ def plan(tools=None):
         runs += [(tool, "sanitize_ops.py", op) for op in OPS]
         runs += [(tool, "sanitize_copy.py", path) for path in PATHS]
     for tool in ("synccheck", "initcheck"):
-        runs += [(tool, "sanitize_ops.py", op) for op in OPS]
+        # initcheck leaves decode out: nvJPEG itself reads device memory nothing wrote
+        # (6,503 reports inside libnvjpeg's nvjpegDecodeBatched on an H200, 2026-11-27, none in
+        # prefetch's frames); memcheck and racecheck still run over it.
+        runs += [(tool, "sanitize_ops.py", op) for op in OPS
+                 if not (tool == "initcheck" and op == "decode")]
     if tools:
         runs = [r for r in runs if r[0] in tools]
     return runs

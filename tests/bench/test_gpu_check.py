@@ -145,6 +145,7 @@ def test_sanitize_plan_runs_memcheck_over_everything_first():
     assert set(rs.OPS) == set(gpu_module("sanitize_ops").OPS)  # every op the script has
     assert [r[0] for r in runs[k:2 * k]] == ["racecheck"] * k
     assert {r[0] for r in runs[2 * k:]} == {"synccheck", "initcheck"}
+    assert ("initcheck", "sanitize_ops.py", "decode") not in runs  # nvJPEG's own reads
     ring = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "worker_ring")
     other = rs.command("compute-sanitizer", "memcheck", "sanitize_copy.py", "prefetcher")
     assert "--target-processes" in ring and "--target-processes" not in other

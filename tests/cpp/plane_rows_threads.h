@@ -29,7 +29,7 @@ inline void expect_guards_intact(const std::vector<uint8_t>& out) {
   }
 }
 
-// thread(n, c, y, x) for every value of an [N, C, H, W] output, as launches of at most
+// thread.row(n, c, y)(x) (or thread(n, c, y, x)) for every value of an [N, C, H, W] output, as launches of at most
 // `images_a_launch` images number them (a small split, as a batch of over 2^31 rows is), in a
 // shuffled order.
 template <typename Thread>
@@ -48,7 +48,11 @@ void run_every_thread(const Thread& thread, int64_t N, int64_t C, int64_t H, int
   for (const auto& [l, t] : order) {
     int64_t n, c, y;
     plane_row(launches[l], static_cast<uint32_t>(t / W), &n, &c, &y);
-    thread(n, c, y, t % W);
+    if constexpr (HasRow<Thread>::value) {  // as the kernel calls it (launch_plane_rows.cuh)
+      thread.row(n, c, y)(t % W);
+    } else {
+      thread(n, c, y, t % W);
+    }
   }
 }
 

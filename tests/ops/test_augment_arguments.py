@@ -208,7 +208,7 @@ def test_output_size_overflow_and_fill_range_on_cuda():
     """
     out = run_child(body, timeout=120)
     if out.returncode < 0:  # died of a signal: where, natively, for the next reader
-        pytest.fail("the child died of signal %d\n%s%s" % (-out.returncode, out.stderr[-3000:],
+        pytest.fail("the child died of signal %d\n%s%s" % (-out.returncode, out.stderr[-1500:],
                                                             native_backtrace(body)))
     assert out.returncode == 0 and "raised" in out.stdout, out.stdout + out.stderr
     with pytest.raises(RuntimeError, match=r"fill must be a uint8 value in \[0, 255\] for uint8 masks, got 300"):

@@ -705,8 +705,10 @@ def test_on_a_gpu_a_mixed_batch_is_close_to_the_cpu_decoder(name):
             if chosen == "cpu" or "cmyk" in GPU_MIXED[n]:  # decoded by the CPU decoder
                 assert torch.equal(a.cpu(), b), (chosen, GPU_MIXED[n])
             else:  # nvJPEG's IDCT and chroma upsampling differ from libjpeg's: 6.5 levels on
-                # average for the noisy 4:2:0 image on an H200, torchvision's own decode as far
-                assert diff.mean() < 10, (chosen, GPU_MIXED[n], diff.mean())
+                # average for the noisy 4:2:0 image on an H200, 10.05 for the 17x33 4:2:0 one
+                # (2026-11-27: most of its pixels are next to an edge, where the upsampling
+                # differs most), torchvision's own decode as far; a wrong picture is ~100 apart
+                assert diff.mean() < 16, (chosen, GPU_MIXED[n], diff.mean())
                 # The decoder's own pixels exactly (unless it refused the image: then the CPU's).
                 if chosen == "torchvision" and boxes is None and diff.max() > 0:
                     assert torch.equal(a, _torchvision_cuda_decode(data[n], device)), GPU_MIXED[n]

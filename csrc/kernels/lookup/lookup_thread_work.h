@@ -15,16 +15,25 @@ PF_HD const uint8_t* lookup_table(const LookupArgs& a, int64_t n, int64_t c) {
   return a.tables + (n * a.T + (a.T == 1 ? 0 : c)) * kLookupEntries;
 }
 
-// Output value (n, c, y, x).
-PF_HD void lookup_value(const LookupArgs& a, int64_t n, int64_t c, int64_t y, int64_t x) {
-  const uint8_t v = a.images[n * a.sN + c * a.sC + y * a.sH + x * a.sW];
-  a.out[((n * a.C + c) * a.H + y) * a.W + x] = lookup_table(a, n, c)[v];
+// Output row (n, c, y): its source, table and destination found once; value x is then a load,
+// a table read and a store.
+struct LookupRow {
+  const uint8_t* src;
+  int64_t sW;
+  const uint8_t* table;
+  uint8_t* dst;
+  PF_HD void operator()(int64_t x) const { dst[x] = table[src[x * sW]]; }
+};
+
+PF_HD LookupRow lookup_row(const LookupArgs& a, int64_t n, int64_t c, int64_t y) {
+  return LookupRow{a.images + n * a.sN + c * a.sC + y * a.sH, a.sW, lookup_table(a, n, c),
+                   a.out + ((n * a.C + c) * a.H + y) * a.W};
 }
 
-// A CUDA thread: value (n, c, y, x) of the launches common/plane_rows.h numbers.
+// CUDA threads: the values (n, c, y, x) of the launches common/plane_rows.h numbers, by rows.
 struct LookupThread {
   LookupArgs a;
-  PF_HD void operator()(int64_t n, int64_t c, int64_t y, int64_t x) const { lookup_value(a, n, c, y, x); }
+  PF_HD LookupRow row(int64_t n, int64_t c, int64_t y) const { return lookup_row(a, n, c, y); }
 };
 
 }  // namespace kernels

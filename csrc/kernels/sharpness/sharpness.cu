@@ -1,6 +1,6 @@
 // The CUDA sharpness kernel. Torch-free: raw pointers, sizes and a cudaStream_t, so CMake compiles
 // and links it with nvcc on machines without a GPU or a CUDA torch. A thread's whole work is
-// sharpness_value (sharpness_thread_work.h), which the CPU tests run too; the launches are
+// sharpness_row (sharpness_thread_work.h), which the CPU tests run too; the launches are
 // common/launch_plane_rows.cuh's (x along a row, blocks down the rows).
 #include <cuda_runtime.h>
 

@@ -39,7 +39,8 @@ void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end) 
         dst[x] = sharpness_blend(v, sharpness_smooth(s), rest);
       }
     } else {
-      for (int64_t x = 1; x < W - 1; ++x) sharpness_value(a, n, c, y, x);
+      const SharpnessRow values = sharpness_row(a, n, c, y);
+      for (int64_t x = 1; x < W - 1; ++x) values(x);
     }
   }
 }

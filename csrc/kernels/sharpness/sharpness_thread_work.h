@@ -31,24 +31,36 @@ PF_HD uint8_t sharpness_blend(int32_t v, int32_t smooth, float rest) {
 // float32 (the tensor's dtype).
 PF_HD float sharpness_rest(double factor) { return static_cast<float>(1.0 - factor); }
 
-// Output value (n, c, y, x).
-PF_HD void sharpness_value(const SharpnessArgs& a, int64_t n, int64_t c, int64_t y, int64_t x) {
-  const uint8_t* p = a.images + n * a.sN + c * a.sC + y * a.sH + x * a.sW;
-  uint8_t* dst = a.out + ((n * a.C + c) * a.H + y) * a.W + x;
-  const int32_t v = *p;
-  if (y == 0 || x == 0 || y == a.H - 1 || x == a.W - 1) {  // the border (all of a 2-pixel side)
-    *dst = static_cast<uint8_t>(v);
-    return;
+// Output row (n, c, y): its pointers, whether it is a border row and the image's factor found
+// once; then value x.
+struct SharpnessRow {
+  const uint8_t* src;  // the row's first value
+  uint8_t* dst;
+  int64_t sH, sW, last;  // last: the row's last x
+  bool border;           // the first or last row: copied
+  float rest;
+  PF_HD void operator()(int64_t x) const {
+    const uint8_t* p = src + x * sW;
+    const int32_t v = *p;
+    if (border || x == 0 || x == last) {  // the border (all of a 2-pixel side)
+      dst[x] = static_cast<uint8_t>(v);
+      return;
+    }
+    const int32_t s = p[-sH - sW] + p[-sH] + p[-sH + sW] + p[-sW] + 5 * v + p[sW] + p[sH - sW] + p[sH] + p[sH + sW];
+    dst[x] = sharpness_blend(v, sharpness_smooth(s), rest);
   }
-  const int64_t sH = a.sH, sW = a.sW;
-  const int32_t s = p[-sH - sW] + p[-sH] + p[-sH + sW] + p[-sW] + 5 * v + p[sW] + p[sH - sW] + p[sH] + p[sH + sW];
-  *dst = sharpness_blend(v, sharpness_smooth(s), sharpness_rest(a.factors[n]));
+};
+
+PF_HD SharpnessRow sharpness_row(const SharpnessArgs& a, int64_t n, int64_t c, int64_t y) {
+  const bool border = y == 0 || y == a.H - 1;
+  return SharpnessRow{a.images + n * a.sN + c * a.sC + y * a.sH, a.out + ((n * a.C + c) * a.H + y) * a.W,
+                      a.sH, a.sW, a.W - 1, border, border ? 0.0f : sharpness_rest(a.factors[n])};
 }
 
-// A CUDA thread: value (n, c, y, x) of the launches common/plane_rows.h numbers.
+// CUDA threads: the values (n, c, y, x) of the launches common/plane_rows.h numbers, by rows.
 struct SharpnessThread {
   SharpnessArgs a;
-  PF_HD void operator()(int64_t n, int64_t c, int64_t y, int64_t x) const { sharpness_value(a, n, c, y, x); }
+  PF_HD SharpnessRow row(int64_t n, int64_t c, int64_t y) const { return sharpness_row(a, n, c, y); }
 };
 
 }  // namespace kernels
