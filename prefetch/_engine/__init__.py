@@ -6,5 +6,10 @@
 - :mod:`.pipeline` is the one engine interface every loader runs on (docs/engine.md);
 - :mod:`.resume` keeps a loader's position for ``state_dict()``;
 - :mod:`.sharding` splits an epoch's samples across DDP ranks;
-- :mod:`.checks` holds the argument checks and small pure helpers the others share.
+- :mod:`.checks` holds the argument checks and small pure helpers the others share;
+- :mod:`.forked_children` keeps a forked child of a CUDA process from freeing inherited CUDA
+  tensors (registered here, on import).
 """
+from . import forked_children
+
+forked_children.register()

@@ -169,3 +169,48 @@ def test_a_forked_child_of_a_cuda_prefetcher_gets_a_clear_error():
     """, timeout=60)
     assert "child error:" in out.stdout and "fork" in out.stdout, out.stdout + out.stderr
     assert "child exit code 0" in out.stdout and "parent ok" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_forked_child_of_a_cuda_process_never_frees_what_it_inherited():
+    """prefetch/_engine/forked_children.py: a child forked while CUDA is initialised collects
+    none of the objects it inherited (freeing an inherited CUDA tensor there aborts the child: a
+    DataLoader worker on the second H200 run); a child of a process without CUDA still does, and
+    so does the parent. CUDA's state is simulated (this runs without a GPU): the hook asks torch
+    whether CUDA is initialised, and the garbage is a cycle whose finaliser writes to a pipe."""
+    out = run_child("""
+        import gc, os, torch, prefetch
+
+        r, w = os.pipe()
+
+        class Marker:
+            def __del__(self):
+                os.write(w, b"x")
+
+        def finalised_in_a_forked_child(cuda):
+            torch.cuda.is_initialized = lambda: cuda
+            gc.disable()
+            m = Marker()
+            m.cycle = m
+            del m  # garbage, in a cycle: only the collector frees it
+            pid = os.fork()
+            if pid == 0:
+                gc.enable()
+                gc.collect()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            os.set_blocking(r, False)
+            try:
+                got = os.read(r, 16)
+            except BlockingIOError:
+                got = b""
+            gc.enable()
+            gc.collect()  # the parent frees it: the marker works
+            os.set_blocking(r, True)
+            assert os.read(r, 16) == b"x"
+            return got
+
+        print("with cuda", finalised_in_a_forked_child(True))
+        print("without cuda", finalised_in_a_forked_child(False))
+    """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "with cuda b''" in out.stdout and "without cuda b'x'" in out.stdout, out.stdout
