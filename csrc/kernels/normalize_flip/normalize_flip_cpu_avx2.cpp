@@ -1,5 +1,9 @@
 // The CPU normalize_flip built for AVX2 + FMA + F16C (x86-64 only; normalize_flip_cpu.cpp calls it
-// when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time.
+// when the CPU has those instructions). fp16 rounding uses vcvtps2ph, 8 values at a time. No
+// multiply-add is contracted (common/no_contraction.h): each rounds as the baseline build and the
+// CUDA thread work (built with --fmad=false) round it, so all three write the same bits (the FMA
+// moved the last bit of about half the values: the second H200 run).
+#include "common/no_contraction.h"  // first: for every function of this file
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
 #include <cstring>

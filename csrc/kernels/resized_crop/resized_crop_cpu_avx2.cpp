@@ -1,5 +1,8 @@
 // The CPU resized_crop built for AVX2 + FMA + F16C (x86-64 only; resized_crop_cpu.cpp calls it
-// when the CPU has those instructions): 8-wide vertical blends, fp16 rounding with vcvtps2ph.
+// when the CPU has those instructions): 8-wide vertical blends, fp16 rounding with vcvtps2ph. No
+// multiply-add contracted (common/no_contraction.h): the same bits as the baseline build and the
+// CUDA thread work.
+#include "common/no_contraction.h"  // first: for every function of this file
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
 #include <algorithm>
@@ -17,7 +20,6 @@
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 
-#define PREFETCH_RESIZED_CROP_FMA 1  // the impl's vector blends fuse their multiply-adds here
 #include "common/float16_store_f16c.h"
 #include "resized_crop/resized_crop_cpu_impl.h"
 

@@ -133,18 +133,13 @@ inline void blend_pixel(const float* p, const float* wt, int64_t K, int64_t C, f
   }
 }
 
-// One lane-wise multiply-add of four floats: a multiply then an add in the baseline build (so it
-// writes the bits of the CUDA thread code compiled for the host, tests/cpp), fused in the AVX2 +
-// FMA build (as the GPU fuses it; that build was never bit-equal to the baseline: the compiler
-// contracts its scalar sums where it chooses, and the last bit of ~5% of values moved here).
+// One lane-wise multiply-add of four floats: a multiply, then an add, in every build (the AVX2
+// one includes common/no_contraction.h, so its scalar sums are not fused either): each writes the
+// bits of the CUDA thread work, which nvcc builds with --fmad=false (tests/cpp compare them). An
+// FMA here once moved the last bit of ~5% of values, and a uint8 output's rounding with it: one
+// level at 0.03% of a policy's resampled pixels on the H200 (2026-11-27).
 #if defined(__SSE2__)
-inline __m128 madd4(__m128 acc, __m128 w, __m128 q) {
-#if defined(PREFETCH_RESIZED_CROP_FMA)
-  return _mm_fmadd_ps(w, q, acc);
-#else
-  return _mm_add_ps(acc, _mm_mul_ps(w, q));
-#endif
-}
+inline __m128 madd4(__m128 acc, __m128 w, __m128 q) { return _mm_add_ps(acc, _mm_mul_ps(w, q)); }
 #endif
 
 // Two pixels of 3 or 4 channels at once: blend_pixel's sums, each pixel's taps in its order, as
