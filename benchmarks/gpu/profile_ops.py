@@ -29,7 +29,7 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     import torch
 
     import prefetch
-    from prefetch.bench.ops import workload
+    from prefetch.bench.ops import policy_kernels, workload
 
     images, draws = workload(device, n, size, crop, padding)
     out = []
@@ -47,23 +47,8 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     boxes = torch.tensor([[0, 0, size, size]] * 64, dtype=torch.int64, device=device)
     out.append(("resized_crop 224 -> 176 float32", lambda: prefetch.ops.resized_crop(
         ragged, boxes, (176, 176), MEAN, STD)))
-    # The policies' geometry: each image its own rotation, bilinear with a fill (NCHW uint8).
-    from prefetch.transforms.policy_ops import pixel_maps
-
-    nchw = images.permute(0, 3, 1, 2).contiguous()
-    angles = torch.linspace(-30, 30, n)
-    maps = pixel_maps(n, size, size, angle=angles).float().to(device)
-    out.append(("affine_warp bilinear uint8", lambda: prefetch.ops.affine_warp(
-        nchw, maps, interpolation="bilinear", fill=[0, 0, 0])))
-    factors = torch.linspace(0.1, 1.9, n, dtype=torch.float64).to(device)
-    out.append(("sharpness uint8", lambda: prefetch.ops.sharpness(nchw, factors)))
-    tables = torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8).to(device)
-    out.append(("lookup uint8", lambda: prefetch.ops.lookup(nchw, tables)))
-    steps = torch.stack([torch.tensor([1, 3, 4])[torch.randperm(3)] for _ in range(n)]).to(device)
-    jitter = torch.where(steps == 4, 0.05, 1.2).to(torch.float64)
-    out.append(("color_jitter brightness saturation hue", lambda: prefetch.ops.color_jitter(
-        nchw, steps, jitter)))
-    out.append(("histograms", lambda: prefetch.ops.histograms(nchw)))
+    # The policies' kernels, each image its own parameters (the ops bench section times the same).
+    out += [(name, call) for name, call, _ in policy_kernels(images)]
     return out
 
 

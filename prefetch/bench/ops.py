@@ -5,6 +5,11 @@ Workload (the fused-ops issue): N uint8 HWC images, random crop of `crop` from t
 channels_last output. GB/s counts bytes moved: uint8 read plus output written. The copy moves as
 many bytes (memcpy on the CPU, device-to-device on a GPU): a reference for the memory system's
 speed, not a bound the op cannot pass (``ops_fraction_of_copy`` = fused / copy).
+
+The policies' kernels (``policy_kernels``: affine_warp, sharpness, lookup, color_jitter,
+histograms, each image its own parameters) are timed the same way on the same images as NCHW
+uint8, against a copy of as many bytes: the figures NOTES.md's GPU predictions are checked against
+(the GPU check's profile stage runs the same calls under Nsight Compute).
 """
 import torch
 import torch.nn.functional as F
@@ -42,6 +47,62 @@ def workload(device, n=256, size=224, crop=224, padding=4):
     images = torch.randint(0, 256, (n, size, size, 3), dtype=torch.uint8, generator=g).to(device)
     aug = prefetch.FusedAugment(MEAN, STD, crop=crop, padding=padding, hflip=0.5, seed=1)
     return images, aug.draws(n, size, size).to(device)
+
+
+def policy_kernels(images):
+    """[(name, call, bytes moved)] of the policies' kernels on ``images`` (N uint8 HWC images, as
+    ``workload`` makes them), each image its own parameters: a rotation (bilinear, a fill), a
+    sharpness factor, a table, an order of brightness, saturation and hue; and the histograms."""
+    from ..transforms.policy_ops import pixel_maps
+
+    n, h, w = images.shape[:3]
+    device = images.device
+    nchw = images.permute(0, 3, 1, 2).contiguous()
+    g = torch.Generator().manual_seed(2)
+    maps = pixel_maps(n, h, w, angle=torch.linspace(-30, 30, n)).float().to(device)
+    factors = torch.linspace(0.1, 1.9, n, dtype=torch.float64).to(device)
+    tables = torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8, generator=g).to(device)
+    steps = torch.stack([torch.tensor([1, 3, 4])[torch.randperm(3, generator=g)] for _ in range(n)]).to(device)
+    jitter = torch.where(steps == 4, 0.05, 1.2).to(torch.float64)
+    both = 2 * nchw.numel()  # uint8 read and written
+    ops = prefetch.ops
+    return [
+        ("affine_warp bilinear", lambda: ops.affine_warp(nchw, maps, interpolation="bilinear", fill=[0, 0, 0]), both),
+        ("sharpness", lambda: ops.sharpness(nchw, factors), both),
+        ("lookup", lambda: ops.lookup(nchw, tables), both),
+        ("color_jitter b/s/h", lambda: ops.color_jitter(nchw, steps, jitter), both),
+        ("histograms", lambda: ops.histograms(nchw), nchw.numel()),
+    ]
+
+
+def measure_policy_kernels(images, repeats=5):
+    """Each policy kernel's rows: µs an image, GB/s moved and the fraction of a copy of as many
+    bytes, medians (ranges) of ``repeats`` samples, the copy's timed just before its kernel's."""
+    device, n = images.device, images.shape[0]
+    rows = []
+    for name, call, moved in policy_kernels(images):
+        src = torch.empty(images.numel(), dtype=torch.uint8, device=device)  # a rate to compare with
+        dst = torch.empty_like(src)
+        copies = timing.kernel_samples(lambda: dst.copy_(src), repeats, device)
+        kernel = timing.kernel_samples(call, repeats, device)
+        copy_s, kernel_s = timing.median(copies), timing.median(kernel)
+        row = {"kernel": name, "us_per_image": kernel_s * 1e6 / n,
+               "us_per_image_range": [min(kernel) * 1e6 / n, max(kernel) * 1e6 / n],
+               "gbps": moved / kernel_s / 1e9, "copy_gbps": 2 * src.numel() / copy_s / 1e9,
+               "repeats": repeats}
+        row["fraction_of_copy"] = row["gbps"] / row["copy_gbps"]
+        rows.append(row)
+    return rows
+
+
+def policy_table(rows, n, size):
+    lines = ["", "policy kernels (%d uint8 3x%dx%d NCHW images, each its own parameters; medians of %d; "
+             "GB/s moved: uint8 read + written, histograms read only)" % (n, size, size, rows[0]["repeats"])]
+    lines += text.columns(
+        ["kernel", "us an image", "GB/s", "copy of as many bytes", "kernel / copy"],
+        [[r["kernel"], text.spread(r["us_per_image"], *r["us_per_image_range"], fmt="%.2f"),
+          "%.1f" % r["gbps"], "%.1f" % r["copy_gbps"], "%.3f" % r["fraction_of_copy"]] for r in rows])
+    return "\n".join(lines)
 
 
 def measure(device, n=256, size=224, crop=224, padding=4, repeats=5):
@@ -105,12 +166,16 @@ def table(rows, n, size):
 def run(config):
     n = 64 if config.quick else max(config.batch_sizes)
     config.progress("ops: %d images on %s" % (n, config.device))
-    rows = measure(config.device, n=n, size=config.image_size, crop=config.image_size,
-                   repeats=2 if config.quick else 5)
+    repeats = 2 if config.quick else 5
+    rows = measure(config.device, n=n, size=config.image_size, crop=config.image_size, repeats=repeats)
     main_row = next(r for r in rows if r["dtype"] == "float32" and not r["channels_last"])
     metrics = {k: main_row[k] for k in ("ops_gbps", "ops_fraction_of_copy", "ops_vs_torch_chain")}
-    return SectionResult(rows, metrics, table(rows, n, config.image_size),
-                         details={"ops_config": {"images": n, "dtype": "float32", "layout": "contiguous"}})
+    images, _ = workload(config.device, n, config.image_size, config.image_size)
+    policy = measure_policy_kernels(images, repeats)
+    return SectionResult(rows, metrics, table(rows, n, config.image_size) + "\n" +
+                         policy_table(policy, n, config.image_size),
+                         details={"ops_config": {"images": n, "dtype": "float32", "layout": "contiguous"},
+                                  "policy_kernels": policy})
 
 
 SECTION = Section("ops", "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes", run)

@@ -29,6 +29,11 @@ def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
         assert "h2d_gbps" not in metrics  # absent, never a placeholder
         assert "no CUDA device" in result["skipped"]["h2d"]
     assert result["config"]["batch_sizes"] == [8] and result["config"]["image_size"] == 32
+    # The policies' kernels, each timed against a copy (the GPU predictions' check).
+    policy = result["details"]["policy_kernels"]
+    assert [r["kernel"] for r in policy] == ["affine_warp bilinear", "sharpness", "lookup",
+                                             "color_jitter b/s/h", "histograms"]
+    assert all(r["us_per_image"] > 0 and r["fraction_of_copy"] > 0 for r in policy)
 
 
 def test_unknown_section_is_refused(tmp_path, capsys):
