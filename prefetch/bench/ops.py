@@ -178,4 +178,5 @@ def run(config):
                                   "policy_kernels": policy})
 
 
-SECTION = Section("ops", "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes", run)
+SECTION = Section("ops", "fused normalize/flip/crop vs the torch op chain and a copy of the same bytes; "
+                  "the policies' kernels vs a copy", run)
