@@ -30,9 +30,10 @@ struct Affine {
   float scale, bias;
 };
 
-// CUDA and the AVX2 CPU build contract this into one fused multiply-add; the baseline CPU build
-// rounds twice. Either is within 1e-6 of (v / 255 - mean) / std for |result| <= 1, and so within
-// that of each other (docs/custom_ops.md, "CPU and GPU results").
+// A multiply, then an add, on every build: nvcc compiles with --fmad=false and the AVX2 builds that
+// use it include common/no_contraction.h, so the CPU and the GPU round alike (once one contracted
+// and the other did not: the last bit of half the values differed, docs/custom_ops.md, "CPU and
+// GPU results"). Within 1e-6 of (v / 255 - mean) / std for |result| <= 1.
 PF_HD float normalize(uint8_t v, Affine a) { return static_cast<float>(v) * a.scale + a.bias; }
 
 // The bits of a float (C++20's std::bit_cast; memcpy is the defined way to read them in C++17).
