@@ -35,6 +35,7 @@ except ImportError:
 ROOT = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import cuda_from_pip  # noqa: E402  (NVIDIA's nvcc wheels: found, or named in the error)
+import shared_libstdcxx  # noqa: E402  (the extension must use the process's libstdc++)
 
 
 def flag(name):
@@ -300,6 +301,28 @@ class BuildExt(BuildExtension.with_options(use_ninja=True)):
             json.dump(BUILD_INFO, f, indent=1, sort_keys=True)
             f.write("\n")
         print("prefetch build: done; build options recorded in %s (python -m prefetch.info)" % path, flush=True)
+
+    def build_extension(self, ext):
+        """The extension compiled and linked; where the linker put a static copy of libstdc++ in it
+        (its numbers in error messages then crash or vanish: scripts/shared_libstdcxx.py), linked
+        again against the shared one. A build that still carries its own copy is refused."""
+        super().build_extension(ext)
+        so = self.get_ext_fullpath(ext.name)
+        own = shared_libstdcxx.has_own_libstdcxx(so)
+        BUILD_INFO["libstdcxx"] = {None: "not checked (no readelf)", False: "shared"}.get(own, "static")
+        if not own:
+            return
+        args = shared_libstdcxx.SHARED_LINK_ARGS
+        print("prefetch build: the linker put a static copy of libstdc++ in %s; linking it again "
+              "with %s" % (so, " ".join(args)), flush=True)
+        ext.extra_link_args = list(ext.extra_link_args) + args
+        os.remove(so)  # the objects are up to date: only the link runs again
+        super().build_extension(ext)
+        if shared_libstdcxx.has_own_libstdcxx(so):
+            sys.exit("prefetch build: %s still carries its own libstdc++ after linking with %s; its "
+                     "error messages would crash. Check LDFLAGS and the compiler's libstdc++.so "
+                     "(c++ -print-file-name=libstdc++.so)." % (so, " ".join(args)))
+        BUILD_INFO["libstdcxx"] = "shared (linked again with %s)" % " ".join(args)
 
 
 setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})

@@ -21,7 +21,8 @@
 #   build      300  scripts/install.sh, TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=16 FORCE_CUDA=1, nothing
 #                   fetched (PREFETCH_SKIP_EXTRAS=1, no extras, pip offline, apt-get refused); a
 #                   no-op when the sources are those of the last build on this machine
-#   tests      200  every CUDA test: FAIL_WITHOUT_CUDA=1 pytest -m cuda tests
+#   tests      200  every CUDA test and the build's own checks: FAIL_WITHOUT_CUDA=1 pytest
+#                   -m 'cuda or gpu_machine' tests
 #   sanitize   280  compute-sanitizer memcheck/racecheck on each op and copy path, then
 #                   synccheck/initcheck on the ops (benchmarks/gpu/run_sanitize.py)
 #   memory     140  20 epochs after 2 warm-ups of every pipeline: nothing may grow; empty_cache()
@@ -135,20 +136,25 @@ raise SystemExit(0 if prefetch.built_with_cuda() else 1)' || {
   note "built ($("$PY" -c 'import prefetch; print("JPEG decoding", prefetch.built_with_jpeg())'))"
 }
 
+# The CUDA tests, and the checks of the build itself (gpu_machine): the GPU image's compiler and
+# libstdc++ are not CI's (its build once carried a static libstdc++ that crashed every error
+# message with a number in it, on the CPU too, and only one CUDA test raised such a message).
+TEST_MARKERS="cuda or gpu_machine"
+
 body_tests() {
   if [ "$GPU_CHECK_MODE" != gpu ]; then
     # No GPU: collecting them still proves every CUDA test module imports and is selected.
     local out n
-    out=$("$PY" -m pytest -m cuda tests --collect-only -q -p no:cacheprovider 2>&1)
+    out=$("$PY" -m pytest -m "$TEST_MARKERS" tests --collect-only -q -p no:cacheprovider 2>&1)
     local rc=$?
     printf '%s\n' "$out"
     n=$(printf '%s\n' "$out" | grep -c '::')
-    note "no GPU: collected $n cuda-marked tests, not run"
+    note "no GPU: collected $n tests marked $TEST_MARKERS, not run"
     return $rc
   fi
   # -v: a test per line as it ends, so a stage stopped at its limit still shows how far it got;
   # one module that fails to import must not cost the others (it still fails the stage).
-  local args=(-m cuda tests -v -p no:cacheprovider -rfE --durations=15 --continue-on-collection-errors
+  local args=(-m "$TEST_MARKERS" tests -v -p no:cacheprovider -rfE --durations=15 --continue-on-collection-errors
               --junitxml="$GPU_CHECK_LOGS/tests.xml")
   "$PY" -c 'import pytest_timeout' 2>/dev/null && args+=(--timeout=120)
   # One xdist worker: still one test at a time on the GPU, but a test that crashes the process

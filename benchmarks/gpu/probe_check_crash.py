@@ -91,6 +91,17 @@ def toolchain():
     for cmd in (["gcc", "--version"], ["c++", "--version"]):
         rc, out, _ = run(cmd, timeout=10)
         lines.append("%s: %s" % (" ".join(cmd), out.splitlines()[0] if out else "rc %s" % rc))
+    for name in ("libstdc++.so", "libstdc++.a"):
+        rc, out, _ = run(["c++", "-print-file-name=" + name], timeout=10)
+        lines.append("c++ -print-file-name=%s: %s" % (name, out.strip()))
+    import sysconfig
+    lines.append("sysconfig LDSHARED=%r LDCXXSHARED=%r" % (sysconfig.get_config_var("LDSHARED"),
+                                                          sysconfig.get_config_var("LDCXXSHARED")))
+    lines.append("env: %s" % {k: os.environ.get(k) for k in ("LDFLAGS", "CXXFLAGS", "CFLAGS", "CXX", "CC")})
+    info = os.path.join(os.path.dirname(so), "_build_info.json")
+    if os.path.exists(info):
+        with open(info) as f:
+            lines.append("_build_info.json libstdcxx: %s" % __import__("json").load(f).get("libstdcxx"))
     rc, out, _ = run(["readelf", "-p", ".comment", so], timeout=20)
     lines.append("extension .comment: " + " | ".join(l.strip() for l in out.splitlines()[2:6]))
     rc, out, _ = run(["ldd", so], timeout=20)
