@@ -5,7 +5,12 @@ records the device's allocated and reserved bytes (torch.cuda.memory_allocated/r
 process's resident memory (VmRSS; pinned pages are resident), the DataLoader workers' resident
 memory, torch's pinned host allocator (torch.cuda.host_memory_stats) and the engine's ring growths.
 A value grows when the largest of the last five epochs exceeds the largest of the first five by
-more than its tolerance (a leak of one batch per epoch adds twenty batches by the end).
+more than its tolerance (a leak of one batch per epoch adds twenty batches by the end). The
+device's reserved bytes are judged on the last ten epochs only (the last five against the five
+before): the caching allocator may take one more segment once, with the allocated bytes flat (the
+worker ring's scenario on the H200, 2026-11-27: +16 MiB at the fourth measured epoch, then flat
+for sixteen), which is no leak; reserved memory that keeps growing still is, and a leak of what
+the pipeline holds shows in the allocated bytes over the whole run.
 
 Scenarios (the paths timm #2781 and PyTorch #97432/#124456 leaked on):
   prefetcher           Prefetcher over a DataLoader (0 workers) + FusedAugment
@@ -154,6 +159,22 @@ def growth(series):
     return max(values[-5:]) - max(values[:5])
 
 
+def settled_growth(series):
+    """max(last five) - max(the five before them): growth that goes on after a one-time step."""
+    values = [v for v in series if v is not None]
+    if len(values) < 10:
+        return growth(values)
+    return max(values[-5:]) - max(values[-10:-5])
+
+
+# Judged by settled_growth (see the module's docstring); everything else by growth.
+SETTLED = ("cuda_reserved",)
+
+
+def judged_growth(key, series):
+    return settled_growth(series) if key in SETTLED else growth(series)
+
+
 def run_epoch(source, device):
     count = 0
     for batch in source:
@@ -183,12 +204,13 @@ def run_scenario(name, device, args, batch, size):
     keys = sorted({k for e in epochs for k in e if k not in counts})
     grew = {}
     for key in keys:
-        g = growth([e.get(key) for e in epochs])
+        g = judged_growth(key, [e.get(key) for e in epochs])
         if g is not None and key in TOLERANCE and g > TOLERANCE[key]:
             grew[key] = g
     return {
         "scenario": name, "ok": not grew, "seconds": round(time.perf_counter() - t0, 2),
-        "growth": {k: growth([e.get(k) for e in epochs]) for k in keys},
+        "growth": {k: judged_growth(k, [e.get(k) for e in epochs]) for k in keys},
+        "growth_whole_run": {k: growth([e.get(k) for e in epochs]) for k in keys},
         "grew": grew, "epochs": epochs,
     }
 
@@ -261,7 +283,7 @@ def main(argv=None):
         result["scenarios"][name] = r
         ok = ok and r["ok"]
         if "growth" in r:
-            print("  %s in %.1f s; growth first->last five epochs: %s%s" % (
+            print("  %s in %.1f s; growth first->last five epochs (cuda_reserved: over the last ten): %s%s" % (
                 "ok" if r["ok"] else "GREW", r["seconds"],
                 ", ".join("%s %+.1f MiB" % (k, v / MIB) if k != "ring_growths" else "%s %+d" % (k, v)
                           for k, v in r["growth"].items() if v is not None),

@@ -119,6 +119,19 @@ def test_memory_growth_compares_the_first_and_last_five_epochs():
     assert memory.growth([None, 1, 2]) is None
 
 
+def test_reserved_device_memory_may_step_once_but_not_keep_growing():
+    # The worker ring's scenario on the H200: one more allocator segment at the fourth measured
+    # epoch, allocated bytes flat: no leak. Growth that goes on in the last ten epochs still is.
+    memory = gpu_module("memory")
+    MIB = memory.MIB
+    step = [206 * MIB] * 5 + [222 * MIB] * 15
+    creep = [(200 + 2 * e) * MIB for e in range(20)]
+    assert memory.judged_growth("cuda_reserved", step) == 0
+    assert memory.judged_growth("cuda_allocated", step) == 16 * MIB  # allocated: the whole run
+    assert memory.judged_growth("cuda_reserved", creep) == 10 * MIB > memory.TOLERANCE["cuda_reserved"]
+    assert memory.settled_growth(list(range(7))) == memory.growth(list(range(7)))  # under ten epochs
+
+
 def test_ddp_check_fails_a_context_off_the_ranks_device():
     ddp = gpu_module("ddp_contexts")
     clean = {"rank": 1, "pid": 10, "own_device": 1, "primary_contexts": [1],

@@ -44,24 +44,6 @@ PF_HD void normalize_flip_thread(const NormalizeFlipArgs& a, const NormalizeFlip
   int64_t sx = source_col(g, win, place.x);
   const int64_t step = win.hflip ? -1 : 1;
   T values[kVec] = {};
-  // The common case, a whole vector of one channel row read inside the image: no bounds test and
-  // no 64-bit address per value, the channel's constants once. The second H200 run found this
-  // kernel issue-bound (SM 75% busy, memory 40%: ~64 instructions an output value, most of them
-  // the general loop's per-value tests and index math below). The same bytes, the same roundings.
-  if (!kChannelsLast && count == kVec && row_inside) {
-    const int64_t last = sx + (kVec - 1) * step;
-    if (sx >= 0 && sx < g.W && last >= 0 && last < g.W) {
-      const Affine k_affine = affine[c];
-      const uint8_t* p = src + sx * g.sW + static_cast<int64_t>(c) * g.sC;
-      const int64_t stride = step * g.sW;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
-      for (int k = 0; k < kVec; ++k) values[k] = conv(normalize(load_byte(p + k * stride), k_affine));
-      store_values(static_cast<T*>(a.out) + output_offset<kChannelsLast>(place, a.oN, a.oY, a.oC), values, count);
-      return;
-    }
-  }
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
