@@ -198,9 +198,9 @@ def test_input_sides_beyond_2_62_refused():
 @pytest.mark.cuda
 def test_output_size_overflow_and_fill_range_on_cuda():
     require_cuda()
-    # In a child: on the first GPU run (H200, torch 2.11, GCC 13 build) this call killed the
-    # process with SIGSEGV instead of raising (not understood yet: the same plan raises on the
-    # CPU and meta); a crash must fail this test, not end the whole CUDA run.
+    # In a child: on the GPU image this call killed the process with SIGSEGV instead of raising
+    # (the build had linked a static libstdc++ into the extension, whose number formatting then
+    # crashed: tests/test_build.py); a crash must fail this test, not end the whole CUDA run.
     body = """
         from tests.ops.test_augment_arguments import _assert_output_size_overflow_raises
         _assert_output_size_overflow_raises("cuda")
