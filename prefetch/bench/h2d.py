@@ -61,11 +61,40 @@ def _measure(device, batch_bytes, count, threads, repeats):
             "repeats": repeats,
             "h2d_raw_gbps": gbps(raw, "h2d_raw_gbps"),
             "pin_memory_gbps": gbps(pin_each, "pin_memory_gbps"),
-            "h2d_gbps": gbps(ring, "h2d_gbps"),
         }
+        before = pf.stats()
+        out["h2d_gbps"] = gbps(ring, "h2d_gbps")
+        out["ring_stages"] = ring_stages(before, pf.stats())
         out.update(ranges)
     out["h2d_fraction_of_raw"] = out["h2d_gbps"] / out["h2d_raw_gbps"]
     out["h2d_vs_pin_memory"] = out["h2d_gbps"] / out["pin_memory_gbps"]
+    return out
+
+
+def ring_stages(before, after):
+    """Where the ring's epochs spent the producer's time, from two ``Prefetcher.stats()``: the
+    collation's speed while the copies run (``collate_gbps``: against the `collate` section's,
+    which has no copy beside it, it says whether the host's memory is shared out), and each
+    stage's share of the producer's time (``blocked``: waiting for the consumer, ``handoff``:
+    allocating the destination, enqueuing the copy, publishing). The first GPU runs measured the
+    ring at 0.55 of raw pinned copies with the sum of the collation's and the copy's times per
+    batch: this says which of the two explanations holds (benchmarks/NOTES.md)."""
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in
+         ("bytes_collated", "collate_s", "source_s", "producer_blocked_s", "transform_s",
+          "produce_s", "batches", "wait_s", "consumer_s")}
+    produce = d["produce_s"]
+    share = (lambda v: v / produce) if produce > 0 else (lambda v: 0.0)
+    out = {
+        "batches": d["batches"],
+        "collate_gbps": d["bytes_collated"] / d["collate_s"] / 1e9 if d["collate_s"] > 0 else 0.0,
+        "produce_ms_per_batch": 1e3 * produce / d["batches"] if d["batches"] else 0.0,
+        "consumer_wait_fraction": d["wait_s"] / d["consumer_s"] if d["consumer_s"] > 0 else 0.0,
+    }
+    for name, key in (("source", "source_s"), ("collate", "collate_s"),
+                      ("blocked", "producer_blocked_s"), ("transform", "transform_s")):
+        out[name + "_share"] = share(d[key])
+    out["handoff_share"] = max(0.0, 1.0 - sum(out[k] for k in ("source_share", "collate_share",
+                                                           "blocked_share", "transform_share")))
     return out
 
 
@@ -127,6 +156,12 @@ def table(row, zero_copy_rows):
          "ring / raw pinned copies", "ring / pin_memory().to()"],
         [["GB/s", cell("h2d_gbps"), cell("pin_memory_gbps"), cell("h2d_raw_gbps"),
           "%.2f" % row["h2d_fraction_of_raw"], "%.2f" % row["h2d_vs_pin_memory"]]])
+    st = row.get("ring_stages")
+    if st:
+        lines.append("  the ring's producer: %.2f ms a batch; collation at %.1f GB/s beside the copies; "
+                     "shares: collate %.2f, blocked %.2f, handoff %.2f (allocate, enqueue, publish)"
+                     % (st["produce_ms_per_batch"], st["collate_gbps"], st["collate_share"],
+                        st["blocked_share"], st["handoff_share"]))
     for z in zero_copy_rows:
         lines.append("  zero-copy fp16%s: %s ms | copy, then op %s ms | copy-then-op / zero-copy "
                      "%.2f (above 1: zero-copy is faster)" % (

@@ -268,3 +268,20 @@ def test_the_pil_trivial_augment_applies_every_op(monkeypatch):
     # Every op but Identity changed the image at these magnitudes.
     unchanged = sorted(x[0] for x in seen if x != "Identity" and not x[1])
     assert not unchanged, unchanged
+
+
+def test_h2d_ring_stages_are_the_deltas_of_two_stats():
+    from prefetch.bench.h2d import ring_stages
+
+    before = {"bytes_collated": 1e9, "collate_s": 1.0, "produce_s": 2.0, "producer_blocked_s": 0.5,
+              "source_s": 0.1, "transform_s": 0.0, "batches": 10, "wait_s": 1.0, "consumer_s": 2.0}
+    after = {"bytes_collated": 5e9, "collate_s": 1.1, "produce_s": 2.4, "producer_blocked_s": 0.6,
+             "source_s": 0.14, "transform_s": 0.0, "batches": 30, "wait_s": 1.3, "consumer_s": 2.4}
+    st = ring_stages(before, after)
+    assert st["batches"] == 20
+    assert abs(st["collate_gbps"] - 40.0) < 1e-9            # 4 GB in 0.1 s
+    assert abs(st["produce_ms_per_batch"] - 20.0) < 1e-9    # 0.4 s over 20 batches
+    assert abs(st["collate_share"] - 0.25) < 1e-9 and abs(st["blocked_share"] - 0.25) < 1e-9
+    assert abs(st["source_share"] - 0.1) < 1e-9 and abs(st["handoff_share"] - 0.4) < 1e-9
+    assert abs(st["consumer_wait_fraction"] - 0.75) < 1e-9
+    assert ring_stages(before, before)["collate_gbps"] == 0.0  # nothing ran: no division by zero
