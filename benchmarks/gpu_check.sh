@@ -41,13 +41,14 @@
 #   call 2: bash benchmarks/gpu_check.sh --pack --budget 570 build,sanitize,memory,ddp
 #   call 3: bash benchmarks/gpu_check.sh --pack --budget 570 build,bench
 #   call 4 (if device time is left): bash benchmarks/gpu_check.sh --pack --budget 570 build,profile,suite
-# With 15 minutes of device time in all, as on 2026-11-27 (H200: a start ~30 s, preflight 11, build
-# ~100, tests 90-120, profile ~25, sanitize ~75, memory ~40), two calls:
-#   call 1: bash benchmarks/gpu_check.sh --pack --budget 560 build,tests,profile,sanitize,memory
-#           (~380 s); give the machine back, read the logs and fix what failed
-#   call 2: the same stages again at the fixed commit (a fresh start and build, ~130 s more) with
-#           --budget set to what is left; bench when time remains, after a change to measure
-# (the bench figures of 2026-11-26, the checks and kernel profiles of 2026-11-27: benchmarks/results/).
+# With 15 minutes of device time in all, as on 2026-11-27 (H200: a start ~30 s, preflight 10, build
+# 80-100, tests 80-120, profile ~25, sanitize 63-79, memory ~30, bench ~145 with every section):
+#   call 1: bash benchmarks/gpu_check.sh --pack --budget 565 build,tests,profile,bench (~345 s)
+#   call 2, at once on the warm machine (it goes back 30 s after a call ends; have it ready):
+#           bash benchmarks/gpu_check.sh --pack --budget 280 build,sanitize,memory (~110 s; the
+#           build is then a no-op); then give the machine back, read the logs, fix what failed
+#   call 3: what is left (a fresh start and build cost ~130 s) on the fixed stages only
+# (session 19 ran exactly this; figures and logs: benchmarks/results/h200-2026-11-27*).
 #
 # Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
 # limit, note, details; the preflight; "result"), preflight.txt, bench/{results.json,
