@@ -63,6 +63,7 @@ def _build(recorded):
         "jpeg_library": jpeg_library,
         "sanitize": rec.get("sanitize", UNKNOWN) if recorded is not None else UNKNOWN,
         "debug": rec.get("debug", UNKNOWN),
+        "libstdcxx": rec.get("libstdcxx", UNKNOWN),
         "built_against_torch": rec.get("torch", UNKNOWN),
         "built_at": rec.get("built_at", UNKNOWN),
         "extension": getattr(prefetch._C, "__file__", UNKNOWN),
@@ -225,6 +226,7 @@ def format_report(info):
         "  JPEG decoder:     %s  %s; library: %s" % (_show(b["jpeg"]), b["jpeg_why"], b["jpeg_library"]),
         "  sanitizers:       %s" % ("none" if b["sanitize"] is None else b["sanitize"]),
         "  DEBUG:            %s" % _show(b["debug"]),
+        "  libstdc++:        %s" % _show(b["libstdcxx"]),
         "  built against:    torch %s at %s" % (b["built_against_torch"], b["built_at"]),
     ]
     lines += ["  WARNING: %s" % p for p in b["problems"]]

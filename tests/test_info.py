@@ -25,7 +25,7 @@ def test_module_prints_the_report():
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("prefetch %s at " % prefetch.__version__)
-    for needle in ("CUDA:", "arch list:", "JPEG decoder:", "sanitizers:", "DEBUG:", "torch %s" % torch.__version__,
+    for needle in ("CUDA:", "arch list:", "JPEG decoder:", "sanitizers:", "DEBUG:", "libstdc++:", "torch %s" % torch.__version__,
                    "pinned-memory limit (ulimit -l)", "cores:", "Python ", "OS: ", "TORCH_CUDA_ARCH_LIST=",
                    "OMP_NUM_THREADS="):
         assert needle in out, (needle, out)
