@@ -2,7 +2,7 @@
 
 An extension linked with its own static libstdc++ shares the process's locale (torch and Python
 load the shared libstdc++) but keeps its own facet ids, so its streams look facets up at the
-wrong index: every number that a TORCH_CHECK message formats came out empty (GCC 12 here) or
+wrong index: every number that a TORCH_CHECK message formats came out empty (GCC 12, as on CI) or
 crashed the process with SIGSEGV inside ostream::_M_insert<long> (the GPU image of 2026-11-27:
 GCC 13.3, libstdc++ 6.0.33; an overflowing output size, a bad fill value, any message with a
 number). setup.py checks the extension it linked with :func:`has_own_libstdcxx` and, where the
