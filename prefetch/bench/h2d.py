@@ -5,6 +5,7 @@ from pinned memory) against copy-then-op. CUDA only."""
 import torch
 
 import prefetch
+from prefetch._engine.pipeline import derived_fractions
 
 from . import text, timing
 from .ops import MEAN, STD
@@ -84,19 +85,15 @@ def ring_stages(before, after):
     d = {k: after.get(k, 0) - before.get(k, 0) for k in
          ("bytes_collated", "collate_s", "source_s", "producer_blocked_s", "transform_s",
           "produce_s", "batches", "wait_s", "consumer_s")}
-    produce = d["produce_s"]
-    share = (lambda v: v / produce) if produce > 0 else (lambda v: 0.0)
+    # The shares as stats() derives them, from these epochs' counters instead of the totals.
+    fractions = derived_fractions(d)
     out = {
         "batches": d["batches"],
         "collate_gbps": d["bytes_collated"] / d["collate_s"] / 1e9 if d["collate_s"] > 0 else 0.0,
-        "produce_ms_per_batch": 1e3 * produce / d["batches"] if d["batches"] else 0.0,
-        "consumer_wait_fraction": d["wait_s"] / d["consumer_s"] if d["consumer_s"] > 0 else 0.0,
+        "produce_ms_per_batch": 1e3 * d["produce_s"] / d["batches"] if d["batches"] else 0.0,
+        "consumer_wait_fraction": fractions["wait_fraction"],
     }
-    for name, key in (("source", "source_s"), ("collate", "collate_s"),
-                      ("blocked", "producer_blocked_s"), ("transform", "transform_s")):
-        out[name + "_share"] = share(d[key])
-    out["handoff_share"] = max(0.0, 1.0 - sum(out[k] for k in ("source_share", "collate_share",
-                                                           "blocked_share", "transform_share")))
+    out.update((k, v) for k, v in fractions.items() if k.endswith("_share"))
     return out
 
 
