@@ -1,9 +1,13 @@
 // affine_warp's per-pixel thread work (affine_warp_thread_work.h), run on the CPU over every
 // thread index in a shuffled order, must write exactly what the CPU kernel writes over any split
 // of its rows, and nothing outside the output; whole-pixel shifts are exact copies with the fill
-// outside (an independent reference: plain indexing). The values against a float64 reference are
-// tests/ops/test_affine_warp.py's.
+// outside (an independent reference: plain indexing). The CPU kernel runs as its AVX2 build (where
+// the CPU has AVX2) and its baseline build; the AVX2 build's gathers read 4 bytes where the thread
+// work reads 1 or 2, which must never leave the tensor (a test puts it against unreadable pages).
+// The values against a float64 reference are tests/ops/test_affine_warp.py's.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +17,7 @@
 
 #include "affine_warp/affine_warp.h"
 #include "affine_warp/affine_warp_thread_work.h"
+#include "common/cpu_dispatch.h"
 #include "plane_rows_threads.h"
 
 using namespace prefetch::kernels;
@@ -27,14 +32,18 @@ struct Case {
   std::vector<uint8_t> images;  // [N, H, W, C] (channels last) or [N, C, H, W] (planar)
   std::vector<float> maps;
   bool planar = false;  // planar rows (sW = 1): the kernel reads a row's two taps in one load
+  int64_t pad = 0;      // bytes after each row (a view's rows: sH larger than the row)
+  int64_t row_stride() const { return planar ? W + pad : W * C + pad; }
+  // The bytes the images span with these strides (images.size() must be at least that).
+  int64_t extent() const { return N * C * H * (W + pad); }
   AffineWarpArgs args(std::vector<uint8_t>* out, bool bilinear, bool fill) const {
     AffineWarpArgs a;
     a.images = images.data();
     a.N = N, a.C = C, a.H = H, a.W = W;
     if (planar) {
-      a.sN = C * H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+      a.sH = row_stride(), a.sW = 1, a.sC = H * a.sH, a.sN = C * a.sC;
     } else {
-      a.sN = H * W * C, a.sC = 1, a.sH = W * C, a.sW = C;
+      a.sH = row_stride(), a.sW = C, a.sC = 1, a.sN = H * a.sH;
     }
     a.matrices = maps.data();
     a.bilinear = bilinear;
@@ -50,7 +59,8 @@ Case random_case(int64_t N, int64_t C, int64_t H, int64_t W, std::mt19937* rng) 
   Case k{N, C, H, W, {}, {}};
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  k.images.resize(static_cast<size_t>(N * C * H * W));
+  k.pad = 3;  // the planar and channels-last rows of a padded view; tests set 0 for dense ones
+  k.images.resize(static_cast<size_t>(k.extent()));
   for (auto& v : k.images) v = static_cast<uint8_t>(byte(*rng));
   for (int64_t n = 0; n < N; ++n) {
     const float angle = 3.1416f * u(*rng), scale = 1.0f + 0.4f * u(*rng);
@@ -75,10 +85,12 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
       std::copy(shift, shift + 6, k.maps.begin() + 6);
       std::copy(near_shift, near_shift + 6, k.maps.begin());
     }
-    for (bool bilinear : {false, true}) {
-      for (bool fill : {false, true}) {
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool bilinear = variant & 1, fill = variant & 2, avx2 = variant & 4;
+      const bool previous = set_cpu_avx2_allowed(avx2);
+      for (int64_t pad : {0, 3}) {
         for (bool planar : {false, true}) {
-          k.planar = planar;
+          k.planar = planar, k.pad = pad;
           std::vector<uint8_t> cpu, threads;
           const AffineWarpArgs a = k.args(&cpu, bilinear, fill);
           const int64_t rows = k.N * k.H;
@@ -98,9 +110,11 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
           plane_rows_test::run_every_thread(thread, k.N, 1, k.H, k.W, 2, &rng);
           expect_guards_intact(cpu);
           expect_guards_intact(threads);
-          ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill << " planar " << planar;
+          ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " fill " << fill << " planar " << planar << " pad "
+                                  << pad << " avx2 " << avx2;
         }
       }
+      set_cpu_avx2_allowed(previous);
     }
   }
 }
@@ -108,6 +122,7 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
 TEST(AffineWarpThreadWork, WholePixelShiftsAreCopiesWithTheFillOutside) {
   std::mt19937 rng(5);
   Case k = random_case(3, 3, 6, 8, &rng);
+  k.pad = 0;
   const int64_t dx[3] = {0, 2, -9}, dy[3] = {0, -1, 3};
   for (int n = 0; n < 3; ++n) {
     const float m[6] = {1, 0, static_cast<float>(-dx[n]), 0, 1, static_cast<float>(-dy[n])};
@@ -130,6 +145,70 @@ TEST(AffineWarpThreadWork, WholePixelShiftsAreCopiesWithTheFillOutside) {
           }
         }
       }
+    }
+  }
+}
+
+namespace {
+
+// Three pages, the outer two unreadable: a read outside the middle one faults.
+class GuardedPages {
+ public:
+  GuardedPages() : page_(sysconf(_SC_PAGESIZE)) {
+    void* p = mmap(nullptr, 3 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    base_ = static_cast<uint8_t*>(p);
+    mprotect(base_, page_, PROT_NONE);
+    mprotect(base_ + 2 * page_, page_, PROT_NONE);
+  }
+  ~GuardedPages() {
+    if (base_ != nullptr) munmap(base_, 3 * page_);
+  }
+  GuardedPages(const GuardedPages&) = delete;
+  GuardedPages& operator=(const GuardedPages&) = delete;
+  uint8_t* first() const { return base_ == nullptr ? nullptr : base_ + page_; }
+  int64_t size() const { return page_; }
+
+ private:
+  int64_t page_;
+  uint8_t* base_ = nullptr;
+};
+
+}  // namespace
+
+TEST(AffineWarpThreadWork, ReadsNoByteOutsideTheTensor) {
+  // A batch whose first byte starts a readable page and, again, whose last byte ends it: maps that
+  // reach every edge (rotations about the centre, up to 1.4x zoomed out) make the kernel's reads
+  // touch both ends of the tensor, where a 4-byte read past the last byte or before the first
+  // faults. Every channel count, both layouts and interpolations, the AVX2 build where the CPU has it.
+  GuardedPages pages;
+  ASSERT_NE(pages.first(), nullptr);
+  std::mt19937 rng(11);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 3, 20, 21}, {3, 1, 9, 17}, {1, 4, 16, 16}}) {
+    Case k = random_case(shape[0], shape[1], shape[2], shape[3], &rng);
+    k.pad = 0;
+    const int64_t bytes = k.extent();
+    ASSERT_LE(bytes, pages.size());
+    for (int variant = 0; variant < 16; ++variant) {
+      const bool bilinear = variant & 1, planar = variant & 2, avx2 = variant & 4, at_end = variant & 8;
+      k.planar = planar;
+      uint8_t* images = at_end ? pages.first() + pages.size() - bytes : pages.first();
+      std::copy(k.images.begin(), k.images.begin() + bytes, images);
+      const bool previous = set_cpu_avx2_allowed(avx2);
+      std::vector<uint8_t> cpu, threads;
+      AffineWarpArgs a = k.args(&cpu, bilinear, true);
+      a.images = images;
+      affine_warp_cpu(a, 0, k.N * k.H);
+      AffineWarpArgs b = k.args(&threads, bilinear, true);
+      b.images = images;
+      for (int64_t n = 0; n < k.N; ++n) {
+        for (int64_t y = 0; y < k.H; ++y) {
+          for (int64_t x = 0; x < k.W; ++x) affine_warp_pixel<0>(b, n, y, x);
+        }
+      }
+      set_cpu_avx2_allowed(previous);
+      ASSERT_EQ(cpu, threads) << "bilinear " << bilinear << " planar " << planar << " avx2 " << avx2 << " at_end "
+                              << at_end;
     }
   }
 }

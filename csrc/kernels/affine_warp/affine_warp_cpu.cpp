@@ -4,8 +4,10 @@
 // compiler vectorises the arithmetic: the source points, taps and weights of kChunk pixels at
 // once, then per channel the four taps read (the one scalar phase: gathers at arbitrary points),
 // then the blend, fill, rounding and store. The pixel-at-a-time form cost ~21 ns a pixel
-// (benchmarks/NOTES.md, "affine_warp"). Built once, for the baseline ISA: an FMA build would
-// contract the products and sums that must round one at a time.
+// (benchmarks/NOTES.md, "affine_warp"). Built for the baseline ISA: an FMA build would contract
+// the products and sums that must round one at a time. Where the CPU has AVX2, the rows go to
+// affine_warp_cpu_avx2.cpp instead (eight pixels a step, the taps read by gathers; no FMA there
+// either), but for the whole-pixel shifts, which are copies.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -19,9 +21,15 @@
 
 #include "affine_warp/affine_warp.h"
 #include "affine_warp/affine_warp_thread_work.h"
+#include "common/cpu_dispatch.h"
 
 namespace prefetch {
 namespace kernels {
+
+#if PREFETCH_AVX2_BUILD
+// False where that build does not take these arguments (bilinear with sW != 1, offsets past int32).
+bool affine_warp_rows_avx2(const AffineWarpArgs& a, int64_t row_begin, int64_t row_end);
+#endif
 
 namespace {
 
@@ -199,18 +207,27 @@ void shifted_row(const AffineWarpArgs& a, int64_t n, int64_t y, int64_t dx, int6
   }
 }
 
+bool avx2_rows(const AffineWarpArgs& a, int64_t row_begin, int64_t row_end) {
+#if PREFETCH_AVX2_BUILD
+  return use_avx2_build() && affine_warp_rows_avx2(a, row_begin, row_end);
+#else
+  (void)a, (void)row_begin, (void)row_end;
+  return false;
+#endif
+}
+
 template <int kChannels>
 void rows(const AffineWarpArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t row = row_begin; row < row_end;) {
-    // A run of rows of one image: its whole-pixel shift, or the kernel of its interpolation.
+    // A run of rows of one image: its whole-pixel shift, or the kernel of its interpolation (the
+    // AVX2 build's where it takes them).
     const int64_t n = row / a.H, end = std::min(row_end, (n + 1) * a.H);
     int64_t dx, dy;
     if (whole_shift(a, n, &dx, &dy)) {
       for (int64_t r = row; r < end; ++r) shifted_row(a, n, r - n * a.H, dx, dy);
-    } else if (a.bilinear) {
-      bilinear_rows<kChannels>(a, row, end);
-    } else {
-      nearest_rows<kChannels>(a, row, end);
+    } else if (!avx2_rows(a, row, end)) {
+      if (a.bilinear) bilinear_rows<kChannels>(a, row, end);
+      else nearest_rows<kChannels>(a, row, end);
     }
     row = end;
   }
