@@ -25,13 +25,22 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
   std::uniform_int_distribution<int> byte(0, 255);
   for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
     const bool previous = set_cpu_avx2_allowed(avx2);
-    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {3, 4, 2, 9}, {2, 3, 40, 37}}) {
+    // {8, 3, 9, 70}: the AVX2 build's 16-value steps, the last moved back, over every kind of factor
+    // below; {2, 1, 4, 18}: the narrowest rows it takes (one step)
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {3, 4, 2, 9}, {2, 3, 40, 37}, {8, 3, 9, 70}, {2, 1, 4, 18}}) {
       const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
       for (bool channels_last : {false, true}) {
         std::vector<uint8_t> images(static_cast<size_t>(N * C * H * W));
         for (auto& v : images) v = static_cast<uint8_t>(byte(rng));
+        // The largest sums: the second image nearly white (its divisions by 13 up to 3321).
+        if (N > 1) {
+          for (int64_t i = C * H * W; i < 2 * C * H * W; ++i) images[static_cast<size_t>(i)] = static_cast<uint8_t>(250 + byte(rng) % 6);
+        }
+        // Factors whose rest (1 - factor) is positive, negative, 0, below 2^-20 (the AVX2 build's
+        // FMA would not be the thread work's double there: it leaves them to the double loop) and large.
+        const double kinds[8] = {0.1, 2.6, 1.0, 1.0 + 1e-9, 0.0, 2.0, 1000.0, 0.5};
         std::vector<double> factors;
-        for (int64_t n = 0; n < N; ++n) factors.push_back(0.1 + 2.5 * n / std::max<int64_t>(1, N - 1));
+        for (int64_t n = 0; n < N; ++n) factors.push_back(N <= 3 ? 0.1 + 2.5 * n / std::max<int64_t>(1, N - 1) : kinds[n % 8]);
         SharpnessArgs a;
         a.images = images.data();
         a.N = N, a.C = C, a.H = H, a.W = W;

@@ -15,7 +15,10 @@ void sharpness_cpu(const SharpnessArgs& args, int64_t row_begin, int64_t row_end
 #if PREFETCH_AVX2_BUILD
   if (use_avx2_build()) return sharpness_cpu_avx2(args, row_begin, row_end);
 #endif
-  sharpness_rows<struct BaselineIsa>(args, row_begin, row_end);
+  sharpness_rows<struct BaselineIsa>(args, row_begin, row_end,
+                                     [](const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, int64_t, float) {
+                                       return int64_t{1};
+                                     });
 }
 
 }  // namespace kernels

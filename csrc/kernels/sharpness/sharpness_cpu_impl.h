@@ -16,8 +16,10 @@ namespace kernels {
 
 // Isa: a tag of the build that instantiates it, so that the two builds are two functions (one name
 // compiled for two targets would be one symbol, and the linker would keep either).
-template <typename Isa>
-void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end) {
+// interior(up, p, down, dst, W, rest): a build's own loop over a contiguous row's first interior
+// values, returning the first x it left to the loop below (1 where it did none).
+template <typename Isa, typename Interior>
+void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end, Interior interior) {
   const int64_t C = a.C, H = a.H, W = a.W, sH = a.sH, sW = a.sW;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
@@ -32,7 +34,7 @@ void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end) 
     dst[0] = p[0];
     dst[W - 1] = p[(W - 1) * sW];
     if (sW == 1) {  // contiguous rows: the loop vectorises
-      for (int64_t x = 1; x < W - 1; ++x) {
+      for (int64_t x = interior(up, p, down, dst, W, rest); x < W - 1; ++x) {
         const int32_t v = p[x];
         const int32_t s = up[x - 1] + up[x] + up[x + 1] + p[x - 1] + 5 * v + p[x + 1] + down[x - 1] + down[x] +
                           down[x + 1];
