@@ -59,11 +59,13 @@ void blend8(uint8_t* dst, __m128i d, __m128i v, __m256 rest) {
 }
 
 int64_t interior16(const uint8_t* up, const uint8_t* p, const uint8_t* down, uint8_t* dst, int64_t W, float rest) {
+  // The rests where the FMA is the double blend (above); those over 2^100, whose products clamp to
+  // 0 or 255 either way, and any not finite are left to the double loop too.
   const float magnitude = rest < 0.0f ? -rest : rest;
   if (!(rest == 0.0f || (magnitude >= 0x1p-20f && magnitude <= 0x1p100f))) return 1;
+  if (W - 1 < 1 + kStep) return 1;
   const __m256 vrest = _mm256_set1_ps(rest);
   const __m256i six = _mm256_set1_epi16(6), thirteenth = _mm256_set1_epi16(static_cast<int16_t>(kThirteenth));
-  if (W - 1 < 1 + kStep) return 1;
   // Steps of 16 from x = 1, the last one moved back to end at W - 2 (it writes some values again,
   // the same bytes: the output is not the input); each reads x - 1 .. x + 16, all below W.
   for (int64_t x = 1; x < W - 1; x += kStep) {
