@@ -181,8 +181,12 @@ suites = [suites] if suites.tag == "testsuite" else list(suites)
 total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
 failed = [c.get("classname", "") + "::" + c.get("name", "") for s in suites for c in s.iter("testcase")
           if c.find("failure") is not None or c.find("error") is not None]
+# The skipped ones by name and reason: what a GPU run did not check is as much its result.
+skipped = [c.get("classname", "") + "::" + c.get("name", "") + ": " + (c.find("skipped").get("message") or "")[:160]
+           for s in suites for c in s.iter("testcase") if c.find("skipped") is not None]
 total["passed"] = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
 total["failed_tests"] = failed[:50]
+total["skipped_tests"] = skipped[:100]
 json.dump(total, open(base + ".detail.json", "w"), indent=2)
 open(base + ".note", "a").write("%(passed)d passed, %(failures)d failed, %(errors)d errors, "
                                 "%(skipped)d skipped\n" % total)
