@@ -34,7 +34,7 @@ struct Case {
   bool planar = false;  // planar rows (sW = 1): the kernel reads a row's two taps in one load
   int64_t pad = 0;      // bytes after each row (a view's rows: sH larger than the row)
   int64_t row_stride() const { return planar ? W + pad : W * C + pad; }
-  // The bytes the images span with these strides (images.size() must be at least that).
+  // At least the bytes the images span with these strides (exactly, without padding).
   int64_t extent() const { return N * C * H * (W + pad); }
   AffineWarpArgs args(std::vector<uint8_t>* out, bool bilinear, bool fill) const {
     AffineWarpArgs a;
@@ -158,20 +158,21 @@ class GuardedPages {
     void* p = mmap(nullptr, 3 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return;
     base_ = static_cast<uint8_t*>(p);
-    mprotect(base_, page_, PROT_NONE);
-    mprotect(base_ + 2 * page_, page_, PROT_NONE);
+    guarded_ = mprotect(base_, page_, PROT_NONE) == 0 && mprotect(base_ + 2 * page_, page_, PROT_NONE) == 0;
   }
   ~GuardedPages() {
     if (base_ != nullptr) munmap(base_, 3 * page_);
   }
   GuardedPages(const GuardedPages&) = delete;
   GuardedPages& operator=(const GuardedPages&) = delete;
-  uint8_t* first() const { return base_ == nullptr ? nullptr : base_ + page_; }
+  // The readable page, or nullptr where the pages could not be made (or guarded).
+  uint8_t* first() const { return guarded_ ? base_ + page_ : nullptr; }
   int64_t size() const { return page_; }
 
  private:
   int64_t page_;
   uint8_t* base_ = nullptr;
+  bool guarded_ = false;
 };
 
 }  // namespace
