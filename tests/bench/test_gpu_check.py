@@ -102,6 +102,28 @@ def test_list_shows_every_stage_with_its_limit_and_the_whole_fits_in_25_minutes(
         assert int(limits["preflight"]) + sum(int(limits[s]) for s in call[1:]) < 600
 
 
+def test_the_tests_stage_names_its_failed_and_skipped_tests(tmp_path):
+    # junit_note, the tests stage's report, on a junit file of one test of each outcome: what a GPU
+    # run did not check (skipped, and why) is named as well as what failed.
+    (tmp_path / "tests.xml").write_text(
+        '<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="3">'
+        '<testcase classname="tests.ops.test_a" name="test_ran"/>'
+        '<testcase classname="tests.ops.test_a" name="test_skipped">'
+        '<skipped type="pytest.skip" message="needs two GPUs">why</skipped></testcase>'
+        '<testcase classname="tests.ops.test_b" name="test_failed"><failure message="boom"/></testcase>'
+        '</testsuite></testsuites>')
+    script = ('eval "$(sed -n \'/^junit_note() {/,/^}/p\' "$SCRIPT")"; junit_note "$LOGS/tests.xml"')
+    env = dict(os.environ, SCRIPT=SCRIPT, LOGS=str(tmp_path), PY=sys.executable, GPU_CHECK_LOGS=str(tmp_path),
+               GPU_CHECK_STAGE="tests")
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    detail = json.loads((tmp_path / "tests.detail.json").read_text())
+    assert (detail["passed"], detail["failures"], detail["skipped"]) == (1, 1, 1)
+    assert detail["failed_tests"] == ["tests.ops.test_b::test_failed"]
+    assert detail["skipped_tests"] == ["tests.ops.test_a::test_skipped: needs two GPUs"]
+    assert (tmp_path / "tests.note").read_text() == "1 passed, 1 failed, 0 errors, 1 skipped\n"
+
+
 def test_overall_result_excuses_only_the_selftests_timeout():
     record = gpu_module("record")
     stage = lambda name, status: {"stage": name, "status": status}  # noqa: E731
