@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from .conftest import thread_count
+from .conftest import SANITIZED, thread_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,7 +98,12 @@ def engine_of(loader):
 def run_child(body, timeout=60):
     """Runs `body` in a fresh interpreter; its stacks are dumped if it outlives `timeout - 5` s.
     Anything that could hang or crash runs there, so a hang or a SIGSEGV fails one test instead
-    of stalling or killing pytest."""
+    of stalling or killing pytest. Under the sanitizers (scripts/sanitize.sh python) the limit is
+    four times longer: an instrumented child, and each DataLoader worker it forks, runs several
+    times slower (a worker-ring test of 16 worker start-ups took 65 s there against 5 s plain),
+    and a hang is still caught, later."""
+    if SANITIZED:
+        timeout *= 4
     code = textwrap.dedent("""
         import faulthandler, sys
         faulthandler.dump_traceback_later(%d, exit=True)
