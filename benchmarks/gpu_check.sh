@@ -51,7 +51,7 @@
 # (session 19 ran exactly this; figures and logs: benchmarks/results/h200-2026-11-27*).
 #
 # Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
-# limit, note, details — the tests stage's name its failed and its skipped tests, with the reasons;
+# limit, note, details — the tests stage's details name its failed and skipped tests, with reasons;
 # the preflight; "result"), preflight.txt, bench/{results.json,
 # readme_table.md,e2e.png,ops.png}, and the logs: $OUT/logs/ (or logs.tar.gz with --pack) with
 # <stage>.log, <stage>.status.json and each stage's own files (tests.xml, sanitize/, memory/,
