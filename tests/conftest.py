@@ -10,9 +10,16 @@ FAIL_WITHOUT_CUDA = os.environ.get("FAIL_WITHOUT_CUDA", "0") == "1"
 # threaded process can deadlock the child inside ASan's allocator, whose lock another thread may
 # hold at the fork (GCC 12's runtime takes no lock around fork): DataLoader workers start by
 # forkserver instead, and the test of fork itself is skipped. The regular run covers fork.
+# A worker forked by the forkserver starts with what the forkserver imported: torch and prefetch
+# preloaded there spare every worker their import, seconds each under the sanitizers (the
+# worker-ring tests start hundreds). The forkserver stays single-threaded, as fork() under ASan
+# needs: with OPENBLAS_NUM_THREADS=1 (inherited by the forkserver, started later) the numpy that
+# torch imports starts no BLAS thread server, and neither import starts another thread.
 SANITIZED = os.environ.get("PREFETCH_SANITIZED", "0") == "1"
 if SANITIZED:
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     multiprocessing.set_start_method("forkserver", force=True)
+    multiprocessing.set_forkserver_preload(["torch", "prefetch"])
 
 
 def cuda_ready():

@@ -19,3 +19,27 @@ def test_native_backtrace_shows_where_a_child_died_of_a_signal():
     assert out.returncode < 0  # the signal, not an exception
     trace = native_backtrace(CRASH, timeout=60)
     assert "backtrace ---" in trace and "SIGSEGV" in trace and "#0" in trace, trace
+
+
+@pytest.mark.skipif(not SANITIZED, reason="the forkserver set-up of the sanitized run (conftest)")
+def test_the_sanitized_runs_forkserver_has_torch_loaded_and_one_thread():
+    # Workers forked from it skip importing torch (conftest); fork() under ASan is safe only
+    # from a single-threaded process.
+    import multiprocessing
+    import os
+    import time
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").Process(target=os.getpid).start()  # starts it
+    pid = forkserver._forkserver._forkserver_pid
+    deadline = time.monotonic() + 120
+    while True:  # the preload runs after the forkserver starts
+        with open("/proc/%d/maps" % pid) as f:
+            maps = f.read()
+        if "libtorch_cpu" in maps and "prefetch/_C." in maps:
+            break
+        assert time.monotonic() < deadline, "the forkserver never loaded torch and prefetch"
+        time.sleep(0.2)
+    time.sleep(1)  # any thread an import would start
+    threads = os.listdir("/proc/%d/task" % pid)
+    assert len(threads) == 1, threads
