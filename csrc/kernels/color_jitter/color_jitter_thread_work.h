@@ -50,6 +50,25 @@ PF_HD float cj_max(float a, float b) { return b > a ? b : a; }
 PF_HD float cj_pick(bool c, float a, float b) { return c ? a : b; }
 PF_HD float cj_unit(float v) { return cj_min(cj_max(v, 0.0f), 1.0f); }  // clamp_(0, 1)
 
+// torchvision's _hsv_to_rgb picks each output channel from (v, p, q, t) by the sector i in 0 .. 5:
+// red {v, q, p, p, t, v}, green {t, v, v, q, p, p}, blue {p, p, t, v, v, q}. Here each channel's six
+// picks are 2-bit codes (v 0, p 1, q 2, t 3) packed into one integer, and a pixel's pick is a shift
+// by its sector and three two-way selects: GCC if-converts two-way selects only, and chains of
+// selects on a comparison with each sector cost the AVX2 build's hue loop ~45 blends a vector of
+// pixels, a third of its time (benchmarks/NOTES.md, session 21).
+constexpr int32_t cj_sector_codes(int32_t s0, int32_t s1, int32_t s2, int32_t s3, int32_t s4, int32_t s5) {
+  return s0 | s1 << 2 | s2 << 4 | s3 << 6 | s4 << 8 | s5 << 10;
+}
+constexpr int32_t kHueRed = cj_sector_codes(0, 2, 1, 1, 3, 0);
+constexpr int32_t kHueGreen = cj_sector_codes(3, 0, 0, 2, 1, 1);
+constexpr int32_t kHueBlue = cj_sector_codes(1, 1, 3, 0, 0, 2);
+
+PF_HD float cj_select(int32_t codes, int32_t sector, float v, float p, float q, float t) {
+  const int32_t code = (codes >> (2 * sector)) & 3;
+  const bool odd = (code & 1) != 0;
+  return cj_pick((code & 2) != 0, cj_pick(odd, t, q), cj_pick(odd, p, v));
+}
+
 // torchvision's adjust_hue on one RGB pixel (uint8 values in v[0..2], replaced).
 PF_HD void cj_hue(int32_t* v, float hue) {
   const float scale = static_cast<float>(1.0 / 255.0);
@@ -85,20 +104,10 @@ PF_HD void cj_hue(int32_t* v, float hue) {
   const float q = cj_unit(mul_rn(sub_rn(1.0f, sxf), maxc));
   const float t = cj_unit(mul_rn(add_rn(sxf, one_minus_s), maxc));
   const float p = cj_unit(mul_rn(one_minus_s, maxc));
-  // torchvision's selection of (v, p, q, t) by i, {{0, 2, 1, 1, 3, 0}, {3, 0, 0, 2, 1, 1},
-  // {1, 1, 3, 0, 0, 2}}, as chains of two-way selects: GCC if-converts a select of two values only
-  // (nested conditionals became one merge of 4 values, "complicated PHI", and the CPU's hue loop
-  // stayed scalar); two-way, the loop vectorises (benchmarks/NOTES.md)
-  float red = t, green = p, blue = q;
-  red = cj_pick(i == 1, q, red);
-  red = cj_pick((i == 2) | (i == 3), p, red);
-  red = cj_pick((i == 0) | (i == 5), maxc, red);
-  green = cj_pick(i == 3, q, green);
-  green = cj_pick((i == 1) | (i == 2), maxc, green);
-  green = cj_pick(i == 0, t, green);
-  blue = cj_pick(i == 2, t, blue);
-  blue = cj_pick((i == 3) | (i == 4), maxc, blue);
-  blue = cj_pick((i == 0) | (i == 1), p, blue);
+  // torchvision's selection of (v, p, q, t) by i (cj_select)
+  const float red = cj_select(kHueRed, i, maxc, p, q, t);
+  const float green = cj_select(kHueGreen, i, maxc, p, q, t);
+  const float blue = cj_select(kHueBlue, i, maxc, p, q, t);
   const float top = static_cast<float>(255.0 + 1.0 - 1e-3);
   v[0] = static_cast<int32_t>(mul_rn(red, top));
   v[1] = static_cast<int32_t>(mul_rn(green, top));
