@@ -30,7 +30,9 @@ def test_the_sanitized_runs_forkserver_has_torch_loaded_and_one_thread():
     import time
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").Process(target=os.getpid).start()  # starts it
+    starter = multiprocessing.get_context("forkserver").Process(target=os.getpid)
+    starter.start()  # starts the forkserver
+    starter.join()
     pid = forkserver._forkserver._forkserver_pid
     deadline = time.monotonic() + 120
     while True:  # the preload runs after the forkserver starts
