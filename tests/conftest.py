@@ -1,5 +1,6 @@
 import multiprocessing
 import os
+import signal
 
 import pytest
 import torch
@@ -20,6 +21,14 @@ if SANITIZED:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     multiprocessing.set_start_method("forkserver", force=True)
     multiprocessing.set_forkserver_preload(["torch", "prefetch"])
+
+# The Ctrl-C tests send SIGINT to a child interpreter and expect KeyboardInterrupt. A suite started
+# as a background job (`nohup ... &` from a script) inherits SIGINT ignored, and so would every
+# child, whose Python then installs no KeyboardInterrupt handler: the interrupt would be lost and
+# the tests fail for the way the suite was started. A handled (not ignored) SIGINT here resets to
+# the default in every child at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cuda_ready():
