@@ -14,7 +14,7 @@ from ..helpers import WAIT_PRODUCER_BLOCKED, run_child
 
 
 _FORK_PRELUDE = """
-    import os, sys, time, torch, prefetch
+    import os, sys, threading, time, torch, prefetch
 
     def wait_child(pid, seconds=20):
         deadline = time.monotonic() + seconds
@@ -32,7 +32,29 @@ _FORK_PRELUDE = """
     def fork():
         # faulthandler's watchdog thread (run_child's) does not exist in a forked child, and
         # the child's exit would wait for it forever: disarm it around the fork, re-arm both.
+        # Under ASan (GCC 12's runtime takes no lock around fork) a child forked while another
+        # thread is inside the allocator inherits the allocator's lock held and hangs at its
+        # first allocation of that size (gdb: the child's threads in GetFromAllocator); glibc's
+        # fork makes that safe in the plain run. Two threads can be there: the watchdog, whose
+        # cancel returns before it has exited, and the Prefetcher's threads, which its
+        # constructor starts ("fresh": they may still be starting). So the fork waits until the
+        # watchdog is gone and every other thread sleeps, three looks in a row (at most 5 s).
+        tasks = len(os.listdir("/proc/self/task"))
         faulthandler.cancel_dump_traceback_later()
+        me = str(threading.get_native_id())
+        deadline, calm = time.monotonic() + 5, 0
+        while calm < 3 and time.monotonic() < deadline:
+            others = [t for t in os.listdir("/proc/self/task") if t != me]
+            states = []
+            for t in others:
+                try:
+                    with open("/proc/self/task/%s/stat" % t) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:  # exited since the listing
+                    pass
+            quiet = len(others) < tasks - 1 and all(s == "S" for s in states)
+            calm = calm + 1 if quiet else 0
+            time.sleep(0.002)
         pid = os.fork()
         faulthandler.dump_traceback_later(40, exit=True)
         return pid
