@@ -96,6 +96,7 @@ print("check_cuda_build: built with CUDA against torch %s, nvcc %s from NVIDIA's
 EOF
 
 if [ "$run_tests" = 1 ]; then
+  source scripts/pytest_workers.sh "$PY"
   timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1200}" \
-    "$PY" -m pytest tests -q -p no:cacheprovider
+    "$PY" -m pytest tests -q -p no:cacheprovider "${pytest_workers[@]}"
 fi

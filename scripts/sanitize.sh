@@ -28,13 +28,14 @@ if [ "$kind" = python ]; then
     exit 1
   fi
   reports=$(mktemp -d)
+  source scripts/pytest_workers.sh python3
   preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
   set +e
   PREFETCH_SANITIZED=1 LD_PRELOAD=$preload \
     ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:log_path=$reports/asan \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan \
     timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1800}" \
-    python3 -m pytest -q -p no:cacheprovider "${@:-tests}"
+    python3 -m pytest -q -p no:cacheprovider "${pytest_workers[@]}" "${@:-tests}"
   status=$?
   set -e
   # A report from any process (subprocess tests, DataLoader workers) fails the run, whatever

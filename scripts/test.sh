@@ -19,4 +19,6 @@ fi
 
 # A hard bound on the whole suite: a hang fails the run (after faulthandler_timeout has printed
 # the stuck test's stacks) instead of eating CI's time.
-timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1800}" "$PY" -m pytest tests -q -p no:cacheprovider
+source scripts/pytest_workers.sh "$PY"
+timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1800}" "$PY" -m pytest tests -q -p no:cacheprovider \
+  "${pytest_workers[@]}"
