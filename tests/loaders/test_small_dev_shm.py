@@ -66,9 +66,9 @@ _DATASET = """
 """
 
 
-def _iterate_a_dataloader(collate_fn):
+def _iterate_a_dataloader(collate_fn, timeout=0):
     return run_with_small_shm(_DATASET + """
-    loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=%s)
+    loader = DataLoader(Images(), batch_size=256, num_workers=2, collate_fn=%s, timeout=%d)
     try:
         seen = []
         for images, index in loader:
@@ -78,15 +78,19 @@ def _iterate_a_dataloader(collate_fn):
         print("complete" if seen == list(range(256 * 6)) else "wrong indices")
     except RuntimeError as e:
         print("failed:", type(e).__name__)
-    """ % collate_fn)
+    """ % (collate_fn, timeout))
 
 
 def test_a_dataloader_with_collate_samples_works_where_default_collate_cannot():
     """Six batches of 256 224x224x3 images (36.8 MB each) with two workers: default_collate's
     batches do not fit a 64 MB /dev/shm; collate.samples's travel in memfd blocks, exact. Each in
     a /dev/shm of its own: what the failed loader's workers leave there (their batches in flight)
-    would otherwise decide whether the next loader can make even its queue's semaphore."""
-    default = _iterate_a_dataloader("None")
+    would otherwise decide whether the next loader can make even its queue's semaphore.
+    default_collate fails in one of two ways, by the timing of the workers' batches: a worker's
+    allocation raises (RuntimeError in the loop), or the worker queue's feeder thread dies pickling
+    the batch and the loop waits for good (seen once with 4 pytest processes beside it); the
+    DataLoader's own timeout turns the second into its RuntimeError too."""
+    default = _iterate_a_dataloader("None", timeout=20)
     assert default.returncode == 0, default.stdout + default.stderr
     assert default.stdout.split("\n")[0] == "failed: RuntimeError", default.stdout + default.stderr
     samples = _iterate_a_dataloader("prefetch.collate.samples")
