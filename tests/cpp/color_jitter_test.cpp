@@ -14,9 +14,11 @@
 #include "color_jitter/color_jitter.h"
 #include "color_jitter/color_jitter_thread_work.h"
 #include "common/cpu_dispatch.h"
+#include "cpu_builds.h"
 #include "plane_rows_threads.h"
 
 using namespace prefetch::kernels;
+using namespace cpu_builds_test;
 
 namespace {
 
@@ -36,8 +38,8 @@ TEST(ColorJitterThreadWork, EveryThreadInAnyOrderWritesWhatTheCpuKernelWrites) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> byte(0, 255), step(0, kColorSteps - 1);
   std::uniform_real_distribution<double> factor(0.0, 2.0), hue(-0.5, 0.5);
-  for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
-    const bool previous = set_cpu_avx2_allowed(avx2);
+  for (CpuBuild build : cpu_builds()) {
+    const ScopedCpuBuild selected(build);
     for (const auto& shape : std::vector<std::vector<int64_t>>{{5, 3, 9, 13}, {3, 1, 7, 5}, {4, 3, 2, 70}}) {
       const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
       for (int64_t K : {int64_t{1}, int64_t{4}, int64_t{7}}) {
@@ -76,23 +78,23 @@ TEST(ColorJitterThreadWork, EveryThreadInAnyOrderWritesWhatTheCpuKernelWrites) {
           for (int64_t j = 0; j < K; ++j) {  // one sum launch per possible Contrast, in order
             plane_rows_test::run_every_thread(GreySumThread{b, j, &thread_sums}, N, 1, H, W, 2, &rng);
           }
-          ASSERT_EQ(cpu_sums, thread_sums);
+          ASSERT_EQ(cpu_sums, thread_sums) << build_name(build);
           plane_rows_test::run_every_thread(ColorJitterThread{b}, N, 1, H, W, 2, &rng);
           plane_rows_test::expect_guards_intact(cpu);
           plane_rows_test::expect_guards_intact(threads);
-          ASSERT_EQ(cpu, threads) << "avx2 " << avx2;
+          ASSERT_EQ(cpu, threads) << build_name(build);
           // The flat first image: Contrast first blends 77 with a mean of 77 (C = 3: grey 76).
           const int32_t flat_grey = C == 3 ? cj_grey(77, 77, 77) : 77;
           EXPECT_EQ(cpu_sums[0], flat_grey * H * W);
         }
       }
     }
-    set_cpu_avx2_allowed(previous);
   }
 }
 
-TEST(ColorJitterCpu, HueOfEveryRedGreenPairMatchesTheThreadWorkInBothBuilds) {
-  // The CPU kernel's hue runs vectorised (4 or 8 pixels a vector, its selects as blends): on
+TEST(ColorJitterCpu, HueOfEveryRedGreenPairMatchesTheThreadWorkInEveryBuild) {
+  // The CPU kernel's hue runs vectorised (4, 8 or 16 pixels a vector, its selects as blends or
+  // masked moves): on
   // images holding every (r, g) pair with blues that vary, grey pixels and every hue sextant, each
   // build must write the thread work's bytes, for hues across [-0.5, 0.5].
   const int64_t H = 256, W = 256, N = 3;
@@ -124,13 +126,12 @@ TEST(ColorJitterCpu, HueOfEveryRedGreenPairMatchesTheThreadWorkInBothBuilds) {
         for (int64_t x = 0; x < W; ++x) cj_pixel(a, n, y, x);
       }
     }
-    for (bool avx2 : {true, false}) {
-      const bool previous = set_cpu_avx2_allowed(avx2);
+    for (CpuBuild build : cpu_builds()) {
+      const ScopedCpuBuild selected(build);
       std::vector<uint8_t> cpu(images.size());
       a.out = cpu.data();
       color_jitter_cpu(a, 0, N);
-      set_cpu_avx2_allowed(previous);
-      ASSERT_EQ(cpu, expected) << "hue " << hue << " avx2 " << avx2;
+      ASSERT_EQ(cpu, expected) << "hue " << hue << " " << build_name(build);
     }
   }
 }

@@ -2,7 +2,8 @@
 // launch in a shuffled order, must write exactly what the CPU kernel writes over any split of its
 // rows, and nothing outside the output; and both must be the tables' entries (an independent
 // reference: plain indexing), for one table per image and one per channel, any input strides,
-// rows narrower and wider than the AVX2 build's 32 values, in both builds.
+// rows narrower and wider than the AVX2 build's 32 values and the AVX-512 build's 64 (and their
+// remainders), in every build: baseline, AVX2, AVX-512 VBMI (where the CPU has them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,19 +12,22 @@
 #include <vector>
 
 #include "common/cpu_dispatch.h"
+#include "cpu_builds.h"
 #include "lookup/lookup.h"
 #include "lookup/lookup_thread_work.h"
 #include "plane_rows_threads.h"
 
 using namespace prefetch::kernels;
+using namespace cpu_builds_test;
 
 TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernelDoes) {
   using plane_rows_test::kGuard;
   std::mt19937 rng(4);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (bool avx2 : {true, false}) {  // the AVX2 build (where the CPU has it) and the baseline
-    const bool previous = set_cpu_avx2_allowed(avx2);
-    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}, {2, 3, 5, 32}, {3, 3, 4, 77}, {2, 1, 3, 160}}) {
+  for (CpuBuild build : cpu_builds()) {
+    const ScopedCpuBuild selected(build);
+    ASSERT_EQ(use_avx512_build(), build == CpuBuild::kAvx512);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}, {2, 3, 5, 32}, {3, 3, 4, 77}, {2, 1, 3, 160}, {2, 3, 3, 64}, {2, 1, 2, 63}, {2, 1, 2, 65}, {2, 3, 2, 200}}) {
       const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
       for (int64_t T : {int64_t{1}, C}) {
         for (bool channels_last : {false, true}) {
@@ -49,7 +53,7 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
           plane_rows_test::run_every_thread(LookupThread{b}, N, C, H, W, 2, &rng);
           plane_rows_test::expect_guards_intact(cpu);
           plane_rows_test::expect_guards_intact(threads);
-          ASSERT_EQ(cpu, threads) << "avx2 " << avx2;
+          ASSERT_EQ(cpu, threads) << build_name(build);
           for (int64_t n = 0; n < N; ++n) {
             for (int64_t c = 0; c < C; ++c) {
               for (int64_t y = 0; y < H; ++y) {
@@ -63,6 +67,5 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
         }
       }
     }
-    set_cpu_avx2_allowed(previous);
   }
 }

@@ -13,10 +13,12 @@ namespace kernels {
 
 #if PREFETCH_AVX2_BUILD
 void color_jitter_cpu_avx2(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end);
+void color_jitter_cpu_avx512(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end);
 #endif
 
 void color_jitter_cpu(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end) {
 #if PREFETCH_AVX2_BUILD
+  if (use_avx512_build()) return color_jitter_cpu_avx512(args, image_begin, image_end);
   if (use_avx2_build()) return color_jitter_cpu_avx2(args, image_begin, image_end);
 #endif
   color_jitter_images<struct BaselineIsa>(args, image_begin, image_end);

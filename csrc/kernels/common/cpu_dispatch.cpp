@@ -7,6 +7,7 @@ namespace kernels {
 
 namespace {
 std::atomic<bool> avx2_allowed{true};
+std::atomic<bool> avx512_allowed{true};
 }  // namespace
 
 bool use_avx2_build() {
@@ -20,6 +21,24 @@ bool use_avx2_build() {
 }
 
 bool set_cpu_avx2_allowed(bool allowed) { return avx2_allowed.exchange(allowed); }
+
+bool cpu_has_avx512() {
+#if PREFETCH_AVX2_BUILD
+  // (libgcc's and compiler-rt's cpu model report AVX-512 only where XCR0 says the OS saves the
+  // opmask and zmm registers)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool use_avx512_build() {
+  return cpu_has_avx512() && avx512_allowed.load(std::memory_order_relaxed) && use_avx2_build();
+}
+
+bool set_cpu_avx512_allowed(bool allowed) { return avx512_allowed.exchange(allowed); }
 
 }  // namespace kernels
 }  // namespace prefetch

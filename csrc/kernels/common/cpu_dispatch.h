@@ -1,6 +1,8 @@
 // What every CPU kernel's dispatch shares: whether its AVX2 + FMA + F16C build may run (the CPU
 // has those instructions and tests have not turned the build off). Each op's *_cpu.cpp builds
 // its body for the baseline ISA and calls its *_cpu_avx2.cpp build when use_avx2_build() says so.
+// A kernel that gains from AVX-512 (a whole 256-entry table read by two instructions with VBMI)
+// also has a *_cpu_avx512.cpp build, a tier above AVX2: it runs when use_avx512_build() says so.
 #pragma once
 
 // Whether this compiler and target build the AVX2 + FMA + F16C bodies (GCC or Clang on x86-64,
@@ -21,6 +23,18 @@ bool use_avx2_build();
 // Whether the CPU kernels may use their AVX2 + FMA + F16C builds (when the CPU has them);
 // returns the previous setting. Tests turn it off to exercise the baseline builds too.
 bool set_cpu_avx2_allowed(bool allowed);
+
+// Whether the CPU has AVX-512 F, BW and VBMI with the OS saving their registers (Intel from Ice
+// Lake, AMD from Zen 4): what the *_cpu_avx512.cpp builds need. Tests say by it whether that build ran.
+bool cpu_has_avx512();
+
+// True when cpu_has_avx512() and neither set_cpu_avx512_allowed nor set_cpu_avx2_allowed turned
+// the builds off (turning AVX2 off turns AVX-512 off too: the tests' "baseline" stays baseline).
+bool use_avx512_build();
+
+// Whether the CPU kernels may use their AVX-512 builds; returns the previous setting. Tests turn
+// it off to run the AVX2 builds on a CPU that has AVX-512.
+bool set_cpu_avx512_allowed(bool allowed);
 
 }  // namespace kernels
 }  // namespace prefetch

@@ -1,6 +1,7 @@
 // CPU twin of lookup.cu: the same table choice (lookup_thread_work.h), over rows; a contiguous
 // row is one loop of table reads (the table stays in L1), or, where the CPU has AVX2, 32 values a
-// time by shuffles (lookup_cpu_avx2.cpp).
+// time by shuffles (lookup_cpu_avx2.cpp), or with AVX-512 VBMI, 64 a time by two-register
+// permutes (lookup_cpu_avx512.cpp).
 #include <cstdint>
 
 #include "common/cpu_dispatch.h"
@@ -12,10 +13,12 @@ namespace kernels {
 
 #if PREFETCH_AVX2_BUILD
 void lookup_cpu_avx2(const LookupArgs& args, int64_t row_begin, int64_t row_end);
+void lookup_cpu_avx512(const LookupArgs& args, int64_t row_begin, int64_t row_end);
 #endif
 
 void lookup_cpu(const LookupArgs& a, int64_t row_begin, int64_t row_end) {
 #if PREFETCH_AVX2_BUILD
+  if (use_avx512_build()) return lookup_cpu_avx512(a, row_begin, row_end);
   if (use_avx2_build()) return lookup_cpu_avx2(a, row_begin, row_end);
 #endif
   const int64_t C = a.C, H = a.H, W = a.W, sW = a.sW;
