@@ -4,7 +4,7 @@ prefetch's version and location, the options its extension was built with (recor
 in prefetch/_build_info.json; "unknown" when that file is missing), torch, CUDA, the driver and
 the visible devices (from nvidia-smi; CUDA itself is never initialised), the decoder that JPEGs get
 on a CUDA device (from what is installed: TorchCodec and torchvision are not imported), the
-pinned-memory limit, cores, memory, Python, the OS and the environment variables that change a
+pinned-memory limit, cores, the CPU kernels' instruction-set build, memory, Python, the OS and the environment variables that change a
 build or a run.
 Like ``python -m torch.utils.collect_env``.
 
@@ -31,6 +31,14 @@ ENV_VARS = ("TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVI
             "CUDA_LAUNCH_BLOCKING", "LD_LIBRARY_PATH")
 PACKAGES = ("numpy", "pillow", "torchdata", "torchvision", "torchcodec", "lightning", "ray", "matplotlib",
             "nvidia-cuda-nvcc", "cuda-toolkit")
+
+
+def _cpu_kernel_build():
+    try:
+        from prefetch.ops.cpu_builds import cpu_kernel_build
+        return cpu_kernel_build()
+    except Exception as exc:  # noqa: BLE001 - an older extension without the op
+        return "%s (%s)" % (UNKNOWN, exc)
 
 
 def _build_info():
@@ -181,6 +189,7 @@ def _host():
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
         "torch_openmp": torch.backends.openmp.is_available(),
+        "cpu_kernel_build": _cpu_kernel_build(),
     }
 
 
@@ -250,6 +259,7 @@ def format_report(info):
         "  memory %s, /dev/shm %s" % (_show(h["memory"]), _show(h["shm"])),
         "  torch threads: %d intra-op, %d inter-op, OpenMP %s"
         % (h["torch_num_threads"], h["torch_num_interop_threads"], _show(h["torch_openmp"])),
+        "  prefetch's CPU kernels: %s build" % _show(h["cpu_kernel_build"]),
         "Python %s (%s)" % (info["python"]["version"], info["python"]["executable"]),
         "OS: %s (%s, %s)" % (info["os"]["platform"], info["os"]["machine"], info["os"]["libc"]),
         "",

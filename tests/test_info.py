@@ -53,6 +53,7 @@ def test_report_returns_the_dict_and_prints_it():
     host = data["host"]
     assert host["cpu_count"] == os.cpu_count()
     assert host["torch_num_threads"] == torch.get_num_threads()
+    assert host["cpu_kernel_build"] == prefetch.ops.cpu_kernel_build()
     assert set(host["pinned_memory_limit"]) == {"soft", "hard"}
     assert all(v == "unlimited" or v.endswith(" KiB") for v in host["pinned_memory_limit"].values())
     if hasattr(os, "sched_getaffinity"):

@@ -13,6 +13,7 @@ import time
 import torch
 
 import prefetch
+from prefetch.ops import cpu_kernel_build
 
 from . import arrays, collate, e2e, h2d, loader_cli, ops, recipes, workers
 from .charts import write_charts
@@ -74,7 +75,8 @@ def main(argv=None):
                     image_size=args.image_size, workers=args.workers, threads=args.threads,
                     steps=args.steps, progress=progress)
 
-    print("prefetch %s bench | torch %s | device %s" % (prefetch.__version__, torch.__version__, device_name(device)))
+    print("prefetch %s bench | torch %s | device %s | CPU kernels: %s build"
+          % (prefetch.__version__, torch.__version__, device_name(device), cpu_kernel_build()))
     t0 = time.perf_counter()
     metrics, details, skipped = {}, {}, {}
     for name in names:
@@ -101,6 +103,7 @@ def main(argv=None):
         "torch": torch.__version__,
         "prefetch": prefetch.__version__,
         "python": platform.python_version(),
+        "cpu_kernel_build": cpu_kernel_build(),  # (the CPU kernels' figures depend on it)
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "config": {"sections": names, "quick": args.quick, "batch_sizes": config.batch_sizes,
                    "image_size": args.image_size, "workers": args.workers,

@@ -14,7 +14,9 @@
   :mod:`prefetch.ops.gpu_decoders`);
 - the CPU output pool (:mod:`prefetch.ops.output_pool`): CPU outputs of 1 MiB or more come from a
   small process-wide pool of pre-faulted buffers; ``output_pool_stats``, ``release_output_pool``
-  and ``set_output_pool_limit`` show, empty and bound it (docs/custom_ops.md).
+  and ``set_output_pool_limit`` show, empty and bound it (docs/custom_ops.md);
+- the CPU kernels' instruction-set build (:mod:`prefetch.ops.cpu_builds`): ``cpu_kernel_build``
+  and ``set_cpu_kernel_build`` (AVX-512, AVX2 or baseline; ``PREFETCH_CPU_CAPABILITY``).
 
 Every op's fake (meta) kernel is in :mod:`prefetch.ops.fakes`. A new op: docs/custom_ops.md.
 """
@@ -23,6 +25,7 @@ from .augment import (COLOR_STEPS, affine_warp, color_jitter, flip_crop, histogr
                       normalize_flip, resized_crop, sharpness)
 from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
                      jpeg_sizes, max_image_pixels, set_max_image_pixels)
+from .cpu_builds import cpu_kernel_build, set_cpu_kernel_build
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
@@ -31,4 +34,4 @@ __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpn
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
            "DecompressionBombWarning",
            "output_pool_stats", "release_output_pool",
-           "set_output_pool_limit"]
+           "set_output_pool_limit", "cpu_kernel_build", "set_cpu_kernel_build"]

@@ -1,6 +1,5 @@
 // The CPU color_jitter built for AVX-512 (x86-64 only; color_jitter_cpu.cpp calls it before the
-// AVX2 build when the CPU has AVX-512 F, BW and VBMI — cpu_has_avx512(); F, BW, VL and DQ are what
-// this file's vectorised loops use, and every such CPU has them): the AVX2 build's body
+// AVX2 build when cpu_has_avx512()): the AVX2 build's body
 // (color_jitter_cpu_impl.h) with 16 floats a vector and the selects on mask registers, the same
 // roundings — the multiply-adds fused only where fma_rn asks, no contraction in this file.
 #include "common/cpu_dispatch.h"

@@ -24,8 +24,8 @@ bool use_avx2_build();
 // returns the previous setting. Tests turn it off to exercise the baseline builds too.
 bool set_cpu_avx2_allowed(bool allowed);
 
-// Whether the CPU has AVX-512 F, BW and VBMI with the OS saving their registers (Intel from Ice
-// Lake, AMD from Zen 4): what the *_cpu_avx512.cpp builds need. Tests say by it whether that build ran.
+// Whether the CPU has AVX-512 F, BW, VL, DQ and VBMI with the OS saving their registers (Intel from
+// Ice Lake, AMD from Zen 4): what the *_cpu_avx512.cpp builds need. Tests say by it whether that build ran.
 bool cpu_has_avx512();
 
 // True when cpu_has_avx512() and neither set_cpu_avx512_allowed nor set_cpu_avx2_allowed turned
@@ -35,6 +35,14 @@ bool use_avx512_build();
 // Whether the CPU kernels may use their AVX-512 builds; returns the previous setting. Tests turn
 // it off to run the AVX2 builds on a CPU that has AVX-512.
 bool set_cpu_avx512_allowed(bool allowed);
+
+// The highest build the CPU kernels use now: "avx512", "avx2" or "baseline".
+const char* cpu_kernel_build();
+
+// Allows the builds up to `highest` ("avx512", "avx2" or "baseline"; a build the CPU lacks falls
+// back to the best it has, as torch's ATEN_CPU_CAPABILITY does). False, changing nothing, for any
+// other name.
+bool limit_cpu_kernel_build(const char* highest);
 
 }  // namespace kernels
 }  // namespace prefetch

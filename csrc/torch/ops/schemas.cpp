@@ -1,13 +1,31 @@
-// The prefetch ops library (TORCH_LIBRARY, defined once per library): the augment ops' schemas
-// and the output pool's controls, which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors.
+// The prefetch ops library (TORCH_LIBRARY, defined once per library): the augment ops' schemas,
+// the output pool's controls and the CPU kernels' build selection, which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors.
 // Their registrations are ops_cpu.cpp and ops_cuda.cpp. The JPEG ops define theirs next to their
 // CPU kernels (decode_ops.cpp, a TORCH_LIBRARY_FRAGMENT): they have no CUDA registration and no
 // plan shared with one.
 #include <torch/library.h>
 
+#include <string>
+
+#include "common/cpu_dispatch.h"
 #include "ops/output_pool.h"
 
 namespace prefetch {
+
+namespace {
+
+std::string cpu_kernel_build() { return kernels::cpu_kernel_build(); }
+
+// Returns the build in use before; refuses a name that is no build.
+std::string set_cpu_kernel_build(const std::string& highest) {
+  std::string previous = kernels::cpu_kernel_build();
+  TORCH_CHECK_VALUE(kernels::limit_cpu_kernel_build(highest.c_str()),
+                    "prefetch: the CPU kernels' builds are \"avx512\", \"avx2\" and \"baseline\", got \"",
+                    highest, "\"");
+  return previous;
+}
+
+}  // namespace
 
 TORCH_LIBRARY(prefetch, m) {
   m.def(
@@ -32,6 +50,10 @@ TORCH_LIBRARY(prefetch, m) {
   m.def("_output_pool_stats() -> int[]", &output_pool_stats);
   m.def("_release_output_pool() -> int", &release_output_pool);
   m.def("_set_output_pool_limit(int max_idle_bytes) -> int", &set_output_pool_limit);
+  // The CPU kernels' instruction-set build (common/cpu_dispatch.h). Private names;
+  // prefetch/ops/cpu_builds.py wraps them.
+  m.def("_cpu_kernel_build() -> str", &cpu_kernel_build);
+  m.def("_set_cpu_kernel_build(str highest) -> str", &set_cpu_kernel_build);
 }
 
 }  // namespace prefetch
