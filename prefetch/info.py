@@ -4,8 +4,8 @@ prefetch's version and location, the options its extension was built with (recor
 in prefetch/_build_info.json; "unknown" when that file is missing), torch, CUDA, the driver and
 the visible devices (from nvidia-smi; CUDA itself is never initialised), the decoder that JPEGs get
 on a CUDA device (from what is installed: TorchCodec and torchvision are not imported), the
-pinned-memory limit, cores, the CPU kernels' instruction-set build, memory, Python, the OS and the environment variables that change a
-build or a run.
+pinned-memory limit, cores, the CPU kernels' instruction-set build, memory, Python, the OS and the
+environment variables that change a build or a run.
 Like ``python -m torch.utils.collect_env``.
 
 :func:`report` returns the same as a dict (and prints it unless ``out=None``).

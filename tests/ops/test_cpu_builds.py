@@ -44,7 +44,8 @@ def test_each_build_writes_the_references_values(limit, best, limited):
     for w in (5, 23, 64, 65, 130):
         x = torch.randint(0, 256, (4, 3, 3, w), dtype=torch.uint8, generator=g)
         tables = torch.randint(0, 256, (4, 3, 256), dtype=torch.uint8, generator=g)
-        expected = torch.stack([torch.stack([tables[n, c][x[n, c].long()] for c in range(3)]) for n in range(4)])
+        expected = torch.stack([torch.stack([tables[n, c][x[n, c].long()] for c in range(3)])
+                                for n in range(4)])
         assert torch.equal(lookup(x, tables), expected), w
         x = images(6, 3, 4, w, g)
         steps, factors = draw(6, 4, g)
@@ -83,4 +84,5 @@ def test_the_environment_variable_sets_the_limit_at_import(best):
 def test_an_environment_value_that_is_no_build_fails_the_import_naming_it():
     child = _child("sse2", "import prefetch")
     assert child.returncode != 0
-    assert "PREFETCH_CPU_CAPABILITY='sse2': the CPU kernels' builds are avx512, avx2, baseline" in child.stderr
+    assert ("PREFETCH_CPU_CAPABILITY='sse2': the CPU kernels' builds are avx512, avx2, baseline"
+            in child.stderr)

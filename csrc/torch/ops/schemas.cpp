@@ -1,8 +1,9 @@
 // The prefetch ops library (TORCH_LIBRARY, defined once per library): the augment ops' schemas,
-// the output pool's controls and the CPU kernels' build selection, which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors.
-// Their registrations are ops_cpu.cpp and ops_cuda.cpp. The JPEG ops define theirs next to their
-// CPU kernels (decode_ops.cpp, a TORCH_LIBRARY_FRAGMENT): they have no CUDA registration and no
-// plan shared with one.
+// which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors, and two sets of controls without
+// tensors: the output pool's and the CPU kernels' build selection. Their registrations are
+// ops_cpu.cpp and ops_cuda.cpp. The JPEG ops define theirs next to their CPU kernels
+// (decode_ops.cpp, a TORCH_LIBRARY_FRAGMENT): they have no CUDA registration and no plan shared
+// with one.
 #include <torch/library.h>
 
 #include <string>
