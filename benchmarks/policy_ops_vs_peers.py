@@ -34,7 +34,7 @@ import time
 
 import torch
 
-from prefetch.ops import color_jitter
+from prefetch.ops import color_jitter, cpu_kernel_build
 from prefetch.transforms import policy_ops
 
 FILL = None  # zeros outside: kornia has no torchvision fill blend, so all three pad with zeros
@@ -183,8 +183,9 @@ def main(argv=None):
     g = torch.Generator().manual_seed(0)
     n, s = args.batch, args.size
     x = torch.randint(0, 256, (n, 3, s, s), dtype=torch.uint8, generator=g)
-    print("batch %d x 3 x %d x %d uint8, %d thread(s), torch %s; medians (min-max) of %d rounds"
-          % (n, s, s, args.threads, torch.__version__, args.rounds))
+    print("batch %d x 3 x %d x %d uint8, %d thread(s), torch %s, prefetch's CPU kernels: %s build "
+          "(PREFETCH_CPU_CAPABILITY); medians (min-max) of %d rounds"
+          % (n, s, s, args.threads, torch.__version__, cpu_kernel_build(), args.rounds))
     # The floor of any op that writes a new batch: a copy of it (one read, one write per value),
     # into a batch allocated once (x.clone()'s fresh 6 MB page-faulted differently every call:
     # 13-58 us an image on one run, a "floor" that ops beat).
