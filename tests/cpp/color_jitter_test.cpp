@@ -94,9 +94,8 @@ TEST(ColorJitterThreadWork, EveryThreadInAnyOrderWritesWhatTheCpuKernelWrites) {
 
 TEST(ColorJitterCpu, HueOfEveryRedGreenPairMatchesTheThreadWorkInEveryBuild) {
   // The CPU kernel's hue runs vectorised (4, 8 or 16 pixels a vector, its selects as blends or
-  // masked moves): on
-  // images holding every (r, g) pair with blues that vary, grey pixels and every hue sextant, each
-  // build must write the thread work's bytes, for hues across [-0.5, 0.5].
+  // masked moves): on images holding every (r, g) pair with blues that vary, grey pixels and every
+  // hue sextant, each build must write the thread work's bytes, for hues across [-0.5, 0.5].
   const int64_t H = 256, W = 256, N = 3;
   std::vector<uint8_t> images(static_cast<size_t>(N * 3 * H * W));
   for (int64_t n = 0; n < N; ++n) {
