@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include "common/float16_store_f16c.h"
+#define PREFETCH_RESIZED_CROP_AVX2 1  // (the impl's two-pixel AVX blends)
 #include "resized_crop/resized_crop_cpu_impl.h"
 
 namespace prefetch {

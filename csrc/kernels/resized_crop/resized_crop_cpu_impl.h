@@ -17,6 +17,14 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+// The AVX2 build (resized_crop_cpu_avx2.cpp) defines PREFETCH_RESIZED_CROP_AVX2 before including
+// this file, inside its target pragma and after <immintrin.h> (GCC's target pragma defines no
+// __AVX__ macro for the region, so the file says which build it is).
+#if defined(PREFETCH_RESIZED_CROP_AVX2)
+#define PREFETCH_RESIZE_PAIRS 1
+#else
+#define PREFETCH_RESIZE_PAIRS 0
+#endif
 
 #include "common/cpu_stores.h"
 #include "resized_crop/resized_crop.h"
@@ -40,6 +48,9 @@ struct Scratch {
   std::vector<AxisTaps> taps;   // [w], while the table is built
   std::vector<int64_t> xfirst;  // [w] first input column of each output column (unflipped)
   std::vector<float> xw;        // [w * K] its weights
+  // The AVX build's pairs of output pixels 2i, 2i + 1 (in output order, flipped or not): tap j's
+  // two weights, each over four lanes, at xw2[(i * K + j) * 8]: one load a tap for both pixels.
+  std::vector<float> xw2;
   int64_t xlo = 0, xhi = 0;     // the input columns some tap reads
   std::vector<float> tmp;       // the vertical pass: crop column col, channel c at col * C + c
   std::vector<float> buf;       // one output row, normalized, before the conversion
@@ -71,6 +82,18 @@ inline void prepare_sample(const ResizedCropArgs& a, int64_t n, int64_t kTaps, S
     const AxisTaps& t = s->taps[x];
     s->xfirst[x] = t.first;
     for (int64_t j = 0; j < t.count; ++j) s->xw[x * K + j] = prefetch::kernels::tap_weight(s->sx, t, j);
+  }
+  if (PREFETCH_RESIZE_PAIRS && (a.C == 3 || a.C == 4)) {
+    const int64_t pairs = a.w / 2;
+    s->xw2.resize(static_cast<size_t>(pairs * K * 8));
+    for (int64_t i = 0; i < pairs; ++i) {
+      const int64_t x0 = s->crop.hflip ? a.w - 1 - 2 * i : 2 * i;
+      const int64_t x1 = s->crop.hflip ? a.w - 2 - 2 * i : 2 * i + 1;
+      for (int64_t j = 0; j < K; ++j) {
+        float* lanes = s->xw2.data() + (i * K + j) * 8;
+        for (int l = 0; l < 4; ++l) lanes[l] = s->xw[x0 * K + j], lanes[4 + l] = s->xw[x1 * K + j];
+      }
+    }
   }
   const size_t size = static_cast<size_t>((s->crop.width + K) * a.C + 4);
   if (s->tmp.size() < size) s->tmp.resize(size);
@@ -147,11 +170,24 @@ inline __m128 madd4(__m128 acc, __m128 w, __m128 q) { return _mm_add_ps(acc, _mm
 // FMAs a tap), the pass's limit.
 template <int kC, int kTaps>
 inline void blend_two_pixels(const float* p0, const float* w0, const float* p1, const float* w1,
-                             int64_t K, float* acc0, float* acc1) {
+                             const float* w01, int64_t K, float* acc0, float* acc1) {
   static_assert(kC == 3 || kC == 4, "four lanes per pixel");
   const int64_t taps = kTaps > 0 ? kTaps : K;
   float out0[4], out1[4];
-#if defined(__SSE2__)
+#if PREFETCH_RESIZE_PAIRS
+  // Both pixels in one 256-bit vector (pixel 0 low, pixel 1 high), their weights one load (w01,
+  // Scratch::xw2): the same lane-wise multiply, then add, in the same order as below.
+  (void)w0, (void)w1;
+  __m256 v = _mm256_setzero_ps();
+  for (int64_t j = 0; j < taps; ++j) {
+    const __m256 q = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p0 + j * kC)),
+                                          _mm_loadu_ps(p1 + j * kC), 1);
+    v = _mm256_add_ps(v, _mm256_mul_ps(_mm256_loadu_ps(w01 + j * 8), q));
+  }
+  _mm_storeu_ps(out0, _mm256_castps256_ps128(v));
+  _mm_storeu_ps(out1, _mm256_extractf128_ps(v, 1));
+#elif defined(__SSE2__)
+  (void)w01;
   __m128 v0 = _mm_setzero_ps(), v1 = _mm_setzero_ps();
   for (int64_t j = 0; j < taps; ++j) {
     v0 = madd4(v0, _mm_set1_ps(w0[j]), _mm_loadu_ps(p0 + j * kC));
@@ -160,6 +196,7 @@ inline void blend_two_pixels(const float* p0, const float* w0, const float* p1, 
   _mm_storeu_ps(out0, v0);
   _mm_storeu_ps(out1, v1);
 #else  // (no SSE2: one pixel after the other)
+  (void)w01;
   blend_pixel<kC, kTaps>(p0, w0, K, kC, out0);
   blend_pixel<kC, kTaps>(p1, w1, K, kC, out1);
 #endif
@@ -186,8 +223,9 @@ inline void horizontal_pass(const ResizedCropArgs& a, const Scratch& s, float* b
     for (; xo + 1 < w; xo += 2) {
       const int64_t x0 = s.crop.hflip ? w - 1 - xo : xo;
       const int64_t x1 = s.crop.hflip ? w - 2 - xo : xo + 1;
-      blend_two_pixels<kC, kTaps>(tmp + xfirst[x0] * C, xw + x0 * K, tmp + xfirst[x1] * C, xw + x1 * K, K,
-                                  acc, acc1);
+      const float* w01 = PREFETCH_RESIZE_PAIRS ? s.xw2.data() + (xo / 2) * K * 8 : nullptr;
+      blend_two_pixels<kC, kTaps>(tmp + xfirst[x0] * C, xw + x0 * K, tmp + xfirst[x1] * C, xw + x1 * K, w01,
+                                  K, acc, acc1);
       for (int64_t c = 0; c < C; ++c) {
         buf[kInterleave ? xo * C + c : c * w + xo] = acc[c] * affine[c].scale + affine[c].bias;
         buf[kInterleave ? (xo + 1) * C + c : c * w + xo + 1] = acc1[c] * affine[c].scale + affine[c].bias;
