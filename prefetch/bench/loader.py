@@ -29,7 +29,8 @@ from prefetch._engine.pipeline import derived_fractions
 
 from . import timing
 from .target import TargetError
-from .verdict import Verdict, judge
+from .loader_pipeline import describe
+from .verdict import Pipeline, Verdict, judge
 
 _END = object()
 
@@ -61,6 +62,7 @@ class LoaderReport:
     config: Dict[str, Any]
     notes: List[str] = field(default_factory=list)
     rounds: Dict[str, List[float]] = field(default_factory=dict)
+    pipeline: Pipeline = Pipeline()             # what the advice fits (workers, cores, PIL)
 
     def as_dict(self):
         return {
@@ -72,6 +74,7 @@ class LoaderReport:
             "config": self.config,
             "notes": self.notes,
             "rounds": self.rounds,
+            "pipeline": self.pipeline._asdict(),
         }
 
 
@@ -172,6 +175,39 @@ def _stage_figures(s, submitted, with_transform):
     stages["rates"] = {name: (1e3 / stages[key] if stages[key] > 0 else None)
                        for name, key in names}
     return stages
+
+
+def per_round_ratios(rounds_of, loop, device_type):
+    """The ratios the verdict reads, each taken within a round (the passes of one round ran
+    seconds apart, on the same machine state), from the rates and waits of ``rounds_of``:
+
+    - ``capacity``: the loader's rate alone (for the "prefetch" loop, the Prefetcher's) over the
+      step's rate alone;
+    - ``step_slowdown``: the step's own time per batch in the fed loop, ``(1 - wait) / rate``,
+      over its time alone, ``1 / step_bps``;
+    - ``loader_slowdown``: the fed loop's wait per batch, ``wait / rate``, over the loader's time
+      per batch alone (above 1 only when the loader ran slower beside the step);
+    - ``prefetch_vs_loader`` and ``prefetch_step_vs_plain_step``: the Prefetcher's gains.
+
+    The slowdowns only on a CPU device (``device_type``), where the step alone ran on the same
+    kind of batch as the fed step. Returns {name: [one value per round]}."""
+    out = {}
+    L, P = rounds_of.get("loader_bps"), rounds_of.get("prefetch_bps")
+    if L and P:
+        out["prefetch_vs_loader"] = [p / l for l, p in zip(L, P)]
+    S = rounds_of.get("step_bps")
+    F, W = rounds_of.get(loop + "_step_bps"), rounds_of.get(loop + "_step_wait_fraction")
+    if not (S and F and W):
+        return out
+    X = L if loop == "plain" else P
+    out["capacity"] = [x / st for x, st in zip(X, S)]
+    if device_type == "cpu":
+        out["step_slowdown"] = [st * (1.0 - w) / fed for st, fed, w in zip(S, F, W)]
+        out["loader_slowdown"] = [x * w / fed for x, fed, w in zip(X, F, W)]
+    plain, pf = rounds_of.get("plain_step_bps"), rounds_of.get("prefetch_step_bps")
+    if plain and pf:
+        out["prefetch_step_vs_plain_step"] = [b / a for a, b in zip(plain, pf)]
+    return out
 
 
 def check_step(step, what="step"):
@@ -295,9 +331,13 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
             if step is None:
                 continue
             if cached is None:
-                it = iter(pf)
+                # On the CPU the batch the fed loop reads (the loader's own, untransformed; its
+                # Prefetcher's for a Samples loader), so the step's time alone and fed compare;
+                # on a device the Prefetcher's, already there: the step with free data.
+                it = iter(loader if device.type == "cpu" and not samples_loader else pf)
                 cached = next(it, None)
                 del it
+                gc.collect()  # a DataLoader iterator's workers stop before the next pass
                 if cached is None:
                     raise TargetError("the loader yielded no batch")
             say("round %d/%d: the step alone on one batch" % (r + 1, rounds))
@@ -312,17 +352,15 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     finally:
         pf.close()
     s = dict(totals, **derived_fractions(totals))
+    loop = "prefetch" if samples_loader else "plain"  # the loop as it runs is the Prefetcher's
+    rounds_of.update(per_round_ratios(rounds_of, loop, torch.device(device).type))
     figures = {k: timing.Summary.of(v) for k, v in rounds_of.items() if not k.endswith("_batches")}
     stages = _stage_figures(s, s.get("submitted", s["batches"]), transform is not None)
-    med = {k: v.median for k, v in figures.items()}
-    plain_wait = med.get("plain_step_wait_fraction")
-    if samples_loader:  # the loop as it runs is the Prefetcher's
-        plain_wait = med.get("prefetch_step_wait_fraction")
     uses = (("samples",) if samples_loader else ()) + (
         ("fused",) if isinstance(transform, prefetch.FusedAugment) else ())
-    verdict = judge(med["loader_bps"], med["prefetch_bps"], med.get("step_bps"),
-                    med.get("plain_step_bps"), med.get("prefetch_step_bps"),
-                    plain_wait, med.get("prefetch_step_wait_fraction"), stages["rates"], uses)
+    pipeline = describe(loader, device, uses=uses, loop=loop, seconds=seconds, rounds=rounds,
+                        probe=step is not None)
+    verdict = judge(figures, stages["rates"], pipeline)
     config = {"device": str(device), "seconds": seconds, "batches": batches, "rounds": rounds,
               "warmup": warmup, "depth": depth, "num_threads": num_threads,
               "loader": type(loader).__name__, "step": step is not None,
@@ -330,4 +368,4 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
               "batches_per_pass": {k[:-len("_batches")]: v for k, v in rounds_of.items()
                                    if k.endswith("_batches")}}
     return LoaderReport(figures, stages, verdict, config, notes,
-                        {k: v for k, v in rounds_of.items() if not k.endswith("_batches")})
+                        {k: v for k, v in rounds_of.items() if not k.endswith("_batches")}, pipeline)

@@ -1,6 +1,8 @@
-"""The printed form of a LoaderReport: the rates with their range, each Prefetcher stage, the
-notes, and the verdict as the last line."""
-from .verdict import percent, rate
+"""The printed form of a LoaderReport: the rates with their range, the per-round ratios the
+verdict reads, the pipeline its advice fits, each Prefetcher stage, the notes, and the verdict as
+the last line. Every figure the verdict quotes is printed here, formatted by the same functions."""
+from .loader_pipeline import describe_line
+from .verdict import percent, rate, ratio, spread
 
 ROWS = [
     ("loader_bps", "the loader alone", None),
@@ -8,6 +10,15 @@ ROWS = [
     ("step_bps", "the step alone, on one batch kept in memory", None),
     ("plain_step_bps", "the step fed by the loader", "plain_step_wait_fraction"),
     ("prefetch_step_bps", "the step fed by the Prefetcher", "prefetch_step_wait_fraction"),
+]
+
+# Ratios taken within each round (prefetch.bench.loader.per_round_ratios), median (range).
+RATIOS = [
+    ("capacity", "the loader alone / the step alone (capacity)"),
+    ("step_slowdown", "the step's own time per batch, fed / alone"),
+    ("loader_slowdown", "the wait per batch fed / the loader's time alone"),
+    ("prefetch_vs_loader", "the Prefetcher / the loader alone"),
+    ("prefetch_step_vs_plain_step", "the step fed by the Prefetcher / by the loader"),
 ]
 
 STAGES = [
@@ -22,13 +33,9 @@ STAGES = [
 
 
 def flat_metrics(report):
-    """The flat ``metrics`` object of results.json (medians)."""
-    f = {k: s.median for k, s in report.figures.items()}
-    out = dict(f)
-    if f.get("loader_bps"):
-        out["prefetch_vs_loader"] = f["prefetch_bps"] / f["loader_bps"]
-    if f.get("plain_step_bps") and "prefetch_step_bps" in f:
-        out["prefetch_step_vs_plain_step"] = f["prefetch_step_bps"] / f["plain_step_bps"]
+    """The flat ``metrics`` object of results.json (medians; the ratios are per-round ratios'
+    medians)."""
+    out = {k: s.median for k, s in report.figures.items()}
     out["stats_wait_fraction"] = report.stages["wait_fraction"]
     return out
 
@@ -44,21 +51,16 @@ def format_report(report):
         s = report.figures.get(key)
         if s is None:
             continue
-        cell = "%s (%s–%s)" % (rate(s.median), rate(s.low), rate(s.high))
-        wait = ""
-        if wait_key in report.figures:
-            w = report.figures[wait_key]
-            wait = "%s (%s–%s)" % (percent(w.median), percent(w.low), percent(w.high))
+        cell = spread(s, rate)
+        wait = spread(report.figures[wait_key], percent) if wait_key in report.figures else ""
         lines.append("  %-50s | %-26s | %s" % (label, cell, wait))
-    f = flat_metrics(report)
-    ratios = []
-    if "prefetch_vs_loader" in f:
-        ratios.append("Prefetcher / loader alone %.2fx" % f["prefetch_vs_loader"])
-    if "prefetch_step_vs_plain_step" in f:
-        ratios.append("step fed by the Prefetcher / fed by the loader %.2fx"
-                      % f["prefetch_step_vs_plain_step"])
-    if ratios:
-        lines.append("  ratios of medians: " + "; ".join(ratios))
+    for key, label in RATIOS:
+        s = report.figures.get(key)
+        if s is not None:
+            label = label.replace("the loader alone", "the Prefetcher alone") \
+                if key == "capacity" and report.pipeline.loop == "prefetch" else label
+            lines.append("  %-50s | %-26s |" % (label, spread(s, ratio)))
+    lines.append("  " + describe_line(report.pipeline))
     st = report.stages
     lines.append("  the Prefetcher's stages, per batch over the %d batches of its passes %s "
                  "(Prefetcher.stats()):" % (st["batches_produced"], "feeding the step"

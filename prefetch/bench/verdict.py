@@ -1,29 +1,100 @@
-"""The harness's verdict on the user's pipeline, from its figures alone (no measuring here, so
-the rules are tested on made-up numbers).
+"""The harness's verdict on the user's pipeline, from the figures it prints alone (no measuring
+here, so every rule is tested on made-up figures).
 
-The question is the one users ask: does the training step wait for data? The answer is read off
-the step fed by the loader as it is today (``plain_wait_fraction``: of the wall time of that
-loop, the part spent in the loader's ``next()``):
+The question is the one users ask: does the training step wait for data? Each figure is a
+:class:`~prefetch.bench.timing.Summary` over the interleaved rounds (median, low, high), and a
+rule concludes only when a figure's whole range lies on one side of its threshold. Three figures
+decide, all printed beside the verdict:
 
-- ``input-bound`` when at least ``INPUT_BOUND`` (20%) of each step waits for data;
-- ``compute-bound`` when less than ``COMPUTE_BOUND`` (5%) does;
-- ``balanced`` in between (the loader only just keeps up);
-- ``loader-only`` without a step: the loader's rate alone, with and without the Prefetcher.
+- ``W``, the wait: of the wall time of the step fed by the loader as it runs today, the part spent
+  in the loader's ``next()``;
+- ``c``, the capacity: the loader's rate alone over the step's rate alone, per round. Even with
+  the loading perfectly overlapped the step waits ``1 - c`` of its time, so ``c <= 0.8`` means
+  at least ``INPUT_BOUND`` (20%) of waiting, ``c > 0.95`` less than ``COMPUTE_BOUND`` (5%);
+- on a CPU device, the slowdowns the two cause each other: ``step_slowdown``, the step's own time
+  per batch in the fed loop (its time outside ``next()``) over its time alone, and
+  ``loader_slowdown``, the fed loop's wait per batch over the loader's time per batch alone (a
+  wait longer than the whole batch takes the loader alone means the loader ran slower). Each
+  counts only where the slowed stage takes ``CONTENTION_SHARE`` (20%) of the fed loop or more.
 
-The advice names the slowest stage the Prefetcher's ``stats()`` saw (the source, collation, the
-transform) and what the Prefetcher itself changed.
+The kinds (the line's first word):
+
+- ``contended`` (CPU device): in every round the step ran at least ``CONTENTION`` (1.25x) slower
+  beside the loader, or waited that much longer than the loader alone takes (the slowed stage 20%
+  of the loop or more): they share the cores,
+  and the rates measured alone do not add up. Why the issue's runs contradicted themselves: a
+  2-worker PIL loader and a CPU step on 2 cores each ran 3-4x slower together, so the fed loop
+  waited 4% though the loader alone was slower than the step alone, and read "compute-bound";
+- ``input-bound``: ``W >= 20%`` in every round; or ``c <= 0.8`` in every round and some round
+  waited ``>= 20%`` (a loader slower than the step; a fed loop that waited less than that in every
+  round contradicts the capacity and is inconclusive);
+- ``compute-bound``: ``W < 5%`` and ``c > 0.95`` in every round;
+- ``balanced``: ``5% <= W < 20%`` and ``c > 0.8`` in every round;
+- ``inconclusive``: otherwise: a range crosses a threshold, or the wait and the capacity disagree;
+  the line says which and how long to run instead;
+- ``loader-only``: without a step, the loader's rate alone and through the Prefetcher.
+
+A wait above what the capacity implies (``c > 0.95`` but the step waits 25%) is a loader that runs
+in series with the step: the advice is then to overlap them. The advice fits the pipeline
+(:class:`Pipeline`): no "more workers" when the workers already use every usable core, the
+thread count to set when the step's threads and the workers oversubscribe the cores, and
+prefetch's own decode (``decode=True``, ``prefetch.transforms.v2``, ``prefetch.pack``) when the
+Dataset decodes with PIL.
+
+:func:`judge` ends with :func:`check`, which restates the rules on the printed medians and ranges
+independently of how :func:`judge` reaches its kind, and raises ``AssertionError`` if the verdict
+contradicts them: a verdict that contradicts its own figures is a bug, never a printed line.
 """
-from typing import NamedTuple
+from typing import Mapping, NamedTuple, Optional, Tuple
 
 INPUT_BOUND = 0.20
 COMPUTE_BOUND = 0.05
-# A rate counts as changed by the Prefetcher when it moved by more than this factor.
+# The capacities (loader alone / step alone) at which the step would wait those fractions even
+# with the loading perfectly overlapped: wait = 1 - capacity.
+INPUT_CAPACITY = 1.0 - INPUT_BOUND
+COMPUTE_CAPACITY = 1.0 - COMPUTE_BOUND
+# A slowdown beside the other stage counts as contention from this factor on (in every round),
+# when the slowed stage takes at least CONTENTION_SHARE of the fed loop's time in every round (a
+# step of microseconds fed by a slow loader is "slower" by the loop's own bookkeeping alone).
+CONTENTION = 1.25
+CONTENTION_SHARE = 0.20
+# A rate counts as changed by the Prefetcher when it moved by more than this factor (every round).
 GAIN = 1.05
+
+KINDS = ("input-bound", "compute-bound", "balanced", "contended", "inconclusive", "loader-only")
 
 
 class Verdict(NamedTuple):
-    kind: str   # "input-bound", "compute-bound", "balanced" or "loader-only"
-    line: str   # one line of plain words, starting with the kind
+    kind: str   # one of KINDS
+    line: str   # one line of plain words, starting with "<kind>: "
+
+
+class Pipeline(NamedTuple):
+    """What the advice must fit, as the report prints it.
+
+    device: "cpu" or "cuda" (the device type the step runs on); loader: the loader's type name;
+    workers: a DataLoader's ``num_workers`` (None: not a DataLoader); cores: the usable cores
+    (``os.sched_getaffinity``); threads: ``torch.get_num_threads()`` of the training process;
+    pil: where the Dataset decodes with PIL (e.g. "PIL.ImageFile.load from Images.__getitem__"),
+    None when not seen; uses: what the pipeline uses already ("samples":
+    collate_fn=prefetch.collate.samples, "fused": prefetch.FusedAugment); loop: the fed loop the
+    verdict reads ("plain": the step fed by the loader, "prefetch": by the Prefetcher, when only a
+    Prefetcher makes the loader's batches tensors); seconds, rounds: the run's, for the advice to
+    run longer."""
+
+    device: str = "cpu"
+    loader: str = "DataLoader"
+    workers: Optional[int] = None
+    cores: int = 1
+    threads: int = 1
+    pil: Optional[str] = None
+    uses: Tuple[str, ...] = ()
+    loop: str = "plain"
+    seconds: float = 2.0
+    rounds: int = 3
+
+
+# --- formatting (the table prints the same figures with the same functions) ------------------
 
 
 def rate(value):
@@ -39,86 +110,331 @@ def percent(fraction):
     return "%.0f%%" % (100 * fraction) if fraction >= 0.01 or fraction == 0 else "%.1f%%" % (100 * fraction)
 
 
+def ratio(value):
+    """'0.63x', '12.5x'."""
+    return ("%.1fx" if value >= 10 else "%.2fx") % value
+
+
+def spread(s, fmt):
+    """'25.2 (24.0–25.6)' for a Summary ``s`` in the format ``fmt`` (rate, percent, ratio)."""
+    return "%s (%s–%s)" % (fmt(s.median), fmt(s.low), fmt(s.high))
+
+
+# --- the classes of the deciding figures -----------------------------------------------------
+
+
+def wait_class(w):
+    """"input", "balanced" or "compute" when the whole range of the wait ``w`` (a Summary of
+    fractions) lies in one band, else None (it crosses a threshold)."""
+    if w.low >= INPUT_BOUND:
+        return "input"
+    if w.high < COMPUTE_BOUND:
+        return "compute"
+    if w.low >= COMPUTE_BOUND and w.high < INPUT_BOUND:
+        return "balanced"
+    return None
+
+
+def capacity_class(c):
+    """The same bands for the capacity ``c`` (loader alone / step alone, a Summary), through the
+    wait it implies when overlapped: 1 - c."""
+    if c.high <= INPUT_CAPACITY:
+        return "input"
+    if c.low > COMPUTE_CAPACITY:
+        return "compute"
+    if c.low > INPUT_CAPACITY and c.high <= COMPUTE_CAPACITY:
+        return "balanced"
+    return None
+
+
+def contention(figures, pipeline):
+    """[(figure name, Summary)] of the slowdowns at least CONTENTION in every round; only on a CPU
+    device, where the step and the loader share the cores (on a GPU the step alone runs on a batch
+    already on the device, so the step fed by the loader is slower by the copy alone)."""
+    if pipeline.device != "cpu":
+        return []
+    w = figures[pipeline.loop + "_step_wait_fraction"]
+    share = {"step_slowdown": 1.0 - w.high, "loader_slowdown": w.low}  # the least in a round
+    return [(name, figures[name]) for name in ("step_slowdown", "loader_slowdown")
+            if name in figures and figures[name].low >= CONTENTION
+            and share[name] >= CONTENTION_SHARE]
+
+
 def slowest_stage(stages):
     """(name, batches/s) of the slowest producer stage, from {name: batches/s or None}."""
-    known = [(r, name) for name, r in stages.items() if r]
+    known = [(r, name) for name, r in (stages or {}).items() if r]
     if not known:
         return None, None
     r, name = min(known)
     return name, r
 
 
-# What to try when a stage is the slowest: (advice, what the advice needs the pipeline not to use
-# already: "samples" for collate_fn=prefetch.collate.samples, "fused" for prefetch.FusedAugment).
-STAGE_ADVICE = {
-    "source": [("more DataLoader workers", None),
-               ("collate_fn=prefetch.collate.samples (collation in the engine)", "samples"),
-               ("less work per sample (e.g. flips and normalisation in prefetch.FusedAugment, on "
-                "the device)", "fused"),
-               ("less work per sample in the Dataset (decoding included: FusedAugment("
-                "decode=True) decodes only each window)", "not fused")],
-    "collation": [("more engine threads (Prefetcher(num_threads=...)) or smaller batches", None)],
-    "transform": [("a cheaper transform, or a GPU to run it on", None)],
-}
+# --- advice ----------------------------------------------------------------------------------
+
+PIL_ADVICE = ("decode with prefetch instead of PIL (seen: %s): the Dataset returns the files' bytes "
+              "(collate_fn=prefetch.collate.samples) and prefetch.FusedAugment(decode=True) decodes "
+              "only each crop's window, or the torchvision recipe ported to prefetch.transforms.v2 "
+              "with T.Compose([...], decode=True) runs on whole batches, or prefetch.pack the files "
+              "once and read the store with prefetch.ArrayLoader (no workers, no Python per sample)")
 
 
-def _stage_advice(stage, stage_bps, uses=()):
-    """The advice for ``stage``, leaving out what the pipeline ``uses`` already ("samples",
-    "fused")."""
+def _more_workers(p):
+    """The tip about workers that fits the pipeline, or a statement that more will not help."""
+    if p.workers is None:
+        return ("loading in parallel (a DataLoader with workers, %d usable cores)" % p.cores
+                if p.cores > 1 else None), None
+    if p.workers < p.cores:
+        return ("more DataLoader workers (num_workers=%d now, %d usable cores)"
+                % (p.workers, p.cores)), None
+    return None, ("the %d workers already use every one of the %d usable cores, so more will not "
+                  "help" % (p.workers, p.cores))
+
+
+def stage_phrase(stage, stage_bps):
+    """'the slowest stage is the source, 415 batches/s alone'."""
+    return "the slowest stage is the %s%s" % (
+        stage or "source", (", %s batches/s alone" % rate(stage_bps)) if stage_bps else "")
+
+
+def loader_advice(stage, stage_bps, p):
+    """What makes the loader faster, fitted to the pipeline ``p`` (a Pipeline)."""
     name = stage or "source"
-    alone = (", %s batches/s alone" % rate(stage_bps)) if stage_bps else ""
-    uses = set(uses)
-    tips = [tip for tip, needs in STAGE_ADVICE[name]
-            if needs is None or (needs.startswith("not ") and needs[4:] in uses)
-            or (not needs.startswith("not ") and needs not in uses)]
-    return "the slowest stage is the %s%s: try %s" % (name, alone, ", or ".join(tips))
+    uses = set(p.uses)
+    fact = None
+    if name == "source":
+        workers, fact = _more_workers(p)
+        tips = [workers] if workers else []
+        if p.pil:
+            tips.append(PIL_ADVICE % p.pil)
+        if "samples" not in uses:
+            tips.append("collate_fn=prefetch.collate.samples (collation in the engine)")
+        if "fused" not in uses:
+            tips.append("less work per sample (e.g. flips and normalisation in "
+                        "prefetch.FusedAugment, on the device)")
+        elif not p.pil:
+            tips.append("less work per sample in the Dataset (decoding included: FusedAugment("
+                        "decode=True) decodes only each window)")
+    elif name == "collation":
+        tips = ["more engine threads (Prefetcher(num_threads=...)) or smaller batches"]
+    else:
+        tips = ["a cheaper transform, or a GPU to run it on"]
+    return "%s: %stry %s" % (stage_phrase(stage, stage_bps), fact + "; " if fact else "",
+                             ", or ".join(tips))
 
 
-def judge(loader_bps, prefetch_bps, step_bps=None, plain_step_bps=None, prefetch_step_bps=None,
-          plain_wait_fraction=None, prefetch_wait_fraction=None, stages=None, uses=()):
-    """The Verdict for these figures (batches per second; fractions in [0, 1]; ``stages`` maps
-    'source', 'collation', 'transform' to the batches/s each would allow alone, from
-    ``stats()``; None or missing where unknown). ``uses``: what the pipeline uses already
-    ("samples": collate_fn=prefetch.collate.samples, "fused": prefetch.FusedAugment), which the
-    advice then does not suggest."""
-    stage, stage_bps = slowest_stage(stages or {})
+def contention_advice(p):
+    """How to stop the step and the loader competing for the cores, from the thread and worker
+    counts: each worker is a process that keeps a core busy, the step's torch threads want one each."""
+    workers = p.workers or 0
+    tips = []
+    free = p.cores - workers
+    if workers and free < 1:
+        tips.append("fewer workers (num_workers=%d, leaving a core to the step) with "
+                    "torch.set_num_threads(1)" % max(1, p.cores - 1))
+    elif p.threads > max(1, free):
+        tips.append("torch.set_num_threads(%d) in the training process (%d threads now beside %d "
+                    "workers on %d usable cores)" % (max(1, free), p.threads, workers, p.cores))
+        if workers > 1:
+            tips.append("fewer workers (num_workers=%d)" % (workers - 1))
+    else:
+        tips.append("fewer threads or workers (%d torch threads and %d workers fit the %d usable "
+                    "cores: other processes on the machine or the memory bandwidth are the likelier "
+                    "cause)" % (p.threads, workers, p.cores))
+    if workers:
+        tips.append("pin the workers to cores of their own (a worker_init_fn calling "
+                    "os.sched_setaffinity) and the training process to the others")
+    line = "try " + ", or ".join(tips)
+    if p.pil:
+        line += "; and " + PIL_ADVICE % p.pil + ", which spends less CPU per image"
+    return line
 
-    def advice():
-        return _stage_advice(stage, stage_bps, uses)
 
-    if step_bps is None or plain_wait_fraction is None:
+def _run_longer(p):
+    return ("run longer (--seconds %g --rounds %d, or seconds=/rounds= of measure_loader) with "
+            "less else running on the machine" % (max(4.0, 2 * p.seconds), max(5, p.rounds + 2)))
+
+
+# --- the verdict -----------------------------------------------------------------------------
+
+
+def judge(figures: Mapping, stages=None, pipeline: Pipeline = Pipeline()) -> Verdict:
+    """The Verdict for these figures.
+
+    ``figures`` maps names to Summaries over the rounds (batches/s; fractions in [0, 1]; ratios):
+    "loader_bps" and "prefetch_bps" always; with a step, "step_bps", "<loop>_step_bps",
+    "<loop>_step_wait_fraction" for ``pipeline.loop`` ("plain" or "prefetch"), "capacity" (the
+    loader's rate alone over the step's, per round; for the "prefetch" loop, the Prefetcher's),
+    and on a CPU device "step_slowdown" and "loader_slowdown" (see the module's docstring);
+    optionally "prefetch_step_bps", "prefetch_step_wait_fraction" and
+    "prefetch_step_vs_plain_step" (per round). ``stages`` maps 'source', 'collation',
+    'transform' to the batches/s each would allow alone (``Prefetcher.stats()``; None where
+    unknown). Raises AssertionError when the verdict would contradict the figures (a bug)."""
+    verdict = _judge(figures, stages or {}, pipeline)
+    check(verdict, figures, pipeline)
+    return verdict
+
+
+def _judge(f, stages, p):
+    stage, stage_bps = slowest_stage(stages)
+    loader_label = "the loader alone" if p.loop == "plain" else "the loader through prefetch.Prefetcher"
+    loader_key = "loader_bps" if p.loop == "plain" else "prefetch_bps"
+    if "step_bps" not in f:
+        L, P = f["loader_bps"].median, f["prefetch_bps"].median
         return Verdict("loader-only", (
-            "loader-only: the loader yields %s batches/s, %s/s through prefetch.Prefetcher "
-            "(%.2fx)%s; pass --step module:function to find out whether training waits for it"
-            % (rate(loader_bps), rate(prefetch_bps), prefetch_bps / loader_bps if loader_bps else 0.0,
-               "; " + advice().split(": try")[0] if stage else "")))
-    wait = plain_wait_fraction
-    pf_wait = prefetch_wait_fraction if prefetch_wait_fraction is not None else wait
-    head = "%s of each step waits for data; the loader yields %s batches/s, the step alone runs %s/s" % (
-        percent(wait), rate(loader_bps), rate(step_bps))
-    speedup = (prefetch_step_bps / plain_step_bps
-               if prefetch_step_bps is not None and plain_step_bps else None)
-    helped = speedup is not None and speedup > GAIN
-    with_pf = None
-    if speedup is not None:
-        with_pf = "%s%s of each step waits and it runs %.2fx the steps/s (%s/s)" % (
-            "with prefetch.Prefetcher " if not helped else "", percent(pf_wait), speedup,
-            rate(prefetch_step_bps))
-    if wait >= INPUT_BOUND:
-        if helped and pf_wait < COMPUTE_BOUND:
-            return Verdict("input-bound", "input-bound: %s; try prefetch.Prefetcher: %s"
-                           % (head, with_pf.replace("of each step", "of each step then", 1)))
-        tail = advice()
-        if with_pf:
-            tail = (with_pf if not helped else "prefetch.Prefetcher helps (%s)" % with_pf) \
-                + "; " + tail
+            "loader-only: the loader yields %s batches/s, %s/s through prefetch.Prefetcher (%s)%s; "
+            "pass --step module:function to find out whether training waits for it"
+            % (spread(f["loader_bps"], rate), rate(P), ratio(P / L) if L else "?",
+               "; " + stage_phrase(stage, stage_bps) if stage else "")))
+    W = f[p.loop + "_step_wait_fraction"]
+    c = f["capacity"]
+    X, S = f[loader_key], f["step_bps"]
+    head = "%s of each step waits for data; %s yields %s batches/s, %s the step alone (%s/s)" % (
+        spread(W, percent), loader_label, rate(X.median), spread(c, ratio), rate(S.median))
+
+    contended = contention(f, p)
+    if contended:
+        parts = []
+        for name, s in contended:
+            parts.append("fed by the loader the step takes %s its time alone per batch"
+                         % spread(s, ratio) if name == "step_slowdown" else
+                         "it waits %s the loader's own time per batch" % spread(s, ratio))
+        fed = f[p.loop + "_step_bps"]
+        return Verdict("contended", (
+            "contended: the step and the loader compete for the same %d CPU cores: %s, so the "
+            "rates measured alone do not add up (%s yields %s batches/s, the step alone runs %s/s, "
+            "the two together %s/s with %s waiting); %s"
+            % (p.cores, " and ".join(parts), loader_label, rate(X.median), rate(S.median),
+               rate(fed.median), percent(W.median), contention_advice(p))))
+
+    wc, cc = wait_class(W), capacity_class(c)
+    serial = c.low > COMPUTE_CAPACITY  # the loader alone outruns the step in every round
+    pf_tip = _prefetcher_tip(f, p)
+    overlap = ("the loader is fast enough but runs in series with the step: overlap them with %s"
+               % (pf_tip or "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0
+                                                     and p.cores > 1 else "")))
+    if W.low >= INPUT_BOUND or (cc == "input" and W.high >= INPUT_BOUND):
+        if serial:
+            tail = overlap
+        else:
+            tail = ("try %s; " % pf_tip if pf_tip else "") + loader_advice(stage, stage_bps, p)
         return Verdict("input-bound", "input-bound: %s; %s" % (head, tail))
-    if wait < COMPUTE_BOUND:
+    if wc == "compute" and cc == "compute":
         return Verdict("compute-bound", (
-            "compute-bound: %s; a faster loader will not speed training up, a faster step will "
-            "(up to the %s batches/s the loader delivers)" % (head, rate(max(loader_bps, prefetch_bps or 0.0)))))
-    tail = "the loader only just keeps up"
-    if helped:
-        tail += "; try prefetch.Prefetcher: %s" % with_pf.replace("of each step", "of each step then", 1)
-    tail += "; for a faster step, " + advice()
-    return Verdict("balanced", "balanced: %s; %s" % (head, tail))
+            "compute-bound: %s; a faster step will speed training up (up to the %s batches/s the "
+            "loader delivers), a faster loader will not" % (head, rate(X.median))))
+    if wc == "balanced" and cc in ("balanced", "compute"):
+        if serial:
+            tail = overlap
+        else:
+            tail = ("the loader only just keeps up: a faster step alone gains little; "
+                    + ("try %s; " % pf_tip if pf_tip else "") + loader_advice(stage, stage_bps, p))
+        return Verdict("balanced", "balanced: %s; %s" % (head, tail))
+    return Verdict("inconclusive", "inconclusive: %s; %s" % (_why_inconclusive(f, W, c, p),
+                                                           _run_longer(p)))
+
+
+def _prefetcher_tip(f, p):
+    """'prefetch.Prefetcher (fed by it, 2% of each step waits and the loop runs 1.58x (...) the
+    steps/s: 600/s)' when in every round the Prefetcher's loop ran faster than the loader's by
+    more than GAIN, else None."""
+    s = f.get("prefetch_step_vs_plain_step")
+    if p.loop != "plain" or s is None or s.low <= GAIN:
+        return None
+    return ("prefetch.Prefetcher (fed by it, %s of each step waits and the loop runs %s the "
+            "steps/s: %s/s)" % (percent(f["prefetch_step_wait_fraction"].median), spread(s, ratio),
+                                rate(f["prefetch_step_bps"].median)))
+
+
+def _why_inconclusive(f, W, c, p):
+    """How the wait and the capacity disagree, or which figure crosses which threshold."""
+    # In every round the step waited less than the capacity lets it (wait >= 1 - capacity).
+    if (c.high <= INPUT_CAPACITY and W.high < INPUT_BOUND) or \
+            (c.high <= COMPUTE_CAPACITY and W.high < COMPUTE_BOUND):
+        X = f["loader_bps" if p.loop == "plain" else "prefetch_bps"].median
+        why = ("the figures disagree: the step waited %s of each step, less than %s allows at "
+               "%s batches/s, %s the step alone (%s/s): the step would wait %s even with the "
+               "loading overlapped, so the passes ran under different conditions" % (
+                   spread(W, percent), "the loader alone" if p.loop == "plain" else
+                   "the loader through prefetch.Prefetcher", rate(X), spread(c, ratio),
+                   rate(f["step_bps"].median), percent(max(0.0, 1 - c.high))))
+        if p.device == "cpu" and "step_slowdown" in f:
+            why += " (the step fed by the loader took %s its time alone)" % spread(
+                f["step_slowdown"], ratio)
+        return why
+    crossing = []
+    if wait_class(W) is None:
+        crossing.append("%s of each step waits for data (thresholds %s and %s)"
+                        % (spread(W, percent), percent(COMPUTE_BOUND), percent(INPUT_BOUND)))
+    if capacity_class(c) is None:
+        crossing.append("the loader alone / the step alone is %s (thresholds %s and %s)"
+                        % (spread(c, ratio), ratio(INPUT_CAPACITY), ratio(COMPUTE_CAPACITY)))
+    for name in ("step_slowdown", "loader_slowdown"):
+        s = f.get(name)
+        if p.device == "cpu" and s is not None and s.low < CONTENTION <= s.high:
+            crossing.append("the %s beside the %s is %s (contention from %s)" % (
+                "step's time" if name == "step_slowdown" else "wait per batch",
+                "loader" if name == "step_slowdown" else "step", spread(s, ratio), ratio(CONTENTION)))
+    return "the rounds' ranges cross the thresholds: " + "; ".join(crossing)
+
+
+def check(verdict, figures, pipeline=Pipeline()):
+    """Raises AssertionError when ``verdict`` contradicts ``figures``: the rules restated on what
+    the table prints (medians and ranges), independently of how :func:`judge` reaches its kind.
+    In particular "compute-bound" never comes with the loader's median rate below 0.95 of the
+    step's or a median wait of 5% or more, "input-bound" never with a median wait under 20% and
+    a loader as fast as 0.8 of the step."""
+    f, kind = figures, verdict.kind
+
+    def fail(why):
+        raise AssertionError("prefetch.bench internal error: the verdict %r contradicts its "
+                             "figures: %s" % (verdict.line, why))
+
+    if kind not in KINDS or not verdict.line.startswith(kind + ": ") or "\n" in verdict.line:
+        fail("not one line starting with one of %s" % (KINDS,))
+    if kind == "loader-only":
+        if "step_bps" in f:
+            fail("a step was measured")
+        return
+    if "step_bps" not in f:
+        fail("no step was measured")
+    W = f[pipeline.loop + "_step_wait_fraction"]
+    c = f["capacity"]
+    X = f["loader_bps" if pipeline.loop == "plain" else "prefetch_bps"].median
+    S = f["step_bps"].median
+    # A slowdown that counts: CONTENTION or more in every round, of a stage that took
+    # CONTENTION_SHARE or more of the loop in every round (the step: 1 - W; the wait: W).
+    slowed = pipeline.device == "cpu" and (
+        ("step_slowdown" in f and f["step_slowdown"].low >= CONTENTION
+         and 1 - W.high >= CONTENTION_SHARE)
+        or ("loader_slowdown" in f and f["loader_slowdown"].low >= CONTENTION
+            and W.low >= CONTENTION_SHARE))
+    if kind == "contended":
+        if not slowed:
+            fail("no slowdown of %s or more in every round on a CPU device" % CONTENTION)
+        return
+    if slowed:
+        fail("the stages slowed each other by %s or more in every round" % CONTENTION)
+    if kind == "compute-bound":
+        if not (W.high < COMPUTE_BOUND and W.median < COMPUTE_BOUND):
+            fail("the step waited %s or more in a round" % percent(COMPUTE_BOUND))
+        if not (c.low > COMPUTE_CAPACITY and X > COMPUTE_CAPACITY * S):
+            fail("the loader (%s/s) is not faster than %s the step alone (%s/s) in every round"
+                 % (rate(X), COMPUTE_CAPACITY, rate(S)))
+    elif kind == "balanced":
+        if not (COMPUTE_BOUND <= W.low and W.high < INPUT_BOUND):
+            fail("the wait crosses %s or %s" % (percent(COMPUTE_BOUND), percent(INPUT_BOUND)))
+        if not (c.low > INPUT_CAPACITY and X > INPUT_CAPACITY * S):
+            fail("the loader (%s/s) is at most %s the step alone (%s/s) in a round"
+                 % (rate(X), INPUT_CAPACITY, rate(S)))
+    elif kind == "input-bound":
+        if not (W.low >= INPUT_BOUND or (c.high <= INPUT_CAPACITY and X <= INPUT_CAPACITY * S
+                                         and W.high >= INPUT_BOUND)):
+            fail("the step waited under %s in a round and the loader is faster than %s the step "
+                 "alone in a round" % (percent(INPUT_BOUND), INPUT_CAPACITY))
+    elif kind == "inconclusive":
+        conclusive = (W.low >= INPUT_BOUND or (W.high < COMPUTE_BOUND and c.low > COMPUTE_CAPACITY)
+                      or (COMPUTE_BOUND <= W.low and W.high < INPUT_BOUND
+                          and c.low > INPUT_CAPACITY)
+                      or (c.high <= INPUT_CAPACITY and W.high >= INPUT_BOUND))
+        if conclusive:
+            fail("the figures lie on one side of every threshold")

@@ -1,7 +1,7 @@
 """The loader harness (``prefetch.bench.measure_loader``, ``python -m prefetch.bench --loader``) on
 inputs a user gets wrong: each is one clear line (an exception from the API, exit status 2 and
-one line from the command line), never a traceback or an error blaming the wrong thing; and its
-advice does not suggest what the pipeline uses already."""
+one line from the command line), never a traceback or an error blaming the wrong thing (the
+verdict's advice: test_bench_loader_verdict.py)."""
 import os
 import subprocess
 import sys
@@ -11,7 +11,6 @@ import torch
 
 import prefetch
 from prefetch.bench import measure_loader
-from prefetch.bench import verdict as V
 from prefetch.bench.target import TargetError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -66,15 +65,6 @@ def test_cli_says_what_is_wrong_in_one_line(args, message, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert message in lines[0], lines[0]
-
-
-def test_the_advice_leaves_out_what_the_pipeline_uses_already():
-    stages = {"source": 400, "collation": 9000, "transform": 8000}
-    plain = V.judge(410, 420, 1200, 380, 385, 0.63, 0.6, stages)
-    assert "collate_fn=prefetch.collate.samples" in plain.line and "prefetch.FusedAugment" in plain.line
-    used = V.judge(410, 420, 1200, 380, 385, 0.63, 0.6, stages, uses=("samples", "fused"))
-    assert "collate.samples" not in used.line and "flips and normalisation" not in used.line
-    assert "more DataLoader workers" in used.line and "decode=True" in used.line
 
 
 def test_wait_fraction_of_an_empty_epoch_is_zero():
