@@ -5,8 +5,9 @@
   area and an aspect ratio drawn log-uniformly from ``ratio``, placed uniformly; if none fits,
   the centred fallback (the whole image, narrowed to the nearest allowed ratio).
 - :func:`center_boxes`: validation's ``Resize(resize) + CenterCrop(size)`` as one window of
-  the original image: the centred window that covers ``size / resize`` of the shorter side (the
-  region the two steps keep), which ``resized_crop`` then resamples to ``size`` in one pass.
+  the original image: torchvision's resized size (:func:`resized_output_size`) and crop corner
+  (:func:`center_anchor`) give the region the two steps keep, and the box is that region to the
+  nearest whole pixel, which ``resized_crop`` then resamples to ``size`` in one pass.
 
 Boxes are int64 ``[N, 4]`` rows ``(top, left, height, width)``; draws come from a
 ``torch.Generator``, so they are as reproducible as its seed.
@@ -16,7 +17,9 @@ import numbers
 
 import torch
 
-__all__ = ["random_resized_boxes", "center_boxes"]
+from .._engine.checks import whole
+
+__all__ = ["random_resized_boxes", "center_boxes", "center_anchor", "resized_output_size"]
 
 ATTEMPTS = 10  # torchvision's RandomResizedCrop.get_params
 
@@ -42,8 +45,18 @@ def _sizes(heights, widths):
     return h, w
 
 
+def _whole_or_none(value):
+    """``value`` as an int when it is a whole number (not a bool), else None."""
+    try:
+        return whole(value, "value")
+    except TypeError:
+        return None
+
+
 def _pair(value, name, positive=True):
     try:
+        if isinstance(value, (str, bytes)) or any(isinstance(v, (bool, str, bytes)) for v in value):
+            raise TypeError
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
         raise ValueError("prefetch: %s must be a pair (lo, hi) of numbers, got %r" % (name, value)) from None
@@ -92,28 +105,95 @@ def random_resized_boxes(heights, widths, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
                         torch.where(found, bh, fh), torch.where(found, bw, fw)], dim=1)
 
 
-def center_boxes(heights, widths, size, resize=None):
-    """The centred window of each image that ``Resize(resize)`` (the shorter side to
-    ``resize``) then ``CenterCrop(size)`` keep, in the original image's pixels: ``size / resize``
-    of the shorter side, in ``size``'s aspect ratio. ``resize=None``: the largest centred window of
-    ``size``'s aspect ratio (a resize straight to ``size`` without distortion)."""
+def center_anchor(extent, crop):
+    """Where torchvision's ``CenterCrop`` starts a window of ``crop`` pixels in an image ``extent``
+    pixels long (one axis; torchvision/transforms/v2/functional/_geometry.py): inside the image,
+    ``_center_crop_compute_crop_anchor``'s ``int(round((extent - crop) / 2))`` — Python's round,
+    half to even, so 35 - 24 = 11 gives 6, 13 gives 6 —; a window larger than the image starts
+    ``(crop - extent) // 2`` pixels before it (``_center_crop_compute_padding``'s fill before the
+    image; the rest goes after). The kernels' ``center_start`` (csrc/kernels/common/geometry.h)
+    is the same function."""
+    extent, crop = int(extent), int(crop)
+    if crop > extent:
+        return -((crop - extent) // 2)
+    return int(round((extent - crop) / 2.0))
+
+
+def resized_output_size(height, width, size, max_size=None):
+    """``(new_height, new_width)`` of ``Resize(size, max_size=max_size)`` for an int ``size``:
+    torchvision's ``_compute_resized_output_size`` (torchvision/transforms/functional.py): the
+    shorter side becomes ``size``, the longer ``int(size * long / short)`` (truncated, in float64);
+    then, when that exceeds ``max_size``, the longer side becomes ``max_size`` and the shorter
+    ``int(max_size * size / new_long)``."""
+    height, width = int(height), int(width)
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = size, int(size * long / short)
+    if max_size is not None and new_long > max_size:
+        new_short, new_long = int(max_size * new_short / new_long), max_size
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def _nearest_span(start, end, extent):
+    """The whole-pixel span ``[a, b)`` nearest the continuous ``[start, end)``: each edge rounded
+    (half to even), at least one pixel, inside ``[0, extent)``."""
+    a = min(max(int(round(start)), 0), extent - 1)
+    b = min(max(int(round(end)), a + 1), extent)
+    return a, b - a
+
+
+def center_boxes(heights, widths, size, resize=None, max_size=None):
+    """The window of each image that ``Resize(resize, max_size=max_size)`` then
+    ``CenterCrop(size)`` keep, in the original image's pixels, as int64 ``[N, 4]`` rows
+    (top, left, height, width).
+
+    torchvision resizes the whole image to :func:`resized_output_size` (whole pixels) and crops
+    ``size`` whole pixels of that at :func:`center_anchor`: the region kept is the continuous
+    window ``[top * H / new_H, (top + h) * H / new_H)`` of the original (and likewise across),
+    which ``resized_crop`` resamples in one pass. A box is whole pixels of the original, so each
+    of its edges is that window's edge rounded to the nearest pixel: within 0.5 original pixels of
+    torchvision's window, i.e. within ``0.5 * new_H / H`` output pixels (0.5 or less when the image
+    is downscaled; ``0.5 * resize / short side`` when it is upscaled). When the resize keeps the
+    image's size (torchvision then does not resample) the box is torchvision's crop exactly.
+
+    ``resize=None``: the largest window of ``size``'s aspect ratio, centred as ``CenterCrop``
+    centres (a resize straight to ``size`` without distortion).
+
+    Raises ValueError when an image's resized size (with ``max_size``) is smaller than ``size``:
+    torchvision would pad it, which a window of the original cannot hold."""
     h, w = _sizes(heights, widths)
     if isinstance(size, numbers.Integral):
         size = (size, size)
     oh, ow = (int(s) for s in size)
     if oh < 1 or ow < 1:
         raise ValueError("prefetch: size must be positive, got %r" % (size,))
-    if resize is not None and not (isinstance(resize, numbers.Real) and resize >= max(oh, ow)):
-        raise ValueError("prefetch: resize (the shorter side after Resize) must be >= the crop "
-                         "%r, got %r" % (size, resize))
-    short = torch.minimum(h, w).double()
-    # Pixels of the original per output pixel: the shorter side maps onto `resize` (or, without
-    # a resize, the largest window of the output's ratio fits).
     if resize is not None:
-        step = short / float(resize)
-    else:
-        step = torch.minimum(h.double() / oh, w.double() / ow)
-    bh = torch.round(step * oh).long().clamp(1, None)
-    bw = torch.round(step * ow).long().clamp(1, None)
-    bh, bw = torch.minimum(bh, h), torch.minimum(bw, w)
-    return torch.stack([(h - bh) // 2, (w - bw) // 2, bh, bw], dim=1)
+        whole_resize = _whole_or_none(resize)
+        if whole_resize is None or whole_resize < max(oh, ow):
+            raise ValueError("prefetch: resize (the shorter side after Resize, a whole number) must "
+                             "be >= the crop %r, got %r" % (size, resize))
+        resize = whole_resize
+    if max_size is not None:
+        whole_max = _whole_or_none(max_size)
+        if resize is None or whole_max is None or whole_max <= resize:
+            raise ValueError("prefetch: max_size must be a whole number > resize (torchvision's "
+                             "Resize), with a resize, got max_size=%r, resize=%r" % (max_size, resize))
+        max_size = whole_max
+    rows = []
+    for k, (H, W) in enumerate(zip(h.tolist(), w.tolist())):
+        if resize is None:
+            step = min(H / oh, W / ow)
+            bh = min(max(int(round(step * oh)), 1), H)
+            bw = min(max(int(round(step * ow)), 1), W)
+            rows.append((center_anchor(H, bh), center_anchor(W, bw), bh, bw))
+            continue
+        nh, nw = resized_output_size(H, W, resize, max_size)
+        if oh > nh or ow > nw:
+            raise ValueError(
+                "prefetch: image %d (%dx%d) is %dx%d after Resize(%r, max_size=%r), smaller than "
+                "CenterCrop(%r): torchvision would pad it, which prefetch's one-resample window "
+                "cannot; raise max_size or crop less" % (k, H, W, nh, nw, resize, max_size, size))
+        top, left = center_anchor(nh, oh), center_anchor(nw, ow)
+        t, bh = _nearest_span(top * H / nh, (top + oh) * H / nh, H)
+        l, bw = _nearest_span(left * W / nw, (left + ow) * W / nw, W)
+        rows.append((t, l, bh, bw))
+    return torch.tensor(rows, dtype=torch.int64).reshape(-1, 4)

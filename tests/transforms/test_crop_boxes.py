@@ -108,11 +108,13 @@ def test_draws_are_a_function_of_the_generator_and_each_image_its_own():
 
 
 def test_center_boxes_keep_what_resize_then_center_crop_keep():
-    # Resize(256) + CenterCrop(224) of a 375x500 image keeps 224/256 of the shorter side, centred.
+    # Resize(256) + CenterCrop(224) of a 375x500 image, by torchvision's formulas: 256 x
+    # int(256 * 500 / 375) = 256 x 341, the crop at (round(16), round(58.5)) = (16, 58) (half to
+    # even); in the original rows [16, 240) * 375 / 256 = [23.44, 351.56) and columns
+    # [58, 282) * 500 / 341 = [85.04, 413.49), to the nearest pixel. (The grid:
+    # test_torchvision_geometry.py.)
     boxes = center_boxes([375, 500], [500, 375], 224, 256)
-    side = round(375 * 224 / 256)  # 328
-    assert boxes.tolist() == [[(375 - side) // 2, (500 - side) // 2, side, side],
-                              [(500 - side) // 2, (375 - side) // 2, side, side]]
+    assert boxes.tolist() == [[23, 85, 329, 328], [85, 23, 328, 329]]
     # Without a resize: the largest centred window of the output's ratio.
     assert center_boxes([100], [300], (50, 100)).tolist() == [[0, 50, 100, 200]]
 
