@@ -35,22 +35,39 @@ __all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder
 
 def encoded_batch(data):
     """``data`` as a Ragged of 1-D uint8 samples on the CPU (one copy for a list, none for a CPU
-    Ragged)."""
+    Ragged or a CPU ``[N, L]`` tensor). Every form a collate makes of the files' bytes is taken: a
+    Ragged (lengths differ), an ``[N, L]`` uint8 tensor (``collate.samples`` stacks files of one
+    length: a batch of one file, duplicates), a list or tuple of ``bytes``, 1-D uint8 tensors or
+    1-D uint8 numpy arrays (a ``Samples`` before collation)."""
     if isinstance(data, Ragged):
         if data.dtype != torch.uint8 or data.rank != 1:
             raise TypeError("prefetch: encoded images must be a Ragged of 1-D uint8 samples (the "
                             "bytes of each file), got a Ragged of rank %d and dtype %s"
                             % (data.rank, data.dtype))
         return data if data.device.type == "cpu" else data.to("cpu")
+    if isinstance(data, torch.Tensor):
+        if data.dtype != torch.uint8 or data.dim() != 2:
+            raise TypeError("prefetch: encoded JPEGs as one tensor must be [N, L] uint8 (N files "
+                            "of L bytes each, as collate.samples stacks files of one length), got "
+                            "%s%s" % (describe(data), "; a 1-D tensor is one file: pass [data]"
+                                      if data.dim() == 1 and data.dtype == torch.uint8 else ""))
+        n, length = data.shape
+        values = data.cpu().contiguous().view(-1)
+        return Ragged(values, torch.arange(n, dtype=torch.int64) * length,
+                      torch.full((n, 1), length, dtype=torch.int64), shapes=[(length,)] * n,
+                      dense=True)
     if not isinstance(data, (list, tuple)):
-        raise TypeError("prefetch: encoded images must be a prefetch.Ragged of 1-D uint8 samples or "
-                        "a list of bytes or 1-D uint8 tensors, got %s" % type(data).__name__)
+        raise TypeError("prefetch: encoded images must be a prefetch.Ragged of 1-D uint8 samples, an "
+                        "[N, L] uint8 tensor or a list of bytes or 1-D uint8 tensors, got %s"
+                        % type(data).__name__)
     parts = []
     for n, item in enumerate(data):
         if isinstance(item, (bytes, bytearray, memoryview)):
             item = torch.frombuffer(bytearray(item), dtype=torch.uint8) if len(item) else \
                 torch.empty(0, dtype=torch.uint8)
-        elif not isinstance(item, torch.Tensor) or item.dtype != torch.uint8 or item.dim() != 1:
+        elif isinstance(item, np.ndarray):  # a read-only one (np.frombuffer of bytes) is copied
+            item = torch.from_numpy(item if item.flags.writeable else item.copy())
+        if not isinstance(item, torch.Tensor) or item.dtype != torch.uint8 or item.dim() != 1:
             raise TypeError("prefetch: encoded image %d must be bytes or a 1-D uint8 tensor, got %s"
                             % (n, describe(item)))
         parts.append(item.cpu())

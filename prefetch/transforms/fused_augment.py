@@ -12,11 +12,12 @@ import math
 import numbers
 import typing
 
+import numpy as np
 import torch
 
 from .._engine.checks import whole
 from ..ops.augment import flip_crop, normalize_flip
-from .resizing import MASK_DTYPES, ResizingPath
+from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
 from ..ragged import Ragged
 from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
 
@@ -58,16 +59,61 @@ class Draws(typing.NamedTuple):
 
 def _finite(values, name, positive=False):
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError("prefetch: %s must be a sequence of per-channel values, got %r"
+        raise TypeError("prefetch: FusedAugment %s must be a sequence of per-channel values, got %r"
                         % (name, values))
     out = []
     for i, v in enumerate(values):
         f = float(v)
         if not math.isfinite(f) or (positive and not f > 0):
-            raise ValueError("prefetch: %s[%d] must be a finite number%s, got %r"
+            raise ValueError("prefetch: FusedAugment %s[%d] must be a finite number%s, got %r"
                              % (name, i, " > 0" if positive else "", v))
         out.append(f)
     return out
+
+
+def _whole_or(value, default):
+    """``value`` as an int when it is a whole number (not a bool), else ``default``."""
+    try:
+        return whole(value, "value")
+    except TypeError:
+        return default
+
+
+def _whole_arg(value, name):
+    """A whole-number argument of FusedAugment, or a TypeError naming it."""
+    try:
+        return whole(value, name)
+    except TypeError:
+        raise TypeError("prefetch: FusedAugment %s must be a whole number, got %r"
+                        % (name, value)) from None
+
+
+def _flag(value, name):
+    """A bool argument (numpy's too): a string or a number would silently mean True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError("prefetch: FusedAugment %s must be True or False, got %r" % (name, value))
+
+
+def _padding(padding):
+    """torchvision's ``RandomCrop(padding=)`` as ``(left, top, right, bottom)`` whole numbers >= 0:
+    an int pads every side, 2 values are (left and right, top and bottom), 4 are (left, top,
+    right, bottom) (torchvision/transforms/v2/functional/_geometry.py: ``_parse_pad_padding``)."""
+    values = list(padding) if isinstance(padding, (list, tuple)) else [padding]
+    try:
+        if len(values) not in (1, 2, 4):
+            raise TypeError
+        values = [whole(v, "padding") for v in values]
+    except TypeError:
+        values = [-1]
+    if min(values) < 0:
+        raise ValueError("prefetch: FusedAugment padding must be an int >= 0 or 2 or 4 of them "
+                         "(torchvision's RandomCrop), got %r" % (padding,))
+    if len(values) == 1:
+        return (values[0],) * 4
+    if len(values) == 2:
+        return (values[0], values[1], values[0], values[1])
+    return tuple(values)
 
 
 def _name(key):
@@ -85,7 +131,7 @@ def _output_size(value, name):
     except TypeError:
         sizes = ()
     if len(sizes) != 2 or min(sizes) < 1:
-        raise ValueError("prefetch: %s must be (h, w) of positive ints, got %r" % (name, value))
+        raise ValueError("prefetch: FusedAugment %s must be (h, w) of positive ints, got %r" % (name, value))
     return sizes
 
 
@@ -108,11 +154,17 @@ class FusedAugment(ResizingPath, SeededTransform):
             defaults to 0.5 for training and to 0 with ``center_crop=True`` (evaluation, as
             torchvision's evaluation transforms have no flip); pass a value to choose.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
-        center_crop: take the centred window instead of a random one (validation); the window is
-            ``((H - h) // 2, (W - w) // 2)``, as torchvision's ``CenterCrop`` for ``h <= H``.
+        center_crop: take the centred window instead of a random one (validation), where
+            torchvision's ``CenterCrop`` takes it: at ``int(round((H - h) / 2))`` (Python's
+            round, half to even) inside the image, and a crop larger than the image gets
+            ``(h - H) // 2`` fill pixels before it and the rest after
+            (:func:`~prefetch.transforms.crop_boxes.center_anchor`).
         padding: as torchvision's ``RandomCrop(padding=...)``: the window is drawn from the image
-            padded by this many ``fill`` pixels on every side. With ``crop=None`` and
-            ``padding=0`` the window is the whole image.
+            padded by ``fill`` pixels — an int on every side, ``(left/right, top/bottom)`` or
+            ``(left, top, right, bottom)``. With ``crop=None`` and no padding the window is the
+            whole image.
+        pad_if_needed: as torchvision's ``RandomCrop(pad_if_needed=True)``: a (padded) side
+            shorter than the crop is padded by the difference at both ends before the draw.
         fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
         dtype: float32, float16 or bfloat16 output, or uint8: the normalized values rounded half
             to even and saturated (``mean=0, std=1/255`` gives the resampled pixels, as a
@@ -122,7 +174,11 @@ class FusedAugment(ResizingPath, SeededTransform):
             fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
         image_key, mask_key: which leaf of the batch is the uint8 image batch (index or dict
             key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]`` with
-            the images' N, H and W (anything else is refused, naming both shapes).
+            the images' N, H and W (anything else is refused, naming both shapes). Each leaf
+            may come in any form a collate makes of it: a tensor, a ``prefetch.Ragged``, a list
+            or tuple of per-sample tensors (stacked when the path takes one size); a batch of
+            one or of none. Images without a channel dimension (``[N, H, W]``) are one-channel
+            images when ``mean`` and ``std`` have one value.
         layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
             forced layout whose channel dimension does not hold ``len(mean)`` channels while the
             other one does is refused as looking wrong.
@@ -134,8 +190,14 @@ class FusedAugment(ResizingPath, SeededTransform):
             or an NHWC batch. Training only: it takes no ``center_crop``.
         scale, ratio: RandomResizedCrop's area fraction and aspect ratio ranges.
         resize: validation's ``Resize(resize) + CenterCrop(crop)`` as one resample, with
-            ``center_crop=True`` and ``crop`` the output size: the centred window of
-            ``crop / resize`` of each image's shorter side, resampled to ``crop``.
+            ``center_crop=True`` and ``crop`` the output size (``resize >= crop``): the window
+            of each image those two steps keep (torchvision's resized size and crop corner), to
+            the nearest whole pixel of the original, resampled to ``crop``
+            (:func:`~prefetch.transforms.crop_boxes.center_boxes`: each edge within half a pixel
+            of the original from torchvision's window).
+        max_size: torchvision's ``Resize(resize, max_size=)``: the longer side after the resize
+            at most this (an image whose resized size is then below the crop is refused when it
+            arrives: torchvision would pad it).
         antialias: for the resizing path: average every input pixel a downscale covers (as
             torchvision's default, and PIL), instead of sampling four.
         decode: the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
@@ -155,42 +217,56 @@ class FusedAugment(ResizingPath, SeededTransform):
                  padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
                  image_key=0, mask_key=None, mask_fill=0, layout="auto",
                  random_resized_crop=None, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), resize=None,
-                 antialias=True, decode=False):
+                 antialias=True, decode=False, pad_if_needed=False, max_size=None):
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
-            raise ValueError("prefetch: mean has %d values, std has %d" % (len(self.mean), len(self.std)))
+            raise ValueError("prefetch: FusedAugment std must have as many values as mean (%d), got "
+                             "%d" % (len(self.mean), len(self.std)))
+        center_crop = _flag(center_crop, "center_crop")
         if hflip is None:
             hflip = 0.0 if center_crop else 0.5
         for name, p in (("hflip", hflip), ("vflip", vflip)):
             try:
-                ok = not isinstance(p, (str, bytes)) and 0.0 <= float(p) <= 1.0
+                ok = not isinstance(p, (str, bytes, bool)) and 0.0 <= float(p) <= 1.0
             except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
                 ok = False
             if not ok:
-                raise ValueError("prefetch: %s must be a probability in [0, 1], got %r" % (name, p))
+                raise ValueError("prefetch: FusedAugment %s must be a probability in [0, 1], got %r"
+                                 % (name, p))
         crop = _output_size(crop, "crop")
-        if isinstance(padding, bool) or not isinstance(padding, numbers.Integral) or padding < 0:
-            raise ValueError("prefetch: padding must be an int >= 0, got %r" % (padding,))
-        fill = whole(fill, "fill")
+        self.pads = _padding(padding)
+        fill = _whole_arg(fill, "fill")
         if not 0 <= fill <= 255:
-            raise ValueError("prefetch: fill must be an int in [0, 255] (a uint8 pixel value), "
-                             "got %d" % fill)
+            raise ValueError("prefetch: FusedAugment fill must be an int in [0, 255] (a uint8 pixel "
+                             "value), got %d" % fill)
         if dtype not in _OUT_DTYPES:
-            raise ValueError("prefetch: dtype must be torch.float32, float16, bfloat16 or uint8, "
-                             "got %s" % (dtype,))
+            raise ValueError("prefetch: FusedAugment dtype must be torch.float32, float16, bfloat16 "
+                             "or uint8, got %s" % (dtype,))
         if layout not in ("auto", "NHWC", "NCHW"):
-            raise ValueError("prefetch: layout must be 'auto', 'NHWC' or 'NCHW', got %r" % (layout,))
+            raise ValueError("prefetch: FusedAugment layout must be 'auto', 'NHWC' or 'NCHW', got %r"
+                             % (layout,))
         self.hflip, self.vflip = float(hflip), float(vflip)
         self.crop = crop
-        self.center_crop = bool(center_crop)
-        self.padding, self.fill = int(padding), fill
-        self.mask_fill = whole(mask_fill, "mask_fill")
-        self.dtype, self.channels_last = dtype, bool(channels_last)
+        self.center_crop = center_crop
+        # padding as given when it is one int (what most code reads), else torchvision's 4 sides
+        self.padding = self.pads[0] if len(set(self.pads)) == 1 else self.pads
+        self.fill = fill
+        self.pad_if_needed = _flag(pad_if_needed, "pad_if_needed")
+        if self.center_crop and (any(self.pads) or self.pad_if_needed):
+            raise ValueError("prefetch: FusedAugment padding and pad_if_needed are RandomCrop's; "
+                             "center_crop=True pads a crop larger than the image as torchvision's "
+                             "CenterCrop does, by itself: got padding=%r, pad_if_needed=%r"
+                             % (padding, pad_if_needed))
+        if self.pad_if_needed and crop is None:
+            raise ValueError("prefetch: FusedAugment pad_if_needed pads the image to the crop: it "
+                             "needs crop=")
+        self.mask_fill = _whole_arg(mask_fill, "mask_fill")
+        self.dtype, self.channels_last = dtype, _flag(channels_last, "channels_last")
         self._set_seed(seed)
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
-        self._init_resizing(random_resized_crop, scale, ratio, resize, antialias)
-        self.decode = bool(decode)
+        self._init_resizing(random_resized_crop, scale, ratio, resize, antialias, max_size)
+        self.decode = _flag(decode, "decode")
         if self.decode and not self.resizes:
             raise ValueError("prefetch: decode=True decodes each image's window for the resizing "
                              "path: pass random_resized_crop=size (training) or crop=, resize=, "
@@ -200,12 +276,12 @@ class FusedAugment(ResizingPath, SeededTransform):
                              "decode the images and masks in the dataset, or use "
                              "random_resized_crop without decode")
 
-    def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias):
+    def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias, max_size):
         from .crop_boxes import _pair
 
         size = _output_size(random_resized_crop, "random_resized_crop")
         if size is not None:
-            if self.crop is not None or self.padding:
+            if self.crop is not None or any(self.pads) or self.pad_if_needed:
                 raise ValueError("prefetch: random_resized_crop sets the output size and the "
                                  "window; it takes no crop= or padding=")
             if self.center_crop:
@@ -214,16 +290,28 @@ class FusedAugment(ResizingPath, SeededTransform):
                                  "pass crop=%s, center_crop=True (and resize= for Resize + "
                                  "CenterCrop)" % (size,))
         if resize is not None:
-            if isinstance(resize, bool) or not isinstance(resize, numbers.Real) or \
-                    not math.isfinite(resize) or resize <= 0:
-                raise ValueError("prefetch: resize must be a positive finite number (the shorter "
-                                 "side after the resize), got %r" % (resize,))
+            given, resize = resize, _whole_or(resize, 0)
+            if resize < 1:
+                raise ValueError("prefetch: FusedAugment resize must be a positive whole number (the "
+                                 "shorter side after torchvision's Resize), got %r" % (given,))
             if not self.center_crop or self.crop is None:
                 raise ValueError("prefetch: resize= is validation's Resize + CenterCrop: it needs "
                                  "center_crop=True and crop=")
-        self.random_resized_crop, self.resize = size, resize
-        self.scale, self.ratio = _pair(scale, "scale"), _pair(ratio, "ratio")
-        self.antialias = bool(antialias)
+            if resize < max(self.crop):
+                raise ValueError(
+                    "prefetch: FusedAugment resize must be >= the crop %r (Resize(%d) + "
+                    "CenterCrop%r would pad the resized image, which one resample of a window "
+                    "of the original cannot), got %r" % (self.crop, resize, self.crop, resize))
+        if max_size is not None:
+            given, max_size = max_size, _whole_or(max_size, 0)
+            if resize is None or max_size <= resize:
+                raise ValueError("prefetch: FusedAugment max_size must be a whole number > resize "
+                                 "(torchvision's Resize(size, max_size=)), with resize=; got "
+                                 "max_size=%r, resize=%r" % (given, resize))
+        self.random_resized_crop, self.resize, self.max_size = size, resize, max_size
+        self.scale = _pair(scale, "FusedAugment scale")
+        self.ratio = _pair(ratio, "FusedAugment ratio")
+        self.antialias = _flag(antialias, "antialias")
         # The resizing path: images of any size, one window each, resampled to output_size.
         self.resizes = size is not None or resize is not None
         self.output_size = size if size is not None else self.crop
@@ -237,27 +325,53 @@ class FusedAugment(ResizingPath, SeededTransform):
             return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s)" % (
                 how, self.hflip, self.vflip, self.dtype, self.seed,
                 ", decode=True" if self.decode else "")
-        return ("FusedAugment(crop=%s%s, padding=%d, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
-                % (self.crop, " centred" if self.center_crop else "", self.padding, self.hflip,
-                   self.vflip, self.dtype, self.seed))
+        return ("FusedAugment(crop=%s%s, padding=%r%s, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
+                % (self.crop, " centred" if self.center_crop else "", self.padding,
+                   ", pad_if_needed=True" if self.pad_if_needed else "", self.hflip, self.vflip,
+                   self.dtype, self.seed))
+
+    def _fixed_images(self, images):
+        """The image leaf of the path without a resize as one 4-D tensor, from every form a
+        collate makes of it: a tensor; a list or tuple of equal-shaped samples (a user's collate)
+        or a Ragged whose samples have one shape, stacked (one copy); ``[N, H, W]`` (or samples
+        ``[H, W]``) with one value of mean/std: one-channel images."""
+        what = "FusedAugment's image leaf %s" % _name(self.image_key)
+        if isinstance(images, (list, tuple, Ragged)):
+            items = images.tensors() if isinstance(images, Ragged) else as_samples(images, what)
+            shapes = {tuple(t.shape) for t in items}
+            if len(shapes) > 1:
+                raise TypeError(
+                    "prefetch: %s is a %s (%d images of different sizes); without a resize "
+                    "FusedAugment takes images of one size (these are %s, ...): pass "
+                    "random_resized_crop=size (training) or crop=, resize=, center_crop=True "
+                    "(validation)"
+                    % (what, "prefetch.Ragged" if isinstance(images, Ragged) else
+                       type(images).__name__, len(items),
+                       ", ".join(str(list(s)) for s in sorted(shapes)[:2])))
+            if not items:  # an empty batch: no sample to take a shape from
+                h, w = self.crop if self.crop is not None else (0, 0)
+                c = len(self.mean)
+                shape = (0, c, h, w) if self.layout == "NCHW" else (0, h, w, c)
+                return torch.empty(shape, dtype=torch.uint8)
+            images = torch.stack(items)
+        if isinstance(images, torch.Tensor) and images.dim() == 3 and len(self.mean) == 1 \
+                and images.dtype == torch.uint8:
+            return images.unsqueeze(1 if self.layout == "NCHW" else -1)
+        return images
 
     def _layout(self, images):
-        if isinstance(images, Ragged):
-            raise TypeError(
-                "prefetch: FusedAugment's image leaf %s is a prefetch.Ragged (%d images of "
-                "different sizes); without a resize FusedAugment takes images of one size: pass "
-                "random_resized_crop=size (training) or crop=, resize=, center_crop=True "
-                "(validation)" % (_name(self.image_key), len(images)))
         if not isinstance(images, torch.Tensor):
             raise TypeError("prefetch: FusedAugment's image leaf %s is a %s, not a uint8 tensor"
                             % (_name(self.image_key), type(images).__name__))
-        if images.dim() != 4:
-            raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s"
-                             % (tuple(images.shape),))
         if images.dtype != torch.uint8:
             raise TypeError("prefetch: FusedAugment's image leaf %s is %s; it takes uint8 images "
-                            "(0-255, normalized by it)" % (_name(self.image_key),
-                                                           str(images.dtype).replace("torch.", "")))
+                            "(0-255, normalized by it): %s"
+                            % (_name(self.image_key), str(images.dtype).replace("torch.", ""),
+                               uint8_hint(images.dtype)))
+        if images.dim() != 4:
+            raise ValueError("prefetch: FusedAugment expects 4-D uint8 images, got shape %s%s"
+                             % (tuple(images.shape), " ([N, H, W]: no channel dimension): "
+                                + channel_hint(len(self.mean)) if images.dim() == 3 else ""))
         if self.layout != "auto":
             c = len(self.mean)
             dim = -1 if self.layout == "NHWC" else 1
@@ -285,20 +399,30 @@ class FusedAugment(ResizingPath, SeededTransform):
             shapes = [(int(a), int(b)) for a, b in zip(_per_image(height, n), _per_image(width, n))]
             return Draws(hflip, vflip, self.output_size, None, self.draw_boxes(shapes, g))
         h, w = self.crop if self.crop is not None else (height, width)
-        if self.center_crop or (self.crop is None and self.padding == 0):
+        if self.center_crop or (self.crop is None and not any(self.pads)):
             return Draws(hflip, vflip, (h, w), None)
-        span_h = height + 2 * self.padding - h
-        span_w = width + 2 * self.padding - w
+        # torchvision's RandomCrop.make_params (torchvision/transforms/v2/_geometry.py): the window
+        # is drawn uniformly from the image padded by `padding`; with pad_if_needed a side still
+        # shorter than the crop gets the difference again on both of its ends.
+        pad_left, pad_top, pad_right, pad_bottom = self.pads
+        padded_h = height + pad_top + pad_bottom
+        padded_w = width + pad_left + pad_right
+        if self.pad_if_needed and padded_h < h:
+            pad_top, padded_h = pad_top + h - padded_h, padded_h + 2 * (h - padded_h)
+        if self.pad_if_needed and padded_w < w:
+            pad_left, padded_w = pad_left + w - padded_w, padded_w + 2 * (w - padded_w)
+        span_h, span_w = padded_h - h, padded_w - w
         if span_h < 0 or span_w < 0:
             raise ValueError(
-                "prefetch: crop %s is larger than the image %dx%d padded by %d"
+                "prefetch: crop %s is larger than the image %dx%d padded by %r (torchvision's "
+                "RandomCrop refuses it too; pad_if_needed=True pads it)"
                 % ((h, w), height, width, self.padding))
         if max(span_h, span_w) >= 1 << 62:  # torch.randint's bound must fit an int64
-            raise ValueError("prefetch: padding=%d around a %dx%d image leaves more window "
+            raise ValueError("prefetch: padding=%r around a %dx%d image leaves more window "
                              "positions than can be drawn (at most 2**62 per side)"
                              % (self.padding, height, width))
-        top = torch.randint(0, span_h + 1, (n,), generator=g) - self.padding
-        left = torch.randint(0, span_w + 1, (n,), generator=g) - self.padding
+        top = torch.randint(0, span_h + 1, (n,), generator=g) - pad_top
+        left = torch.randint(0, span_w + 1, (n,), generator=g) - pad_left
         return Draws(hflip, vflip, (h, w), torch.stack([top, left], dim=1))
 
     def draws_for(self, batch, position):
@@ -312,6 +436,7 @@ class FusedAugment(ResizingPath, SeededTransform):
             position = BatchPosition(*position)
         images = get_leaf(batch, self.image_key)
         if not self.resizes:
+            images = self._fixed_images(images)
             height, width = self.image_size(images)
             return self.draws(images.shape[0], height, width, *position)
         if self.decode:
@@ -320,9 +445,8 @@ class FusedAugment(ResizingPath, SeededTransform):
             sizes = jpeg_sizes(encoded_batch(images)).tolist()
             shapes = [(h, w) for h, w, _ in sizes]
         else:
-            from .resizing import as_ragged
-
-            shapes = [s[:2] for s in as_ragged(images, "FusedAugment's image leaf").shapes()]
+            shapes = [s[:2] for s in as_ragged(images, "FusedAugment's image leaf",
+                                               len(self.mean)).shapes()]
         return self.draws(len(shapes), [h for h, _ in shapes], [w for _, w in shapes], *position)
 
     def image_size(self, images):
@@ -341,6 +465,8 @@ class FusedAugment(ResizingPath, SeededTransform):
         images = get_leaf(batch, self.image_key)
         if self.resizes:
             return self.apply_resizing(batch, images, position)
+        images = self._fixed_images(images)
+        batch = set_leaf(batch, self.image_key, images)
         return self._apply_draws(batch, self._device_draws(images, None, position))
 
     @property
@@ -373,6 +499,9 @@ class FusedAugment(ResizingPath, SeededTransform):
                 masks = get_leaf(batch, self.mask_key)
                 batch = set_leaf(batch, self.mask_key, masks.index_select(0, indices))
             return self.apply_resizing(batch, get_leaf(batch, self.image_key), position)
+        if isinstance(images, torch.Tensor) and images.dim() == 3:  # one-channel [N, H, W]: a view
+            images = self._fixed_images(images)
+            batch = set_leaf(batch, self.image_key, images)
         return self._apply_draws(batch, self._device_draws(images, indices.numel(), position),
                                  indices=indices)
 
@@ -389,6 +518,8 @@ class FusedAugment(ResizingPath, SeededTransform):
         images = get_leaf(batch, self.image_key)
         layout = self._layout(images)
         masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
+        if isinstance(masks, (list, tuple, Ragged)):  # a user's collate: one mask per sample
+            masks = self._mask_batch(masks, images, layout)
         if masks is not None:
             masks = self._check_masks(images, layout, masks)
         channels = images.shape[-1] if layout == "NHWC" else images.shape[1]
@@ -407,6 +538,20 @@ class FusedAugment(ResizingPath, SeededTransform):
                           crop=d.crop, offsets=d.offsets, fill=self.mask_fill, indices=indices)
             batch = set_leaf(batch, self.mask_key, m.unsqueeze(1) if squeeze else m)
         return batch
+
+    def _mask_batch(self, masks, images, layout):
+        """A list, tuple or Ragged of masks (one per image, each its image's size) stacked into
+        one tensor; masks of different sizes are refused by :meth:`_check_masks`' rules."""
+        what = "the mask leaf %s" % _name(self.mask_key)
+        items = masks.tensors() if isinstance(masks, Ragged) else as_samples(masks, what)
+        if not items:
+            hw = tuple(images.shape[1:3] if layout == "NHWC" else images.shape[2:])
+            return torch.empty((0,) + hw, dtype=masks.dtype if isinstance(masks, Ragged) else torch.uint8)
+        shapes = sorted({tuple(t.shape) for t in items})
+        if len(shapes) > 1:
+            raise ValueError("prefetch: %s holds masks of different shapes (%s); each must be its "
+                             "image's size" % (what, ", ".join(str(list(s)) for s in shapes[:3])))
+        return torch.stack(items)
 
     def _check_masks(self, images, layout, masks):
         """The mask leaf gets the image's geometry: it must be an integer [N, H, W] or

@@ -10,6 +10,7 @@ in torch: masks are small and integer).
 """
 import dataclasses
 
+import numpy as np
 import torch
 
 from .._engine.checks import describe
@@ -19,7 +20,8 @@ from ..ragged import Ragged
 from .contract import get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
 
-__all__ = ["ResizingPath", "DecodedWindows", "as_ragged", "MASK_DTYPES"]
+__all__ = ["ResizingPath", "DecodedWindows", "as_ragged", "as_samples", "uint8_hint", "channel_hint",
+           "MASK_DTYPES"]
 
 # The mask dtypes every path takes (flip_crop's: labels are moved, never computed on).
 MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
@@ -37,19 +39,81 @@ class DecodedWindows:
     vflip: torch.Tensor
 
 
-def as_ragged(images, what):
+def uint8_hint(dtype):
+    """What to do with images of ``dtype`` for transforms that take uint8 pixels."""
+    if dtype == torch.uint16:
+        return ("convert 16-bit images to 8 bits first, e.g. (images.to(torch.int32) >> 8)"
+                ".to(torch.uint8) (the top 8 bits, as torchvision's ToDtype(torch.uint8, "
+                "scale=True); torch has no shift for uint16), in the dataset or before the loader")
+    if dtype.is_floating_point:
+        return ("convert them to uint8 pixels (0-255) first, e.g. torchvision's "
+                "ToDtype(torch.uint8, scale=True) in the dataset; prefetch normalizes them itself")
+    return "convert them to uint8 pixels (0-255) in the dataset or before the loader"
+
+
+def channel_hint(channels):
+    """What to do with images that have no channel dimension, for ``channels`` values of mean/std."""
+    return ("one-channel images are taken as they are with mean and std of one value; for %d "
+            "channels add the dimension yourself: images.unsqueeze(-1) (NHWC, one channel), "
+            "then .expand(-1, -1, -1, %d) to repeat it" % (channels, channels))
+
+
+def as_samples(items, what):
+    """A list or tuple of samples (a user's collate, a ``Samples`` before collation) as tensors:
+    numpy arrays are viewed as tensors; anything else is refused, naming the sample."""
+    out = []
+    for k, item in enumerate(items):
+        if isinstance(item, np.ndarray):  # a read-only one (np.frombuffer) is copied
+            item = torch.from_numpy(item if item.flags.writeable else item.copy())
+        if not isinstance(item, torch.Tensor):
+            raise TypeError("prefetch: %s sample %d is %s, not a tensor" % (what, k, describe(item)))
+        out.append(item)
+    return out
+
+
+def as_ragged(images, what, channels=None):
     """The image leaf as a Ragged whose offsets and sizes are on the CPU (the op checks the boxes
     there; from the host's knowledge when it has it, so nothing waits for the device). An NHWC
-    uint8 batch is viewed as one, without a copy."""
+    uint8 batch is viewed as one, without a copy; a list or tuple of HWC uint8 tensors (a user's
+    collate) is packed into one. With ``channels=1``, images without a channel dimension
+    (``[N, H, W]``, a Ragged of ``[H, W]``, a list of them) are one-channel images."""
+    if isinstance(images, (list, tuple)):
+        items = as_samples(images, what)
+        if not items:  # an empty batch: no image, the output has no sample either
+            return Ragged(torch.empty(0, dtype=torch.uint8), torch.empty(0, dtype=torch.int64),
+                          torch.empty(0, 3, dtype=torch.int64), shapes=[], dense=True)
+        ranks = {t.dim() for t in items}
+        dtypes = {t.dtype for t in items}
+        if len(ranks) != 1 or len(dtypes) != 1:
+            raise TypeError("prefetch: %s mixes samples of ranks %s and dtypes %s; resizing takes "
+                            "HWC uint8 images" % (what, sorted(ranks), sorted(str(d) for d in dtypes)))
+        images = Ragged.from_tensors(items)
     if isinstance(images, Ragged):
-        if images.dtype != torch.uint8 or images.rank != 3:
-            raise TypeError("prefetch: %s is a Ragged of rank %d %s; resizing takes HWC uint8 "
-                            "images" % (what, images.rank, str(images.dtype).replace("torch.", "")))
+        if images.dtype != torch.uint8:
+            raise TypeError("prefetch: %s is a Ragged of %s images; resizing takes HWC uint8 images: "
+                            "%s" % (what, str(images.dtype).replace("torch.", ""),
+                                    uint8_hint(images.dtype)))
         offsets, sizes = images.host_tables()
-        return Ragged(images.values, offsets, sizes, shapes=images.shapes())
+        shapes = images.shapes()
+        if images.rank == 2 and channels == 1:  # [H, W] images: one channel each
+            sizes = torch.cat([sizes, torch.ones(len(shapes), 1, dtype=torch.int64)], dim=1)
+            shapes = [tuple(s) + (1,) for s in shapes]
+        elif images.rank != 3:
+            raise TypeError("prefetch: %s is a Ragged of rank %d uint8; resizing takes HWC uint8 "
+                            "images%s" % (what, images.rank, "; " + channel_hint(channels or 3)
+                                          if images.rank == 2 else ""))
+        return Ragged(images.values, offsets, sizes, shapes=shapes)
+    if isinstance(images, torch.Tensor) and images.dtype == torch.uint8 and images.dim() == 3 \
+            and channels == 1:
+        images = images.unsqueeze(-1)
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.dtype != torch.uint8:
-        raise TypeError("prefetch: %s must be a Ragged of HWC uint8 images or an NHWC uint8 "
-                        "batch to be resized, got %s" % (what, describe(images)))
+        hint = ""
+        if isinstance(images, torch.Tensor) and images.dtype != torch.uint8:
+            hint = ": " + uint8_hint(images.dtype)
+        elif isinstance(images, torch.Tensor) and images.dim() == 3:
+            hint = " ([N, H, W] has no channel dimension): " + channel_hint(channels or 3)
+        raise TypeError("prefetch: %s must be a Ragged of HWC uint8 images, a list of them or an "
+                        "NHWC uint8 batch to be resized, got %s%s" % (what, describe(images), hint))
     n, h, w, c = images.shape
     values = images.contiguous().view(-1)
     offsets = torch.arange(n, dtype=torch.int64) * (h * w * c)
@@ -68,7 +132,7 @@ class ResizingPath:
         heights = [s[0] for s in shapes]
         widths = [s[1] for s in shapes]
         if self.center_crop:
-            return center_boxes(heights, widths, self.output_size, self.resize)
+            return center_boxes(heights, widths, self.output_size, self.resize, self.max_size)
         return random_resized_boxes(heights, widths, self.scale, self.ratio, generator=generator)
 
     def apply_resizing(self, batch, images, position):
@@ -78,7 +142,7 @@ class ResizingPath:
             return self._apply_decoded_windows(batch, images)
         if self.decode:
             return self._apply_decoded(batch, images, position)
-        r = as_ragged(images, "FusedAugment's image leaf %r" % (self.image_key,))
+        r = as_ragged(images, "FusedAugment's image leaf %r" % (self.image_key,), len(self.mean))
         shapes = r.shapes()
         d = self.draws(len(shapes), [s[0] for s in shapes], [s[1] for s in shapes],
                        position.epoch, position.index, position.rank)
@@ -112,7 +176,7 @@ class ResizingPath:
     def _apply_decoded(self, batch, encoded, position):
         """decode=True: the windows are drawn from the JPEG headers' sizes (no pixel decoded for
         them), then only the windows are decoded, resized, flipped and normalized."""
-        device = encoded.device if isinstance(encoded, Ragged) else torch.device("cpu")
+        device = encoded.device if isinstance(encoded, (Ragged, torch.Tensor)) else torch.device("cpu")
         data = _encoded(encoded)
         sizes = jpeg_sizes(data)
         d = self._decode_draws(data, position, sizes)
@@ -123,7 +187,7 @@ class ResizingPath:
 
     def _apply_decoded_windows(self, batch, decoded):
         """``apply`` after the host stage: the decoded windows resized whole, flipped, normalized."""
-        r = as_ragged(decoded.windows, "FusedAugment's decoded windows")
+        r = as_ragged(decoded.windows, "FusedAugment's decoded windows", len(self.mean))
         whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
         out = resized_crop(r, whole, self.output_size, self.mean, self.std, hflip=decoded.hflip,
                            vflip=decoded.vflip, dtype=self.dtype, channels_last=self.channels_last,
@@ -147,17 +211,21 @@ class ResizingPath:
         what = "the mask leaf %r" % (self.mask_key,)
         if isinstance(masks, Ragged):
             samples = masks.tensors()
+        elif isinstance(masks, (list, tuple)):  # a user's collate: one mask per sample
+            samples = as_samples(masks, what)
         elif isinstance(masks, torch.Tensor) and masks.dim() == 3:
             samples = list(masks)
         elif isinstance(masks, torch.Tensor) and masks.dim() == 4 and 1 in (masks.shape[1], masks.shape[3]):
             samples = list(masks[:, 0] if masks.shape[1] == 1 else masks[..., 0])
         else:
-            raise TypeError("prefetch: %s must be a Ragged of [H, W] or [H, W, 1] masks, or an "
-                            "[N, H, W], [N, 1, H, W] or [N, H, W, 1] tensor, got %s"
+            raise TypeError("prefetch: %s must be a Ragged or a list of [H, W] or [H, W, 1] "
+                            "masks, or an [N, H, W], [N, 1, H, W] or [N, H, W, 1] tensor, got %s"
                             % (what, describe(masks)))
-        if masks.dtype not in MASK_DTYPES:
-            raise TypeError("prefetch: %s is %s; masks must be uint8, int16, int32 or int64 (one "
-                            "label per pixel), as on the crop path" % (what, str(masks.dtype).replace("torch.", "")))
+        for dtype in {m.dtype for m in samples} if isinstance(masks, (list, tuple)) else {masks.dtype}:
+            if dtype not in MASK_DTYPES:
+                raise TypeError("prefetch: %s is %s; masks must be uint8, int16, int32 or int64 (one "
+                                "label per pixel), as on the crop path"
+                                % (what, str(dtype).replace("torch.", "")))
         shapes = images.shapes()
         if len(samples) != len(shapes):
             raise ValueError("prefetch: %s has %d samples, the image leaf %d"
@@ -182,8 +250,9 @@ class ResizingPath:
             cols = torch.floor(torch.arange(w, dtype=torch.float64) * (bw / w)).long().clamp(max=bw - 1)
             tables.append(torch.cat([rows.flip(0) if vflip[k] else rows,
                                      cols.flip(0) if hflip[k] else cols]))
-        if not crops:
-            return torch.empty((0, h, w), dtype=torch.int64)
+        if not crops:  # an empty batch keeps the masks' dtype
+            dtype = masks.dtype if isinstance(masks, (torch.Tensor, Ragged)) else torch.int64
+            return torch.empty((0, h, w), dtype=dtype)
         # Every sample's row and column indices in one table, sent to the masks' device in one copy.
         table = torch.stack(tables)
         device = crops[0].device
@@ -194,8 +263,12 @@ class ResizingPath:
 
 
 def _encoded(encoded):
-    if not isinstance(encoded, (Ragged, list, tuple)):
+    """The encoded image leaf in any form a collate makes of the files' bytes — a Ragged (files of
+    different lengths), an ``[N, L]`` uint8 tensor (files of one length: a batch of one, duplicate
+    files), a list — as a CPU Ragged of 1-D uint8 samples."""
+    if not isinstance(encoded, (Ragged, list, tuple, torch.Tensor)):
         raise TypeError("prefetch: FusedAugment(decode=True) takes encoded JPEGs as its image leaf "
                         "(a Ragged of 1-D uint8 samples, what a Samples of the files' bytes "
-                        "becomes), got %s" % describe(encoded))
+                        "becomes; or an [N, L] uint8 tensor when they have one length), got %s"
+                        % describe(encoded))
     return encoded_batch(encoded)  # on the CPU: libjpeg (and nvJPEG's host stage) read it there

@@ -40,11 +40,15 @@ from .erasing import RandomErasing as _Erasing
 from .fused_augment import FusedAugment
 from .policy_augment import PolicyAugment
 from .roll_mix import RollMix
+from . import v2_checks as checks
 
-__all__ = ["Compose", "InterpolationMode", "RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop",
+__all__ = ["Compose", "InterpolationMode", "AutoAugmentPolicy", "RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop",
            "RandomHorizontalFlip", "RandomVerticalFlip", "TrivialAugmentWide", "RandAugment",
            "AutoAugment", "ColorJitter", "ToDtype", "Normalize", "RandomErasing", "MixUp", "CutMix",
            "RandomChoice", "ToImage", "PILToTensor"]
+
+# The steps Compose compiles (named in its refusals).
+_COMPILED = __all__[3:]
 
 
 class InterpolationMode(enum.Enum):
@@ -54,25 +58,41 @@ class InterpolationMode(enum.Enum):
     BILINEAR = "bilinear"
 
 
+class AutoAugmentPolicy(enum.Enum):
+    """torchvision's AutoAugment policies by name (``AutoAugment`` compiles ``IMAGENET``)."""
+
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+    SVHN = "svhn"
+
+
 def _mode(interpolation, allowed, what):
     """An interpolation given as torchvision's InterpolationMode (its ``value``) or a string."""
     name = getattr(interpolation, "value", interpolation)
-    name = str(name).lower()
-    if name not in allowed:
-        raise ValueError("prefetch: %s supports interpolation %s, got %r" % (
+    if not isinstance(name, str) or name.lower() not in allowed:
+        raise ValueError("prefetch: %s interpolation must be %s, got %r" % (
             what, " or ".join(repr(a) for a in allowed), interpolation))
-    return name
+    return name.lower()
 
 
-def _size(size, what):
-    if isinstance(size, (list, tuple)):
-        if len(size) == 1:
-            size = size[0]
-        elif len(size) == 2:
-            return (int(size[0]), int(size[1]))
-        else:
-            raise ValueError("prefetch: %s's size must be an int or (h, w), got %r" % (what, size))
-    return int(size)
+def _antialias(value, what):
+    """torchvision's ``antialias``: True or False (None, its legacy value, is False for tensors)."""
+    return False if value is None else checks.flag(value, what, "antialias")
+
+
+def _fill(value, what):
+    """A policy's fill: None, or one number or one per channel, each in [0, 255]."""
+    if value is None:
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    try:
+        if not values:
+            raise checks.ArgumentError
+        for v in values:
+            checks.finite(v, what, "fill", 0.0, 255.0)
+    except checks.ArgumentError:
+        checks.fail(what, "fill", "None, a number in [0, 255] or one per channel", value)
+    return value
 
 
 class _Spec:
@@ -86,59 +106,82 @@ class _Spec:
 class RandomResizedCrop(_Spec):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation="bilinear",
                  antialias=True):
-        self.size = _size(size, "RandomResizedCrop")
-        self.scale, self.ratio = tuple(scale), tuple(ratio)
+        self.size = checks.size(size, "RandomResizedCrop")
+        self.scale = checks.pair(scale, "RandomResizedCrop", "scale", 0.0, None, low_open=True)
+        self.ratio = checks.pair(ratio, "RandomResizedCrop", "ratio", 0.0, None, low_open=True)
         self.interpolation = _mode(interpolation, ("bilinear",), "RandomResizedCrop")
-        self.antialias = bool(antialias)
+        self.antialias = _antialias(antialias, "RandomResizedCrop")
 
 
 class Resize(_Spec):
-    def __init__(self, size, interpolation="bilinear", antialias=True):
-        if not isinstance(size, int) and not (isinstance(size, (list, tuple)) and len(size) == 1):
+    def __init__(self, size, interpolation="bilinear", max_size=None, antialias=True):
+        if isinstance(size, (list, tuple)) and len(size) == 2:
             raise ValueError("prefetch: Resize supports a shorter-side size (an int) followed by "
                              "CenterCrop, got %r" % (size,))
-        self.size = _size(size, "Resize")
+        self.size = checks.size(size, "Resize", pair_allowed=False)
         self.interpolation = _mode(interpolation, ("bilinear",), "Resize")
-        self.antialias = bool(antialias)
+        if max_size is not None and (checks.whole_number(max_size, "Resize", "max_size", 1)
+                                     <= self.size):
+            # torchvision's _compute_resized_output_size refuses it too
+            checks.fail("Resize", "max_size", "an int > size (%d)" % self.size, max_size)
+        self.max_size = max_size if max_size is None else int(max_size)
+        self.antialias = _antialias(antialias, "Resize")
 
 
 class CenterCrop(_Spec):
     def __init__(self, size):
-        self.size = _size(size, "CenterCrop")
+        self.size = checks.size(size, "CenterCrop")
 
 
 class RandomCrop(_Spec):
     def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
-        if padding is not None and not isinstance(padding, int):
-            raise ValueError("prefetch: RandomCrop supports one padding for every side (an int), "
-                             "got %r" % (padding,))
-        if pad_if_needed or padding_mode != "constant":
-            raise ValueError("prefetch: RandomCrop supports constant padding without "
-                             "pad_if_needed, got pad_if_needed=%r, padding_mode=%r"
-                             % (pad_if_needed, padding_mode))
-        self.size, self.padding, self.fill = _size(size, "RandomCrop"), int(padding or 0), fill
+        self.size = checks.size(size, "RandomCrop")
+        values = padding if isinstance(padding, (list, tuple)) else [padding]
+        if padding is not None:
+            try:
+                if len(values) not in (1, 2, 4):
+                    raise checks.ArgumentError
+                for v in values:
+                    checks.whole_number(v, "RandomCrop", "padding", 0)
+            except checks.ArgumentError:
+                checks.fail("RandomCrop", "padding", "None, an int >= 0, or 1, 2 or 4 of them "
+                            "(torchvision's left/right, top/bottom or left, top, right, bottom)",
+                            padding)
+        self.padding = 0 if padding is None else (
+            int(values[0]) if len(values) == 1 else tuple(int(v) for v in values))
+        self.pad_if_needed = checks.flag(pad_if_needed, "RandomCrop", "pad_if_needed")
+        if padding_mode != "constant":
+            checks.fail("RandomCrop", "padding_mode", "'constant' (the window's outside is fill; "
+                        "keep edge, reflect or symmetric padding in the workers)", padding_mode)
+        self.fill = checks.whole_number(fill, "RandomCrop", "fill", 0, 255)
 
 
 class RandomHorizontalFlip(_Spec):
     def __init__(self, p=0.5):
-        self.p = float(p)
+        self.p = checks.probability(p, "RandomHorizontalFlip")
 
 
 class RandomVerticalFlip(_Spec):
     def __init__(self, p=0.5):
-        self.p = float(p)
+        self.p = checks.probability(p, "RandomVerticalFlip")
 
 
 class _Policy(_Spec):
     def policy(self, seed):
         raise NotImplementedError
 
+    def _check(self):
+        """The compiled policy built once now, so whatever else it refuses is refused here."""
+        self.policy(0)
+
 
 class TrivialAugmentWide(_Policy):
     def __init__(self, num_magnitude_bins=31, interpolation="nearest", fill=None):
-        self.num_magnitude_bins = num_magnitude_bins
+        self.num_magnitude_bins = checks.whole_number(num_magnitude_bins, "TrivialAugmentWide",
+                                                      "num_magnitude_bins", 1)
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "TrivialAugmentWide")
-        self.fill = fill
+        self.fill = _fill(fill, "TrivialAugmentWide")
+        self._check()
 
     def policy(self, seed):
         return PolicyAugment("trivial_augment_wide", num_magnitude_bins=self.num_magnitude_bins,
@@ -149,9 +192,15 @@ class TrivialAugmentWide(_Policy):
 class RandAugment(_Policy):
     def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation="nearest",
                  fill=None):
-        self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
+        self.num_ops = checks.whole_number(num_ops, "RandAugment", "num_ops", 0)
+        self.num_magnitude_bins = checks.whole_number(num_magnitude_bins, "RandAugment",
+                                                      "num_magnitude_bins", 1)
+        # torchvision indexes its magnitude table (num_magnitude_bins values) with it
+        self.magnitude = checks.whole_number(magnitude, "RandAugment", "magnitude", 0,
+                                             self.num_magnitude_bins - 1)
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "RandAugment")
-        self.fill = fill
+        self.fill = _fill(fill, "RandAugment")
+        self._check()
 
     def policy(self, seed):
         return PolicyAugment("rand_augment", num_ops=self.num_ops, magnitude=self.magnitude,
@@ -162,11 +211,13 @@ class RandAugment(_Policy):
 
 class AutoAugment(_Policy):
     def __init__(self, policy="imagenet", interpolation="nearest", fill=None):
-        name = str(getattr(policy, "value", policy)).lower()
-        if name != "imagenet":
-            raise ValueError("prefetch: AutoAugment supports the ImageNet policy, got %r" % (policy,))
+        name = getattr(policy, "value", policy)
+        if not isinstance(name, str) or name.lower() != "imagenet":
+            raise ValueError("prefetch: AutoAugment policy must be the ImageNet policy "
+                             "(AutoAugmentPolicy.IMAGENET), got %r" % (policy,))
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "AutoAugment")
-        self.fill = fill
+        self.fill = _fill(fill, "AutoAugment")
+        self._check()
 
     def policy(self, seed):
         return PolicyAugment("auto_augment", interpolation=self.interpolation, fill=self.fill,
@@ -175,8 +226,14 @@ class AutoAugment(_Policy):
 
 class ColorJitter(_Policy):
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
-        self.brightness, self.contrast = brightness, contrast
-        self.saturation, self.hue = saturation, hue
+        # torchvision's ColorJitter._check_input: a factor v >= 0 is [1 - v, 1 + v] (clipped at 0)
+        # or a (min, max) >= 0; the hue a number in [0, 0.5] or (min, max) in [-0.5, 0.5].
+        self.brightness = checks.jitter(brightness, "ColorJitter", "brightness")
+        self.contrast = checks.jitter(contrast, "ColorJitter", "contrast")
+        self.saturation = checks.jitter(saturation, "ColorJitter", "saturation")
+        self.hue = checks.jitter(hue, "ColorJitter", "hue", center=0.0, bound=(-0.5, 0.5),
+                                 clip_first_on_zero=False)
+        self._check()
 
     def policy(self, seed):
         return PolicyAugment("color_jitter", brightness=self.brightness, contrast=self.contrast,
@@ -194,32 +251,65 @@ class PILToTensor(ToImage):
 class ToDtype(_Spec):
     def __init__(self, dtype, scale=False):
         if dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise ValueError("prefetch: ToDtype supports float32, float16 and bfloat16, got %r"
-                             % (dtype,))
-        if not scale:
-            raise ValueError("prefetch: ToDtype supports scale=True (values in [0, 1], as "
-                             "torchvision's recipes use it); scale=False would keep 0-255")
+            raise ValueError("prefetch: ToDtype dtype must be torch.float32, float16 or bfloat16, "
+                             "got %r" % (dtype,))
+        if checks.flag(scale, "ToDtype", "scale") is not True:
+            raise ValueError("prefetch: ToDtype scale must be True, got False: prefetch supports "
+                             "ToDtype(dtype, scale=True) (values in [0, 1], as torchvision's "
+                             "recipes use it); scale=False would keep 0-255")
         self.dtype, self.scale = dtype, True
+
+
+def _numbers(values, cls, arg, positive=False):
+    """A sequence of finite numbers (> 0 with ``positive``), as a tuple of floats."""
+    expected = "a sequence of finite numbers%s" % (" > 0" if positive else "")
+    if isinstance(values, torch.Tensor):
+        values = values.tolist() if values.dim() == 1 else values
+    if not isinstance(values, (list, tuple)) or not values:
+        checks.fail(cls, arg, expected, values)
+    try:
+        return tuple(checks.finite(v, cls, arg, 0.0 if positive else None, low_open=positive)
+                     for v in values)
+    except checks.ArgumentError:
+        checks.fail(cls, arg, expected, values)
 
 
 class Normalize(_Spec):
     def __init__(self, mean, std, inplace=False):
-        self.mean, self.std = tuple(float(m) for m in mean), tuple(float(s) for s in std)
+        self.mean = _numbers(mean, "Normalize", "mean")
+        self.std = _numbers(std, "Normalize", "std", positive=True)
+        if len(self.mean) != len(self.std):
+            checks.fail("Normalize", "std", "as many values as mean (%d)" % len(self.mean), std)
+        checks.flag(inplace, "Normalize", "inplace")
 
 
 class RandomErasing(_Spec):
     def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
-        self.p, self.scale, self.ratio, self.value = p, tuple(scale), tuple(ratio), value
+        self.p = checks.probability(p, "RandomErasing")
+        # torchvision: "Scale should be between 0 and 1"; the ratio a positive (min, max)
+        self.scale = checks.pair(scale, "RandomErasing", "scale", 0.0, 1.0)
+        self.ratio = checks.pair(ratio, "RandomErasing", "ratio", 0.0, None, low_open=True)
+        if isinstance(value, str):
+            if value != "random":
+                checks.fail("RandomErasing", "value", "a number, one per channel, or 'random'", value)
+        else:
+            _numbers(value if isinstance(value, (list, tuple)) else [value], "RandomErasing", "value")
+        self.value = value
+        checks.flag(inplace, "RandomErasing", "inplace")
 
 
 class _Mix(_Spec):
     kind = None
 
     def __init__(self, *, alpha=1.0, num_classes=None, labels_getter="default"):
+        name = type(self).__name__
         if labels_getter != "default":
             raise ValueError("prefetch: %s takes the labels from the Compose's label_key; "
-                             "labels_getter must be 'default'" % type(self).__name__)
-        self.alpha, self.num_classes = float(alpha), num_classes
+                             "labels_getter must be 'default'" % name)
+        self.alpha = checks.finite(alpha, name, "alpha", 0.0, low_open=True)
+        if num_classes is not None:
+            num_classes = checks.whole_number(num_classes, name, "num_classes", 1)
+        self.num_classes = num_classes
 
 
 class MixUp(_Mix):
@@ -234,11 +324,17 @@ class RandomChoice(_Spec):
     """Of MixUp and CutMix only (the batch transforms torchvision's recipes choose between)."""
 
     def __init__(self, transforms, p=None):
-        self.transforms, self.p = list(transforms), p
+        self.transforms = list(transforms)
         others = [type(t).__name__ for t in self.transforms if not isinstance(t, _Mix)]
         if others or not self.transforms:
             raise ValueError("prefetch: RandomChoice compiles a choice between MixUp and CutMix; "
                              "got %s" % (", ".join(others) or "no transform"))
+        if p is not None:
+            weights = _numbers(p, "RandomChoice", "p")
+            if len(weights) != len(self.transforms) or min(weights) < 0 or not sum(weights) > 0:
+                checks.fail("RandomChoice", "p", "one weight >= 0 per transform (%d), not all 0"
+                            % len(self.transforms), p)
+        self.p = p
         classes = {t.num_classes for t in self.transforms}
         if len(classes) != 1:
             raise ValueError("prefetch: RandomChoice: its MixUp and CutMix must have the same "
@@ -291,8 +387,19 @@ class Compose(_Compose):
 
     def __init__(self, transforms, *, seed=None, decode=False, image_key=0, label_key=1,
                  layout="auto", channels=3):
+        if isinstance(transforms, _Spec) or not hasattr(transforms, "__iter__"):
+            checks.fail("Compose", "transforms", "a list of steps", transforms)
         steps = list(transforms)
         self.steps = steps
+        if seed is not None:  # torch.manual_seed's range; a fraction was truncated silently
+            try:
+                seed = checks.whole_number(seed, "Compose", "seed", -(1 << 63), (1 << 64) - 1)
+            except checks.ArgumentError:
+                checks.fail("Compose", "seed", "None or an int in [-2**63, 2**64)", seed)
+        decode = checks.flag(decode, "Compose", "decode")
+        if layout not in ("auto", "NHWC", "NCHW"):
+            checks.fail("Compose", "layout", "'auto', 'NHWC' or 'NCHW'", layout)
+        channels = checks.whole_number(channels, "Compose", "channels", 1)
         geometry, flips, policy, to_dtype, normalize, erasing = [], {}, None, None, None, []
         mix = None
         phase = 0  # 0 geometry and flips, 1 policy, 2 after ToDtype, 3 after Normalize
@@ -341,11 +448,13 @@ class Compose(_Compose):
                     raise ValueError("prefetch: %s: MixUp/CutMix come last, on the float images "
                                      "(after ToDtype, Normalize and RandomErasing)" % where)
                 mix = step
+            elif checks.is_torchvision_object(step):
+                raise ValueError(_torchvision_step(where, step))
             else:
                 raise ValueError(
                     "prefetch: %s is not one prefetch.transforms.v2 compiles (%s); keep it in the "
                     "DataLoader's workers, before collation, or apply it in the training step"
-                    % (where, ", ".join(__all__[2:])))
+                    % (where, ", ".join(_COMPILED)))
         if geometry and isinstance(geometry[-1], Resize):
             raise ValueError("prefetch: Resize is supported followed by CenterCrop (validation's "
                              "Resize(256) + CenterCrop(224))")
@@ -382,6 +491,34 @@ class Compose(_Compose):
         return "prefetch.transforms.v2.Compose([%s])" % ", ".join(repr(s) for s in self.steps)
 
 
+def _torchvision_step(where, step):
+    """The refusal of one of torchvision's own objects in the list: what to build instead."""
+    name = type(step).__name__
+    origin = "torchvision's %s (%s.%s)" % (name, type(step).__module__, name)
+    if name in _COMPILED:
+        return ("prefetch: %s is %s, not prefetch's: Compose compiles its own classes, with "
+                "torchvision's names and arguments. Build the step as "
+                "prefetch.transforms.v2.%s(...) with the same arguments (import prefetch.transforms.v2 "
+                "as T in place of torchvision.transforms.v2)" % (where, origin, name))
+    return ("prefetch: %s is %s, which prefetch does not compile: keep it in the DataLoader's "
+            "workers (in the Dataset, before collation) and give Compose the steps it compiles "
+            "(%s), built from prefetch.transforms.v2" % (where, origin, ", ".join(_COMPILED)))
+
+
+def __getattr__(name):
+    """torchvision's v2 names that prefetch does not compile get an AttributeError that says so
+    and what to do; other names the plain one."""
+    if name in checks.TORCHVISION_V2_NAMES:
+        raise AttributeError(
+            "prefetch: prefetch.transforms.v2 has no %s: it is a torchvision.transforms.v2 %s "
+            "prefetch does not compile (yet). Keep that step in the DataLoader's workers "
+            "(torchvision's %s in the Dataset, before collation) and compile the rest with "
+            "prefetch.transforms.v2.Compose (it compiles %s)"
+            % (name, "name" if name in ("Transform", "InterpolationMode") else "transform", name,
+               ", ".join(_COMPILED)))
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
 def _seeds(seed, count):
     """One seed per compiled transform, derived from ``seed`` (None: each drawn)."""
     if seed is None:
@@ -399,8 +536,9 @@ def _geometry(steps):
                     antialias=first.antialias)
     if isinstance(first, Resize):
         return dict(resize=first.size, crop=steps[1].size, center_crop=True,
-                    antialias=first.antialias)
+                    antialias=first.antialias, max_size=first.max_size)
     if isinstance(first, CenterCrop):
         return dict(crop=first.size, center_crop=True)
-    return dict(crop=first.size, padding=first.padding, fill=first.fill)
+    return dict(crop=first.size, padding=first.padding, fill=first.fill,
+                pad_if_needed=first.pad_if_needed)
 

@@ -593,7 +593,8 @@ def test_wrong_inputs_say_what_was_expected():
     t = torch.frombuffer(bytearray(d), dtype=torch.uint8)
     for bad, message in [
         (d, "list of bytes"),                                    # bytes, not a list of them
-        (t, "list of bytes"),                                    # one tensor, not a list
+        (t, r"\[N, L\] uint8 .* a 1-D tensor is one file: pass \[data\]"),  # one file's tensor
+        (t.view(1, 1, -1), r"\[N, L\] uint8 .* 3-D uint8"),    # [N, L] is N files of L bytes
         ("a path.jpg", "list of bytes"),
         (None, "list of bytes"),
         ([d, 3], "encoded image 1 must be bytes or a 1-D uint8 tensor, got an int"),

@@ -71,8 +71,8 @@ def test_the_readmes_fused_augments_construct_and_its_evaluation_forms_do_not_fl
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(random_resized_crop=8, center_crop=True), "random_resized_crop draws a random window"),
-    (dict(crop=8, resize=float("inf"), center_crop=True), "resize must be a positive finite number"),
-    (dict(crop=8, resize=float("nan"), center_crop=True), "resize must be a positive finite number"),
+    (dict(crop=8, resize=float("inf"), center_crop=True), "resize must be a positive whole number"),
+    (dict(crop=8, resize=float("nan"), center_crop=True), "resize must be a positive whole number"),
 ])
 def test_contradictory_or_non_finite_resizing_arguments_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -153,7 +153,7 @@ def test_gather_resizes_the_gathered_rows():
     (dict(random_resized_crop=8, crop=8), ValueError, "takes no crop= or padding="),
     (dict(random_resized_crop=0), ValueError, "random_resized_crop must be"),
     (dict(crop=8, resize=10), ValueError, "needs center_crop=True"),
-    (dict(crop=8, resize=-1, center_crop=True), ValueError, "resize must be a positive finite number"),
+    (dict(crop=8, resize=-1, center_crop=True), ValueError, "resize must be a positive whole number"),
     (dict(random_resized_crop=8, scale=(0.5, 0.1)), ValueError, "scale must be finite"),
 ])
 def test_bad_resizing_arguments(kwargs, error, match):
@@ -163,7 +163,8 @@ def test_bad_resizing_arguments(kwargs, error, match):
 
 def test_resizing_refuses_what_it_cannot_read():
     aug = prefetch.FusedAugment(MEAN, STD, random_resized_crop=8)
-    with pytest.raises(TypeError, match="must be a Ragged of HWC uint8 images or an NHWC uint8"):
+    with pytest.raises(TypeError, match="must be a Ragged of HWC uint8 images, a list of them or "
+                                        "an NHWC uint8 batch .*float32.*convert them to uint8"):
         aug(torch.zeros(2, 8, 8, 3), epoch=0, index=0)
     with pytest.raises(TypeError, match="Ragged of rank 2"):
         aug(Ragged.from_tensors([torch.zeros(4, 4, dtype=torch.uint8),

@@ -98,8 +98,8 @@ def test_arguments_outside_the_subset_are_refused():
         T.RandomResizedCrop(8, interpolation="bicubic")
     with pytest.raises(ValueError, match="ImageNet"):
         T.AutoAugment(policy="cifar10")
-    with pytest.raises(ValueError, match="one padding"):
-        T.RandomCrop(8, padding=(1, 2))
+    with pytest.raises(ValueError, match="padding_mode must be 'constant'"):
+        T.RandomCrop(8, padding=(1, 2), padding_mode="edge")
     with pytest.raises(ValueError, match="decode=True needs RandomResizedCrop"):
         T.Compose([T.RandomCrop(8), T.ToDtype(torch.float32, scale=True)], decode=True)
 
