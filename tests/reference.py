@@ -11,8 +11,10 @@ def reference_geometry(x, hflip, vflip, crop, offsets, fill):
     for n in range(N):
         if offsets is not None:
             top, left = int(offsets[n, 0]), int(offsets[n, 1])
-        else:
-            top, left = (H - h) // 2, (W - w) // 2
+        else:  # torchvision's CenterCrop (transforms/v2/functional/_geometry.py): the crop
+            # anchor int(round((H - h) / 2.0)), or (h - H) // 2 pixels of padding before the image
+            top = int(round((H - h) / 2.0)) if h <= H else -((h - H) // 2)
+            left = int(round((W - w) / 2.0)) if w <= W else -((w - W) // 2)
         for y in range(h):
             sy = top + y
             if not 0 <= sy < H:

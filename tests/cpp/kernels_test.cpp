@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfenv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,13 +19,22 @@
 
 using namespace prefetch::kernels;
 
-TEST(Geometry, FloorDivMatchesPython) {
-  for (int64_t a = -20; a <= 20; ++a) {
-    for (int64_t b : {1, 2, 3, 7}) {
-      int64_t expected = static_cast<int64_t>(std::floor(static_cast<double>(a) / b));
-      EXPECT_EQ(floor_div(a, b), expected) << a << " // " << b;
+// torchvision's CenterCrop (torchvision/transforms/v2/functional/_geometry.py): inside the image
+// the window starts at _center_crop_compute_crop_anchor's int(round((H - h) / 2.0)) (Python's
+// round: half to even, as nearbyint in the default rounding mode); larger than the image, after
+// _center_crop_compute_padding's (h - H) // 2 pixels of fill.
+TEST(Geometry, CenterStartIsTorchvisionsCenterCrop) {
+  ASSERT_EQ(std::fegetround(), FE_TONEAREST);
+  for (int64_t H = 1; H <= 40; ++H) {
+    for (int64_t h = 1; h <= 40; ++h) {
+      const int64_t expected = h <= H ? static_cast<int64_t>(std::nearbyint((H - h) / 2.0))
+                                      : -((h - H) / 2);
+      EXPECT_EQ(center_start(H, h), expected) << "H=" << H << " h=" << h;
     }
   }
+  EXPECT_EQ(center_start(35, 24), 6);   // CenterCrop(24) of 35x39 starts at (6, 8)
+  EXPECT_EQ(center_start(39, 24), 8);
+  EXPECT_EQ(center_start(32, 37), -2);  // CenterCrop(37) of 32x32 puts the image at (2, 2)
 }
 
 TEST(Geometry, InsideColumnsMatchesBruteForce) {

@@ -11,11 +11,15 @@
 namespace prefetch {
 namespace kernels {
 
-// Python's // (floor division): the centred window of a crop larger than the image starts at a
-// negative offset, and must match torch's (H - h) // 2.
-PF_HD int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+// Where torchvision's CenterCrop puts a window of `h` in an extent of `H`
+// (torchvision/transforms/v2/functional/_geometry.py): inside the image, at
+// _center_crop_compute_crop_anchor's int(round((H - h) / 2.0)), Python's round (half to even:
+// 11 / 2 -> 6, 13 / 2 -> 6); larger than the image, after _center_crop_compute_padding's
+// (h - H) // 2 fill pixels before it (the rest after), i.e. at -((h - H) // 2). Each axis alone.
+PF_HD int64_t center_start(int64_t H, int64_t h) {
+  if (h > H) return -((h - H) / 2);
+  const int64_t d = H - h, q = d / 2;
+  return ((d & 1) != 0 && (q & 1) != 0) ? q + 1 : q;  // a tie (d odd) goes to the even of q, q + 1
 }
 
 // An input batch of images (or masks with C = 1) described by sizes and element strides, so
@@ -51,8 +55,8 @@ PF_HD Window sample_window(const Geometry& g, const int64_t* offsets, const uint
     win.top = top < -g.h ? -g.h : (top > g.H ? g.H : top);
     win.left = left < -g.w ? -g.w : (left > g.W ? g.W : left);
   } else {
-    win.top = floor_div(g.H - g.h, 2);
-    win.left = floor_div(g.W - g.w, 2);
+    win.top = center_start(g.H, g.h);
+    win.left = center_start(g.W, g.w);
   }
   win.hflip = hflip != nullptr && hflip[n] != 0;
   win.vflip = vflip != nullptr && vflip[n] != 0;
