@@ -7,14 +7,18 @@ machine state, each pass bounded by ``seconds`` or ``batches`` (whichever comes 
 - ``loader``: the loader alone (batches/s);
 - ``prefetch``: the loader wrapped in a ``prefetch.Prefetcher`` (with ``transform``), as it is:
   a DataLoader's own ``collate_fn`` still runs in its workers;
-- with a step: ``step``, the step alone on one batch kept from the Prefetcher (the compute
-  bound); ``plain_step``, the step fed by the loader; ``prefetch_step``, fed by the Prefetcher;
+- with a step: ``step``, the step alone on one batch kept in memory (on the CPU the loader's
+  own batch, so the step's time alone and fed compare; on a device the Prefetcher's, already
+  there: the compute bound); ``plain_step``, the step fed by the loader; ``prefetch_step``, fed by the Prefetcher;
   for the two fed loops, the fraction of the loop's wall time spent in the loader's ``next()``.
 
-Each figure is the median over the rounds with its range; the Prefetcher's ``stats()``
-counters, summed over its passes feeding the step (without a step: its passes alone), give each
-stage's time per batch. ``LoaderReport.verdict`` is the one-line answer
-(:mod:`prefetch.bench.verdict`).
+Each figure is the median over the rounds with its range, and so are the ratios the verdict reads,
+each taken within a round (``per_round_ratios``: the loader's capacity against the step, and on
+the CPU how much each slowed the other); the Prefetcher's ``stats()`` counters, summed over its
+passes feeding the step (without a step: its passes alone), give each stage's time per batch.
+``LoaderReport.pipeline`` is what the advice fits (workers, usable cores, threads, a Dataset
+decoding with PIL: :mod:`prefetch.bench.loader_pipeline`), and ``LoaderReport.verdict`` the
+one-line answer, a function of the printed figures alone (:mod:`prefetch.bench.verdict`).
 """
 import gc
 import inspect
@@ -187,6 +191,8 @@ def per_round_ratios(rounds_of, loop, device_type):
       over its time alone, ``1 / step_bps``;
     - ``loader_slowdown``: the fed loop's wait per batch, ``wait / rate``, over the loader's time
       per batch alone (above 1 only when the loader ran slower beside the step);
+    - ``fed_vs_serial``: the fed loop's rate over the rate of the two one after the other,
+      ``1 / (1 / loader + 1 / step)`` (below 1 only when they slowed each other);
     - ``prefetch_vs_loader`` and ``prefetch_step_vs_plain_step``: the Prefetcher's gains.
 
     The slowdowns only on a CPU device (``device_type``), where the step alone ran on the same
@@ -204,6 +210,7 @@ def per_round_ratios(rounds_of, loop, device_type):
     if device_type == "cpu":
         out["step_slowdown"] = [st * (1.0 - w) / fed for st, fed, w in zip(S, F, W)]
         out["loader_slowdown"] = [x * w / fed for x, fed, w in zip(X, F, W)]
+        out["fed_vs_serial"] = [fed * (1.0 / x + 1.0 / st) for x, st, fed in zip(X, S, F)]
     plain, pf = rounds_of.get("plain_step_bps"), rounds_of.get("prefetch_step_bps")
     if plain and pf:
         out["prefetch_step_vs_plain_step"] = [b / a for a, b in zip(plain, pf)]

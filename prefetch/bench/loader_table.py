@@ -17,6 +17,7 @@ RATIOS = [
     ("capacity", "the loader alone / the step alone (capacity)"),
     ("step_slowdown", "the step's own time per batch, fed / alone"),
     ("loader_slowdown", "the wait per batch fed / the loader's time alone"),
+    ("fed_vs_serial", "the step fed / the two one after the other"),
     ("prefetch_vs_loader", "the Prefetcher / the loader alone"),
     ("prefetch_step_vs_plain_step", "the step fed by the Prefetcher / by the loader"),
 ]

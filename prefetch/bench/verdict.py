@@ -15,7 +15,9 @@ decide, all printed beside the verdict:
   per batch in the fed loop (its time outside ``next()``) over its time alone, and
   ``loader_slowdown``, the fed loop's wait per batch over the loader's time per batch alone (a
   wait longer than the whole batch takes the loader alone means the loader ran slower). Each
-  counts only where the slowed stage takes ``CONTENTION_SHARE`` (20%) of the fed loop or more.
+  counts only where the slowed stage takes ``CONTENTION_SHARE`` (20%) of the fed loop or more and
+  1 ms a batch or more alone, and where the loader can run beside the step (not a DataLoader
+  without workers feeding the step itself).
 
 The kinds (the line's first word):
 
@@ -58,6 +60,13 @@ COMPUTE_CAPACITY = 1.0 - COMPUTE_BOUND
 # step of microseconds fed by a slow loader is "slower" by the loop's own bookkeeping alone).
 CONTENTION = 1.25
 CONTENTION_SHARE = 0.20
+# ... and whose time alone is at least this many seconds a batch in every round: the loop's own
+# bookkeeping around a fed step (timer calls, freeing the batch) is some 10-100 us a batch, noise
+# against a step of 26 us (measured: such a step "slowed" 1.8-17x fed by a serial loader).
+CONTENTION_MIN_S = 1e-3
+# Contended stages that together run at this fraction of the two one after the other or more
+# share the cores about as well as they can; below, threads and workers oversubscribe them.
+OVERSUBSCRIBED = 1.0 / CONTENTION
 # A rate counts as changed by the Prefetcher when it moved by more than this factor (every round).
 GAIN = 1.05
 
@@ -111,8 +120,8 @@ def percent(fraction):
 
 
 def ratio(value):
-    """'0.63x', '12.5x'."""
-    return ("%.1fx" if value >= 10 else "%.2fx") % value
+    """'0.63x', '12.5x', '0.00042x'."""
+    return ("%.1fx" if value >= 10 else "%.2fx" if value >= 0.01 else "%.2gx") % value
 
 
 def spread(s, fmt):
@@ -151,13 +160,23 @@ def contention(figures, pipeline):
     """[(figure name, Summary)] of the slowdowns at least CONTENTION in every round; only on a CPU
     device, where the step and the loader share the cores (on a GPU the step alone runs on a batch
     already on the device, so the step fed by the loader is slower by the copy alone)."""
-    if pipeline.device != "cpu":
+    if pipeline.device != "cpu" or not concurrent(pipeline):
         return []
     w = figures[pipeline.loop + "_step_wait_fraction"]
     share = {"step_slowdown": 1.0 - w.high, "loader_slowdown": w.low}  # the least in a round
+    fastest = {"step_slowdown": figures["step_bps"].high,
+               "loader_slowdown": figures["loader_bps" if pipeline.loop == "plain"
+                                          else "prefetch_bps"].high}
     return [(name, figures[name]) for name in ("step_slowdown", "loader_slowdown")
             if name in figures and figures[name].low >= CONTENTION
-            and share[name] >= CONTENTION_SHARE]
+            and share[name] >= CONTENTION_SHARE and fastest[name] * CONTENTION_MIN_S <= 1.0]
+
+
+def concurrent(pipeline):
+    """Whether the loader can run beside the step: not a DataLoader without workers feeding the
+    step itself (it then runs between steps, in the same thread); a Prefetcher's loop has its
+    engine threads, a loader of another kind may have threads of its own."""
+    return pipeline.loop == "prefetch" or pipeline.workers != 0
 
 
 def slowest_stage(stages):
@@ -196,13 +215,14 @@ def stage_phrase(stage, stage_bps):
         stage or "source", (", %s batches/s alone" % rate(stage_bps)) if stage_bps else "")
 
 
-def loader_advice(stage, stage_bps, p):
-    """What makes the loader faster, fitted to the pipeline ``p`` (a Pipeline)."""
+def loader_advice(stage, stage_bps, p, workers_tip=True):
+    """What makes the loader faster, fitted to the pipeline ``p`` (a Pipeline); without
+    ``workers_tip``, what makes it need less CPU (no word about workers)."""
     name = stage or "source"
     uses = set(p.uses)
     fact = None
     if name == "source":
-        workers, fact = _more_workers(p)
+        workers, fact = _more_workers(p) if workers_tip else (None, None)
         tips = [workers] if workers else []
         if p.pil:
             tips.append(PIL_ADVICE % p.pil)
@@ -222,10 +242,22 @@ def loader_advice(stage, stage_bps, p):
                              ", or ".join(tips))
 
 
-def contention_advice(p):
-    """How to stop the step and the loader competing for the cores, from the thread and worker
-    counts: each worker is a process that keeps a core busy, the step's torch threads want one each."""
+def contention_advice(p, shared=None, stage=None, stage_bps=None):
+    """How to stop the step and the loader competing for the cores.
+
+    ``shared``: the fed loop's rate over the rate of the two one after the other (a Summary;
+    ``fed_vs_serial``). When both stages use every core alone, one after the other is what
+    sharing the cores perfectly gives: at OVERSUBSCRIBED of it or more (the median), the cores are
+    shared about as well as they can be, and only a loader that needs less CPU (or a step off the
+    CPU) helps; below, the threads and workers oversubscribe the cores, and the counts to set
+    follow from them (each worker a process that keeps a core busy, each torch thread wanting one)."""
     workers = p.workers or 0
+    if shared is not None and shared.median >= OVERSUBSCRIBED:
+        line = ("the two together run at %s the rate of the two one after the other, about what "
+                "sharing the cores allows: each batch's loading takes its CPU time from the step, "
+                "so a loader that needs less CPU (or a step on a GPU) speeds training up, and fewer "
+                "threads or workers would not; " % spread(shared, ratio))
+        return line + loader_advice(stage, stage_bps, p, workers_tip=False)
     tips = []
     free = p.cores - workers
     if workers and free < 1:
@@ -243,7 +275,9 @@ def contention_advice(p):
     if workers:
         tips.append("pin the workers to cores of their own (a worker_init_fn calling "
                     "os.sched_setaffinity) and the training process to the others")
-    line = "try " + ", or ".join(tips)
+    line = ("the two together run at %s the rate of the two one after the other: the threads and "
+            "workers oversubscribe the cores; " % spread(shared, ratio) if shared is not None else "")
+    line += "try " + ", or ".join(tips)
     if p.pil:
         line += "; and " + PIL_ADVICE % p.pil + ", which spends less CPU per image"
     return line
@@ -300,11 +334,11 @@ def _judge(f, stages, p):
                          "it waits %s the loader's own time per batch" % spread(s, ratio))
         fed = f[p.loop + "_step_bps"]
         return Verdict("contended", (
-            "contended: the step and the loader compete for the same %d CPU cores: %s, so the "
-            "rates measured alone do not add up (%s yields %s batches/s, the step alone runs %s/s, "
-            "the two together %s/s with %s waiting); %s"
+            "contended: the step and the loader compete for the same %d CPU cores: %s (%s yields "
+            "%s batches/s, the step alone runs %s/s, the two together %s/s with %s waiting); %s"
             % (p.cores, " and ".join(parts), loader_label, rate(X.median), rate(S.median),
-               rate(fed.median), percent(W.median), contention_advice(p))))
+               rate(fed.median), percent(W.median),
+               contention_advice(p, f.get("fed_vs_serial"), stage, stage_bps))))
 
     wc, cc = wait_class(W), capacity_class(c)
     serial = c.low > COMPUTE_CAPACITY  # the loader alone outruns the step in every round
@@ -403,11 +437,13 @@ def check(verdict, figures, pipeline=Pipeline()):
     S = f["step_bps"].median
     # A slowdown that counts: CONTENTION or more in every round, of a stage that took
     # CONTENTION_SHARE or more of the loop in every round (the step: 1 - W; the wait: W).
-    slowed = pipeline.device == "cpu" and (
+    slowed = pipeline.device == "cpu" and concurrent(pipeline) and (
         ("step_slowdown" in f and f["step_slowdown"].low >= CONTENTION
-         and 1 - W.high >= CONTENTION_SHARE)
+         and 1 - W.high >= CONTENTION_SHARE and f["step_bps"].high <= 1 / CONTENTION_MIN_S)
         or ("loader_slowdown" in f and f["loader_slowdown"].low >= CONTENTION
-            and W.low >= CONTENTION_SHARE))
+            and W.low >= CONTENTION_SHARE and X <= 1 / CONTENTION_MIN_S
+            and f["loader_bps" if pipeline.loop == "plain" else "prefetch_bps"].high
+            <= 1 / CONTENTION_MIN_S))
     if kind == "contended":
         if not slowed:
             fail("no slowdown of %s or more in every round on a CPU device" % CONTENTION)
