@@ -117,7 +117,7 @@ def _ragged(images):
                 raise ValueError("prefetch: resized_crop takes HWC images (3-D): image %d has shape "
                                  "%s%s" % (n, list(image.shape), "; add a channel dimension "
                                            "(image[..., None])" if image.dim() == 2 else ""))
-        images = Ragged.from_tensors(images)
+        images = _pack(images) if torch.compiler.is_compiling() else Ragged.from_tensors(images)
     if not isinstance(images, Ragged):
         raise TypeError("prefetch: resized_crop takes a prefetch.Ragged or a list of HWC uint8 "
                         "tensors, got %s" % type(images).__name__)
@@ -126,6 +126,24 @@ def _ragged(images):
                          % (images.rank, "; add a channel dimension to each image (x[..., None])"
                             if images.rank == 2 else ""))
     return images
+
+
+def _pack(images):
+    """``Ragged.from_tensors(images)`` inside ``torch.compile``: the same packing, without reading
+    back the tables it makes from the images' shapes to check them (a graph cannot branch on
+    tensor values, and tables made from shapes cannot be wrong). The samples are checked as
+    ``from_tensors`` checks them, by dtype, rank and device."""
+    from ..ragged import Ragged, check_samples
+
+    check_samples(images, "images")
+    shapes = [tuple(t.shape) for t in images]
+    counts = [t.numel() for t in images]
+    offsets = torch.tensor([sum(counts[:k]) for k in range(len(counts))], dtype=torch.int64)
+    sizes = torch.tensor(shapes, dtype=torch.int64).reshape(len(images), images[0].dim())
+    values = torch.cat([t.reshape(-1) for t in images])
+    device = images[0].device
+    return Ragged(values, offsets.to(device), sizes.to(device), shapes=shapes, dense=True,
+                  check=False)
 
 
 def resized_crop(images, boxes, size, mean, std, *, hflip=None, vflip=None, dtype=torch.float32,
@@ -249,22 +267,36 @@ def color_jitter(images, steps, factors):
     multiply-adds fused, every other product and sum rounded alone), with one rare exception:
     above 65,793 pixels an image's grey sum can pass 2^24, where torchvision's float32 mean may
     round differently and a Contrast's value next to a whole number may differ by 1. The CPU and
-    CUDA kernels write the same bytes. Steps and factors given on the host are checked there; given as tensors on the
-    images' device they are used unread (the producer thread must not synchronise), and a code
-    outside :data:`COLOR_STEPS` is then a step that does nothing. Returns a contiguous uint8
-    tensor."""
+    CUDA kernels write the same bytes. Steps and factors given on the host are checked there
+    (ValueError naming the image and step): by the CPU op itself in C++ for CPU images (also
+    through ``torch.ops.prefetch.color_jitter`` and inside ``torch.compile``), by this wrapper
+    before the copy for a device's images (not inside ``torch.compile``, whose graph cannot
+    branch on values). Given as tensors on a device they are used unread (the producer thread
+    must not synchronise), and a code outside :data:`COLOR_STEPS` is then a step that does
+    nothing. A chain of no step (``K = 0``) returns a copy of the images. Compiles with
+    ``torch.compile(fullgraph=True)``. Returns a contiguous uint8 tensor."""
     device = images.device if isinstance(images, torch.Tensor) else torch.device("cpu")
     n = images.shape[0] if isinstance(images, torch.Tensor) and images.dim() > 0 else 0
     if not isinstance(steps, torch.Tensor):
-        steps = torch.tensor([[_color_code(s) for s in chain] for chain in steps],
-                             dtype=torch.int64).view(len(steps), -1)
+        steps = _table([[_color_code(s) for s in chain] for chain in steps], torch.int64)
     if not isinstance(factors, torch.Tensor):
-        factors = torch.tensor(factors, dtype=torch.float64).view(steps.shape[0], -1)
-    if steps.device.type == "cpu" and factors.device.type == "cpu" and device.type != "meta":
-        _check_color_steps(steps, factors, n)
+        factors = _table(factors, torch.float64)
+    if steps.device.type == "cpu" and factors.device.type == "cpu" and device.type not in ("cpu", "meta"):
+        # Host steps for a device's images: checked here, before they leave the host (the CPU op
+        # checks its own host steps in C++, so CPU images need no check here). Not inside
+        # torch.compile, whose graph must not branch on tensor values: there such steps are used
+        # as device steps are, unread.
+        if not torch.compiler.is_compiling():
+            _check_color_steps(steps, factors, n)
         steps = steps.to(device, non_blocking=True)
         factors = factors.to(device, non_blocking=True)
     return torch.ops.prefetch.color_jitter.default(images, steps, factors)
+
+
+def _table(rows, dtype):
+    """Nested sequences ``[N][K]`` as a ``[N, K]`` tensor (``K`` 0 and ``N`` 0 included)."""
+    rows = [list(r) for r in rows]
+    return torch.tensor(rows, dtype=dtype).reshape(len(rows), len(rows[0]) if rows else 0)
 
 
 def _color_code(step):

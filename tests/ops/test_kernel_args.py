@@ -242,10 +242,21 @@ def test_a_lookup_field_left_unset_is_named(field):
 def test_color_jitter_arguments_are_complete(target, C):
     images = torch.randint(0, 256, (2, 5, 6, C), dtype=torch.uint8).permute(0, 3, 1, 2)  # any strides
     steps = torch.tensor([[1, 2, 0], [3, 4, 2]])
-    d = _C._color_jitter_kernel_args(target, images, steps, torch.ones(2, 3, dtype=torch.float64))
+    factors = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.25, 1.0]], dtype=torch.float64)  # hue in range
+    d = _C._color_jitter_kernel_args(target, images, steps, factors)
     assert d["problems"] == [] and d["images"] and d["uploaded"] is False and d["K"] == 3
     assert list(d["sizes"]) == [2, C, 5, 6] and list(d["strides"]) == list(images.stride())
     assert tuple(d["out"].shape) == (2, C, 5, 6) and d["out"].is_contiguous()
+
+
+def test_color_jitter_arguments_of_no_step_are_complete():
+    """A chain of no step (K = 0: RandAugment's num_ops=0) has empty tables with no data to
+    point at: complete, not "prefetch internal error" (issue 43)."""
+    for target in TARGETS:
+        d = _C._color_jitter_kernel_args(target, torch.zeros(2, 3, 4, 4, dtype=torch.uint8),
+                                         torch.zeros(2, 0, dtype=torch.int64),
+                                         torch.zeros(2, 0, dtype=torch.float64))
+        assert d["problems"] == [] and d["K"] == 0
 
 
 @pytest.mark.parametrize("field", ["images", "steps", "factors", "grey_sums", "out", "K"])

@@ -182,7 +182,8 @@ std::vector<std::string> flip_crop_arg_problems(const FlipCropPlan& plan, bool c
 }
 
 // What the ops over uint8 [N, C, H, W] images share (affine_warp, sharpness, lookup): their
-// output, the images, and the per-image tensor the plan holds (`held`, read through `arg`).
+// output, the images, and the per-image tensor the plan holds (`held`, read through `arg`; `field`
+// null: not checked here).
 // CUDA launches are split by images (common/plane_rows.h): no launch limit to check. False when
 // there is no output to check against (the rest is then moot).
 template <typename Args>
@@ -200,8 +201,10 @@ bool uint8_image_problems(Problems* p, const Args& a, const at::Tensor& out, con
   p->require(out.numel() == 0 || a.out == out.data_ptr(), "out: not the output tensor's data");
   const bool writes = out.numel() > 0;
   p->require(!writes || a.images != nullptr, "images: unset");
-  p->require(!writes || (arg != nullptr && arg == held.const_data_ptr()),
-             std::string(field) + ": not the plan's " + field);
+  if (field != nullptr) {  // (null: the caller checks its tensor itself)
+    p->require(!writes || (arg != nullptr && arg == held.const_data_ptr()),
+               std::string(field) + ": not the plan's " + field);
+  }
   return true;
 }
 
@@ -232,12 +235,17 @@ std::vector<std::string> lookup_arg_problems(const LookupPlan& plan, bool /*cuda
 std::vector<std::string> color_jitter_arg_problems(const ColorJitterPlan& plan, bool /*cuda*/) {
   Problems p;
   const kernels::ColorJitterArgs& a = plan.args;
-  if (uint8_image_problems(&p, a, plan.out, a.steps, plan.steps, "steps")) {
-    const bool writes = plan.out.numel() > 0;
+  // (the steps' pointer is checked below, with the factors')
+  if (uint8_image_problems(&p, a, plan.out, nullptr, at::Tensor(), nullptr)) {
+    // A chain of no step (K = 0: RandAugment's num_ops=0, a table with no column) copies the image;
+    // its empty tables have no data to point at.
+    const bool reads = plan.out.numel() > 0 && a.K > 0;
+    p.require(!reads || (a.steps != nullptr && a.steps == plan.steps.const_data_ptr()),
+              "steps: not the plan's steps");
     p.require(a.C == 1 || a.C == 3, "C: " + std::to_string(a.C) + " channels (the chains take 1 or 3)");
-    p.require(!writes || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
+    p.require(!reads || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
               "factors: not the plan's factors");
-    p.require(!writes || (a.grey_sums != nullptr && a.grey_sums == plan.grey_sums.const_data_ptr()),
+    p.require(!reads || (a.grey_sums != nullptr && a.grey_sums == plan.grey_sums.const_data_ptr()),
               "grey_sums: not the plan's grey sums");
     p.same("K", a.K, plan.steps.size(1));
     p.same("K", a.K, plan.factors.size(1));
