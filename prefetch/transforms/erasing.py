@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from . import arguments
 from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
                        describe_tensor, from_nchw, get_leaf, set_leaf)
 
@@ -20,32 +21,31 @@ _TRIES = 10
 class RandomErasing(SeededTransform):
     """Each sample of the batch's image leaf (``[N, C, H, W]`` or ``[N, H, W, C]``, float or
     uint8) erased with probability ``p`` by its own box. ``seed``, ``image_key`` and ``layout``
-    as for :class:`PolicyAugment`."""
+    as for :class:`PolicyAugment`.
+
+    The arguments are checked when it is built, as torchvision's constructor checks them and
+    more strictly: ``p`` in [0, 1]; ``scale`` ``(min, max)`` in [0, 1]; ``ratio`` ``(min, max)``
+    above 0; both finite with ``min <= max`` (torchvision only warns at ``min > max``); ``value``
+    finite. A bad one raises ValueError naming it (its TypeError subclass for a wrong type)."""
 
     what_draws = "erasing boxes"
 
     def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0.0, *, seed=None,
                  image_key=0, layout="auto"):
-        if not 0 <= float(p) <= 1:
-            raise ValueError("prefetch: RandomErasing's p must lie in [0, 1], got %r" % (p,))
-        scale, ratio = tuple(map(float, scale)), tuple(map(float, ratio))
-        if len(scale) != 2 or not 0 <= scale[0] <= scale[1] <= 1:
-            raise ValueError("prefetch: RandomErasing's scale must be (min, max) in [0, 1], got %r"
-                             % (scale,))
-        if len(ratio) != 2 or not 0 < ratio[0] <= ratio[1]:
-            raise ValueError("prefetch: RandomErasing's ratio must be (min, max) > 0, got %r"
-                             % (ratio,))
+        p = arguments.probability("RandomErasing", "p", p)
+        scale = arguments.number_pair("RandomErasing", "scale", scale, low=0.0, high=1.0)
+        ratio = arguments.number_pair("RandomErasing", "ratio", ratio, low=0.0, low_open=True)
+        expected = "a finite number, one per channel, or 'random'"
         if isinstance(value, str):
-            if value != "random":
-                raise ValueError("prefetch: RandomErasing's value must be a number, one per "
-                                 "channel, or 'random', got %r" % (value,))
+            arguments.one_of("RandomErasing", "value", value, ("random",), expected)
             self.value = None
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            self.value = [float(value)]
+        elif arguments.is_number(value):
+            self.value = [arguments.number("RandomErasing", "value", value, expected=expected)]
         else:
-            self.value = [float(v) for v in value]
+            self.value = arguments.numbers_list("RandomErasing", "value", value, expected=expected)
+        image_key = arguments.leaf_key("RandomErasing", "image_key", image_key)
         check_image_layout(layout)
-        self.p, self.scale, self.ratio = float(p), scale, ratio
+        self.p, self.scale, self.ratio = p, scale, ratio
         self.image_key, self.layout = image_key, layout
         self._set_seed(seed)
 

@@ -11,13 +11,16 @@ batch (``mode="batch"``), a pair of samples ``i`` and ``N - 1 - i`` (``"pair"``)
 λ corrected to the area it kept (``correct_lam``), or drawn between ``cutmix_minmax`` of each
 side. The mixing itself is batched: one pass for the mixed samples, one masked pass for the boxes,
 with timm's float arithmetic. Labels become timm's smoothed one-hot targets, mixed with the same
-λ: ``[N, num_classes]`` float32.
+λ: ``[N, num_classes]`` float32 (one-hot and soft labels ``[N, K]`` are smoothed and mixed the
+same way, see :class:`MixUpCutMix`).
 """
 import numpy as np
 import torch
 
+from . import arguments
 from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
                        describe_tensor, from_nchw, get_leaf, set_leaf)
+from .mix_labels import mixable_labels
 
 __all__ = ["MixUpCutMix", "mixup_target"]
 
@@ -32,44 +35,77 @@ def mixup_target(labels, num_classes, lam, smoothing=0.0):
     return y1 * lam + y1.flip(0) * (1.0 - lam)
 
 
+def _mix_dense(y, lam, smoothing):
+    """One-hot or soft labels ``y`` ``[N, K]`` as :func:`mixup_target` mixes class indices:
+    smoothed as timm smooths a one-hot row (``y (1 - s) + s / K``: its ``on`` and ``off`` values
+    where ``y`` is one-hot), then ``y * λ + y.flip(0) * (1 - λ)``, in ``y``'s dtype."""
+    if smoothing:
+        y = y * (1.0 - smoothing) + smoothing / y.shape[1]
+    return y * lam + y.flip(0) * (1.0 - lam)
+
+
+def _on(weight, device):
+    return weight.to(device) if isinstance(weight, torch.Tensor) else weight
+
+
 class MixUpCutMix(SeededTransform):
     """MixUp and/or CutMix on the batch's float image leaf (``[N, C, H, W]`` or ``[N, H, W, C]``)
-    and its label leaf (int64 ``[N]``), timm's ``Mixup`` arguments and defaults; ``num_classes``
-    is required. The batch size must be even, as timm requires (``drop_last=True``)."""
+    and its label leaf, timm's ``Mixup`` arguments and defaults. The batch size must be even, as
+    timm requires (``drop_last=True``).
+
+    Labels (:mod:`.mix_labels`): integer class indices ``[N]`` (any integer dtype) become timm's
+    smoothed one-hot float32 targets ``[N, num_classes]``, exactly; one-hot, multi-hot or soft
+    labels ``[N, K]`` (which timm's ``Mixup`` does not take) are smoothed as timm smooths a
+    one-hot row, ``y (1 - label_smoothing) + label_smoothing / K`` (pass ``label_smoothing=0``
+    for labels already smoothed), and mixed with the same λ, in their float dtype.
+    ``num_classes``: needed for class indices; optional for ``[N, K]`` labels, checked against K
+    when given.
+
+    Every argument is checked when it is built (:mod:`.arguments`), naming it: the alphas finite
+    and >= 0 (``mixup_alpha=inf`` would give NaN batches), the probabilities in [0, 1],
+    ``correct_lam`` a bool, ``cutmix_minmax`` ``0 < min < max <= 1``."""
 
     what_draws = "mixing draws"
 
-    def __init__(self, *, num_classes, mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None,
+    def __init__(self, *, num_classes=None, mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None,
                  prob=1.0, switch_prob=0.5, mode="batch", correct_lam=True, label_smoothing=0.1,
                  seed=None, image_key=0, label_key=1, layout="auto"):
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError("prefetch: num_classes must be a positive int, got %r" % (num_classes,))
-        if mode not in ("batch", "pair", "elem"):
-            raise ValueError("prefetch: mode must be 'batch', 'pair' or 'elem', got %r" % (mode,))
+        cls = "MixUpCutMix"
+        if num_classes is not None:
+            num_classes = arguments.integer(cls, "num_classes", num_classes, low=1,
+                                            expected="None or an int >= 1")
+        arguments.one_of(cls, "mode", mode, ("batch", "pair", "elem"))
+        mixup_alpha = arguments.number(cls, "mixup_alpha", mixup_alpha, low=0.0)
+        cutmix_alpha = arguments.number(cls, "cutmix_alpha", cutmix_alpha, low=0.0)
         if cutmix_minmax is not None:
-            cutmix_minmax = tuple(float(v) for v in cutmix_minmax)
-            if len(cutmix_minmax) != 2 or not 0 < cutmix_minmax[0] < cutmix_minmax[1] <= 1:
-                raise ValueError("prefetch: cutmix_minmax must be (min, max) with 0 < min < max "
-                                 "<= 1, got %r" % (cutmix_minmax,))
+            cutmix_minmax = arguments.number_pair(cls, "cutmix_minmax", cutmix_minmax, low=0.0,
+                                                  high=1.0, low_open=True)
+            if not cutmix_minmax[0] < cutmix_minmax[1]:
+                raise ValueError("prefetch: MixUpCutMix cutmix_minmax must be (min, max) with "
+                                 "0 < min < max <= 1, got %r" % (cutmix_minmax,))
             cutmix_alpha = 1.0  # as timm: the box is drawn from minmax, CutMix on
-        if not (float(mixup_alpha) > 0 or float(cutmix_alpha) > 0):
+        if not (mixup_alpha > 0 or cutmix_alpha > 0):
             raise ValueError("prefetch: MixUpCutMix needs mixup_alpha > 0, cutmix_alpha > 0 or "
-                             "cutmix_minmax")
-        for name, v in (("prob", prob), ("switch_prob", switch_prob),
-                        ("label_smoothing", label_smoothing)):
-            if not 0 <= float(v) <= 1:
-                raise ValueError("prefetch: %s must lie in [0, 1], got %r" % (name, v))
+                             "cutmix_minmax, got mixup_alpha=%r, cutmix_alpha=%r"
+                             % (mixup_alpha, cutmix_alpha))
+        prob = arguments.probability(cls, "prob", prob)
+        switch_prob = arguments.probability(cls, "switch_prob", switch_prob)
+        label_smoothing = arguments.number(cls, "label_smoothing", label_smoothing, low=0.0,
+                                           high=1.0)
+        correct_lam = arguments.flag(cls, "correct_lam", correct_lam)
         check_image_layout(layout)
         self.num_classes = num_classes
-        self.mixup_alpha, self.cutmix_alpha = float(mixup_alpha), float(cutmix_alpha)
-        self.cutmix_minmax, self.prob, self.switch_prob = cutmix_minmax, float(prob), float(switch_prob)
-        self.mode, self.correct_lam = mode, bool(correct_lam)
-        self.label_smoothing = float(label_smoothing)
-        self.image_key, self.label_key, self.layout = image_key, label_key, layout
+        self.mixup_alpha, self.cutmix_alpha = mixup_alpha, cutmix_alpha
+        self.cutmix_minmax, self.prob, self.switch_prob = cutmix_minmax, prob, switch_prob
+        self.mode, self.correct_lam = mode, correct_lam
+        self.label_smoothing = label_smoothing
+        self.image_key = arguments.leaf_key(cls, "image_key", image_key)
+        self.label_key = arguments.leaf_key(cls, "label_key", label_key)
+        self.layout = layout
         self._set_seed(seed)
 
     def __repr__(self):
-        return ("MixUpCutMix(num_classes=%d, mixup_alpha=%g, cutmix_alpha=%g, prob=%g, "
+        return ("MixUpCutMix(num_classes=%s, mixup_alpha=%g, cutmix_alpha=%g, prob=%g, "
                 "switch_prob=%g, mode=%r, label_smoothing=%g, seed=%d)" % (
                     self.num_classes, self.mixup_alpha, self.cutmix_alpha, self.prob,
                     self.switch_prob, self.mode, self.label_smoothing, self.seed))
@@ -168,21 +204,25 @@ class MixUpCutMix(SeededTransform):
                              "FusedAugment's output) at leaf %r, got %s" % (
                                  self.image_key, describe_tensor(images)))
         n = images.shape[0]
-        if not isinstance(labels, torch.Tensor) or labels.shape != (n,) or labels.is_floating_point():
-            raise ValueError("prefetch: MixUpCutMix takes integer class labels [%d] at leaf %r, "
-                             "got %s" % (n, self.label_key, describe_tensor(labels)))
+        form, y, dtype = mixable_labels(labels, n, self.num_classes, "MixUpCutMix", self.label_key)
         if n % 2:
             raise ValueError("prefetch: MixUpCutMix needs an even batch size, as timm's Mixup "
                              "does; got %d (use drop_last=True)" % n)
         x, layout = as_nchw(images, self.layout)
         h, w = x.shape[2], x.shape[3]
-        lam, cut, boxes = self.params(n, h, w, *position)
-        out = self._mix(x, lam, cut, boxes)
-        if self.mode == "batch":
-            weight = float(lam[0])  # timm passes the batch's λ as a Python float
+        if n == 0:  # nothing to mix (timm's batch mode would index the empty batch)
+            out, lam = x.clone(), np.ones(0)
         else:
-            weight = torch.tensor(lam, dtype=x.dtype).view(n, 1).to(x.device)
-        targets = mixup_target(labels, self.num_classes, weight, self.label_smoothing)
+            lam, cut, boxes = self.params(n, h, w, *position)
+            out = self._mix(x, lam, cut, boxes)
+        if self.mode == "batch" and n:
+            weight = float(lam[0])  # timm passes the batch's λ as a Python float
+        else:  # timm: its per-sample λ in the images' dtype (soft labels: in theirs)
+            weight = torch.tensor(lam, dtype=x.dtype if form == "index" else y.dtype).view(n, 1)
+        if form == "index":
+            targets = mixup_target(y, self.num_classes, _on(weight, y.device), self.label_smoothing)
+        else:
+            targets = _mix_dense(y, _on(weight, y.device), self.label_smoothing).to(dtype)
         return set_leaf(set_leaf(batch, self.image_key, from_nchw(out, layout)), self.label_key,
                         targets)
 

@@ -21,6 +21,8 @@ import math
 
 import torch
 
+from . import arguments
+
 __all__ = ["OPS", "OP_CODES", "OpTable", "trivial_augment_wide", "rand_augment", "auto_augment",
            "color_jitter", "op_parameters", "AUTO_AUGMENT_IMAGENET"]
 
@@ -146,11 +148,9 @@ def _magnitudes(space, names, bins, num_bins, heights, widths, negate):
     return torch.tensor(out, dtype=torch.float32)
 
 
-def _check_bins(num_magnitude_bins):
-    if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int) \
-            or num_magnitude_bins < 2:
-        raise ValueError("prefetch: num_magnitude_bins must be an int >= 2, got %r"
-                         % (num_magnitude_bins,))
+def _check_bins(cls, num_magnitude_bins):
+    return arguments.integer(cls, "num_magnitude_bins", num_magnitude_bins, low=2,
+                             expected="an int >= 2")
 
 
 def trivial_augment_wide(n, generator, *, height, width, num_magnitude_bins=31):
@@ -158,7 +158,7 @@ def trivial_augment_wide(n, generator, *, height, width, num_magnitude_bins=31):
     magnitude bin, the sign of a signed op negative with probability 1/2. ``height`` and
     ``width``: the images' size (a number or one per sample; its translations do not depend on
     it, but the signature is every policy's)."""
-    _check_bins(num_magnitude_bins)
+    num_magnitude_bins = _check_bins("TrivialAugmentWide", num_magnitude_bins)
     ops = torch.randint(len(_RAND_AUGMENT_OPS), (n,), generator=generator)
     bins = torch.randint(num_magnitude_bins, (n,), generator=generator)
     negate = torch.rand(n, generator=generator) <= 0.5
@@ -172,13 +172,11 @@ def trivial_augment_wide(n, generator, *, height, width, num_magnitude_bins=31):
 def rand_augment(n, generator, *, height, width, num_ops=2, magnitude=9, num_magnitude_bins=31):
     """RandAugment for ``n`` samples: ``num_ops`` ops each, uniform over its 14 ops (repeats
     allowed), all at bin ``magnitude``, each signed op's sign negative with probability 1/2."""
-    _check_bins(num_magnitude_bins)
-    if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
-        raise ValueError("prefetch: num_ops must be a non-negative int, got %r" % (num_ops,))
-    if isinstance(magnitude, bool) or not isinstance(magnitude, int) \
-            or not 0 <= magnitude < num_magnitude_bins:
-        raise ValueError("prefetch: magnitude must be an int bin in [0, %d), got %r"
-                         % (num_magnitude_bins, magnitude))
+    num_magnitude_bins = _check_bins("RandAugment", num_magnitude_bins)
+    num_ops = arguments.integer("RandAugment", "num_ops", num_ops, low=0, expected="an int >= 0")
+    magnitude = arguments.integer(
+        "RandAugment", "magnitude", magnitude, low=0, high=num_magnitude_bins - 1,
+        expected="an int bin in [0, num_magnitude_bins = %d)" % num_magnitude_bins)
     ops = torch.randint(len(_RAND_AUGMENT_OPS), (n, num_ops), generator=generator)
     negate = torch.rand(n, num_ops, generator=generator) <= 0.5
     names = [_RAND_AUGMENT_OPS[int(o)] for o in ops.flatten()]
@@ -191,15 +189,24 @@ def rand_augment(n, generator, *, height, width, num_ops=2, magnitude=9, num_mag
 
 
 def auto_augment(n, generator, *, height, width, policy=AUTO_AUGMENT_IMAGENET):
-    """AutoAugment for ``n`` samples: a uniform sub-policy each; each of its two steps applied
-    with its probability (else Identity), at its bin of 10, a signed op's sign negative with
-    probability 1/2."""
+    """AutoAugment for ``n`` samples: a uniform sub-policy each; each of its steps applied with
+    its probability (else Identity), at its bin of 10, a signed op's sign negative with
+    probability 1/2. ``policy``: sub-policies of ``(op name, probability, bin or None)`` steps
+    (default torchvision's ImageNet policy, two steps each); the table has as many columns as the
+    longest sub-policy has steps (a shorter one ends with Identity), none for a policy with no
+    step (no sub-policy, or only empty ones): the identity, as in torchvision a policy whose
+    steps all do nothing."""
+    if policy is not AUTO_AUGMENT_IMAGENET:
+        policy = check_auto_augment_policy(policy)
+    steps = max((len(sub) for sub in policy), default=0)
+    if steps == 0:
+        return OpTable(torch.zeros(n, 0, dtype=torch.int64), torch.zeros(n, 0, dtype=torch.float32))
     choice = torch.randint(len(policy), (n,), generator=generator)
-    applied = torch.rand(n, 2, generator=generator)
-    negate = torch.rand(n, 2, generator=generator) <= 0.5
+    applied = torch.rand(n, steps, generator=generator)
+    negate = torch.rand(n, steps, generator=generator) <= 0.5
     heights, widths = _sizes(n, height, width)
-    ops = torch.zeros(n, 2, dtype=torch.int64)
-    mags = torch.zeros(n, 2, dtype=torch.float32)
+    ops = torch.zeros(n, steps, dtype=torch.int64)
+    mags = torch.zeros(n, steps, dtype=torch.float32)
     for i in range(n):
         for k, (name, p, b) in enumerate(policy[int(choice[i])]):
             if not applied[i, k] <= p:
@@ -211,24 +218,53 @@ def auto_augment(n, generator, *, height, width, policy=AUTO_AUGMENT_IMAGENET):
     return OpTable(ops, mags)
 
 
+def check_auto_augment_policy(policy):
+    """An AutoAugment policy as a tuple of sub-policies of ``(name, probability, bin)`` steps:
+    ``name`` one of the ops RandAugment's space has (and Invert), ``probability`` in [0, 1],
+    ``bin`` None or an int in [0, 10) (AutoAugment's 10 bins); anything else a ValueError naming
+    the sub-policy and step."""
+    expected = "a sequence of sub-policies, each a sequence of (op name, probability, bin) steps"
+    if isinstance(policy, (str, bytes)) or not isinstance(policy, (list, tuple)):
+        raise arguments.ArgumentTypeError("prefetch: AutoAugment policy must be %s, got %r"
+                                          % (expected, policy))
+    out = []
+    for j, sub in enumerate(policy):
+        if not isinstance(sub, (list, tuple)):
+            raise arguments.ArgumentTypeError("prefetch: AutoAugment policy[%d] must be a sequence "
+                                              "of (op name, probability, bin) steps, got %r"
+                                              % (j, sub))
+        steps = []
+        for k, step in enumerate(sub):
+            what = "policy[%d][%d]" % (j, k)
+            if not isinstance(step, (list, tuple)) or len(step) != 3:
+                raise arguments.ArgumentTypeError("prefetch: AutoAugment %s must be a step (op "
+                                                  "name, probability, bin), got %r" % (what, step))
+            name, p, b = step
+            arguments.one_of("AutoAugment", what + "'s op", name, tuple(_NARROW))
+            p = arguments.probability("AutoAugment", what + "'s probability", p)
+            if b is not None:
+                b = arguments.integer("AutoAugment", what + "'s bin", b, low=0, high=9,
+                                      expected="None or an int bin in [0, 10)")
+            steps.append((name, p, b))
+        out.append(tuple(steps))
+    return tuple(out)
+
+
 def _jitter_range(value, name, center, bound=None):
-    """ColorJitter's (min, max) for one of its arguments: a number v gives
-    ``[max(0, center - v), center + v]``, a pair is taken as it is."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError("prefetch: %s must be non-negative, got %r" % (name, value))
-        low, high = center - value, center + value
-        if bound is None:
-            low = max(low, 0.0)
-    elif isinstance(value, (tuple, list)) and len(value) == 2:
-        low, high = float(value[0]), float(value[1])
-    else:
-        raise TypeError("prefetch: %s must be a number or a (min, max) pair, got %r" % (name, value))
-    if bound is not None and not bound[0] <= low <= high <= bound[1]:
-        raise ValueError("prefetch: %s must lie in %s, got (%g, %g)" % (name, bound, low, high))
-    if bound is None and not 0 <= low <= high:
-        raise ValueError("prefetch: %s must be 0 <= min <= max, got (%g, %g)" % (name, low, high))
-    return low, high
+    """ColorJitter's (min, max) for one of its arguments (torchvision's ``_check_input``): None
+    is the identity ``(center, center)``; a number v gives ``[max(0, center - v), center + v]``
+    (hue: ``[-v, v]``), v finite and at least 0; a pair is taken as it is, finite, ``min <= max``,
+    inside ``bound`` (brightness, contrast and saturation: at least 0; hue: [-0.5, 0.5])."""
+    low_bound, high_bound = bound if bound is not None else (0.0, None)
+    if value is None:
+        return center, center
+    if arguments.is_number(value):
+        v = arguments.number("ColorJitter", name, value, low=0.0,
+                             high=None if bound is None else bound[1],
+                             expected="None, a finite number >= 0%s or a (min, max) pair" % (
+                                 "" if bound is None else " and <= %g" % bound[1]))
+        return (max(center - v, 0.0) if bound is None else center - v), center + v
+    return arguments.number_pair("ColorJitter", name, value, low=low_bound, high=high_bound)
 
 
 def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0):
@@ -236,8 +272,9 @@ def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0)
     (torchvision draws ``randperm(4)`` per image) and its own factors, uniform in each range.
     Brightness, contrast and saturation are stored as magnitudes ``factor - 1`` (Brightness,
     Contrast and Color ops, as the policies'), hue as its factor in [-0.5, 0.5] (Hue). An
-    adjustment whose range is the identity (0, or (1, 1); hue (0, 0)) is left out (Identity),
-    as torchvision leaves it out."""
+    adjustment whose range is the identity (None, 0, or (1, 1); hue (0, 0)) is left out
+    (Identity), as torchvision leaves it out; with all four left out every sample's chain is
+    Identity: the images come back as they are."""
     ranges = [_jitter_range(brightness, "brightness", 1.0), _jitter_range(contrast, "contrast", 1.0),
               _jitter_range(saturation, "saturation", 1.0),
               _jitter_range(hue, "hue", 0.0, bound=(-0.5, 0.5))]

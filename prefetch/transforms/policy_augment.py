@@ -12,9 +12,11 @@ size (an ArrayLoader over fixed-size images, a DataLoader whose workers crop) an
 the float conversion follows (in the training step, or FusedAugment on the next loader). Fusing it
 with FusedAugment's crop and normalisation into one pass is the next part of issue 27.
 """
+import inspect
+
 import torch
 
-from . import policies
+from . import arguments, policies
 from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
                        describe_tensor, from_nchw, get_leaf, set_leaf)
 from .policy_ops import apply_table
@@ -38,34 +40,43 @@ class PolicyAugment(SeededTransform):
             torchvision's options as keywords.
         interpolation, fill: the geometric ops' resampling (``"nearest"``, torchvision's
             default, or ``"bilinear"``) and the value (or one per channel) where they leave the
-            image (None: zeros, as torchvision's default).
+            image, in [0, 255] (None: zeros, as torchvision's default).
         seed: the draws are a function of ``(seed, rank, epoch, batch index)``; None picks a
             fresh seed, which the loader's ``state_dict()`` saves.
         image_key: which leaf is the uint8 image batch (see ``get_leaf``).
         layout: ``"NCHW"``, ``"NHWC"`` or ``"auto"`` (NHWC when the last dimension is 1 or 3
             and the second is not); the result keeps the layout.
+
+    Every argument is checked when it is built (:mod:`.arguments`): a bad one raises ValueError
+    (its TypeError subclass for the wrong type) naming the argument, with the policy's
+    torchvision name for its options (``"prefetch: RandAugment num_ops must be an int >= 0, got
+    1.5"``). A policy with no step (``num_ops=0``; ColorJitter with every argument None or 0)
+    returns the images as they are, as torchvision does; so does an empty batch.
     """
 
     what_draws = "policy draws"
 
     def __init__(self, policy, *, interpolation="nearest", fill=None, seed=None, image_key=0,
                  layout="auto", **options):
-        if policy not in _DRAWS:
-            raise ValueError("prefetch: PolicyAugment's policy must be one of %s, got %r"
-                             % (sorted(_DRAWS), policy))
-        if interpolation not in ("nearest", "bilinear"):
-            raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
-                             % (interpolation,))
+        arguments.one_of("PolicyAugment", "policy", policy, tuple(sorted(_DRAWS)))
+        arguments.one_of("PolicyAugment", "interpolation", interpolation, ("nearest", "bilinear"))
+        fill = arguments.fill_value("PolicyAugment", "fill", fill)
+        image_key = arguments.leaf_key("PolicyAugment", "image_key", image_key)
         check_image_layout(layout)
+        # (auto_augment's own `policy`, a custom table, is policies.auto_augment's alone)
+        known = [name for name in inspect.signature(_DRAWS[policy]).parameters
+                 if name not in ("n", "generator", "height", "width", "policy")]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise TypeError("prefetch: PolicyAugment(%r) does not take %s; %s" % (
+                policy, ", ".join(unknown),
+                "its options are " + ", ".join(known) if known else "it takes no option"))
         self.policy, self.options = policy, dict(options)
         self.interpolation, self.fill = interpolation, fill
         self.image_key, self.layout = image_key, layout
         self._set_seed(seed)
-        try:  # the options checked now, not at the first batch
-            self.draws(0, 8, 8)
-        except TypeError as exc:
-            raise TypeError("prefetch: PolicyAugment(%r) does not take these options: %s (%s)"
-                            % (policy, sorted(options), exc)) from None
+        self.draws(0, 8, 8)  # the options checked now (named by the policy's class), not at the
+        # first batch
 
     def __repr__(self):
         extra = "".join(", %s=%r" % kv for kv in sorted(self.options.items()))

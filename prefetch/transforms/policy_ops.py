@@ -332,11 +332,16 @@ def apply_table(images, table, *, interpolation="nearest", fill=None):
     launches instead of several per image; on the CPU one call of each fused kernel (its C++
     threads) instead of a Python call per sample. Measured on 64 images of 176x176, interleaved:
     130 us an image against 275 for a sample at a time on a pool of two threads (the per-sample
-    Python held the GIL), 222 against 294 on one thread (benchmarks/NOTES.md)."""
+    Python held the GIL), 222 against 294 on one thread (benchmarks/NOTES.md). A table with no
+    column, or an empty batch, returns a copy of the images (the identity)."""
     _check(images, "apply_table")
     if table.ops.shape[0] != images.shape[0]:
         raise ValueError("prefetch: the table has %d samples, the images %d"
                          % (table.ops.shape[0], images.shape[0]))
+    if table.ops.shape[1] == 0 or images.shape[0] == 0:
+        # No step (RandAugment's num_ops=0, a policy with no step) or no image: the identity,
+        # as torchvision returns the image (a copy: the result never aliases the input).
+        return images.clone()
     params = op_parameters(table)
     color = _color_codes(table.ops)
     if color is not None:  # ColorJitter's tables: every sample's chain in one pass

@@ -15,54 +15,76 @@ import math
 import numpy as np
 import torch
 
+from . import arguments
 from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
                        describe_tensor, from_nchw, get_leaf, set_leaf)
+from .mix_labels import mixable_labels
 
 __all__ = ["RollMix"]
 
 KINDS = ("mixup", "cutmix")
+_NAMES = {"mixup": "MixUp", "cutmix": "CutMix"}  # torchvision's classes, named in the messages
 
 
 class RollMix(SeededTransform):
     """torchvision v2's MixUp / CutMix on the batch's float image leaf (``[N, C, H, W]`` or
-    ``[N, H, W, C]``) and its integer label leaf ``[N]``, which becomes one-hot float32 targets
-    ``[N, num_classes]`` mixed with the same λ.
+    ``[N, H, W, C]``) and its label leaf, mixed with the same λ: integer class indices ``[N]``
+    become one-hot float32 targets ``[N, num_classes]``; one-hot, multi-hot and soft labels
+    ``[N, K]`` (torchvision 0.20+) are mixed as they are, in their float dtype (the forms:
+    :mod:`.mix_labels`).
 
     Args:
-        choices: ``[(kind, alpha), ...]``, kind ``"mixup"`` or ``"cutmix"``; one is chosen per
-            batch with probabilities ``p`` (default uniform), as ``v2.RandomChoice`` does.
-        num_classes: the label space (required, as one-hot targets need it).
+        choices: ``[(kind, alpha), ...]``, kind ``"mixup"`` or ``"cutmix"``, alpha a finite
+            number > 0 (torchvision's Beta(α, α)); one is chosen per batch with probabilities
+            ``p`` (default uniform), as ``v2.RandomChoice`` does.
+        num_classes: the label space: needed for class indices, optional for ``[N, K]`` labels
+            (checked against K when given), as torchvision's.
+        p: one finite weight >= 0 per choice, not all 0 (normalised to sum to 1).
+
+    Every argument is checked when it is built (:mod:`.arguments`), naming it: an ``alpha`` of
+    ``inf`` (Beta(inf, inf) draws NaN) or a ``p`` of ``[inf, 1]`` is refused there.
     """
 
     what_draws = "mixing draws"
 
-    def __init__(self, choices, *, num_classes, p=None, seed=None, image_key=0, label_key=1,
+    def __init__(self, choices, *, num_classes=None, p=None, seed=None, image_key=0, label_key=1,
                  layout="auto"):
-        choices = [(str(kind), float(alpha)) for kind, alpha in choices]
-        if not choices:
-            raise ValueError("prefetch: RollMix needs at least one of MixUp and CutMix")
-        for kind, alpha in choices:
-            if kind not in KINDS:
-                raise ValueError("prefetch: RollMix mixes by 'mixup' or 'cutmix', got %r" % (kind,))
-            if not alpha > 0:
-                raise ValueError("prefetch: %s's alpha must be > 0, got %g" % (kind, alpha))
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError("prefetch: num_classes must be a positive int (MixUp and CutMix make "
-                             "one-hot targets), got %r" % (num_classes,))
+        if isinstance(choices, (str, bytes)) or not isinstance(choices, (list, tuple)) or not choices:
+            raise ValueError("prefetch: RollMix choices must be a non-empty list of (kind, alpha) "
+                             "with kind 'mixup' or 'cutmix', got %r" % (choices,))
+        checked = []
+        for choice in choices:
+            if not isinstance(choice, (list, tuple)) or len(choice) != 2:
+                raise ValueError("prefetch: RollMix choices must be (kind, alpha) pairs, got %r"
+                                 % (choice,))
+            kind, alpha = choice
+            arguments.one_of("RollMix", "choices' kind", kind, KINDS)
+            alpha = arguments.number(_NAMES[kind], "alpha", alpha, low=0.0, low_open=True,
+                                     expected="a finite number > 0")
+            checked.append((kind, alpha))
+        if num_classes is not None:
+            num_classes = arguments.integer("RollMix", "num_classes", num_classes, low=1,
+                                            expected="None or an int >= 1")
         if p is None:
-            p = [1.0 / len(choices)] * len(choices)
-        p = [float(v) for v in p]
-        if len(p) != len(choices) or any(v < 0 for v in p) or not sum(p) > 0:
-            raise ValueError("prefetch: p must hold one non-negative weight per transform, not all "
-                             "zero; got %r for %d transforms" % (p, len(choices)))
+            p = [1.0] * len(checked)
+        if isinstance(p, (str, bytes)) or not isinstance(p, (list, tuple)) or len(p) != len(checked):
+            raise ValueError("prefetch: RollMix p must be one weight per choice (%d), got %r"
+                             % (len(checked), p))
+        p = arguments.numbers_list("RollMix", "p", p, low=0.0,
+                                   expected="finite weights >= 0, not all 0")
+        if not sum(p) > 0:
+            raise ValueError("prefetch: RollMix p must be finite weights >= 0, not all 0, got %r"
+                             % (p,))
         check_image_layout(layout)
-        self.choices, self.p = choices, [v / sum(p) for v in p]
+        self.choices, self.p = checked, [v / sum(p) for v in p]
         self.num_classes = num_classes
-        self.image_key, self.label_key, self.layout = image_key, label_key, layout
+        self.image_key = arguments.leaf_key("RollMix", "image_key", image_key)
+        self.label_key = arguments.leaf_key("RollMix", "label_key", label_key)
+        self.layout = layout
         self._set_seed(seed)
 
     def __repr__(self):
-        return "RollMix(%s, num_classes=%d, p=%s, seed=%d)" % (
+        return "RollMix(%s, num_classes=%s, p=%s, seed=%d)" % (
             ", ".join("%s(alpha=%g)" % c for c in self.choices), self.num_classes,
             [round(v, 6) for v in self.p], self.seed)
 
@@ -88,26 +110,23 @@ class RollMix(SeededTransform):
             raise ValueError("prefetch: MixUp/CutMix take a float image batch (after ToDtype and "
                              "Normalize) at leaf %r, got %s" % (self.image_key, describe_tensor(images)))
         n = images.shape[0]
-        if not isinstance(labels, torch.Tensor) or labels.shape != (n,) or labels.is_floating_point():
-            raise ValueError("prefetch: MixUp/CutMix take integer class labels [%d] at leaf %r, "
-                             "got %s" % (n, self.label_key, describe_tensor(labels)))
-        if not labels.is_cuda:  # on a GPU scatter_ asserts on the device (no host read-back)
-            bad = ((labels < 0) | (labels >= self.num_classes)).nonzero()
-            if len(bad):
-                k = int(bad[0])
-                raise ValueError("prefetch: MixUp/CutMix: label %d of sample %d is outside [0, "
-                                 "num_classes = %d)" % (int(labels[k]), k, self.num_classes))
+        form, y, dtype = mixable_labels(labels, n, self.num_classes, "MixUp/CutMix", self.label_key)
         x, layout = as_nchw(images, self.layout)
-        kind, lam, box = self.params(x.shape[2], x.shape[3], *position)
+        if n == 0 or x.shape[2] == 0 or x.shape[3] == 0:  # nothing to mix: no draw
+            kind, lam, box = "mixup", 1.0, None
+        else:
+            kind, lam, box = self.params(x.shape[2], x.shape[3], *position)
         if kind == "mixup":
             out = x.roll(1, 0).mul_(1.0 - lam).add_(x.mul(lam))
         else:
             y1, y2, x1, x2 = box
             out = x.clone()
             out[..., y1:y2, x1:x2] = x.roll(1, 0)[..., y1:y2, x1:x2]
-        # one_hot(labels).float(), as torchvision makes them, without one_hot's host read-back.
-        targets = torch.zeros(n, self.num_classes, device=labels.device).scatter_(
-            1, labels.long().view(-1, 1), 1.0)
-        targets = targets.roll(1, 0).mul_(1.0 - lam).add_(targets.mul(lam))
+        if form == "index":
+            # one_hot(labels).float(), as torchvision makes them, without one_hot's host read-back.
+            y = torch.zeros(n, self.num_classes, device=labels.device).scatter_(1, y.view(-1, 1), 1.0)
+        # torchvision's _mixup_label: roll, mul_, add_ (float16/bfloat16 labels in float32, then
+        # rounded once to their dtype).
+        targets = y.roll(1, 0).mul_(1.0 - lam).add_(y.mul(lam)).to(dtype)
         return set_leaf(set_leaf(batch, self.image_key, from_nchw(out, layout)), self.label_key,
                         targets)

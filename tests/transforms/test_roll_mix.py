@@ -114,7 +114,7 @@ def test_the_draws_are_a_function_of_the_position():
 
 @pytest.mark.parametrize("images, labels, match", [
     (torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4, dtype=torch.int64), "float image batch"),
-    (torch.zeros(4, 3, 8, 8), torch.zeros(4), "integer class labels"),
+    (torch.zeros(4, 3, 8, 8), torch.zeros(4), "float32 labels .4.; class indices must be integers"),
     (torch.zeros(4, 3, 8, 8), torch.tensor([0, 1, 7, 2]), "label 7 of sample 2 is outside"),
 ])
 def test_bad_batches_are_refused_naming_what_is_wrong(images, labels, match):
