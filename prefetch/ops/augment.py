@@ -281,7 +281,8 @@ def color_jitter(images, steps, factors):
         steps = _table([[_color_code(s) for s in chain] for chain in steps], torch.int64)
     if not isinstance(factors, torch.Tensor):
         factors = _table(factors, torch.float64)
-    if steps.device.type == "cpu" and factors.device.type == "cpu" and device.type not in ("cpu", "meta"):
+    host = steps.device.type == "cpu" and factors.device.type == "cpu"
+    if host and device.type not in ("cpu", "meta"):
         # Host steps for a device's images: checked here, before they leave the host (the CPU op
         # checks its own host steps in C++, so CPU images need no check here). Not inside
         # torch.compile, whose graph must not branch on tensor values: there such steps are used

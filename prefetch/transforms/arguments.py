@@ -80,7 +80,8 @@ def number_pair(cls, name, value, *, low=None, high=None, low_open=False, ordere
     words = "(min, max) of finite numbers%s%s" % (
         "" if low is None and high is None else " in " + _interval(low, high, low_open, False),
         " with min <= max" if ordered else "")
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__iter__"):
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") \
+            or not hasattr(value, "__iter__"):
         _fail(cls, name, words, value, ArgumentTypeError)
     items = list(value)
     if len(items) != 2 or not all(is_number(v) for v in items):

@@ -49,7 +49,7 @@ class RollMix(SeededTransform):
 
     def __init__(self, choices, *, num_classes=None, p=None, seed=None, image_key=0, label_key=1,
                  layout="auto"):
-        if isinstance(choices, (str, bytes)) or not isinstance(choices, (list, tuple)) or not choices:
+        if not isinstance(choices, (list, tuple)) or not choices:
             raise ValueError("prefetch: RollMix choices must be a non-empty list of (kind, alpha) "
                              "with kind 'mixup' or 'cutmix', got %r" % (choices,))
         checked = []
@@ -67,7 +67,7 @@ class RollMix(SeededTransform):
                                             expected="None or an int >= 1")
         if p is None:
             p = [1.0] * len(checked)
-        if isinstance(p, (str, bytes)) or not isinstance(p, (list, tuple)) or len(p) != len(checked):
+        if not isinstance(p, (list, tuple)) or len(p) != len(checked):
             raise ValueError("prefetch: RollMix p must be one weight per choice (%d), got %r"
                              % (len(checked), p))
         p = arguments.numbers_list("RollMix", "p", p, low=0.0,
@@ -124,7 +124,8 @@ class RollMix(SeededTransform):
             out[..., y1:y2, x1:x2] = x.roll(1, 0)[..., y1:y2, x1:x2]
         if form == "index":
             # one_hot(labels).float(), as torchvision makes them, without one_hot's host read-back.
-            y = torch.zeros(n, self.num_classes, device=labels.device).scatter_(1, y.view(-1, 1), 1.0)
+            y = torch.zeros(n, self.num_classes, device=labels.device).scatter_(
+                1, y.view(-1, 1), 1.0)
         # torchvision's _mixup_label: roll, mul_, add_ (float16/bfloat16 labels in float32, then
         # rounded once to their dtype).
         targets = y.roll(1, 0).mul_(1.0 - lam).add_(y.mul(lam)).to(dtype)
