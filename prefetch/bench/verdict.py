@@ -32,8 +32,9 @@ The kinds (the line's first word):
   round contradicts the capacity and is inconclusive);
 - ``compute-bound``: ``W < 5%`` and ``c > 0.95`` in every round;
 - ``balanced``: ``5% <= W < 20%`` and ``c > 0.8`` in every round;
-- ``inconclusive``: otherwise: a range crosses a threshold, or the wait and the capacity disagree;
-  the line says which and how long to run instead;
+- ``inconclusive``: otherwise: a range crosses a threshold (a slowdown's range crossing
+  ``CONTENTION`` included, where it counts), or the wait and the capacity disagree; the line says
+  which and how long to run instead;
 - ``loader-only``: without a step, the loader's rate alone and through the Prefetcher.
 
 A wait above what the capacity implies (``c > 0.95`` but the step waits 25%) is a loader that runs
@@ -156,10 +157,13 @@ def capacity_class(c):
     return None
 
 
-def contention(figures, pipeline):
-    """[(figure name, Summary)] of the slowdowns at least CONTENTION in every round; only on a CPU
-    device, where the step and the loader share the cores (on a GPU the step alone runs on a batch
-    already on the device, so the step fed by the loader is slower by the copy alone)."""
+def contention(figures, pipeline, unsure=False):
+    """[(figure name, Summary)] of the slowdowns at least CONTENTION in every round (with
+    ``unsure``: those whose range crosses CONTENTION, which leave the verdict inconclusive); only
+    on a CPU device, where the step and the loader share the cores (on a GPU the step alone runs on
+    a batch already on the device, so the step fed by the loader is slower by the copy alone), for
+    a loader that runs beside the step, and for a slowed stage that takes CONTENTION_SHARE of the
+    loop and CONTENTION_MIN_S a batch alone in every round."""
     if pipeline.device != "cpu" or not concurrent(pipeline):
         return []
     w = figures[pipeline.loop + "_step_wait_fraction"]
@@ -167,9 +171,14 @@ def contention(figures, pipeline):
     fastest = {"step_slowdown": figures["step_bps"].high,
                "loader_slowdown": figures["loader_bps" if pipeline.loop == "plain"
                                           else "prefetch_bps"].high}
-    return [(name, figures[name]) for name in ("step_slowdown", "loader_slowdown")
-            if name in figures and figures[name].low >= CONTENTION
-            and share[name] >= CONTENTION_SHARE and fastest[name] * CONTENTION_MIN_S <= 1.0]
+    out = []
+    for name in ("step_slowdown", "loader_slowdown"):
+        s = figures.get(name)
+        if s is None or share[name] < CONTENTION_SHARE or fastest[name] * CONTENTION_MIN_S > 1.0:
+            continue
+        if (s.low < CONTENTION <= s.high) if unsure else (s.low >= CONTENTION):
+            out.append((name, s))
+    return out
 
 
 def concurrent(pipeline):
@@ -340,6 +349,9 @@ def _judge(f, stages, p):
                rate(fed.median), percent(W.median),
                contention_advice(p, f.get("fed_vs_serial"), stage, stage_bps))))
 
+    if contention(f, p, unsure=True):
+        return Verdict("inconclusive", "inconclusive: %s; %s" % (_why_inconclusive(f, W, c, p),
+                                                               _run_longer(p)))
     wc, cc = wait_class(W), capacity_class(c)
     serial = c.low > COMPUTE_CAPACITY  # the loader alone outruns the step in every round
     pf_tip = _prefetcher_tip(f, p)
@@ -402,12 +414,12 @@ def _why_inconclusive(f, W, c, p):
     if capacity_class(c) is None:
         crossing.append("the loader alone / the step alone is %s (thresholds %s and %s)"
                         % (spread(c, ratio), ratio(INPUT_CAPACITY), ratio(COMPUTE_CAPACITY)))
-    for name in ("step_slowdown", "loader_slowdown"):
-        s = f.get(name)
-        if p.device == "cpu" and s is not None and s.low < CONTENTION <= s.high:
-            crossing.append("the %s beside the %s is %s (contention from %s)" % (
-                "step's time" if name == "step_slowdown" else "wait per batch",
-                "loader" if name == "step_slowdown" else "step", spread(s, ratio), ratio(CONTENTION)))
+    for name, s in contention(f, p, unsure=True):
+        crossing.append("%s is %s (contention from %s)" % (
+            "fed by the loader the step's time per batch over its time alone"
+            if name == "step_slowdown" else
+            "the wait per batch fed over the loader's time per batch alone",
+            spread(s, ratio), ratio(CONTENTION)))
     return "the rounds' ranges cross the thresholds: " + "; ".join(crossing)
 
 
@@ -435,21 +447,24 @@ def check(verdict, figures, pipeline=Pipeline()):
     c = f["capacity"]
     X = f["loader_bps" if pipeline.loop == "plain" else "prefetch_bps"].median
     S = f["step_bps"].median
-    # A slowdown that counts: CONTENTION or more in every round, of a stage that took
-    # CONTENTION_SHARE or more of the loop in every round (the step: 1 - W; the wait: W).
-    slowed = pipeline.device == "cpu" and concurrent(pipeline) and (
-        ("step_slowdown" in f and f["step_slowdown"].low >= CONTENTION
-         and 1 - W.high >= CONTENTION_SHARE and f["step_bps"].high <= 1 / CONTENTION_MIN_S)
-        or ("loader_slowdown" in f and f["loader_slowdown"].low >= CONTENTION
-            and W.low >= CONTENTION_SHARE and X <= 1 / CONTENTION_MIN_S
-            and f["loader_bps" if pipeline.loop == "plain" else "prefetch_bps"].high
-            <= 1 / CONTENTION_MIN_S))
+    # A slowdown that counts (on a CPU, beside a loader that runs beside the step): of a stage
+    # that took CONTENTION_SHARE or more of the loop in every round (the step: 1 - W; the wait:
+    # W) and CONTENTION_MIN_S or more a batch alone; its range against CONTENTION.
+    Xs = f["loader_bps" if pipeline.loop == "plain" else "prefetch_bps"]
+    counted = [] if pipeline.device != "cpu" or not concurrent(pipeline) else [
+        f[k] for k, share, fastest in (("step_slowdown", 1 - W.high, f["step_bps"].high),
+                                       ("loader_slowdown", W.low, Xs.high))
+        if k in f and share >= CONTENTION_SHARE and fastest <= 1 / CONTENTION_MIN_S]
+    slowed = any(s.low >= CONTENTION for s in counted)
+    unsure = any(s.low < CONTENTION <= s.high for s in counted)
     if kind == "contended":
         if not slowed:
             fail("no slowdown of %s or more in every round on a CPU device" % CONTENTION)
         return
     if slowed:
         fail("the stages slowed each other by %s or more in every round" % CONTENTION)
+    if unsure and kind != "inconclusive":
+        fail("a slowdown's range crosses %s" % CONTENTION)
     if kind == "compute-bound":
         if not (W.high < COMPUTE_BOUND and W.median < COMPUTE_BOUND):
             fail("the step waited %s or more in a round" % percent(COMPUTE_BOUND))
@@ -472,5 +487,5 @@ def check(verdict, figures, pipeline=Pipeline()):
                       or (COMPUTE_BOUND <= W.low and W.high < INPUT_BOUND
                           and c.low > INPUT_CAPACITY)
                       or (c.high <= INPUT_CAPACITY and W.high >= INPUT_BOUND))
-        if conclusive:
+        if conclusive and not unsure:
             fail("the figures lie on one side of every threshold")
