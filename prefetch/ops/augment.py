@@ -63,7 +63,10 @@ def normalize_flip(images, mean, std, *, hflip=None, vflip=None, crop=None, offs
         hflip, vflip: bool ``[N]`` tensors on the images' device (or lists of booleans), or None.
         crop: output ``(h, w)`` (an int means square); None keeps the input size.
         offsets: integer ``[N, 2]`` (top, left) of each window in input coordinates, may lie
-            partly or wholly outside the image (any int64; uint64 is refused); None centres the window at ``((H-h)//2, (W-w)//2)``.
+            partly or wholly outside the image (any int64; uint64 is refused); None centres the
+            window where torchvision's ``CenterCrop`` does: at ``int(round((H - h) / 2))`` (half
+            to even), or ``(h - H) // 2`` fill rows before the image when ``h > H`` (likewise
+            across).
         fill: uint8 value of pixels outside the image, a whole number in [0, 255] (a
             fractional one raises TypeError rather than being truncated; crop likewise).
         dtype: float32, float16, bfloat16, or uint8: the normalized values rounded half to

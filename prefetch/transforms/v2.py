@@ -344,11 +344,9 @@ class RandomChoice(_Spec):
 def _roll_mix(step, seed, image_key, label_key):
     """The RollMix of a MixUp, a CutMix or a RandomChoice of them."""
     mixes = step.transforms if isinstance(step, RandomChoice) else [step]
-    num_classes = mixes[0].num_classes
-    if num_classes is None:
-        raise ValueError("prefetch: %s needs num_classes (its targets are one-hot)"
-                         % type(mixes[0]).__name__)
-    return RollMix([(m.kind, m.alpha) for m in mixes], num_classes=num_classes,
+    # num_classes may be None: RollMix then needs [N, K] one-hot or soft labels, as torchvision's
+    # MixUp/CutMix do (checked when a batch arrives; class indices then need num_classes).
+    return RollMix([(m.kind, m.alpha) for m in mixes], num_classes=mixes[0].num_classes,
                    p=getattr(step, "p", None), seed=seed, image_key=image_key,
                    label_key=label_key, layout="NCHW")
 

@@ -88,10 +88,7 @@ NOT_OPS = {
 }
 
 # Wrappers whose compilation is a known gap outside this file's owner's code (see the marks).
-KNOWN_GAPS = {
-    "decode_resized_crop": "prefetch/ops/decode.py's wrapper reads the headers and the pixel "
-                           "limit on the host (check_image_pixels) before the op: a graph break",
-}
+KNOWN_GAPS = {}  # name -> why its wrapper cannot compile yet (a strict xfail)
 
 
 def test_every_public_name_is_classified():

@@ -149,11 +149,28 @@ def test_v2_compiles_random_choice_of_mixup_and_cutmix_last():
     ([T.MixUp(num_classes=3)] + RECIPE, "MixUp/CutMix come last"),
     (RECIPE[:2] + [T.CutMix(num_classes=3)] + RECIPE[2:], "MixUp/CutMix come last"),
     (RECIPE + [T.MixUp(num_classes=3), T.RandomErasing(0.1)], "comes after MixUp"),
-    (RECIPE + [T.MixUp()], "MixUp needs num_classes"),
 ])
 def test_v2_refuses_a_mix_out_of_place_naming_it(steps, match):
     with pytest.raises(ValueError, match=match):
         T.Compose(steps, seed=0)
+
+
+def test_v2_mixup_without_num_classes_takes_one_hot_labels_and_refuses_class_indices():
+    """As torchvision's v2 MixUp (since 0.20): num_classes is optional when the labels are
+    one-hot or soft [N, K]; class indices then need it, refused naming it when the batch comes."""
+    compose = T.Compose([T.ToDtype(torch.float32, scale=True), T.MixUp(alpha=1.0)], seed=0)
+    images = torch.randint(0, 256, (4, 3, 8, 8), dtype=torch.uint8)
+    one_hot = torch.nn.functional.one_hot(torch.tensor([0, 1, 2, 1]), 3).float()
+    mixed, targets = compose((images, one_hot))
+    assert targets.shape == (4, 3) and torch.allclose(targets.sum(1), torch.ones(4))
+    # Each row mixes its own one-hot row and its roll's with one lambda (torchvision pairs a batch
+    # with its roll); no two neighbours share a class here, so each row's own class reads lambda.
+    rolled = one_hot.roll(1, 0)
+    lam = targets[torch.arange(4), one_hot.argmax(1)]
+    assert torch.allclose(lam, lam[0].expand(4))
+    assert torch.allclose(targets, lam[0] * one_hot + (1 - lam[0]) * rolled, atol=1e-6)
+    with pytest.raises(ValueError, match="needs num_classes for class-index labels"):
+        compose((images, torch.tensor([0, 1, 2, 1])))
 
 
 def test_v2_random_choice_takes_only_mixup_and_cutmix():
