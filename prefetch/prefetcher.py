@@ -10,8 +10,9 @@ import os
 import weakref
 
 from ._engine.checks import is_stateful, resolve_device, whole
+from ._engine.lazy_epoch import LatestEpoch, LazyEpoch
 from ._engine.pipeline import ClosesOnExit, Pipeline
-from ._engine.resume import ResumeCursor
+from ._engine.resume import FinishOpenEpoch, ResumeCursor
 from .sources import adapt
 from .sources import worker_ring as _worker_ring
 from .sources.worker_ring import WorkerRing, ring_source
@@ -19,6 +20,9 @@ from .sources.worker_ring import usable as worker_ring_usable
 from .transforms.contract import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
+
+# The source's attributes a Prefetcher forwards (properties below).
+_SOURCE_ATTRIBUTES = ("dataset", "sampler", "batch_sampler", "batch_size")
 
 
 class Prefetcher(ClosesOnExit):
@@ -57,6 +61,25 @@ class Prefetcher(ClosesOnExit):
     iterates an inherited Prefetcher with an engine of its own.
     """
 
+    def __new__(cls, source, *args, **kwargs):
+        # Over a stateful source, the kind that saves and loads its position (see
+        # _ResumablePrefetcher: the methods exist exactly when the source has them).
+        if cls is Prefetcher and is_stateful(adapt(source)):
+            cls = _ResumablePrefetcher
+        return super().__new__(cls)
+
+    def __getattr__(self, name):
+        # Only for names not found: say why a Prefetcher over this source has no position.
+        if name in ("state_dict", "load_state_dict"):
+            raise AttributeError(
+                "prefetch: %s() needs a source with state_dict() and load_state_dict() (e.g. "
+                "torchdata.stateful_dataloader.StatefulDataLoader, or use prefetch.ArrayLoader); "
+                "this Prefetcher's source is a %s, so it has no %s()"
+                % (name, type(self.__dict__.get("source")).__name__, name))
+        if name in _SOURCE_ATTRIBUTES:  # a property that raised: Python asks here; say it again
+            return self._source_attribute(name)
+        raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
+
     def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
                  device_transform=None, timeout=None, max_batch_bytes=None, rank=None,
                  worker_ring=True):
@@ -78,6 +101,7 @@ class Prefetcher(ClosesOnExit):
                                   device_transform=device_transform, rank=rank, timeout=timeout,
                                   owner="Prefetcher")
         self._cursor = ResumeCursor()
+        self._latest = LatestEpoch()  # the latest iter()'s epoch (prefetch._engine.lazy_epoch)
         self._max_batch_bytes = max_batch_bytes
         self._ring = None  # the WorkerRing, made at the first epoch over a DataLoader it can serve
         self._ring_wanted = bool(worker_ring)
@@ -113,13 +137,31 @@ class Prefetcher(ClosesOnExit):
         return self._ring
 
     def __iter__(self):
+        """This epoch's batches. The epoch starts at the first ``next()`` (its number, its run,
+        the source's ``iter()``), as a DataLoader's does: an iterator made and dropped unused
+        (Lightning's check that a loader is iterable) is no epoch. A newer ``iter()`` ends the
+        live epoch. Raises ``RuntimeError`` at once when the Prefetcher is closed."""
+        self._pipeline.check_runnable()
+        self._pipeline.stop()
+        epoch = LazyEpoch(self._start_epoch, self.__len__, self._latest.superseded)
+        self._latest.set(epoch)
+        return epoch
+
+    def _start_epoch(self):
+        """Starts the next epoch on the Pipeline and returns its EpochRun."""
         stateful = is_stateful(self.source)
         epoch, first = self._cursor.next_epoch, self._cursor.resume_index
-        run = self._pipeline.run(self._source_for_epoch(), epoch=epoch, first_index=first,
+        source = self._source_for_epoch()
+        if stateful and self._cursor.source_epoch_open:
+            # The loaded state ends the source's epoch without its StopIteration: finish it
+            # first, or this epoch would be its empty remainder (prefetch._engine.resume).
+            source = FinishOpenEpoch(source)
+        run = self._pipeline.run(source, epoch=epoch, first_index=first,
                                  track_source_state=stateful, length=self.__len__,
                                  on_batch=self._cursor.consumed, on_end=self._cursor.ended)
         # Until its first batch: "at the start of this epoch", the source as the run found it.
-        self._cursor.start(run.initial_source_state if stateful else None)
+        self._cursor.start(run.initial_source_state if stateful else None,
+                           run.end_source_state if stateful else None)
         return run
 
     def __len__(self):
@@ -154,42 +196,6 @@ class Prefetcher(ClosesOnExit):
         Setting the epoch a loaded state stopped in keeps its resume position; any other epoch
         starts from its first batch."""
         self._cursor.set_epoch(epoch)
-
-    def state_dict(self):
-        """Where the consumer stands, for :meth:`load_state_dict`: the epoch, the batches of it
-        the consumer has received, and the source's own ``state_dict()`` as it was right after
-        yielding the last of those — batches prefetched but not consumed are not counted, so a
-        resumed run yields exactly the batches this one had not delivered, with the same
-        transform draws. Needs a stateful source (e.g. torchdata's ``StatefulDataLoader``)."""
-        if not is_stateful(self.source):
-            raise TypeError(
-                "prefetch: state_dict() needs a source with state_dict() and load_state_dict() "
-                "(e.g. torchdata.stateful_dataloader.StatefulDataLoader, or prefetch.ArrayLoader); "
-                "the source is a %s" % type(self.source).__name__)
-        try:
-            length = len(self.source)
-        except TypeError:
-            length = None  # no len(): the resumed epoch ends at once and the next one follows
-        epoch, consumed, source_state = self._cursor.position(
-            length, self._stateful_source().state_dict)
-        return save_transform_state(
-            self.transform, {"epoch": epoch, "batches_consumed": consumed, "source": source_state})
-
-    def load_state_dict(self, state):
-        """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
-        batches already consumed (the source is loaded with its saved state)."""
-        if not is_stateful(self.source):
-            raise TypeError("prefetch: load_state_dict() needs a source with state_dict() and "
-                            "load_state_dict(); the source is a %s" % type(self.source).__name__)
-        missing = {"epoch", "batches_consumed", "source"} - set(state)
-        if missing:
-            raise KeyError("prefetch: the state lacks %s; expected Prefetcher.state_dict()'s output"
-                           % sorted(missing))
-        self._pipeline.stop()
-        # The transform's seed first: it refuses a state of another explicit seed.
-        load_transform_state(self.transform, state)
-        self._stateful_source().load_state_dict(state["source"])
-        self._cursor.load(state["epoch"], state["batches_consumed"], state["source"])
 
     def close(self):
         """Stops the current epoch and joins every thread the Prefetcher started (and shuts down
@@ -247,3 +253,55 @@ class Prefetcher(ClosesOnExit):
     def __repr__(self):
         return "Prefetcher(device=%s, depth=%d%s)" % (
             self.device, self.depth, ", closed" if self.closed else "")
+
+
+class _ResumablePrefetcher(Prefetcher):
+    """A :class:`Prefetcher` over a stateful source: the one kind with ``state_dict()`` and
+    ``load_state_dict()``. ``Prefetcher(source)`` makes one when ``source`` has both (e.g.
+    torchdata's ``StatefulDataLoader``); over any other source the methods do not exist, so
+    that whoever checks for them (Lightning saves the state of every loader that has them, by
+    ``isinstance(loader, Stateful)``, which Python >= 3.12 answers from the class) finds none,
+    as for a DataLoader. It is a Prefetcher in every other way."""
+
+    def state_dict(self):
+        """Where the consumer stands, for :meth:`load_state_dict`: the epoch, the batches of it
+        the consumer has received, and the source's own ``state_dict()`` as it was right after
+        yielding the last of those — batches prefetched but not consumed are not counted, so a
+        resumed run yields exactly the batches this one had not delivered, with the same
+        transform draws. A position saved at an epoch's end resumes with the next epoch: the
+        source's state is the one it had after its ``StopIteration`` (``source_epoch_open`` is
+        saved where the run stopped before that: the resumed run then first finishes the
+        source's epoch, which yields nothing). Taken between ``iter()`` and the first ``next()``,
+        it starts that epoch to read the source's state at its start.
+
+        Raises RuntimeError (a source that yields more batches than its ``len()`` after the
+        saved end of an epoch, when resumed)."""
+        pending = self._latest.pending()
+        if pending is not None:
+            # iter() was called and no batch asked for yet: the epoch starts now, so that its
+            # position carries the source's state at that epoch's start.
+            pending.ensure_started()
+        try:
+            length = len(self.source)
+        except TypeError:
+            length = None  # no len(): the resumed epoch ends at once and the next one follows
+        epoch, consumed, source_state, source_open = self._cursor.save_point(
+            length, self._stateful_source().state_dict)
+        state = {"epoch": epoch, "batches_consumed": consumed, "source": source_state}
+        if source_open:
+            state["source_epoch_open"] = True
+        return save_transform_state(self.transform, state)
+
+    def load_state_dict(self, state):
+        """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
+        batches already consumed (the source is loaded with its saved state)."""
+        missing = {"epoch", "batches_consumed", "source"} - set(state)
+        if missing:
+            raise KeyError("prefetch: the state lacks %s; expected Prefetcher.state_dict()'s output"
+                           % sorted(missing))
+        self._pipeline.stop()
+        # The transform's seed first: it refuses a state of another explicit seed.
+        load_transform_state(self.transform, state)
+        self._stateful_source().load_state_dict(state["source"])
+        self._cursor.load(state["epoch"], state["batches_consumed"], state["source"],
+                          state.get("source_epoch_open", False))

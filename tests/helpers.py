@@ -66,27 +66,33 @@ def assert_snapshot_equal(batch, snap):
 
 
 class StatefulSource:
-    """The smallest stateful source: batch i is ``make_batch(i)``; its state is the next batch.
-    As StatefulDataLoader, a state saved at the end of an epoch resumes with a new one."""
+    """The smallest stateful source: batch i is ``make_batch(i)``; its state is the next batch and
+    whether its epoch has ended. As torchdata's StatefulDataLoader: a state taken after the last
+    batch but before the ``StopIteration`` resumes into that epoch's empty remainder (its next
+    ``iter()`` yields nothing); one taken after the ``StopIteration`` resumes with a new epoch."""
 
     def __init__(self, make_batch, batches=12):
-        self.make_batch, self.batches, self.pos, self.start = make_batch, batches, 0, 0
+        self.make_batch, self.batches = make_batch, batches
+        self.pos, self.finished, self.start = 0, False, None
 
     def __len__(self):
         return self.batches
 
     def __iter__(self):
-        self.pos, self.start = (self.start if self.start < self.batches else 0), 0
+        loaded, self.start = self.start, None
+        self.pos, self.finished = (0, False) if loaded is None or loaded["finished"] else (
+            loaded["pos"], False)
         while self.pos < self.batches:
             i = self.pos
             self.pos += 1
             yield self.make_batch(i)
+        self.finished = True
 
     def state_dict(self):
-        return {"pos": self.pos}
+        return {"pos": self.pos, "finished": self.finished}
 
     def load_state_dict(self, state):
-        self.start = state["pos"]
+        self.start = dict(state)
 
 
 def engine_of(loader):

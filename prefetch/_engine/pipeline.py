@@ -32,10 +32,12 @@ import weakref
 import torch
 
 from .checks import distributed_rank
+from .resume import AT_END, MORE, UNKNOWN
 from .extension import _C
 from .tree import PreparedBatch, flatten, host_batch, unflatten
 from ..errors import CollateError, PrefetchTimeout
 from ..ragged import Ragged
+from ..sources.abandoned import release_workers
 from ..sources.sampling import finish_sampling
 from ..transforms.contract import BatchPosition, has_host_stage, run_transform
 
@@ -48,6 +50,10 @@ _BATCH, _END, _FAILED, _TIMEOUT = (int(_C.NextStatus.BATCH), int(_C.NextStatus.E
 # How long close() waits for a producer thread that is stuck inside the source's own next().
 # At interpreter exit this is the bound for all Pipelines together, not for each (_at_exit).
 _JOIN_TIMEOUT_S = 5.0
+# How long a state_dict() taken after an epoch's last batch waits for the producer to find the
+# source's end (normally one next() that raises at once); past it, the position is saved with
+# the source's epoch open, which resumes exactly too, at the cost of that epoch's empty rest.
+_END_WAIT_S = 10.0
 _exit_deadline = [None]  # set by _at_exit: every join from then on shares this one deadline
 _LIVE = weakref.WeakSet()  # Pipelines not closed yet, for _at_exit
 
@@ -189,7 +195,15 @@ class _RunState:
         # the state that resumes after exactly the batches the consumer has had.
         self.snapshots = {} if track_source_state else None
         self.started = threading.Event()  # set once snapshots[-1] is there (or the producer ended)
+        # The source's state_dict() right after its StopIteration (tracked sources only): what
+        # resumes at the next epoch's start (prefetch._engine.resume). `progress` is notified at
+        # every snapshot and when the producer exits, for end_source_state().
+        self.end_state = None
+        self.source_ended = False
+        self.producer_exited = False
+        self.progress = threading.Condition()
         self.results = {}  # seq -> the finished batch, set before the engine publishes it
+        self.yielded = 0  # batches the source has yielded (counted for tracked sources only)
         self.error = None
         self.error_batch = None
         self.error_stage = None  # _FETCHING, _COLLATING or _TRANSFORMING
@@ -202,6 +216,28 @@ class _RunState:
         """The source's state before its first batch (waits for the producer to take it)."""
         self.started.wait()
         return self.snapshots.get(-1) if self.snapshots else None
+
+    def noted(self, **changes):
+        """The producer's progress, for end_source_state(): sets ``changes`` and wakes it."""
+        with self.progress:
+            for name, value in changes.items():
+                setattr(self, name, value)
+            self.progress.notify_all()
+
+    def end_source_state(self, seq, timeout=None):
+        """What follows the run's batch ``seq - 1`` at the source: ``(AT_END, the source's state
+        after its StopIteration)``, ``(MORE, None)`` when the source yielded batch ``seq``, or
+        ``(UNKNOWN, None)`` when the producer stopped before it found out (or ``timeout``
+        seconds passed). Waits for the producer's next step: one ``next()`` of the source."""
+        with self.progress:
+            self.progress.wait_for(
+                lambda: self.source_ended or self.producer_exited or seq < self.yielded,
+                timeout=timeout)
+            if seq < self.yielded:  # (checked first: the source may have ended since)
+                return MORE, None
+            if self.source_ended:
+                return AT_END, self.end_state
+            return UNKNOWN, None
 
 
 def bind_thread_to(device):
@@ -310,10 +346,15 @@ def _produce(engine, source, state, counters, stage):
                 batch = next(it)
             except StopIteration:
                 ended = True
+                # The state that starts the next epoch (a StatefulDataLoader's "finished"), not
+                # the one after the last batch, which resumes into this epoch's empty remainder.
+                end = source.state_dict() if snapshots is not None else None
+                state.noted(end_state=end, source_ended=True)
                 break
             t_source = time.perf_counter() - t0
             if snapshots is not None:
                 snapshots[seq] = source.state_dict()
+                state.noted(yielded=seq + 1)
             packed = host_s = None
             if stage.host_stage:
                 t_host = time.perf_counter()
@@ -367,11 +408,18 @@ def _produce(engine, source, state, counters, stage):
                 finish_sampling(it)
             except Exception:  # noqa: BLE001 - the order of later epochs is all that is at stake
                 pass
+            try:  # its workers go now, not when a kept traceback lets go of it (sources.abandoned)
+                release_workers(it, getattr(source, "dataloader", source))
+            except Exception:  # noqa: BLE001 - the workers then go when the iterator does
+                pass
         state.started.set()
-        # Drop the source iterator here (a DataLoader shuts its workers down), and keep it and
-        # the batch (its tensors, moves, spec and packed buffer: a worker-ring batch holds its
-        # slot) out of the traceback that travels to the consumer.
+        state.noted(producer_exited=True)
+        # Drop the source iterator here (a DataLoader shuts its workers down), and keep it, the
+        # batch (its tensors, moves, spec and packed buffer: a worker-ring batch holds its slot),
+        # the source, the run's state, the engine and the transforms out of the traceback that
+        # travels to the consumer: it holds this frame with the locals it has at its end.
         it = batch = leaves = tensors = spec = moves = packed = None
+        source = state = engine = stage = counters = snapshots = None
 
 
 def _in_order_batch_size(source):
@@ -486,12 +534,20 @@ class EpochRun:
         """The source's ``state_dict()`` before the run's first batch (None: not tracked)."""
         return self._state.initial_source_state()
 
+    def end_source_state(self, index_after):
+        """After the consumer received the batch before epoch index ``index_after``: whether the
+        source ended there, and its state after the end (``_RunState.end_source_state``; waits
+        for the producer's next step at most the Pipeline's timeout, and at most _END_WAIT_S)."""
+        state = self._state
+        timeout = min(_END_WAIT_S, self._timeout if self._timeout >= 0 else _END_WAIT_S)
+        return state.end_source_state(index_after - state.first_index, timeout)
+
     def __iter__(self):
         return self
 
     def __len__(self):
         if self._length is None:
-            raise TypeError("prefetch: this run's length is not known")
+            raise TypeError("prefetch: this run's length is not known (or the run is over)")
         return self._length()
 
     def __next__(self):
@@ -529,7 +585,7 @@ class EpochRun:
         if status == _END:
             self._finish()
             if self._on_end is not None:
-                self._on_end(state.epoch)
+                self._on_end(state.epoch, state.end_state)
             raise StopIteration
         if status == _FAILED:
             self._finish()
@@ -543,7 +599,15 @@ class EpochRun:
             )
             if note not in getattr(error, "__notes__", ()):
                 error.add_note(note)
-            raise error
+            try:
+                raise error
+            finally:
+                # The exception's traceback holds this frame: were `error` still one of its
+                # locals, the two would form a cycle, and the exception, this iterator, the
+                # source (a DataLoader, its dead iterator, its workers' handles, queues and
+                # pipes) would live until a garbage collection — which may come in a forked
+                # worker of a later DataLoader, which then frees the parent's process handles.
+                del error
         if status == _TIMEOUT:
             raise PrefetchTimeout(
                 "prefetch: no batch arrived within timeout=%ss (after %d batches of this epoch); "
@@ -552,12 +616,20 @@ class EpochRun:
             )
         # CANCELLED: this run was stopped (close(), or a newer run started).
         state.done = True
+        self._let_go()
         raise StopIteration
 
     def _finish(self):
         state = self._state
         state.done = True
         _join(state.thread)
+        self._let_go()
+
+    def _let_go(self):
+        """The run is over: drop what reaches the loader (its ``len()``, its cursor). A traceback
+        the consumer keeps holds this iterator through the frame of ``__next__``, and must not
+        keep the loader, its source and its workers alive with it."""
+        self._length = self._on_batch = self._on_end = None
 
     def close(self):
         """Stops the run (its producer thread is joined)."""
@@ -636,6 +708,13 @@ class Pipeline:
         self._counters.lock = threading.Lock()  # a parent's thread may have held it at the fork
         self._open_engine()
 
+    def check_runnable(self):
+        """Raises now what :meth:`run` would raise: this Pipeline is closed, or it is a CUDA
+        Pipeline inherited by a forked child (a CPU one gets a fresh engine here)."""
+        self._after_fork()
+        if not self._finalizer.alive:
+            raise RuntimeError("prefetch: this %s is closed" % self.owner)
+
     def run(self, source, *, epoch, first_index=0, track_source_state=False, length=None,
             on_batch=None, on_end=None):
         """Starts a run of ``source`` (stopping the live one) and returns its :class:`EpochRun`.
@@ -649,7 +728,8 @@ class Pipeline:
             length: ``len()`` of the EpochRun (a zero-argument callable).
             on_batch(epoch, index_after, source_state): called on the consumer's thread for each
                 delivered batch: ``index_after`` is the index of the batch after it.
-            on_end(epoch): called on the consumer's thread when the source is exhausted.
+            on_end(epoch, source_state): called on the consumer's thread when the source is
+                exhausted, with its ``state_dict()`` after its end (None: not tracked).
         """
         self._after_fork()
         with self._lock:

@@ -65,10 +65,13 @@ def test_resume_with_a_stateful_source(k):
 
 def test_state_before_any_batch_and_without_a_stateful_source():
     p = Prefetcher(StatefulRange())
-    assert p.state_dict() == {"epoch": 0, "batches_consumed": 0, "source": {"pos": 0}}
+    assert p.state_dict() == {"epoch": 0, "batches_consumed": 0,
+                            "source": {"pos": 0, "finished": False}}
     p.close()
-    with pytest.raises(TypeError, match="needs a source with state_dict"):
-        Prefetcher([torch.zeros(2)]).state_dict()
+    with Prefetcher([torch.zeros(2)]) as plain:  # no position to save: no methods for one
+        assert not hasattr(plain, "state_dict") and not hasattr(plain, "load_state_dict")
+        with pytest.raises(AttributeError, match="needs a source with state_dict"):
+            plain.state_dict()
     with pytest.raises(KeyError, match="lacks"):
         Prefetcher(StatefulRange()).load_state_dict({"epoch": 0})
 
