@@ -18,21 +18,25 @@ static_assert(__atomic_always_lock_free(sizeof(int64_t), 0), "64-bit atomics mus
 namespace prefetch {
 namespace {
 
-int64_t load(const int64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-void store(int64_t* word, int64_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
-// Acquire on success: a claimer's writes into the slot come after the release of the slot by the
-// main process (whose copy out of it has finished reading); release: the worker's writes are
-// seen by whoever sees its SENT word.
+// Sequentially consistent, every one: the refill stores the generation and then reads each word,
+// while a release (or an abandon, a reclaim) changes a word and then reads the generation. With
+// acquire/release alone both could read the old value (a store followed by a load of another
+// word may be reordered), and a slot would be freed into a generation that is already over
+// (free_into_current). Seq-cst also orders a claimer's writes into the slot after the main
+// process's release of it (the copy out of it has finished reading), and a worker's writes before
+// its SENT word, as acquire/release did.
+int64_t load(const int64_t* word) { return __atomic_load_n(word, __ATOMIC_SEQ_CST); }
+void store(int64_t* word, int64_t value) { __atomic_store_n(word, value, __ATOMIC_SEQ_CST); }
 bool compare_and_set(int64_t* word, int64_t expected, int64_t desired) {
-  return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE);
+  return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST);
 }
-void add(int64_t* word, int64_t delta) { __atomic_add_fetch(word, delta, __ATOMIC_ACQ_REL); }
+void add(int64_t* word, int64_t delta) { __atomic_add_fetch(word, delta, __ATOMIC_SEQ_CST); }
 void raise_to(int64_t* word, int64_t value) {
   int64_t current = load(word);
   while (current < value &&
-         !__atomic_compare_exchange_n(word, &current, value, false, __ATOMIC_ACQ_REL,
-                                      __ATOMIC_ACQUIRE)) {
+         !__atomic_compare_exchange_n(word, &current, value, false, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST)) {
   }
 }
 
@@ -87,11 +91,20 @@ int64_t* SlotTable::slot_word(size_t slot) const {
 // --- a worker -------------------------------------------------------------------------------
 
 std::optional<SlotTable::Announcement> SlotTable::announcement(int64_t serial) const {
-  if (load(control(kAccepting)) == 0 || load(control(kSerial)) != serial) return std::nullopt;
-  Announcement a;
-  a.generation = load(control(kGeneration));  // before the version: see the top of slot_table.h
-  a.version = load(control(kVersion));
-  return a;
+  // The generation before everything else, and again after: the main process stores the serial
+  // before a new epoch's generation and the accepting flag after it (open_epoch), so a read
+  // that sees one generation at both ends, the flag set and `serial` saw one epoch's
+  // announcement, never an ended epoch's iterator with the next epoch's generation (its claim
+  // would take a slot whose batch nobody receives) or the reverse. Retried while a refill moves
+  // the generation under it (a new block mid-epoch), so a worker does not fall back for that.
+  while (true) {
+    Announcement a;
+    a.generation = load(control(kGeneration));  // before the version: see the top of slot_table.h
+    a.version = load(control(kVersion));
+    step(Step::kAnnouncing);
+    if (load(control(kSerial)) != serial || load(control(kAccepting)) == 0) return std::nullopt;
+    if (load(control(kGeneration)) == a.generation) return a;
+  }
 }
 
 SlotTable::Claim SlotTable::claim(const Announcement& announced, int64_t serial, int64_t pid,
@@ -136,8 +149,9 @@ bool SlotTable::commit(int64_t slot, int64_t generation, int64_t pid,
 }
 
 void SlotTable::abandon(int64_t slot, int64_t generation, int64_t pid) {
-  compare_and_set(slot_word(static_cast<size_t>(slot)),
-                  SlotWord{generation, pid, SlotState::kWriting}.encode(), free_word(generation));
+  // Into the current generation: a refill may have kept this claim (a live writer) and moved on.
+  free_into_current(slot_word(static_cast<size_t>(slot)),
+                    SlotWord{generation, pid, SlotState::kWriting}.encode());
   add(control(kFallbacks), 1);
 }
 
@@ -159,7 +173,7 @@ void SlotTable::open_epoch(int64_t serial, int64_t self_pid,
 
 void SlotTable::announce_block(int64_t version, int64_t slot_bytes, int64_t self_pid,
                                const std::function<bool(int64_t)>& alive) {
-  // Size and version before the generation (refill stores it last): see slot_table.h.
+  // Size and version before the generation (refill stores it, then scans): see slot_table.h.
   store(control(kSlotBytes), slot_bytes);
   store(control(kVersion), version);
   refill(self_pid, alive);
@@ -168,6 +182,10 @@ void SlotTable::announce_block(int64_t version, int64_t slot_bytes, int64_t self
 int64_t SlotTable::refill(int64_t self_pid, const std::function<bool(int64_t)>& alive) {
   const int64_t generation = load(control(kGeneration)) + 1;
   const int64_t free = free_word(generation);
+  // The generation first, then the words: a word freed meanwhile into the old generation is
+  // either seen here (still to be scanned) or its freer sees the new generation and moves it on
+  // (free_into_current). No claim can take a word before the scan makes it FREE(generation).
+  store(control(kGeneration), generation);
   for (size_t i = 0; i < slots_; ++i) {
     int64_t* word = slot_word(i);
     // A compare-and-set, not a store: a claim that lands between the load and the change is
@@ -182,24 +200,42 @@ int64_t SlotTable::refill(int64_t self_pid, const std::function<bool(int64_t)>& 
       if (compare_and_set(word, current, free)) break;
     }
   }
-  store(control(kGeneration), generation);
   return generation;
 }
 
 size_t SlotTable::reclaim_stale() {
   const int64_t generation = load(control(kGeneration));
-  const int64_t free = free_word(generation);
   size_t reclaimed = 0;
   for (size_t i = 0; i < slots_; ++i) {
     int64_t* word = slot_word(i);
     const int64_t current = load(word);
     const SlotWord w = SlotWord::decode(current);
     if (w.state == SlotState::kSent && w.generation != generation &&
-        compare_and_set(word, current, free)) {
+        free_into_current(word, current)) {
       ++reclaimed;
     }
   }
   return reclaimed;
+}
+
+bool SlotTable::free_into_current(int64_t* word, int64_t expected) const {
+  bool freed = false;
+  while (true) {
+    const int64_t generation = load(control(kGeneration));
+    step(Step::kFreeing);
+    if (!compare_and_set(word, expected, free_word(generation))) {
+      // First pass: no longer the word the caller owned. Later passes: a refill's scan moved
+      // it on already, or a worker still in the old generation claimed it (its batch is then
+      // SENT in an older generation: leased or reclaimed as any other).
+      return freed;
+    }
+    freed = true;
+    // A refill that stored a newer generation before this change scans the word after it (and
+    // moves it on itself), or this load sees that generation (both sequentially consistent):
+    // either way the word does not stay FREE in a generation no claim can take any more.
+    if (load(control(kGeneration)) == generation) return true;
+    expected = free_word(generation);
+  }
 }
 
 bool SlotTable::needs_growth() const {
@@ -221,7 +257,7 @@ std::shared_ptr<SlotLease> SlotTable::lease(size_t slot, int64_t generation) {
 }
 
 void SlotTable::release_lease(size_t slot, int64_t leased_word) const {
-  compare_and_set(slot_word(slot), leased_word, free_word(load(control(kGeneration))));
+  free_into_current(slot_word(slot), leased_word);
 }
 
 SlotTableCounters SlotTable::counters() const {

@@ -16,8 +16,9 @@
 //   WRITING(g, pid)  worker `pid` writes its batch into the slot. -> SENT(g, pid): the same worker's
 //                    commit(), a compare-and-swap that succeeds only while the word is still its
 //                    own; refused (the batch then goes the usual way) when a refill took the
-//                    slot back, i.e. the main process judged `pid` dead. -> FREE(g): the same
-//                    worker's abandon(), when its write failed (it still owns the word).
+//                    slot back, i.e. the main process judged `pid` dead. -> FREE(current
+//                    generation): the same worker's abandon(), when its write failed (it still
+//                    owns the word).
 //   SENT(g, pid)     the batch is in the DataLoader's queues, then in the main process.
 //                    -> LEASED(g): the main process's lease() when the batch arrives (only from
 //                    SENT(g): a slot a refill or reclaim took back is not leased, see below).
@@ -38,7 +39,14 @@
 // by storing its slot size and version before the generation (announce_block); a worker reads the
 // generation before the version (announcement), so a claim in the new generation always writes
 // into the new block, and a claim in the old one into the old block, which the main process
-// keeps until no batch can come from it.
+// keeps until no batch can come from it. A worker's announcement is one epoch's: it reads the
+// generation, the version, the serial and the accepting flag, then the generation again, and
+// the main process stores the serial before an epoch's generation and the flag after it
+// (open_epoch), so a worker of an ended iterator never claims in the next epoch's generation (a
+// slot whose batch nobody would receive). A word is freed (a lease, an abandoned claim, a
+// reclaim) into the generation current when it changes, and a refill stores its generation
+// before it scans the words: a slot freed while a refill runs cannot be left FREE in a
+// generation that is over, which no claim can take (free_into_current).
 //
 // The bound: a Prefetcher makes num_workers * prefetch_factor + depth + 2 slots (+ 3 on the CPU
 // device), every batch the DataLoader can have dispatched and not yielded plus what the
@@ -126,7 +134,8 @@ class SlotTable : public std::enable_shared_from_this<SlotTable> {
     int64_t version = 0;
   };
   // What the main process announced, read generation first (see the top of this file); empty
-  // while the ring is paused or belongs to another DataLoader iterator than `serial`'s.
+  // while the ring is paused or belongs to another DataLoader iterator than `serial`'s. One
+  // epoch's announcement, even when read while the main process changes epochs.
   std::optional<Announcement> announcement(int64_t serial) const;
 
   struct Claim {
@@ -143,8 +152,8 @@ class SlotTable : public std::enable_shared_from_this<SlotTable> {
   // WRITING(generation, pid) -> SENT(generation, pid); false (counted as a fallback) when the
   // word is no longer that: the slot was taken back and its bytes may be another claim's now.
   bool commit(int64_t slot, int64_t generation, int64_t pid, std::chrono::nanoseconds write_time);
-  // WRITING(generation, pid) -> FREE(generation): the worker's own claim given back, when its
-  // write failed (counted as a fallback).
+  // WRITING(generation, pid) -> FREE(current generation): the worker's own claim given back, when
+  // its write failed (counted as a fallback).
   void abandon(int64_t slot, int64_t generation, int64_t pid);
   // A batch the worker returns the usual way; `needed_bytes` > 0 says how large a slot it needed.
   void fall_back(int64_t needed_bytes);
@@ -177,7 +186,26 @@ class SlotTable : public std::enable_shared_from_this<SlotTable> {
   bool accepting() const;
   SlotWord word(size_t slot) const;
 
+  // --- test hooks ---------------------------------------------------------------------------
+  // Where a test runs the other side's next move in the middle of an operation, to force an
+  // interleaving that threads reach only by chance (tests/cpp/slot_table_test.cpp). kAnnouncing:
+  // announcement(), after it read the generation and the version, before the serial and the
+  // accepting flag. kFreeing: a word freed into the current generation (a lease's release,
+  // abandon(), reclaim_stale()), after that generation was read, before the word changes. Set it
+  // before any other thread uses the table; unset (the default), each step tests an empty
+  // std::function.
+  enum class Step { kAnnouncing, kFreeing };
+  void set_test_hook(std::function<void(Step)> hook) { test_hook_ = std::move(hook); }
+
  private:
+  void step(Step s) const {
+    if (test_hook_) test_hook_(s);
+  }
+  // `expected` (a word the caller owns: LEASED, its own WRITING, a stale SENT) -> FREE in the
+  // current generation, followed into a newer one when a refill starts it meanwhile. False when
+  // the word was not `expected`.
+  bool free_into_current(int64_t* word, int64_t expected) const;
+  std::function<void(Step)> test_hook_;
   friend class SlotLease;
   int64_t* control(Control c) const { return words_ + c; }
   int64_t* slot_word(size_t slot) const;

@@ -12,12 +12,22 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+namespace prefetch {
+// gtest prints a SlotWord that differs as (generation, pid, state), not as bytes.
+void PrintTo(const SlotWord& w, std::ostream* os) {
+  static const char* const kNames[] = {"FREE", "WRITING", "SENT", "LEASED"};
+  *os << kNames[static_cast<int>(w.state)] << "(generation " << w.generation << ", pid " << w.pid << ")";
+}
+}  // namespace prefetch
 
 namespace {
 
@@ -257,12 +267,10 @@ TEST(SlotTable, AClaimGivesUpWhenTheRingPausesOrTheConsumerHoldsEverySlot) {
   });
   std::this_thread::sleep_for(10ms);
   EXPECT_FALSE(returned.load());
-  start = std::chrono::steady_clock::now();
   t.pause();
-  waiter.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  waiter.join();  // (an hour's patience: had it not seen the pause, ctest's timeout would fail it)
   EXPECT_EQ(paused.slot, -1);
-  EXPECT_FALSE(paused.starved);
+  EXPECT_FALSE(paused.starved);  // it gave up because the ring paused, not for its patience
   // Nor when its parent is not the one it started with (the main process is gone).
   t.open_epoch(1, kMain, everyone_alive);
   ASSERT_EQ(claim_and_commit(t, 1, 71), 0);
@@ -283,6 +291,107 @@ TEST(SlotTable, AnAbandonedClaimIsFreeAgain) {
   t.abandon(0, announced.generation, 81);
   EXPECT_EQ(t.word(0), word_of(1, 0, SlotState::kFree));
   EXPECT_EQ(t.counters().fallbacks, 2);
+}
+
+// The interleavings below are forced with the table's test hook (a step of one operation runs
+// the main process's next move), so each runs the same way on every schedule: threads reach them
+// only by chance (2 load-test runs in 36 under TSan, before these were fixed).
+
+// Runs `move` once, at the first `step` the table reaches.
+std::function<void(SlotTable::Step)> once_at(SlotTable::Step step, std::function<void()> move) {
+  auto done = std::make_shared<bool>(false);
+  return [=](SlotTable::Step s) {
+    if (s != step || *done) return;
+    *done = true;
+    move();
+  };
+}
+
+// A worker of iterator 1 reads the announcement while the main process ends epoch 1 and opens
+// epoch 2 for iterator 2. It must get epoch 1's generation or nothing, never epoch 2's: a slot it
+// claimed in epoch 2 would carry a batch that epoch 2's iterator never receives, lost to every
+// batch until the next refill. And a worker of iterator 2 reading across the same change gets
+// epoch 2's generation, not epoch 1's.
+TEST(SlotTable, AnAnnouncementReadAcrossAnEpochChangeIsOneEpochs) {
+  Ring ring(2);
+  SlotTable& t = *ring.table;
+  t.open_epoch(1, kMain, everyone_alive);
+  auto next_epoch = [&](int64_t serial) {
+    return once_at(SlotTable::Step::kAnnouncing, [&t, serial] {
+      t.pause();
+      t.open_epoch(serial, kMain, everyone_alive);
+    });
+  };
+  t.set_test_hook(next_epoch(2));
+  const auto old_worker = t.announcement(1);
+  const int64_t epoch2 = t.generation();
+  if (old_worker) {
+    EXPECT_LT(old_worker->generation, epoch2);
+    EXPECT_EQ(t.claim(*old_worker, 1, 11, 0ns, 0).slot, -1);
+  }
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(t.word(i), word_of(epoch2, 0, SlotState::kFree)) << i;
+
+  t.set_test_hook(next_epoch(3));
+  const auto new_worker = t.announcement(3);
+  const int64_t epoch3 = t.generation();
+  t.set_test_hook(nullptr);
+  EXPECT_GT(epoch3, epoch2);  // the hook ran: the read straddled the change
+  if (new_worker) {
+    EXPECT_EQ(new_worker->generation, epoch3);
+  }
+}
+
+// The consumer drops a batch (its lease frees the slot) while the producer thread refills (a new
+// block, a new epoch): the release read the generation just before the refill started a new one.
+// The slot must come back FREE in the new generation; FREE in the old one, no claim could take it
+// until the next refill.
+TEST(SlotTable, ALeaseReleasedDuringARefillFreesIntoTheNewGeneration) {
+  Ring ring(1);
+  SlotTable& t = *ring.table;
+  t.open_epoch(1, kMain, everyone_alive);
+  const int64_t first = t.generation();
+  ASSERT_EQ(claim_and_commit(t, 1, 41), 0);
+  std::shared_ptr<SlotLease> hold = t.lease(0, first);
+  ASSERT_NE(hold, nullptr);
+  t.set_test_hook(once_at(SlotTable::Step::kFreeing, [&t] { t.refill(kMain, everyone_alive); }));
+  hold->release();
+  t.set_test_hook(nullptr);
+  EXPECT_GT(t.generation(), first);
+  EXPECT_EQ(t.word(0), word_of(t.generation(), 0, SlotState::kFree));
+  EXPECT_EQ(claim_and_commit(t, 1, 42), 0);
+}
+
+// A worker's write fails after a refill kept its claim (it was alive): the slot it gives back is
+// FREE in the generation current then, not in the one it claimed in.
+TEST(SlotTable, AClaimAbandonedAfterARefillFreesIntoTheNewGeneration) {
+  Ring ring(1);
+  SlotTable& t = *ring.table;
+  t.open_epoch(1, kMain, everyone_alive);
+  const auto announced = *t.announcement(1);
+  ASSERT_EQ(t.claim(announced, 1, 91, 0ns, 0).slot, 0);
+  t.refill(kMain, everyone_alive);  // a new block: 91 is alive, its claim is kept
+  EXPECT_EQ(t.word(0), word_of(announced.generation, 91, SlotState::kWriting));
+  t.abandon(0, announced.generation, 91);
+  EXPECT_EQ(t.word(0), word_of(t.generation(), 0, SlotState::kFree));
+  EXPECT_EQ(claim_and_commit(t, 1, 92), 0);
+}
+
+// A worker of an ended iterator claimed before the epoch change and commits after it: the
+// refill kept its claim (a live writer) and its batch is never received. The slot is SENT in an
+// older generation: reclaimed (every 8th lease, or now) into the current one, and claimed again.
+TEST(SlotTable, ASlotCommittedAcrossAnEpochChangeComesBack) {
+  Ring ring(2);
+  SlotTable& t = *ring.table;
+  t.open_epoch(1, kMain, everyone_alive);
+  const auto announced = *t.announcement(1);
+  ASSERT_EQ(t.claim(announced, 1, 95, 0ns, 0).slot, 0);
+  t.pause();
+  t.open_epoch(2, kMain, everyone_alive);
+  ASSERT_TRUE(t.commit(0, announced.generation, 95, 0ns));  // its batch goes to a dead iterator
+  EXPECT_EQ(t.reclaim_stale(), 1u);
+  EXPECT_EQ(t.word(0), word_of(t.generation(), 0, SlotState::kFree));
+  EXPECT_EQ(claim_and_commit(t, 2, 96), 0);
+  EXPECT_EQ(claim_and_commit(t, 2, 97), 1);
 }
 
 TEST(SlotTable, ProcessAlive) {
@@ -325,12 +434,23 @@ TEST(SlotTable, ContendedClaimsAreExclusive) {
 }
 
 // The whole protocol with bytes: worker threads write a batch (a pattern naming the batch) into
-// the slot they claim and send (slot, generation, batch) to the main thread, which leases the
-// slot, checks the bytes, holds some leases for a while (the consumer keeping batches) and
-// releases them; meanwhile the main thread starts new epochs and new blocks, and one worker
-// dies in the middle of a write. A slot handed to two workers, or rewritten while leased, shows
-// as bytes that are not the batch's; under TSan, a missing ordering between a release and the
-// next claim's writes shows as a data race on the slot's bytes.
+// the slot they claim and send (slot, generation, batch) to the main thread, or, when they cannot
+// place it (the ring paused, every slot taken for the claim's patience, the commit refused), send
+// it the usual way, without a slot, as RingCollate does. The main thread leases each slot, checks
+// the bytes, holds some leases for a while (the consumer keeping batches) and releases them;
+// every 97 batches it starts a new epoch (a new DataLoader iterator: the older one's batches are
+// dropped unread, as a new iterator never yields them), every 211 a new block, and one worker
+// dies in the middle of a write. A slot handed to two workers, or rewritten while leased, shows as
+// bytes that are not the batch's; under TSan, a missing ordering between a release and the next
+// claim's writes shows as a data race on the slot's bytes.
+//
+// No outcome here depends on the schedule. Every batch arrives once, one way or the other, so the
+// consumer never waits for a slot to come free: this test's workers once retried a batch until
+// the ring took it, and when the slots the consumer held and those an epoch change left SENT for
+// a dropped iterator (reclaimed every 8th lease) were all of them, nobody moved until a 60 s
+// deadline (2 runs in 36 under TSan). How many batches take the ring is the scheduler's business
+// and is not asserted; what is holds on every schedule: no batch corrupted, each made batch
+// delivered exactly once, and, once everything is dropped, no slot lost.
 TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
   constexpr size_t kSlots = 6, kBytes = 256;
   constexpr int kWorkers = 4, kBatchesEach = 300;
@@ -344,7 +464,7 @@ TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
   t.open_epoch(1, kMain, everyone_alive);
 
   struct Sent {
-    int64_t slot, generation, version, batch, serial;
+    int64_t slot, generation, version, batch, serial;  // slot -1: sent the usual way
   };
   std::atomic<int64_t> current_serial{1};
   std::mutex mutex;
@@ -352,42 +472,48 @@ TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
   std::deque<Sent> queue;
   std::atomic<int> producing{kWorkers};
   std::atomic<int64_t> dead_pid{0};
+  std::atomic<int> died_at{kBatchesEach};  // worker 0 makes none of its batches from this one on
+  auto send = [&](const Sent& s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      queue.push_back(s);
+    }
+    arrived.notify_one();
+  };
 
-  // A worker counts only the batches it committed: a pause or a full ring (the consumer holding
-  // slots while a slow, sanitized run starves it) sends a batch the usual way, and counting those
-  // made the totals below depend on the scheduler (CI once saw 99 of 1,200 arrive). The deadline
-  // keeps a protocol bug from hanging the test: the checks below then fail instead.
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
   auto worker = [&](int k) {
     const int64_t pid = 200 + k;
-    for (int n = 0; n < kBatchesEach && std::chrono::steady_clock::now() < deadline;) {
+    for (int n = 0; n < kBatchesEach; ++n) {
       const int64_t batch = k * kBatchesEach + n;
       const int64_t serial = current_serial.load();  // the DataLoader iterator it serves
+      const Sent usual{-1, 0, 0, batch, serial};
       auto announced = t.announcement(serial);
-      if (!announced) {
-        std::this_thread::yield();
-        continue;  // paused between epochs: the batch would go the usual way
+      if (!announced) {  // paused between epochs
+        send(usual);
+        continue;
       }
       const SlotTable::Claim claim = t.claim(*announced, serial, pid, 2ms, 0);
-      if (claim.slot < 0) continue;
+      if (claim.slot < 0) {
+        send(usual);
+        continue;
+      }
       unsigned char* bytes;
       {
         std::lock_guard<std::mutex> lock(blocks_mutex);
         bytes = blocks[announced->version]->data() + claim.slot * kBytes;
       }
-      if (k == 0 && n == kBatchesEach / 2) {  // dies with its slot WRITING
+      if (k == 0 && n >= kBatchesEach / 2) {  // dies with its slot WRITING
         std::memset(bytes, 0xEE, kBytes / 2);
+        died_at = n;
         dead_pid = pid;
         break;
       }
       std::memset(bytes, static_cast<int>(batch % 251), kBytes);
-      if (!t.commit(claim.slot, announced->generation, pid, 1ns)) continue;
-      ++n;
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        queue.push_back({claim.slot, announced->generation, announced->version, batch, serial});
+      if (!t.commit(claim.slot, announced->generation, pid, 1ns)) {
+        send(usual);
+        continue;
       }
-      arrived.notify_one();
+      send({claim.slot, announced->generation, announced->version, batch, serial});
     }
     producing.fetch_sub(1);
     arrived.notify_one();
@@ -398,7 +524,8 @@ TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
   auto alive = [&](int64_t pid) { return pid != dead_pid.load(); };
   std::mt19937 rng(7);
   std::deque<std::pair<std::shared_ptr<SlotLease>, Sent>> held;
-  int received = 0, corrupted = 0, epochs = 1, version = 0;
+  std::vector<int> seen(kWorkers * kBatchesEach, 0);
+  int delivered = 0, read = 0, corrupted = 0, version = 0;
   auto check = [&](const Sent& s) {
     std::lock_guard<std::mutex> lock(blocks_mutex);
     const unsigned char* bytes = blocks[s.version]->data() + s.slot * kBytes;
@@ -416,22 +543,25 @@ TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
       s = queue.front();
       queue.pop_front();
     }
-    if (s.serial != current_serial.load()) continue;  // an older iterator's: never read
-    ++received;
-    std::shared_ptr<SlotLease> lease = t.lease(static_cast<size_t>(s.slot), s.generation);
-    if (!check(s)) ++corrupted;
-    if (lease) held.emplace_back(std::move(lease), s);
+    ++delivered;
+    ++seen[s.batch];
+    // A slot batch of the current iterator is read (an older iterator's is never read).
+    if (s.slot >= 0 && s.serial == current_serial.load()) {
+      ++read;
+      std::shared_ptr<SlotLease> lease = t.lease(static_cast<size_t>(s.slot), s.generation);
+      if (!check(s)) ++corrupted;
+      if (lease) held.emplace_back(std::move(lease), s);
+    }
     // The consumer keeps up to 3 batches, checking them again while the ring keeps cycling.
     while (held.size() > rng() % 4) {
       if (!check(held.front().second)) ++corrupted;
       held.pop_front();  // the lease's release
     }
-    if (received % 97 == 0) {  // a new epoch (a new DataLoader iterator): paused, then refilled
+    if (delivered % 97 == 0) {  // a new epoch (a new DataLoader iterator): paused, then refilled
       t.pause();
       t.open_epoch(current_serial.fetch_add(1) + 1, kMain, alive);
-      ++epochs;
     }
-    if (received % 211 == 0) {  // a larger block, announced mid-epoch
+    if (delivered % 211 == 0) {  // a larger block, announced mid-epoch
       std::lock_guard<std::mutex> lock(blocks_mutex);
       blocks.push_back(std::make_unique<std::vector<unsigned char>>(kSlots * kBytes));
       t.announce_block(++version, kBytes, kMain, alive);
@@ -440,11 +570,25 @@ TEST(SlotTable, WorkersAndTheMainProcessUnderLoad) {
   for (auto& w : workers) w.join();
   held.clear();
   EXPECT_EQ(corrupted, 0);
-  EXPECT_GT(received, kWorkers * kBatchesEach / 2);
-  EXPECT_GT(epochs, 3);
-  // Everything is given back at the next refill: the dead worker's slot too.
+  // Every batch made arrived exactly once (worker 0 made none from the one it died writing).
+  for (int b = 0; b < kWorkers * kBatchesEach; ++b) {
+    EXPECT_EQ(seen[b], b >= kBatchesEach || b < died_at.load() ? 1 : 0) << "batch " << b;
+  }
+  ASSERT_GE(delivered, (kWorkers - 1) * kBatchesEach + kBatchesEach / 2);  // >= 10 epochs, 4 blocks
+  // No slot lost: with every writer done and nothing held, each slot is FREE in the current
+  // generation once the batches of dropped iterators are reclaimed, but the dead worker's slot
+  // when it died after the last refill; the next refill takes that one back too.
+  t.reclaim_stale();
+  for (size_t i = 0; i < kSlots; ++i) {
+    const SlotWord w = t.word(i);
+    if (w.state == SlotState::kWriting && w.pid == dead_pid.load()) continue;
+    EXPECT_EQ(w, word_of(t.generation(), 0, SlotState::kFree)) << "slot " << i;
+  }
   t.open_epoch(current_serial.load() + 1, kMain, alive);
-  for (size_t i = 0; i < kSlots; ++i) EXPECT_EQ(t.word(i).state, SlotState::kFree) << "slot " << i;
+  for (size_t i = 0; i < kSlots; ++i) {
+    EXPECT_EQ(t.word(i), word_of(t.generation(), 0, SlotState::kFree)) << "slot " << i;
+  }
+  RecordProperty("read_from_slots", read);  // the schedule's figure: reported, not asserted
 }
 
 }  // namespace
