@@ -583,9 +583,10 @@ class EpochRun:
             return batch
         self._counters.add(wait_s=waited, consumer_s=span)
         if status == _END:
+            on_end = self._on_end  # (_finish lets go of it)
             self._finish()
-            if self._on_end is not None:
-                self._on_end(state.epoch, state.end_state)
+            if on_end is not None:
+                on_end(state.epoch, state.end_state)
             raise StopIteration
         if status == _FAILED:
             self._finish()

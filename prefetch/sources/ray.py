@@ -120,11 +120,28 @@ class RaySource:
         batch_size: rows per batch (Ray's default is 256).
         drop_last: drop a partial last batch.
         columns: keep only these columns.
+        resumable: give the source ``state_dict()`` / ``load_state_dict()``, so that a
+            Prefetcher over it saves and resumes its position (mid-epoch, at an epoch's end) as
+            over a ``StatefulDataLoader``. Ray Data cannot seek: a resumed epoch reads its first
+            batches again and drops them, so the resume is exact only when the dataset yields the
+            same batches in the same order every time it is read — which this requires of what it
+            can see: a ``Dataset`` (not a ``DataIterator``: ``streaming_split``'s shares follow the
+            scheduling) whose ``context.execution_options.preserve_order`` is True (Ray's default
+            lets blocks arrive in the order they finish), and a ``local_shuffle_seed`` with a
+            ``local_shuffle_buffer_size``; a ``random_shuffle`` in the dataset needs its ``seed``
+            (which cannot be seen here). Anything else raises ``ValueError`` naming what to set.
         **iter_kwargs: passed to ``iter_batches`` (``local_shuffle_buffer_size``,
             ``local_shuffle_seed``, ``prefetch_batches``, ...).
     """
 
-    def __init__(self, dataset, batch_size=256, *, drop_last=False, columns=None, **iter_kwargs):
+    def __new__(cls, dataset, *args, resumable=False, **kwargs):
+        # Only a resumable one has state_dict()/load_state_dict() (a loader checks for them).
+        if cls is RaySource and resumable:
+            cls = _ResumableRaySource
+        return super().__new__(cls)
+
+    def __init__(self, dataset, batch_size=256, *, drop_last=False, columns=None, resumable=False,
+                 **iter_kwargs):
         if not is_ray_dataset(dataset):
             raise TypeError("prefetch: RaySource needs a Ray Dataset or DataIterator, got %s"
                             % type(dataset).__name__)
@@ -149,3 +166,58 @@ class RaySource:
 
     def __repr__(self):
         return "RaySource(%s, batch_size=%s)" % (type(self.dataset).__name__, self.batch_size)
+
+
+class _ResumableRaySource(RaySource):
+    """A :class:`RaySource` made with ``resumable=True``: its state is how many batches of the
+    current epoch it has yielded and whether that epoch ended (a StatefulDataLoader's semantics:
+    a state taken after the last batch but before the end resumes into the epoch's empty rest;
+    the Prefetcher saves the one after the end at an epoch's end)."""
+
+    def __init__(self, dataset, *args, **kwargs):
+        super().__init__(dataset, *args, **kwargs)
+        context = getattr(dataset, "context", None)
+        if context is None:
+            raise ValueError(
+                "prefetch: RaySource(resumable=True) needs a Ray Dataset, got a %s: a "
+                "DataIterator (streaming_split) yields what the scheduling gives it, which a "
+                "resume cannot replay" % type(dataset).__name__)
+        if not context.execution_options.preserve_order:
+            raise ValueError(
+                "prefetch: RaySource(resumable=True) needs the dataset to keep its order: set "
+                "ray.data.DataContext.get_current().execution_options.preserve_order = True "
+                "before making the dataset (its context has preserve_order=False: blocks arrive "
+                "in the order they finish, and a resume would skip other rows than it read)")
+        if (self.iter_kwargs.get("local_shuffle_buffer_size")
+                and self.iter_kwargs.get("local_shuffle_seed") is None):
+            raise ValueError("prefetch: RaySource(resumable=True) with local_shuffle_buffer_size "
+                             "needs local_shuffle_seed, or each read shuffles differently")
+        self._yielded, self._finished, self._start = 0, False, None
+
+    def __iter__(self):
+        loaded, self._start = self._start, None
+        skip = 0 if loaded is None or loaded["finished"] else loaded["yielded"]
+        self._yielded, self._finished = skip, False
+        read = 0
+        for batch in super().__iter__():
+            read += 1
+            if read <= skip:
+                continue  # read again and dropped: Ray Data cannot seek
+            self._yielded += 1
+            yield batch
+        if read < skip:
+            raise RuntimeError("prefetch: the Ray dataset yielded %d batches where the loaded "
+                               "state had consumed %d: it does not give the same batches every "
+                               "read" % (read, skip))
+        self._finished = True
+
+    def state_dict(self):
+        """``{"yielded": batches of the epoch yielded, "finished": whether the epoch ended}``."""
+        return {"yielded": self._yielded, "finished": self._finished}
+
+    def load_state_dict(self, state):
+        """The next ``iter()`` continues from ``state`` (:meth:`state_dict`'s)."""
+        missing = {"yielded", "finished"} - set(state)
+        if missing:
+            raise KeyError("prefetch: the RaySource state lacks %s" % sorted(missing))
+        self._start = {"yielded": int(state["yielded"]), "finished": bool(state["finished"])}

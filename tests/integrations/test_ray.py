@@ -270,3 +270,67 @@ def test_ray_source_converts_columns_without_ray():
     assert _numpy_batch({"e": np.empty(0, dtype=object)})["e"] == []
     assert _numpy_batch({"t": np.array([["a", "b"], ["c", "d"]], dtype=object)})["t"] == [
         ["a", "b"], ["c", "d"]]
+
+
+# ---- resume ----------------------------------------------------------------------------------------
+
+
+def _resumable_ray_loader(ray):
+    from ..engine.test_resume_moments import Tag
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True  # (the dataset keeps the context it was made in)
+    ds = ray.data.range(20, override_num_blocks=4).random_shuffle(seed=3)
+    source = prefetch.ray.RaySource(ds, batch_size=4, resumable=True)
+    return prefetch.Prefetcher(source, device="cpu", depth=2,
+                               transform=Tag(lambda b: tuple(b["id"].tolist())))
+
+
+@multiprocess
+def test_a_resumable_ray_source_resumes_at_every_moment(ray_runtime):
+    """RaySource(resumable=True) under a Prefetcher: a state saved at each moment of
+    tests/engine/test_resume_moments.py resumes what the uninterrupted run produces next. Ray
+    Data has no len(): after the last batch but before the end, the position stays in the epoch
+    (the resumed run's first iter() yields its empty rest), as for any source without len()."""
+    from ..engine.test_resume_moments import MOMENTS, after_last_batch, break_at_last_batch
+
+    ray = ray_runtime
+    with _resumable_ray_loader(ray) as loader:
+        full = [list(loader) for _ in range(3)]
+    n = len(full[0])
+    assert n == 5 and [[t[1:] for t in e] for e in full] == [[(e, i) for i in range(5)]
+                                                              for e in range(3)]
+    assert sorted(i for t in full[0] for i in t[0]) == list(range(20))
+    for moment in MOMENTS:
+        first = _resumable_ray_loader(ray)
+        saves = moment(first, n)
+        first.close()
+        for label, state, (epoch, consumed) in saves:
+            if moment in (after_last_batch, break_at_last_batch):
+                epoch, consumed = 0, n
+            assert (state["epoch"], state["batches_consumed"]) == (epoch, consumed), moment
+            with _resumable_ray_loader(ray) as resumed:
+                resumed.load_state_dict(state)
+                got = [list(resumed) for _ in range(3 - epoch)]
+            assert got == [full[epoch][consumed:]] + full[epoch + 1:], (moment.__name__, label)
+
+
+@multiprocess
+def test_a_ray_source_is_resumable_only_when_its_order_can_be_replayed(ray_runtime):
+    ray = ray_runtime
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = False
+    unordered = ray.data.range(8)
+    plain = prefetch.ray.RaySource(unordered, batch_size=4)
+    assert not hasattr(plain, "state_dict")
+    with prefetch.Prefetcher(unordered, device="cpu") as pf:
+        assert not hasattr(pf, "state_dict")  # nothing to save, so nothing Lightning would call
+    with pytest.raises(ValueError, match="preserve_order = True"):
+        prefetch.ray.RaySource(unordered, batch_size=4, resumable=True)
+    ctx.execution_options.preserve_order = True
+    ordered = ray.data.range(8)
+    with pytest.raises(ValueError, match="needs local_shuffle_seed"):
+        prefetch.ray.RaySource(ordered, batch_size=4, resumable=True, local_shuffle_buffer_size=4)
+    with pytest.raises(ValueError, match="DataIterator"):
+        prefetch.ray.RaySource(ordered.iterator(), batch_size=4, resumable=True)
+    ctx.execution_options.preserve_order = False
