@@ -6,6 +6,7 @@ become tensors) that leaves every tensor/ndarray field as a :class:`prefetch.Sam
 stacking it. The Prefetcher then stacks those samples once, in C++ threads with the GIL released,
 straight into its pinned ring, instead of into fresh memory that is copied again to be pinned.
 """
+import collections.abc
 import os
 
 import numpy as np
@@ -13,6 +14,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
+from ._engine.samples_to_tensors import ndarrays_to_tensors, numbers_to_tensor
+from .errors import CollateError
 from .samples import Samples
 
 __all__ = ["samples"]
@@ -120,73 +123,89 @@ def _share(tensors):
 
 
 def _ndarray_samples(batch, *, collate_fn_map=None):
+    # default_collate's torch.as_tensor per sample, without its Python per sample: one map of
+    # torch.from_numpy (shared memory), then the tensors' own path (in a DataLoader worker: one
+    # shared block for the field instead of pickling every array by value).
     elem = batch[0]
     if _torch_collate.np_str_obj_array_pattern.search(elem.dtype.str) is not None:
-        raise TypeError(_torch_collate.default_collate_err_msg_format.format(elem.dtype))
-    return Samples(batch)
+        raise _FieldFailure(batch, CollateError(
+            "prefetch: cannot collate %s: sample 0 is a numpy array of dtype %s (strings or "
+            "objects), which no tensor holds" % (_FIELD, elem.dtype)))
+    try:
+        tensors = ndarrays_to_tensors(batch, _FIELD)
+    except CollateError as e:
+        raise _FieldFailure(batch, e) from None
+    return _tensor_samples(tensors)
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+class _FieldFailure(Exception):
+    """A field's samples that make no tensor: `samples` finds the field (``values`` are its
+    samples' own objects) and raises ``error`` naming it where ``_FIELD`` stands."""
+
+    def __init__(self, values, error):
+        super().__init__(str(error))
+        self.values, self.error = values, error
 
 
-class _IntOutOfRange(Exception):
-    """An int field default_collate cannot make an int64 tensor of; `samples` names the field."""
+_FIELD = "\x00field\x00"  # stands for the field's name in an error until `samples` knows it
 
 
-def _int_samples(batch, *, collate_fn_map=None):
-    # default_collate's tensor of ints, whose overflow (a ValueError from torch.tensor that names
-    # nothing) is reported with the field, the sample and the value by `samples`.
-    if any(not _INT64[0] <= v <= _INT64[1] for v in batch):
-        raise _IntOutOfRange()
-    return torch.tensor(batch)
+def _number_samples(batch, *, collate_fn_map=None):
+    # default_collate's tensor of numbers; its failures (an int beyond int64: "Overflow when
+    # unpacking long long", which names nothing) are reported with the field, sample and value.
+    try:
+        return numbers_to_tensor(batch, _FIELD)
+    except CollateError as e:
+        raise _FieldFailure(batch, e) from None
 
 
-# Same dispatch as default_collate's map, with stacking replaced by Samples; numbers and strings
-# keep default_collate's own handling (numbers become small tensors, strings stay lists).
+# Same dispatch as default_collate's map, with stacking replaced by Samples; numbers go through
+# the conversion Samples of numbers use (default_collate's dtypes, errors naming the field), and
+# strings keep default_collate's own handling (they stay lists).
 _SAMPLES_FN_MAP = dict(_torch_collate.default_collate_fn_map)
 _SAMPLES_FN_MAP[torch.Tensor] = _tensor_samples
 _SAMPLES_FN_MAP[np.ndarray] = _ndarray_samples
-_SAMPLES_FN_MAP[int] = _int_samples
+_SAMPLES_FN_MAP[(np.bool_, np.number, np.object_)] = _number_samples
+_SAMPLES_FN_MAP[float] = _number_samples
+_SAMPLES_FN_MAP[int] = _number_samples
+_SAMPLES_FN_MAP[complex] = _number_samples  # default_collate has no rule: torch.tensor's, as Samples
 
 
-def _out_of_range(sample, path=""):
-    """(path, value) of the first int beyond int64 in one sample's structure, or None."""
-    if isinstance(sample, bool):
-        return None
-    if isinstance(sample, int):
-        return (path, sample) if not _INT64[0] <= sample <= _INT64[1] else None
-    if isinstance(sample, dict):
-        items = ((path + "[%r]" % k, v) for k, v in sample.items())
-    elif isinstance(sample, (list, tuple)):
-        items = ((path + "[%d]" % i, v) for i, v in enumerate(sample))
-    else:
-        return None
-    for p, v in items:
-        found = _out_of_range(v, p)
-        if found is not None:
-            return found
-    return None
+def _columns(batch, path=""):
+    """``(path, [each sample's value there])`` for every position of the samples' structure, as
+    default_collate walks it (mappings by the first sample's keys, sequences by position)."""
+    yield path, batch
+    first = batch[0]
+    if isinstance(first, collections.abc.Mapping):
+        try:
+            for key in first:
+                yield from _columns([s[key] for s in batch], path + "[%r]" % (key,))
+        except (KeyError, TypeError):
+            return
+    elif isinstance(first, collections.abc.Sequence) and not isinstance(first, (str, bytes)):
+        for i, column in enumerate(zip(*batch)):
+            yield from _columns(list(column), path + "[%d]" % i)
+
+
+def _field_of(batch, values):
+    for path, column in _columns(batch):
+        if len(column) == len(values) and all(a is b for a, b in zip(column, values)):
+            return "the field %s" % path if path else "the field (the sample itself)"
+    return "a field"
 
 
 def samples(batch):
     """``collate_fn`` for ``DataLoader(..., collate_fn=prefetch.collate.samples)``.
 
     Iterating ``Prefetcher(DataLoader(ds, collate_fn=prefetch.collate.samples))`` yields exactly
-    what ``DataLoader(ds)`` yields, with every tensor on the Prefetcher's device. An int field
-    beyond int64 (which no tensor holds) raises :class:`prefetch.CollateError` naming the field,
+    what ``DataLoader(ds)`` yields, with every tensor on the Prefetcher's device. Numpy arrays
+    become tensors sharing their memory (``torch.from_numpy``; a copy only for negative strides
+    or another byte order), as ``default_collate``'s ``torch.as_tensor`` does. A field that makes
+    no tensor — an int beyond int64, numbers torch cannot stack, arrays of strings, objects or a
+    dtype torch lacks — raises :class:`prefetch.CollateError` naming the field, and for an int
     the sample and the value.
     """
     try:
         return _torch_collate.collate(batch, collate_fn_map=_SAMPLES_FN_MAP)
-    except _IntOutOfRange:
-        from .errors import CollateError
-
-        for n, sample in enumerate(batch):
-            found = _out_of_range(sample)
-            if found is not None:
-                field, value = found
-                raise CollateError(
-                    "prefetch: cannot collate the field %s: sample %d of the batch holds the int %d, "
-                    "beyond int64 [-2**63, 2**63), which no tensor holds; store it as a float, a "
-                    "string or a smaller int" % (field or "(the sample itself)", n, value)) from None
-        raise
+    except _FieldFailure as failure:
+        raise CollateError(str(failure.error).replace(_FIELD, _field_of(batch, failure.values))) from None

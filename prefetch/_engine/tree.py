@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from .extension import _C
+from .samples_to_tensors import ndarray_to_tensor, ndarrays_to_tensors, numbers_to_tensor
 from ..errors import CollateError
 from ..ragged import Ragged
 from ..samples import Samples
@@ -45,6 +46,11 @@ class Leaf(typing.NamedTuple):
       ``(start, count)`` pairs: the leaf is then those element ranges of the 1-D dense tensor
       ``value``, one after another (a ragged field's samples gathered from a dataset, e.g. a
       store's encoded bytes); the core checks every range lies inside ``value``.
+    - ``mapped``: ``None``, or ``(fd, size, path)`` when ``value`` maps a file (a store's
+      ``values.bin``, :class:`prefetch.store.MappedFile`): once the engine has room for the batch,
+      right before its threads read ``value``, it checks the file is still ``size`` bytes and
+      raises ``prefetch.store.StoreError`` if not (a read past a truncated end is SIGBUS); a
+      Python reader (``host_batch``) calls its ``check()`` (a :class:`prefetch.store.MappedGuard`).
 
     A named tuple because one is built per leaf per batch on the producer's hot path.
     """
@@ -52,6 +58,7 @@ class Leaf(typing.NamedTuple):
     name: str
     value: typing.Any  # torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...]
     rows: typing.Optional[torch.Tensor] = None
+    mapped: typing.Optional[tuple] = None
 
 
 class Packed(typing.NamedTuple):
@@ -115,67 +122,8 @@ def _warn_pass_through(obj, name):
         PassThroughWarning, stacklevel=2)
 
 
-def _torch_numpy_types():
-    """The numpy scalar types torch.from_numpy takes, asked of torch itself (np.longlong yes,
-    np.ulonglong no; uint16/32/64 only in newer torch)."""
-    types = set()
-    for t in set(np.sctypeDict.values()):
-        try:
-            torch.from_numpy(np.zeros(1, dtype=t))
-        except (TypeError, ValueError, RuntimeError):
-            continue
-        types.add(t)
-    return frozenset(types)
-
-
-_TORCH_NUMPY_TYPES = _torch_numpy_types()
-
-
-def _unsupported_dtype(dtype, name, what="a numpy array"):
-    shown = str(dtype) if str(dtype) == dtype.name else "%s (%s)" % (dtype, dtype.name)
-    return CollateError(
-        "prefetch: %s is %s of dtype %s, which has no torch dtype; only numeric and bool "
-        "arrays can be moved to a device (convert it first, e.g. .astype(np.float64))"
-        % (name, what, shown))
-
-
-def ndarray_to_tensor(array, name, what="a numpy array"):
-    # Positive: a dtype torch has (datetime64, timedelta64, longdouble, clongdouble, structured,
-    # object and string arrays are all refused here, naming the leaf).
-    if array.dtype.type not in _TORCH_NUMPY_TYPES:
-        # A second name for a supported type (np.ulonglong is uint64's bits): view it as that.
-        canonical = np.dtype(array.dtype.str) if array.dtype.kind in "biufc" else None
-        if canonical is None or canonical.type not in _TORCH_NUMPY_TYPES:
-            raise _unsupported_dtype(array.dtype, name, what)
-        array = array.view(canonical)
-    if not array.dtype.isnative:
-        array = array.astype(array.dtype.newbyteorder("="))
-    try:
-        with warnings.catch_warnings():
-            # Read-only arrays (memmaps, np.load) are fine: the engine only reads them.
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            return torch.from_numpy(array)
-    except (ValueError, RuntimeError, TypeError):
-        # Negative strides and other layouts from_numpy refuses.
-        return torch.from_numpy(np.ascontiguousarray(array))
-
-
 def _is_number(x):
     return isinstance(x, (numbers.Number, np.bool_, np.number)) and not isinstance(x, torch.Tensor)
-
-
-def _numbers_to_tensor(values, name):
-    """Stacks per-sample numbers with default_collate's dtype rules."""
-    first = values[0]
-    if isinstance(first, (np.bool_, np.number)):
-        # np.longdouble and np.clongdouble refused, np.ulonglong taken as uint64.
-        return ndarray_to_tensor(np.asarray(values), name, "a Samples of numpy scalars")
-    if isinstance(first, float):
-        return torch.tensor(values, dtype=torch.float64)
-    try:
-        return torch.tensor(values)
-    except (TypeError, RuntimeError, OverflowError) as exc:
-        raise CollateError("prefetch: cannot collate %s: %s" % (name, exc)) from None
 
 
 def _samples_leaf(samples, name):
@@ -201,9 +149,9 @@ def _samples_leaf(samples, name):
                 % (name, i, type(item).__name__, type(first).__name__)
             )
     if kind is None:
-        return _numbers_to_tensor(list(samples), name)
+        return numbers_to_tensor(list(samples), name)
     if kind is np.ndarray:
-        return [ndarray_to_tensor(a, "%s sample %d" % (name, i)) for i, a in enumerate(samples)]
+        return ndarrays_to_tensors(samples, name)
     return list(samples)
 
 
@@ -299,6 +247,8 @@ def host_batch(batch):
     tensors = []
     for leaf in batch.leaves:
         value = leaf.value
+        if leaf.mapped is not None:  # a store's values.bin: read here, so checked here
+            leaf.mapped.check()
         if leaf.rows is not None and leaf.rows.dim() == 2:
             value = gather_spans(value, leaf.rows, leaf.name)
         elif leaf.rows is not None:
