@@ -1,6 +1,9 @@
 #include "collate.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -19,6 +22,29 @@ size_t checked_bytes(size_t n) {
   return n;
 }
 }  // namespace
+
+void check_mapped(const std::vector<LeafPlan>& leaves) {
+  for (const LeafPlan& leaf : leaves) {
+    if (leaf.mapped_fd < 0) continue;
+    struct stat st;
+    if (fstat(leaf.mapped_fd, &st) != 0) {
+      const int error = errno;
+      throw MappedFileChanged("prefetch: store file " + leaf.mapped_path +
+                              " cannot be checked before reading it: " + std::strerror(error));
+    }
+    const int64_t now = static_cast<int64_t>(st.st_size);
+    if (now != leaf.mapped_size) {
+      throw MappedFileChanged(
+          "prefetch: store file " + leaf.mapped_path + " is " + std::to_string(now) +
+          " bytes now, " + std::to_string(leaf.mapped_size) + " when it was opened: it was " +
+          (now < leaf.mapped_size ? "truncated" : "rewritten") +
+          " while mapped (a cp or rsync --inplace over a store in use?); reading it could kill "
+          "the process (SIGBUS), so nothing more is read from it. Open the store again once it "
+          "is whole; to replace a store in use, write the new one beside it and rename it into "
+          "place (prefetch.pack does)");
+    }
+  }
+}
 
 int64_t HostTensor::numel() const { return checked_numel(sizes, "the element count"); }
 

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace prefetch {
@@ -43,8 +44,21 @@ struct LeafPlan {
   bool ranges = false;
   int64_t dtype_code = 0;
   std::vector<int64_t> shape;
+  // The file pieces[0] maps, when it is a mapping (a store's values.bin): its open descriptor
+  // (owned by the caller, open while the mapping lives), the size it was mapped with and its
+  // path for messages. -1: not a mapped file. See check_mapped.
+  int mapped_fd = -1;
+  int64_t mapped_size = 0;
+  std::string mapped_path;
   size_t nbytes() const;  // checked, like every size below: never wraps, at most kMaxBatchBytes
 };
+
+// For every leaf reading a mapped file: the file's size now (fstat of its descriptor) must be
+// the size it was mapped with, else MappedFileChanged naming the path and both sizes — pages
+// past a truncated end fault (SIGBUS) when read. The engine calls it once it has room for the
+// batch, right before the copies read the sources: a truncation later than that, while the
+// copies run, still faults (docs/reliability.md, "Stores").
+void check_mapped(const std::vector<LeafPlan>& leaves);
 
 // The largest byte size of a leaf or a batch: offsets are int64 in torch and in the copy tasks.
 constexpr size_t kMaxBatchBytes = static_cast<size_t>(INT64_MAX);

@@ -117,6 +117,8 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
                           const DestinationAllocator& allocate) {
   std::lock_guard<std::mutex> producer(producer_mutex_);
   const uint64_t blocked_ns = wait_for_room(token);
+  // Once there is room, and only then: the copies below read the sources at once.
+  check_mapped(leaves);
   if (token != last_staged_token_) {
     // An epoch's first batch: where freeing what the ring outgrew last epoch costs the least.
     ring_.release_retired();

@@ -17,6 +17,14 @@ class CollateError : public std::invalid_argument {
   explicit CollateError(const std::string& what) : std::invalid_argument(what) {}
 };
 
+// A file a leaf reads through a mapping changed size since the leaf was planned (a store's
+// values.bin truncated or rewritten under a reader): reading it could fault with SIGBUS, so
+// nothing is read. Python sees prefetch.store.StoreError (a ValueError).
+class MappedFileChanged : public std::invalid_argument {
+ public:
+  explicit MappedFileChanged(const std::string& what) : std::invalid_argument(what) {}
+};
+
 // A backend call failed (a CUDA error, or CUDA asked of a build without it). Work that throws on
 // the host stream is not wrapped: Event::wait() rethrows its own exception, original type kept.
 class BackendError : public std::runtime_error {

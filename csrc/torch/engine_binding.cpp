@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -192,6 +193,36 @@ class PyEngine {
     return py::reinterpret_steal<py::object>(value);
   }
 
+  // A Leaf's optional `mapped`: None, or (fd, size, path) of the file its value maps (a store's
+  // values.bin), which the engine checks before reading (check_mapped). An object without the
+  // attribute maps nothing.
+  static void add_mapped(py::handle item, const std::string& name, LeafPlan* plan) {
+    static PyObject* const kMapped = PyUnicode_InternFromString("mapped");
+    if (kMapped == nullptr) throw py::error_already_set();
+    PyObject* raw = PyObject_GetAttr(item.ptr(), kMapped);
+    if (raw == nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+      PyErr_Clear();
+      return;
+    }
+    const py::object mapped = py::reinterpret_steal<py::object>(raw);
+    if (mapped.is_none()) return;
+    try {
+      auto fields = mapped.cast<std::tuple<int, int64_t, std::string>>();
+      plan->mapped_fd = std::get<0>(fields);
+      plan->mapped_size = std::get<1>(fields);
+      plan->mapped_path = std::get<2>(fields);
+    } catch (const py::cast_error&) {
+      throw py::type_error("prefetch: " + name + ": a Leaf's mapped must be None or (fd, size, "
+                           "path), got a " + class_name(mapped));
+    }
+    if (plan->mapped_fd < 0 || plan->mapped_size < 0) {
+      throw py::value_error("prefetch: " + name + ": a Leaf's mapped needs an fd >= 0 and a size "
+                            ">= 0, got " + std::to_string(plan->mapped_fd) + " and " +
+                            std::to_string(plan->mapped_size));
+    }
+  }
+
   // The core's plans for a list of Leaf (prefetch/_tree.py, where the contract is documented):
   // `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with `rows` (a 1-D
   // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path);
@@ -230,6 +261,7 @@ class PyEngine {
       } else {
         add_samples(py::reinterpret_borrow<py::list>(value), name, &plan, keep);
       }
+      add_mapped(item, name, &plan);
       check_plan_sizes(plan, name);
       plans.push_back(std::move(plan));
       names->push_back(std::move(name));
@@ -596,6 +628,8 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<prefetch::CollateError>(m, "CollateError", PyExc_ValueError);
   py::register_exception<prefetch::Cancelled>(m, "Cancelled", PyExc_RuntimeError);
   py::register_exception<prefetch::BackendError>(m, "BackendError", PyExc_RuntimeError);
+  // prefetch.store.StoreError is this class: the engine raises it for a mapped file that changed.
+  py::register_exception<prefetch::MappedFileChanged>(m, "StoreError", PyExc_ValueError);
   m.def(
       "readable",
       [](py::handle tensor, const std::string& name) {

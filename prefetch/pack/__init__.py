@@ -15,6 +15,7 @@ is written into a temporary directory beside ``dest`` and renamed onto it only o
 synced, so ``dest`` is either absent, the old store, or the whole new one.
 ``python -m prefetch.pack SRC DEST`` is the command-line form.
 """
+import errno
 import io
 import itertools
 import json
@@ -30,11 +31,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from .._engine.samples_to_tensors import INT64, show_int
 from .._engine.tree import ndarray_to_tensor
 from ..ops.decode import jpeg_sizes, max_image_pixels
 from ..ragged import Ragged
+from ..errors import CollateError
 from ..store import (ENCODINGS, FORMAT, HEADER, VALUES_FILE, VERSION, check_little_endian,
-                     header_crc32, open_store)
+                     header_crc32, open_regular, open_store)
 
 __all__ = ["pack", "JPEG_EXTENSIONS", "RAW_EXTENSIONS"]
 
@@ -256,7 +259,7 @@ def _walk_folder(root, dest, encoding):
     paths, labels, ignored, empty = [], [], list(direct), []
     for label, name in enumerate(classes):
         found = 0
-        for folder, _, names in sorted(os.walk(os.path.join(root, name), followlinks=True)):
+        for folder, names in sorted(_walk_class(root, name)):
             for file in sorted(names):
                 path = os.path.join(folder, file)
                 if taken(file):
@@ -271,6 +274,43 @@ def _walk_folder(root, dest, encoding):
         raise ValueError("prefetch: class folders of %s hold no %s: %s (ImageFolder refuses "
                          "them too): remove them, or add their images" % (root, noun, _some(empty)))
     return paths, labels, classes, ignored
+
+
+def _walk_class(root, name):
+    """``(folder, file names)`` of every folder under class folder ``root/name``, symlinks
+    followed (as ImageFolder's os.walk(followlinks=True)), except that a symlink back to a folder
+    it lies in (``root`` included) raises a ValueError naming it: os.walk would follow the loop
+    until the path grew too long, packing the same files again at every turn."""
+    def identity(path):
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+
+    def loop(path, target):
+        return ValueError("prefetch: pack: %s leads back to %s, a folder it lies in (a symlink "
+                          "loop): its files would be packed again and again; remove the link or "
+                          "pass a list of paths" % (path, target))
+
+    top = os.path.join(root, name)
+    inside = {identity(root): root}
+    if identity(top) in inside:
+        raise loop(top, root)
+    inside[identity(top)] = top
+    chains = {top: inside}  # each folder to walk: the folders it lies in, by identity
+    for folder, dirs, names in os.walk(top, followlinks=True):
+        chain = chains.pop(folder)
+        kept = []
+        for d in dirs:
+            path = os.path.join(folder, d)
+            try:
+                key = identity(path)
+            except OSError:  # vanished since it was listed: os.walk skips it too
+                continue
+            if key in chain:
+                raise loop(path, chain[key])
+            chains[path] = {**chain, key: path}
+            kept.append(d)
+        dirs[:] = kept
+        yield folder, names
 
 
 def _is_dest(path, dest):
@@ -349,7 +389,9 @@ def _load(items, decoder):
         data = item.data
         if item.path is not None:
             try:
-                with open(item.path, "rb", buffering=0) as f:
+                # A regular file or nothing: a FIFO named x.jpg would block the read forever,
+                # /dev/zero would never end (NotARegularFile, an OSError: refused or skipped).
+                with open_regular(item.path) as f:
                     data = f.read()
             except OSError as exc:
                 out.append(exc)
@@ -517,7 +559,8 @@ class _Writer:
         del buffers  # the chunk's files are in blob now
         labels = self._labels(kept)
         fields = self._fields(kept)
-        self.values.write(blob)  # a raw FileIO: one write of the whole chunk
+        with _writing(self.values.name, "the images' bytes"):
+            _write_all(self.values, blob)  # a raw FileIO: one write of the whole chunk
         self.values_crc = zlib.crc32(blob, self.values_crc)
         self.offsets.extend(self.offsets.array()[-1] + np.cumsum(lengths))
         self.sizes.extend(sizes)
@@ -560,7 +603,11 @@ class _Writer:
             if isinstance(label, (bool, np.bool_)) or not hasattr(label, "__index__"):
                 raise TypeError("prefetch: pack: the label of %s is %r, expected an int"
                                 % (item.name, label))
-            out[k] = label.__index__()
+            value = label.__index__()
+            if not INT64[0] <= value <= INT64[1]:
+                raise ValueError("prefetch: pack: the label of %s is %s, beyond int64 [-2**63, "
+                                 "2**63): labels are stored as int64" % (item.name, show_int(value)))
+            out[k] = value
         return out
 
     def _fields(self, items):
@@ -595,9 +642,10 @@ class _Writer:
 
     def finish(self, classes):
         """Writes the tables and the header, syncs everything: the store is then complete."""
-        os.fsync(self.values.fileno())
-        size = self.values.tell()
-        self.values.close()
+        with _writing(self.values.name, "the images' bytes"):
+            os.fsync(self.values.fileno())
+            size = self.values.tell()
+            self.values.close()
         if not self.count and not self.skipped:
             raise ValueError("prefetch: pack: the source yielded no sample")
         if not self.count:
@@ -635,13 +683,43 @@ class _Writer:
                 "bytes": len(data), "crc32": zlib.crc32(data)}
 
     def _write(self, file, data):
-        with open(os.path.join(self.directory, file), "wb") as f:
+        path = os.path.join(self.directory, file)
+        with _writing(path, file), open(path, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
 
     def close(self):
         self.values.close()
+
+
+class _writing:
+    """Re-raises an OSError while writing a store's file (a full disk, a file size limit) as an
+    OSError of the same errno and class that names the file and what it holds: write() and
+    fsync() name nothing."""
+
+    def __init__(self, path, what):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if exc is None or not isinstance(exc, OSError) or exc.filename is not None:
+            return False
+        raise type(exc)(exc.errno, "prefetch: pack: writing %s (%s) failed: %s"
+                        % (self.path, self.what, exc.strerror or exc), self.path) from exc
+
+
+def _write_all(f, data):
+    """f.write(data) until all of it is written: a raw FileIO may write less than asked (a
+    partial write before a full disk, a signal), and says so only by its return value."""
+    view = memoryview(data).cast("B")
+    while len(view):
+        written = f.write(view)
+        if written is None or written <= 0:  # None: nonblocking (never, here); 0: nothing moves
+            raise OSError(errno.EIO, "write() wrote nothing (%s bytes left)" % len(view))
+        view = view[written:]
 
 
 def _join(buffers):
@@ -682,12 +760,31 @@ def _field_value(value, name, item):
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     array = np.asarray(value)
+    if array.dtype.kind == "O":
+        big = _int_beyond_64_bits(array)
+        if big is not None:
+            raise ValueError("prefetch: pack: field %r of %s holds the int %s, beyond both int64 "
+                             "and uint64: no numpy or torch dtype holds it exactly; store it as a "
+                             "float or a string elsewhere" % (name, item.name, show_int(big)))
     if array.dtype.kind not in "biufc":
         raise TypeError("prefetch: pack: field %r of %s is %s (dtype %s); fields are numbers or "
                         "numeric arrays" % (name, item.name, _a(value), array.dtype))
+    try:  # a dtype the reader can hand to torch (np.longdouble cannot be): refused here, not later
+        ndarray_to_tensor(array.reshape(-1)[:0], name)
+    except CollateError:
+        raise TypeError("prefetch: pack: field %r of %s has dtype %s, which has no torch dtype; "
+                        "convert it (e.g. to float64)" % (name, item.name, array.dtype)) from None
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return array
+
+
+def _int_beyond_64_bits(array):
+    """The first Python int in an object array that no 64-bit integer dtype holds, or None."""
+    for x in array.reshape(-1):
+        if isinstance(x, int) and not isinstance(x, bool) and not -(1 << 63) <= x < (1 << 64):
+            return x
+    return None
 
 
 def _fsync_directory(path):
@@ -705,9 +802,9 @@ def _is_store_or_empty(path):
     if not os.listdir(path):
         return True
     try:
-        with open(os.path.join(path, HEADER), "rb") as f:
+        with open_regular(os.path.join(path, HEADER)) as f:
             return json.loads(f.read().decode("utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return False
 
 

@@ -8,7 +8,7 @@ import torch
 
 import prefetch
 from prefetch import _C
-from prefetch._engine.tree import Leaf, flatten
+from prefetch._engine.tree import Leaf, flatten, ndarray_to_tensor
 
 
 @pytest.fixture
@@ -30,10 +30,33 @@ def test_flatten_builds_leaves_with_names_values_and_no_rows():
 
 
 def test_leaf_documents_its_fields():
-    assert Leaf._fields == ("name", "value", "rows")
-    assert Leaf("a", torch.ones(1)).rows is None
-    for word in ("name", "value", "rows", "gather", "check_rows"):
+    assert Leaf._fields == ("name", "value", "rows", "mapped")
+    assert Leaf("a", torch.ones(1)).rows is None and Leaf("a", torch.ones(1)).mapped is None
+    for word in ("name", "value", "rows", "gather", "check_rows", "mapped", "StoreError"):
         assert word in Leaf.__doc__
+
+
+def test_a_leaf_over_a_mapped_file_is_checked_before_it_is_read(engine, tmp_path):
+    """`mapped` = (fd, size, path): the engine compares the file's size now (fstat) with `size`
+    before its threads read the leaf; another size is prefetch.store.StoreError naming the path
+    and both sizes (here the file is whole and the size given is wrong: nothing can fault)."""
+    from prefetch.store import StoreError
+
+    path = tmp_path / "values.bin"
+    path.write_bytes(bytes(range(64)))
+    data = ndarray_to_tensor(np.memmap(path, np.uint8, mode="r"), "v")
+    spans = torch.tensor([[3, 5], [10, 2]])
+    with open(path, "rb") as f:
+        token = engine.start_epoch()
+        _C._testing.submit(engine, token, [Leaf("v", data, spans, (f.fileno(), 64, str(path)))])
+        assert engine.next(token, 5.0)[2][0].tolist() == [3, 4, 5, 6, 7, 10, 11]
+        with pytest.raises(StoreError, match=r"store file %s is 64 bytes now, 65 when it was "
+                                             r"opened" % str(path)):
+            _C._testing.submit(engine, token, [Leaf("v", data, spans, (f.fileno(), 65, str(path)))])
+        for bad, error in (((f.fileno(), 64), TypeError), ("x", TypeError),
+                           ((-1, 64, "p"), ValueError), ((f.fileno(), -1, "p"), ValueError)):
+            with pytest.raises(error, match="mapped"):
+                _C._testing.submit(engine, token, [Leaf("v", data, spans, bad)])
 
 
 def test_next_status_is_an_enum_with_every_outcome(engine):
