@@ -13,7 +13,11 @@
   decoded JPEGs are), which cross as one ``prefetch.Ragged`` (values + offsets + sizes, no
   padding), against the same engine over fixed-size images in the same run, epochs alternated:
   ``ragged_vs_fixed_collate`` (collation bandwidth) and ``ragged_vs_fixed_pipeline`` (whole
-  epochs, where the producer's Python for the shape table counts too).
+  epochs, where the producer's Python for the shape table counts too);
+- numpy: the same engine over the same samples as numpy arrays (views of the very same memory:
+  the same bytes, what albumentations and OpenCV pipelines return), epochs alternated with the
+  tensors': ``numpy_vs_tensor_pipeline`` (whole epochs: the arrays' conversion is the producer's
+  Python) and ``numpy_vs_tensor_collate``, per pair of epochs (median, min, max).
 """
 import itertools
 import os
@@ -66,6 +70,10 @@ def make_ragged_samples(n, image_size, seed=0):
                                           dtype=np.uint8)) for _ in range(n)]
 
 
+def _nbytes(sample):
+    return sample.nbytes if isinstance(sample, np.ndarray) else sample.numel() * sample.element_size()
+
+
 def engine_alternating(group_sets, num_threads, epochs=EPOCHS):
     """engine_samples for several sets of groups at once, their epochs alternated (A, B, A,
     B...), so that each pair of epochs sees the same load. Returns one (collate GB/s, pipeline
@@ -79,7 +87,7 @@ def engine_alternating(group_sets, num_threads, epochs=EPOCHS):
                 pass
         for _ in range(epochs):
             for pf, groups, (collate, pipeline) in zip(pfs, group_sets, out):
-                gb = sum(t.numel() for g in groups for t in g) / 1e9
+                gb = sum(_nbytes(t) for g in groups for t in g) / 1e9
                 before = pf.stats()["collate_s"]
                 t0 = time.perf_counter()
                 for _ in pf:
@@ -109,6 +117,30 @@ def measure_ragged(batch_size, image_size=224, batches=12, num_threads=2):
         "fixed_collate_gbps": timing.median(fixed_c),
         "ragged_vs_fixed_collate": summary([r / f for r, f in zip(ragged_c, fixed_c)]),
         "ragged_vs_fixed_pipeline": summary([r / f for r, f in zip(ragged_p, fixed_p)]),
+    }
+
+
+def measure_numpy(batch_size, image_size=224, batches=12, num_threads=2, epochs=EPOCHS):
+    """The engine over numpy samples against the same samples as tensors: one pool of images,
+    the numpy groups views of the tensors' memory (the same bytes, the same cache footprint),
+    epochs alternated (tensor, numpy, tensor...); GB/s of each and the per-pair ratios."""
+    pool = make_samples(batch_size * 2, image_size)
+    tensors = [pool[i % 2 * batch_size:(i % 2 + 1) * batch_size] for i in range(batches)]
+    arrays = [[t.numpy() for t in g] for g in tensors]
+    (tensor_c, tensor_p), (numpy_c, numpy_p) = engine_alternating([tensors, arrays], num_threads,
+                                                                  epochs)
+
+    def summary(values):
+        return {"median": timing.median(values), "min": min(values), "max": max(values)}
+    return {
+        "batch_size": batch_size,
+        "pairs": len(numpy_p),
+        "tensor_pipeline_gbps": summary(tensor_p),
+        "numpy_pipeline_gbps": summary(numpy_p),
+        "tensor_collate_gbps": summary(tensor_c),
+        "numpy_collate_gbps": summary(numpy_c),
+        "numpy_vs_tensor_pipeline": summary([n / t for n, t in zip(numpy_p, tensor_p)]),
+        "numpy_vs_tensor_collate": summary([n / t for n, t in zip(numpy_c, tensor_c)]),
     }
 
 
@@ -168,6 +200,7 @@ def measure(batch_size, image_size=224, batches=12, num_threads=2, samples=None)
         "collate_vs_plain_copy": copy_s / collate_s,
         "collate_fraction_of_copy": copy_s / collate_s,  # the old name: above 1 it is no fraction
         "ragged": measure_ragged(batch_size, image_size, batches, num_threads),
+        "numpy": measure_numpy(batch_size, image_size, batches, num_threads),
     }
 
 
@@ -204,6 +237,19 @@ def table(rows):
                          g["ragged_vs_fixed_collate"]["median"], g["ragged_vs_fixed_collate"]["min"],
                          g["ragged_vs_fixed_collate"]["max"], g["ragged_vs_fixed_pipeline"]["median"],
                          g["ragged_vs_fixed_pipeline"]["min"], g["ragged_vs_fixed_pipeline"]["max"]))
+    lines.append("  numpy samples (views of the same images) vs tensors, same engine, epochs "
+                 "alternated (GB/s median (range); numpy / tensor per pair):")
+    for r in rows:
+        g = r.get("numpy")
+        if g is None:
+            continue
+
+        def cell(key):
+            return text.spread(g[key]["median"], g[key]["min"], g[key]["max"])
+        lines.append("    batch %d: whole epochs %s numpy vs %s tensors, ratio %s; collation "
+                     "ratio %s" % (r["batch_size"], cell("numpy_pipeline_gbps"),
+                                   cell("tensor_pipeline_gbps"), cell("numpy_vs_tensor_pipeline"),
+                                   cell("numpy_vs_tensor_collate")))
     return "\n".join(lines)
 
 
@@ -223,6 +269,7 @@ def run(config):
                                         "collate_fraction_of_copy")}
     metrics["ragged_vs_fixed_collate"] = main_row["ragged"]["ragged_vs_fixed_collate"]["median"]
     metrics["ragged_vs_fixed_pipeline"] = main_row["ragged"]["ragged_vs_fixed_pipeline"]["median"]
+    metrics["numpy_vs_tensor_pipeline"] = main_row["numpy"]["numpy_vs_tensor_pipeline"]["median"]
     return SectionResult(rows, metrics, table(rows))
 
 

@@ -23,8 +23,12 @@ def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
     metrics = result["metrics"]
     for key in ("collate_gbps", "copy_gbps", "collate_vs_default_collate", "ops_gbps",
                 "ops_fraction_of_copy", "ops_vs_torch_chain", "ragged_vs_fixed_collate",
-                "ragged_vs_fixed_pipeline"):
+                "ragged_vs_fixed_pipeline", "numpy_vs_tensor_pipeline"):
         assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
+    # The numpy row is the same images as the tensor row: its ratio is its pairs' median.
+    (row,) = result["details"]["collate"]
+    assert row["numpy"]["batch_size"] == 8 and row["numpy"]["pairs"] >= 1
+    assert metrics["numpy_vs_tensor_pipeline"] == row["numpy"]["numpy_vs_tensor_pipeline"]["median"]
     if not torch.cuda.is_available():
         assert "h2d_gbps" not in metrics  # absent, never a placeholder
         assert "no CUDA device" in result["skipped"]["h2d"]
