@@ -365,7 +365,7 @@ def measure_loader(make_loader, step=None, *, transform=None, device=None, secon
     stages = _stage_figures(s, s.get("submitted", s["batches"]), transform is not None)
     uses = (("samples",) if samples_loader else ()) + (
         ("fused",) if isinstance(transform, prefetch.FusedAugment) else ())
-    pipeline = describe(loader, device, uses=uses, loop=loop, seconds=seconds, rounds=rounds,
+    pipeline = describe(loader, device, uses=uses, loop=loop, seconds=seconds,
                         probe=step is not None)
     verdict = judge(figures, stages["rates"], pipeline)
     config = {"device": str(device), "seconds": seconds, "batches": batches, "rounds": rounds,

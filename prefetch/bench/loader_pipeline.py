@@ -17,6 +17,8 @@ import sys
 
 import torch
 
+import prefetch
+
 from .verdict import Pipeline
 
 
@@ -92,7 +94,7 @@ def _first_sample(loader):
     return lambda: dataset[next(iter(sampler))]
 
 
-def describe(loader, device, *, uses=(), loop="plain", seconds=2.0, rounds=3, probe=True):
+def describe(loader, device, *, uses=(), loop="plain", seconds=2.0, probe=True):
     """The :class:`~prefetch.bench.verdict.Pipeline` of ``loader`` measured on ``device``;
     ``probe=False`` skips taking a sample (PIL then not seen)."""
     make = _first_sample(loader) if probe else None
@@ -100,17 +102,19 @@ def describe(loader, device, *, uses=(), loop="plain", seconds=2.0, rounds=3, pr
         device=torch.device(device).type,
         loader=type(loader).__name__,
         workers=loader.num_workers if isinstance(loader, torch.utils.data.DataLoader) else None,
+        own_threads=isinstance(loader, (prefetch.Prefetcher, prefetch.ArrayLoader)),
         cores=usable_cores(),
         threads=torch.get_num_threads(),
         pil=watch_pil(make) if make is not None else None,
-        uses=tuple(uses), loop=loop, seconds=seconds, rounds=rounds)
+        uses=tuple(uses), loop=loop, seconds=seconds)
 
 
 def describe_line(p):
     """'the pipeline: DataLoader with 2 workers, 2 usable cores, 2 torch threads, cpu; the Dataset
     decodes with PIL (PIL.ImageFile.load from Images.__getitem__)'."""
     workers = ("with %d worker%s" % (p.workers, "" if p.workers == 1 else "s")
-               if p.workers is not None else "(batches made in the training process)")
+               if p.workers is not None else "(batches made on threads of its own)"
+               if p.own_threads else "(batches made in the training loop's thread)")
     line = "the pipeline: %s %s, %d usable cores, %d torch threads, step on %s" % (
         p.loader, workers, p.cores, p.threads, p.device)
     if p.pil:

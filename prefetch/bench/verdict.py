@@ -16,8 +16,8 @@ decide, all printed beside the verdict:
   ``loader_slowdown``, the fed loop's wait per batch over the loader's time per batch alone (a
   wait longer than the whole batch takes the loader alone means the loader ran slower). Each
   counts only where the slowed stage takes ``CONTENTION_SHARE`` (20%) of the fed loop or more and
-  1 ms a batch or more alone, and where the loader can run beside the step (not a DataLoader
-  without workers feeding the step itself).
+  1 ms a batch or more alone, and where the loader can run beside the step (workers, or threads
+  of its own).
 
 The kinds (the line's first word):
 
@@ -83,25 +83,27 @@ class Pipeline(NamedTuple):
     """What the advice must fit, as the report prints it.
 
     device: "cpu" or "cuda" (the device type the step runs on); loader: the loader's type name;
-    workers: a DataLoader's ``num_workers`` (None: not a DataLoader); cores: the usable cores
+    workers: a DataLoader's ``num_workers`` (None: not a DataLoader); own_threads: the loader
+    makes its batches on threads of its own (a prefetch.Prefetcher or ArrayLoader; any other
+    iterable runs in the training loop's thread, between steps); cores: the usable cores
     (``os.sched_getaffinity``); threads: ``torch.get_num_threads()`` of the training process;
     pil: where the Dataset decodes with PIL (e.g. "PIL.ImageFile.load from Images.__getitem__"),
     None when not seen; uses: what the pipeline uses already ("samples":
     collate_fn=prefetch.collate.samples, "fused": prefetch.FusedAugment); loop: the fed loop the
     verdict reads ("plain": the step fed by the loader, "prefetch": by the Prefetcher, when only a
-    Prefetcher makes the loader's batches tensors); seconds, rounds: the run's, for the advice to
-    run longer."""
+    Prefetcher makes the loader's batches tensors); seconds: the run's, for the advice to run
+    longer."""
 
     device: str = "cpu"
     loader: str = "DataLoader"
     workers: Optional[int] = None
+    own_threads: bool = False
     cores: int = 1
     threads: int = 1
     pil: Optional[str] = None
     uses: Tuple[str, ...] = ()
     loop: str = "plain"
     seconds: float = 2.0
-    rounds: int = 3
 
 
 # --- formatting (the table prints the same figures with the same functions) ------------------
@@ -182,10 +184,11 @@ def contention(figures, pipeline, unsure=False):
 
 
 def concurrent(pipeline):
-    """Whether the loader can run beside the step: not a DataLoader without workers feeding the
-    step itself (it then runs between steps, in the same thread); a Prefetcher's loop has its
-    engine threads, a loader of another kind may have threads of its own."""
-    return pipeline.loop == "prefetch" or pipeline.workers != 0
+    """Whether the loader can run beside the step: a DataLoader's workers, a Prefetcher's engine
+    threads (its loop, or a loader with threads of its own); a DataLoader without workers or a
+    plain iterable runs between the steps, in the same thread (measured: such a step of 26 us
+    "slowed" 1.8-17x by the loop's bookkeeping and noise alone)."""
+    return pipeline.loop == "prefetch" or bool(pipeline.workers) or pipeline.own_threads
 
 
 def slowest_stage(stages):
@@ -293,8 +296,11 @@ def contention_advice(p, shared=None, stage=None, stage_bps=None):
 
 
 def _run_longer(p):
-    return ("run longer (--seconds %g --rounds %d, or seconds=/rounds= of measure_loader) with "
-            "less else running on the machine" % (max(4.0, 2 * p.seconds), max(5, p.rounds + 2)))
+    # Longer passes, not more rounds: a range is min to max, which each round can only widen
+    # (measured: 5 rounds of 4 s read 1.05x-2.82x where 3 of 2 s read 1.00x-2.15x, one round
+    # under a burst of other work each time), while a longer pass averages over more batches.
+    return ("run longer passes (--seconds %g, or seconds= of measure_loader) with less else "
+            "running on the machine" % max(6.0, 3 * p.seconds))
 
 
 # --- the verdict -----------------------------------------------------------------------------
@@ -330,7 +336,7 @@ def _judge(f, stages, p):
                "; " + stage_phrase(stage, stage_bps) if stage else "")))
     W = f[p.loop + "_step_wait_fraction"]
     c = f["capacity"]
-    X, S = f[loader_key], f["step_bps"]
+    X, S, fed = f[loader_key], f["step_bps"], f[p.loop + "_step_bps"]
     head = "%s of each step waits for data; %s yields %s batches/s, %s the step alone (%s/s)" % (
         spread(W, percent), loader_label, rate(X.median), spread(c, ratio), rate(S.median))
 
@@ -341,7 +347,6 @@ def _judge(f, stages, p):
             parts.append("fed by the loader the step takes %s its time alone per batch"
                          % spread(s, ratio) if name == "step_slowdown" else
                          "it waits %s the loader's own time per batch" % spread(s, ratio))
-        fed = f[p.loop + "_step_bps"]
         return Verdict("contended", (
             "contended: the step and the loader compete for the same %d CPU cores: %s (%s yields "
             "%s batches/s, the step alone runs %s/s, the two together %s/s with %s waiting); %s"
@@ -355,9 +360,14 @@ def _judge(f, stages, p):
     wc, cc = wait_class(W), capacity_class(c)
     serial = c.low > COMPUTE_CAPACITY  # the loader alone outruns the step in every round
     pf_tip = _prefetcher_tip(f, p)
-    overlap = ("the loader is fast enough but runs in series with the step: overlap them with %s"
-               % (pf_tip or "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0
-                                                     and p.cores > 1 else "")))
+    if p.workers == 0:
+        in_series = "it runs in series with the step (no workers)"
+    else:  # e.g. a DataLoader's hand-off: unpickling each batch from the workers' queue
+        in_series = ("part of each batch's loading runs in series with the step, in next() (%.3g "
+                     "ms a batch)" % (1e3 * W.median / fed.median))
+    overlap = ("the loader alone is fast enough, but %s: overlap it with %s" % (
+        in_series, pf_tip or "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0
+                                                      and p.cores > 1 else "")))
     if W.low >= INPUT_BOUND or (cc == "input" and W.high >= INPUT_BOUND):
         if serial:
             tail = overlap

@@ -298,5 +298,8 @@ def test_bench_closes_with_the_verdict_and_names_its_ratios(tmp_path):
 def test_api_a_samples_loader_feeds_the_step_through_the_prefetcher_only():
     report = measure_loader(bench_loaders.samples_loader, bench_loaders.samples_step, **API_QUICK)
     assert "plain_step_bps" not in report.figures
-    assert report.verdict.kind == "compute-bound", report.verdict.line
+    # The verdict reads the Prefetcher's loop (which kind it reads is timing's: not asserted).
+    assert report.pipeline.loop == "prefetch" and report.verdict.kind != "loader-only"
+    assert "the loader through prefetch.Prefetcher" in report.verdict.line or \
+        report.verdict.kind == "inconclusive", report.verdict.line
     assert any("prefetch.collate.samples" in n for n in report.notes)
