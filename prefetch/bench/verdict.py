@@ -22,11 +22,14 @@ decide, all printed beside the verdict:
 The kinds (the line's first word):
 
 - ``contended`` (CPU device): in every round the step ran at least ``CONTENTION`` (1.25x) slower
-  beside the loader, or waited that much longer than the loader alone takes (the slowed stage 20%
-  of the loop or more): they share the cores,
-  and the rates measured alone do not add up. Why the issue's runs contradicted themselves: a
-  2-worker PIL loader and a CPU step on 2 cores each ran 3-4x slower together, so the fed loop
-  waited 4% though the loader alone was slower than the step alone, and read "compute-bound";
+  beside the loader, or waited that much longer than the loader alone takes: they share the cores.
+  Why the issue's runs contradicted themselves (measured on 2 cores with a 2-worker PIL loader
+  and a small CNN step): fed by the loader the step took 2.9-4.2x its time alone, so the fed loop
+  waited 4% though the loader alone (25/s) was slower than the step alone (40/s), and the old
+  rule, which read the wait alone, said "compute-bound". The advice then depends on
+  ``fed_vs_serial``, the fed loop's rate over the two one after the other: under
+  ``OVERSUBSCRIBED`` the threads and workers oversubscribe the cores (set the thread count, fewer
+  workers, pin them); at it or above, the step loses the loader's CPU time (a loader needing less);
 - ``input-bound``: ``W >= 20%`` in every round; or ``c <= 0.8`` in every round and some round
   waited ``>= 20%`` (a loader slower than the step; a fed loop that waited less than that in every
   round contradicts the capacity and is inconclusive);
@@ -313,7 +316,8 @@ def judge(figures: Mapping, stages=None, pipeline: Pipeline = Pipeline()) -> Ver
     "loader_bps" and "prefetch_bps" always; with a step, "step_bps", "<loop>_step_bps",
     "<loop>_step_wait_fraction" for ``pipeline.loop`` ("plain" or "prefetch"), "capacity" (the
     loader's rate alone over the step's, per round; for the "prefetch" loop, the Prefetcher's),
-    and on a CPU device "step_slowdown" and "loader_slowdown" (see the module's docstring);
+    and on a CPU device "step_slowdown", "loader_slowdown" and "fed_vs_serial" (see the
+    module's docstring);
     optionally "prefetch_step_bps", "prefetch_step_wait_fraction" and
     "prefetch_step_vs_plain_step" (per round). ``stages`` maps 'source', 'collation',
     'transform' to the batches/s each would allow alone (``Prefetcher.stats()``; None where
