@@ -14,6 +14,7 @@ batch index)``. So both paths yield the same batches, and a run resumed from :me
 exactly the batches the interrupted run had not consumed.
 """
 import logging
+import re
 
 import numpy as np
 import torch
@@ -24,7 +25,9 @@ from ._engine.resume import ResumeCursor
 from ._engine.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragged_fields,
                            unflatten)
 from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_size
+from .errors import PrefetchTimeout
 from .ragged import Ragged
+from .store import StoreError, mapped_file, mapped_files
 from .transforms.contract import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
                          run_transform, save_transform_state)
 
@@ -77,15 +80,22 @@ class _RaggedField:
         self.values = leaves[self.values_at].value
         self.offsets = leaves[self.offsets_at].value
         self.counts = leaves[self.sizes_at].value.prod(1)  # 1 for rank-0 samples
+        self.guard = _leaf_guard(self.values)  # a store's values.bin: checked before each read
 
     def leaves(self, leaves, idx):
         """The batch's three leaves for samples ``idx``: the values as element ranges (the engine's
         threads copy them), the offsets of the samples packed from 0, their sizes' rows."""
         counts = self.counts[idx]
         spans = torch.stack((self.offsets[idx], counts), 1)
-        return {self.values_at: Leaf(leaves[self.values_at].name, self.values, spans),
+        return {self.values_at: Leaf(leaves[self.values_at].name, self.values, spans, self.guard),
                 self.offsets_at: Leaf(leaves[self.offsets_at].name, torch.cumsum(counts, 0) - counts),
                 self.sizes_at: Leaf(leaves[self.sizes_at].name, leaves[self.sizes_at].value, idx)}
+
+
+def _leaf_guard(tensor):
+    """A Leaf's ``mapped`` for a tensor over a store's mapped values.bin, else None."""
+    mapped = mapped_file(tensor)
+    return None if mapped is None else mapped.leaf_guard()
 
 
 class _GatherBatches:
@@ -99,14 +109,70 @@ class _GatherBatches:
 
     def __iter__(self):
         bs = self.batch_size
+        # A leaf that maps a file (a store's values.bin) carries it: the engine checks the
+        # file's size once it has room for the batch, right before its threads read it (pages
+        # past a truncated end fault: SIGBUS). Checked here, the producer's wait for room would
+        # lie between the check and the reads.
+        guards = [_leaf_guard(leaf.value) for leaf in self.leaves]
         for b in range(self.start, self.count):
             idx = self.order[b * bs:(b + 1) * bs]
             # Gather leaves: rows `idx` of each array, copied by the engine's pool.
-            leaves = [Leaf(leaf.name, leaf.value, idx) for leaf in self.leaves]
+            leaves = [Leaf(leaf.name, leaf.value, idx, guard)
+                      for leaf, guard in zip(self.leaves, guards)]
             for field in self.ragged:  # a few torch ops a batch, none a sample
                 for k, leaf in field.leaves(self.leaves, idx).items():
                     leaves[k] = leaf
             yield PreparedBatch(self.spec, leaves, [])
+
+
+class _IndexNotes:
+    """An epoch's batches (either path); an exception raised while making one (gathering,
+    decoding, a transform) gets a note naming the samples by their index in the arrays (a
+    store's index), whatever the order: the sample its message names ("sample k" is the k-th of
+    the batch), or else the batch's samples."""
+
+    def __init__(self, batches, order, batch_size, start, host):
+        self._batches, self._order, self._batch_size = batches, order, batch_size
+        self._index = start  # the epoch index of the next batch
+        self._host = host  # the host path's errors from making a batch carry the pipeline's note
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            batch = next(self._batches)
+        except (StopIteration, PrefetchTimeout, StoreError):  # not about any sample
+            raise
+        except Exception as exc:
+            self._note(exc)
+            raise
+        self._index += 1
+        return batch
+
+    def _note(self, exc):
+        notes = getattr(exc, "__notes__", ())
+        if self._host and not any("producer thread" in n for n in notes):
+            return  # not raised making a batch (a closed loader, a fork)
+        b, bs = self._index, self._batch_size
+        indices = self._order[b * bs:(b + 1) * bs].tolist()
+        match = re.search(r"\bsample (\d+)\b", str(exc))
+        if match is not None and int(match.group(1)) < len(indices):
+            k = int(match.group(1))
+            note = ("[prefetch] sample %d of batch %d is sample %d of the ArrayLoader's arrays "
+                    "(its index in the store or arrays)" % (k, b, indices[k]))
+        else:
+            shown = ", ".join(map(str, indices[:16])) + (
+                ", ... (%d in all)" % len(indices) if len(indices) > 16 else "")
+            note = ("[prefetch] batch %d holds samples %s of the ArrayLoader's arrays (their "
+                    "indices in the store or arrays)" % (b, shown))
+        if note not in notes:
+            exc.add_note(note)
+
+    def close(self):
+        close = getattr(self._batches, "close", None)
+        if close is not None:
+            close()
 
 
 class _Epoch:
@@ -217,6 +283,8 @@ class ArrayLoader(ClosesOnExit):
                                       transform=transform, rank=self.rank, timeout=timeout,
                                       owner="ArrayLoader")
         else:
+            for m in mapped_files(leaf.value for leaf in self._leaves):
+                m.check()  # the upload reads them all
             self._device_leaves = [leaf.value.to(self.device) for leaf in self._leaves]
             self._device_structure = unflatten(self._spec, self._device_leaves, [], self.device)
 
@@ -300,6 +368,7 @@ class ArrayLoader(ClosesOnExit):
                                          length=self.__len__)
         else:
             batches = self._device_batches(order, epoch, start)
+        batches = _IndexNotes(batches, order, self.batch_size, start, self._pipeline is not None)
         self._cursor.start()
         self._live_epoch = _Epoch(self, epoch, start, batches)
         return self._live_epoch
@@ -325,7 +394,10 @@ class ArrayLoader(ClosesOnExit):
             for field in self._ragged]
         parts = {k for field in self._ragged
                  for k in (field.values_at, field.offsets_at, field.sizes_at)}
+        mapped = mapped_files(self._device_leaves)  # on the CPU, a store's mapping is read here
         for b in range(start, count):
+            for m in mapped:
+                m.check()
             idx = order[b * bs:(b + 1) * bs]
             leaves = [t if id(t) in whole or k in parts else t.index_select(0, idx)
                       for k, t in enumerate(self._device_leaves)]
