@@ -239,6 +239,10 @@ def test_a_label_beyond_int64_is_a_value_error_naming_the_sample(tmp_path, label
     shown = "%d" % int(label) if int(label).bit_length() <= 256 else "bits"
     assert name in str(info.value) and "label" in str(info.value) and shown in str(info.value)
     assert not os.path.exists(tmp_path / "s")
+    # A label that is no int (a float, even a whole one; a bool) is a TypeError naming it.
+    for not_int in (1.5, 2.0, np.float64(1.0), True):
+        with pytest.raises(TypeError, match="the label of sample 1 is .*expected an int"):
+            prefetch.pack([(FILES[0], 0), (FILES[1], not_int)], tmp_path / "t", progress=False)
     # In range, the same labels pack and read back exactly (an int64 table).
     store = prefetch.pack([(FILES[0], 2 ** 63 - 1), (FILES[1], -(2 ** 63))], tmp_path / "ok",
                           progress=False)
