@@ -154,3 +154,32 @@ assert bytes(host_batch(batch).numpy()) == files[3]
 os.truncate(values, 10)
 expect_store_error(lambda: host_batch(batch))
 """)
+
+
+def test_the_mapped_file_is_closed_with_its_mapping(tmp_path):
+    """Each open store holds values.bin open for the size check; dropping the store (and the
+    loader over it) closes it: 50 opens leave the process's descriptors as they were and no
+    mapping registered."""
+    import gc
+    import io
+    import os
+
+    import numpy as np
+    from PIL import Image
+
+    import prefetch
+    from prefetch import store as store_module
+
+    out = io.BytesIO()
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(out, "JPEG")
+    prefetch.pack([out.getvalue()] * 3, tmp_path / "s", progress=False)
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        store = prefetch.open_store(tmp_path / "s")
+        with prefetch.ArrayLoader(store, 2) as loader:
+            assert sum(len(images) for (images,) in loader) == 3
+        del store, loader
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert not store_module._MAPPED
