@@ -1,35 +1,67 @@
 """The checks of transform arguments, made when a transform is built (issue 43): one definition
-each, so every transform refuses a bad argument the same way, before the first batch, with a
-message naming the class, the argument, what it must be and what it got::
+each, for every transform of prefetch.transforms and every step of its v2 front end, so all of
+them refuse a bad argument the same way, before the first batch, with a message naming the class,
+the argument, what it must be and what it got::
 
     prefetch: RandomErasing ratio must be finite, got (1, inf)
+
+Every check takes ``(cls, name, value)`` — the class as the user knows it (torchvision's name for
+a policy's options: ``"RandAugment"``), the argument, its value — and keyword-only bounds, and
+returns the value converted (a float, an int, a tuple).
 
 As torchvision checks its transforms' arguments in their constructors, and more strictly: a value
 that would only fail when applied (an infinite range, ``alpha=inf`` giving NaN batches) or be
 changed silently (a bool where a number goes, ``1.5`` where an int goes, ``"0.5"`` where a float
-goes) is refused here. A value of the wrong type raises :class:`ArgumentTypeError` (a TypeError
-that is also a ValueError, so ``except ValueError`` keeps catching every refused argument); a
-value out of range raises ValueError.
+goes) is refused here. One exception scheme: every check here raises :class:`ArgumentError`, a
+ValueError (what torchvision raises); a value of the wrong type raises its subclass
+:class:`ArgumentTypeError`, also a TypeError. A transform's other refusals (arguments that
+conflict with each other) are ValueErrors too, so ``except ValueError`` catches every refused
+argument and ``except TypeError`` the wrong types.
 
 What counts as a number: ``int``, ``float`` and numpy's numbers (``numbers.Real``), not ``bool``
-(nor numpy's), not a string, not a tensor. An int: ``int`` or a numpy integer, not a float
-(``2.0`` included: torchvision's ``range(num_ops)`` refuses it too).
+(nor numpy's), not a string, not a tensor (a probability takes a 0-d tensor, as torchvision's
+flips do). An int: ``int`` or a numpy integer, not a float (``2.0`` included: torchvision's
+``range(num_ops)`` refuses it too). The ops' and loaders' integer arguments, which take a whole
+float, are :func:`prefetch._engine.checks.whole`'s.
 """
+import contextlib
 import math
 import numbers
 
 import numpy as np
+import torch
 
-__all__ = ["ArgumentTypeError", "is_number", "number", "integer", "probability", "number_pair",
-           "numbers_list", "flag", "one_of", "leaf_key", "fill_value"]
-
-
-class ArgumentTypeError(TypeError, ValueError):
-    """An argument of the wrong type (a TypeError, and a ValueError as every refused argument)."""
+__all__ = ["ArgumentError", "ArgumentTypeError", "fail", "reworded", "is_number", "number",
+           "integer", "probability", "number_pair", "numbers_list", "flag", "one_of", "leaf_key",
+           "fill_value", "size", "jitter_range"]
 
 
-def _fail(cls, name, expected, value, error=ValueError):
-    raise error("prefetch: %s %s must be %s, got %r" % (cls, name, expected, value))
+class ArgumentError(ValueError):
+    """A refused argument of a transform (a ValueError, as torchvision raises for its own)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type: a TypeError, and a ValueError as every refused argument."""
+
+
+def _message(cls, name, expected, value):
+    return "prefetch: %s %s must be %s, got %r" % (cls, name, expected, value)
+
+
+def fail(cls, name, expected, value, error=ArgumentError):
+    """Raise ``error`` (:class:`ArgumentError`, or :class:`ArgumentTypeError` for a wrong type)
+    with the one message shape: ``prefetch: <cls> <name> must be <expected>, got <value!r>``."""
+    raise error(_message(cls, name, expected, value))
+
+
+@contextlib.contextmanager
+def reworded(cls, name, expected, value):
+    """A refusal of one part of ``value`` (checked inside the ``with``) raised as a refusal of the
+    whole value, with ``expected`` words: the same class (a wrong type stays a TypeError)."""
+    try:
+        yield
+    except ArgumentError as error:
+        raise type(error)(_message(cls, name, expected, value)) from None
 
 
 def _is_bool(value):
@@ -48,10 +80,10 @@ def number(cls, name, value, *, low=None, high=None, low_open=False, high_open=F
     if expected is None:
         expected = _range_words(low, high, low_open, high_open)
     if not is_number(value):
-        _fail(cls, name, expected, value, ArgumentTypeError)
+        fail(cls, name, expected, value, ArgumentTypeError)
     v = float(value)
     if not math.isfinite(v) or not _inside(v, low, high, low_open, high_open):
-        _fail(cls, name, expected, value)
+        fail(cls, name, expected, value)
     return v
 
 
@@ -59,19 +91,21 @@ def integer(cls, name, value, *, low=None, high=None, expected=None):
     """``value`` as an int in ``[low, high]``: ``int`` or a numpy integer, never a bool or a
     float (no silent truncation)."""
     if expected is None:
-        expected = "an int" + ("" if low is None and high is None else
-                               " in " + _interval(low, high, False, False))
+        expected = "an int" + _int_bounds(low, high)
     if _is_bool(value) or not isinstance(value, numbers.Integral):
-        _fail(cls, name, expected, value, ArgumentTypeError)
+        fail(cls, name, expected, value, ArgumentTypeError)
     v = int(value)
     if not _inside(v, low, high, False, False):
-        _fail(cls, name, expected, value)
+        fail(cls, name, expected, value)
     return v
 
 
 def probability(cls, name, value):
-    """A probability: a finite number in [0, 1], as a float."""
-    return number(cls, name, value, low=0.0, high=1.0, expected="a number in [0, 1]")
+    """A probability: a finite number in [0, 1] (a 0-d tensor too, as torchvision's
+    ``RandomHorizontalFlip(p=torch.tensor(0.5))``), as a float."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool:
+        value = value.item()
+    return number(cls, name, value, low=0.0, high=1.0, expected="a probability in [0, 1]")
 
 
 def number_pair(cls, name, value, *, low=None, high=None, low_open=False, ordered=True):
@@ -82,30 +116,43 @@ def number_pair(cls, name, value, *, low=None, high=None, low_open=False, ordere
         " with min <= max" if ordered else "")
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") \
             or not hasattr(value, "__iter__"):
-        _fail(cls, name, words, value, ArgumentTypeError)
+        fail(cls, name, words, value, ArgumentTypeError)
     items = list(value)
     if len(items) != 2 or not all(is_number(v) for v in items):
-        _fail(cls, name, words, value, ArgumentTypeError)
+        fail(cls, name, words, value, ArgumentTypeError)
     a, b = float(items[0]), float(items[1])
     if not (math.isfinite(a) and math.isfinite(b)):
-        _fail(cls, name, "finite", value)
+        fail(cls, name, "finite", value)
     if not (_inside(a, low, high, low_open, False) and _inside(b, low, high, low_open, False)) \
             or (ordered and a > b):
-        _fail(cls, name, words, value)
+        fail(cls, name, words, value)
     return a, b
+
+
+def numbers_list(cls, name, value, *, low=None, high=None, low_open=False, expected=None):
+    """A non-empty list or tuple of finite numbers in ``[low, high]`` (``low_open``: above
+    ``low``), as a list of floats; the message shows the whole value."""
+    expected = expected or "a non-empty list of finite numbers" + (
+        "" if low is None and high is None else " in " + _interval(low, high, low_open, False))
+    if not isinstance(value, (list, tuple)) or not value or not all(is_number(v) for v in value):
+        fail(cls, name, expected, value, ArgumentTypeError)
+    out = [float(v) for v in value]
+    if not all(math.isfinite(v) and _inside(v, low, high, low_open, False) for v in out):
+        fail(cls, name, expected, value)
+    return out
 
 
 def flag(cls, name, value):
     """A bool (Python's or numpy's): ``bool("False")`` would be True."""
     if not _is_bool(value):
-        _fail(cls, name, "True or False", value, ArgumentTypeError)
+        fail(cls, name, "True or False", value, ArgumentTypeError)
     return bool(value)
 
 
 def one_of(cls, name, value, options, expected=None):
     """``value`` if it is one of ``options`` (of the same type: ``1`` is not ``True``)."""
     if not any(type(value) is type(o) and value == o for o in options):
-        _fail(cls, name, expected or "one of " + ", ".join(repr(o) for o in options), value)
+        fail(cls, name, expected or "one of " + ", ".join(repr(o) for o in options), value)
     return value
 
 
@@ -114,11 +161,11 @@ def leaf_key(cls, name, value):
     or a mapping's key (a str or another hashable that is not a number)."""
     expected = "an int index or a mapping key (a str)"
     if _is_bool(value) or (is_number(value) and not isinstance(value, numbers.Integral)):
-        _fail(cls, name, expected, value, ArgumentTypeError)
+        fail(cls, name, expected, value, ArgumentTypeError)
     try:
         hash(value)
     except TypeError:
-        _fail(cls, name, expected, value, ArgumentTypeError)
+        fail(cls, name, expected, value, ArgumentTypeError)
     return int(value) if isinstance(value, numbers.Integral) else value
 
 
@@ -134,17 +181,38 @@ def fill_value(cls, name, value, *, low=0.0, high=255.0, allow_none=True):
     return numbers_list(cls, name, value, low=low, high=high, expected=expected)
 
 
-def numbers_list(cls, name, value, *, low=None, high=None, expected=None):
-    """A non-empty list or tuple of finite numbers in ``[low, high]``, as a list of floats; the
-    message shows the whole value."""
-    expected = expected or "a non-empty list of finite numbers" + (
-        "" if low is None and high is None else " in " + _interval(low, high, False, False))
-    if not isinstance(value, (list, tuple)) or not value or not all(is_number(v) for v in value):
-        _fail(cls, name, expected, value, ArgumentTypeError)
-    out = [float(v) for v in value]
-    if not all(math.isfinite(v) and _inside(v, low, high, False, False) for v in out):
-        _fail(cls, name, expected, value)
-    return out
+def size(cls, name, value, *, pair_allowed=True):
+    """An output size as torchvision's ``_setup_size`` takes it (torchvision/transforms/v2/
+    _utils.py): an int, or a list or tuple of one or two ints, each >= 1; returned as an int
+    (a square, or the shorter side) or ``(h, w)``. ``pair_allowed=False``: an int only."""
+    expected = "an int >= 1 or (h, w) of them" if pair_allowed else "an int >= 1"
+    given = value
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    with reworded(cls, name, expected, given):
+        if isinstance(value, (list, tuple)):
+            if len(value) != 2 or not pair_allowed:  # torchvision: "only two dimensions (h, w)"
+                fail(cls, name, expected, given)
+            return tuple(integer(cls, name, v, low=1) for v in value)
+        return integer(cls, name, value, low=1)
+
+
+def jitter_range(cls, name, value, *, center=1.0, bound=None):
+    """ColorJitter's ``(min, max)`` for one of its arguments (torchvision's
+    ``ColorJitter._check_input``, torchvision/transforms/v2/_color.py): None is the identity
+    ``(center, center)``; a number v gives ``[max(0, center - v), center + v]`` (hue, with
+    ``bound=(-0.5, 0.5)``: ``[-v, v]``), v finite and at least 0 (and at most ``bound``'s upper
+    end); a pair is taken as it is, finite, ``min <= max``, inside ``bound`` (brightness,
+    contrast and saturation: at least 0; hue: [-0.5, 0.5])."""
+    low_bound, high_bound = bound if bound is not None else (0.0, None)
+    if value is None:
+        return center, center
+    if is_number(value):
+        v = number(cls, name, value, low=0.0, high=None if bound is None else bound[1],
+                   expected="None, a finite number >= 0%s or a (min, max) pair" % (
+                       "" if bound is None else " and <= %g" % bound[1]))
+        return (max(center - v, 0.0) if bound is None else center - v), center + v
+    return number_pair(cls, name, value, low=low_bound, high=high_bound)
 
 
 def _inside(v, low, high, low_open, high_open):
@@ -160,6 +228,12 @@ def _interval(low, high, low_open, high_open):
                            "-inf" if low is None else "%g" % low,
                            "inf" if high is None else "%g" % high,
                            ")" if high_open or high is None else "]")
+
+
+def _int_bounds(low, high):
+    if low is None:
+        return "" if high is None else " <= %d" % high
+    return " >= %d" % low if high is None else " in [%d, %d]" % (low, high)
 
 
 def _range_words(low, high, low_open, high_open):

@@ -12,11 +12,11 @@ import math
 import numbers
 import typing
 
-import numpy as np
 import torch
 
 from .._engine.checks import whole
 from ..ops.augment import flip_crop, normalize_flip
+from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
 from ..ragged import Ragged
 from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
@@ -86,13 +86,6 @@ def _whole_arg(value, name):
     except TypeError:
         raise TypeError("prefetch: FusedAugment %s must be a whole number, got %r"
                         % (name, value)) from None
-
-
-def _flag(value, name):
-    """A bool argument (numpy's too): a string or a number would silently mean True."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise TypeError("prefetch: FusedAugment %s must be True or False, got %r" % (name, value))
 
 
 def _padding(padding):
@@ -223,17 +216,11 @@ class FusedAugment(ResizingPath, SeededTransform):
         if len(self.mean) != len(self.std):
             raise ValueError("prefetch: FusedAugment std must have as many values as mean (%d), got "
                              "%d" % (len(self.mean), len(self.std)))
-        center_crop = _flag(center_crop, "center_crop")
+        center_crop = arguments.flag("FusedAugment", "center_crop", center_crop)
         if hflip is None:
             hflip = 0.0 if center_crop else 0.5
-        for name, p in (("hflip", hflip), ("vflip", vflip)):
-            try:
-                ok = not isinstance(p, (str, bytes, bool)) and 0.0 <= float(p) <= 1.0
-            except (TypeError, ValueError, RuntimeError):  # e.g. a tensor of several values
-                ok = False
-            if not ok:
-                raise ValueError("prefetch: FusedAugment %s must be a probability in [0, 1], got %r"
-                                 % (name, p))
+        hflip = arguments.probability("FusedAugment", "hflip", hflip)
+        vflip = arguments.probability("FusedAugment", "vflip", vflip)
         crop = _output_size(crop, "crop")
         self.pads = _padding(padding)
         fill = _whole_arg(fill, "fill")
@@ -252,7 +239,7 @@ class FusedAugment(ResizingPath, SeededTransform):
         # padding as given when it is one int (what most code reads), else torchvision's 4 sides
         self.padding = self.pads[0] if len(set(self.pads)) == 1 else self.pads
         self.fill = fill
-        self.pad_if_needed = _flag(pad_if_needed, "pad_if_needed")
+        self.pad_if_needed = arguments.flag("FusedAugment", "pad_if_needed", pad_if_needed)
         if self.center_crop and (any(self.pads) or self.pad_if_needed):
             raise ValueError("prefetch: FusedAugment padding and pad_if_needed are RandomCrop's; "
                              "center_crop=True pads a crop larger than the image as torchvision's "
@@ -262,11 +249,12 @@ class FusedAugment(ResizingPath, SeededTransform):
             raise ValueError("prefetch: FusedAugment pad_if_needed pads the image to the crop: it "
                              "needs crop=")
         self.mask_fill = _whole_arg(mask_fill, "mask_fill")
-        self.dtype, self.channels_last = dtype, _flag(channels_last, "channels_last")
+        self.dtype = dtype
+        self.channels_last = arguments.flag("FusedAugment", "channels_last", channels_last)
         self._set_seed(seed)
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
         self._init_resizing(random_resized_crop, scale, ratio, resize, antialias, max_size)
-        self.decode = _flag(decode, "decode")
+        self.decode = arguments.flag("FusedAugment", "decode", decode)
         if self.decode and not self.resizes:
             raise ValueError("prefetch: decode=True decodes each image's window for the resizing "
                              "path: pass random_resized_crop=size (training) or crop=, resize=, "
@@ -311,7 +299,7 @@ class FusedAugment(ResizingPath, SeededTransform):
         self.random_resized_crop, self.resize, self.max_size = size, resize, max_size
         self.scale = _pair(scale, "FusedAugment scale")
         self.ratio = _pair(ratio, "FusedAugment ratio")
-        self.antialias = _flag(antialias, "antialias")
+        self.antialias = arguments.flag("FusedAugment", "antialias", antialias)
         # The resizing path: images of any size, one window each, resampled to output_size.
         self.resizes = size is not None or resize is not None
         self.output_size = size if size is not None else self.crop

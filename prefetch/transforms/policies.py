@@ -225,20 +225,19 @@ def check_auto_augment_policy(policy):
     the sub-policy and step."""
     expected = "a sequence of sub-policies, each a sequence of (op name, probability, bin) steps"
     if isinstance(policy, (str, bytes)) or not isinstance(policy, (list, tuple)):
-        raise arguments.ArgumentTypeError("prefetch: AutoAugment policy must be %s, got %r"
-                                          % (expected, policy))
+        arguments.fail("AutoAugment", "policy", expected, policy, arguments.ArgumentTypeError)
     out = []
     for j, sub in enumerate(policy):
         if not isinstance(sub, (list, tuple)):
-            raise arguments.ArgumentTypeError("prefetch: AutoAugment policy[%d] must be a sequence "
-                                              "of (op name, probability, bin) steps, got %r"
-                                              % (j, sub))
+            arguments.fail("AutoAugment", "policy[%d]" % j,
+                           "a sequence of (op name, probability, bin) steps", sub,
+                           arguments.ArgumentTypeError)
         steps = []
         for k, step in enumerate(sub):
             what = "policy[%d][%d]" % (j, k)
             if not isinstance(step, (list, tuple)) or len(step) != 3:
-                raise arguments.ArgumentTypeError("prefetch: AutoAugment %s must be a step (op "
-                                                  "name, probability, bin), got %r" % (what, step))
+                arguments.fail("AutoAugment", what, "a step (op name, probability, bin)", step,
+                               arguments.ArgumentTypeError)
             name, p, b = step
             arguments.one_of("AutoAugment", what + "'s op", name, tuple(_NARROW))
             p = arguments.probability("AutoAugment", what + "'s probability", p)
@@ -250,23 +249,6 @@ def check_auto_augment_policy(policy):
     return tuple(out)
 
 
-def _jitter_range(value, name, center, bound=None):
-    """ColorJitter's (min, max) for one of its arguments (torchvision's ``_check_input``): None
-    is the identity ``(center, center)``; a number v gives ``[max(0, center - v), center + v]``
-    (hue: ``[-v, v]``), v finite and at least 0; a pair is taken as it is, finite, ``min <= max``,
-    inside ``bound`` (brightness, contrast and saturation: at least 0; hue: [-0.5, 0.5])."""
-    low_bound, high_bound = bound if bound is not None else (0.0, None)
-    if value is None:
-        return center, center
-    if arguments.is_number(value):
-        v = arguments.number("ColorJitter", name, value, low=0.0,
-                             high=None if bound is None else bound[1],
-                             expected="None, a finite number >= 0%s or a (min, max) pair" % (
-                                 "" if bound is None else " and <= %g" % bound[1]))
-        return (max(center - v, 0.0) if bound is None else center - v), center + v
-    return arguments.number_pair("ColorJitter", name, value, low=low_bound, high=high_bound)
-
-
 def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0):
     """ColorJitter for ``n`` samples: each sample its own random order of the four adjustments
     (torchvision draws ``randperm(4)`` per image) and its own factors, uniform in each range.
@@ -275,9 +257,10 @@ def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0)
     adjustment whose range is the identity (None, 0, or (1, 1); hue (0, 0)) is left out
     (Identity), as torchvision leaves it out; with all four left out every sample's chain is
     Identity: the images come back as they are."""
-    ranges = [_jitter_range(brightness, "brightness", 1.0), _jitter_range(contrast, "contrast", 1.0),
-              _jitter_range(saturation, "saturation", 1.0),
-              _jitter_range(hue, "hue", 0.0, bound=(-0.5, 0.5))]
+    ranges = [arguments.jitter_range("ColorJitter", "brightness", brightness),
+              arguments.jitter_range("ColorJitter", "contrast", contrast),
+              arguments.jitter_range("ColorJitter", "saturation", saturation),
+              arguments.jitter_range("ColorJitter", "hue", hue, center=0.0, bound=(-0.5, 0.5))]
     names = ("Brightness", "Contrast", "Color", "Hue")
     order = torch.argsort(torch.rand(n, 4, generator=generator), dim=1)  # a uniform permutation
     factors = torch.rand(n, 4, generator=generator, dtype=torch.float64)

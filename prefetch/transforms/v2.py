@@ -40,7 +40,8 @@ from .erasing import RandomErasing as _Erasing
 from .fused_augment import FusedAugment
 from .policy_augment import PolicyAugment
 from .roll_mix import RollMix
-from . import v2_checks as checks
+from . import arguments
+from .v2_names import TORCHVISION_V2_NAMES, is_torchvision_object
 
 __all__ = ["Compose", "InterpolationMode", "AutoAugmentPolicy", "RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop",
            "RandomHorizontalFlip", "RandomVerticalFlip", "TrivialAugmentWide", "RandAugment",
@@ -70,28 +71,19 @@ def _mode(interpolation, allowed, what):
     """An interpolation given as torchvision's InterpolationMode (its ``value``) or a string."""
     name = getattr(interpolation, "value", interpolation)
     if not isinstance(name, str) or name.lower() not in allowed:
-        raise ValueError("prefetch: %s interpolation must be %s, got %r" % (
-            what, " or ".join(repr(a) for a in allowed), interpolation))
+        arguments.fail(what, "interpolation", " or ".join(repr(a) for a in allowed), interpolation)
     return name.lower()
 
 
 def _antialias(value, what):
     """torchvision's ``antialias``: True or False (None, its legacy value, is False for tensors)."""
-    return False if value is None else checks.flag(value, what, "antialias")
+    return False if value is None else arguments.flag(what, "antialias", value)
 
 
 def _fill(value, what):
-    """A policy's fill: None, or one number or one per channel, each in [0, 255]."""
-    if value is None:
-        return None
-    values = value if isinstance(value, (list, tuple)) else [value]
-    try:
-        if not values:
-            raise checks.ArgumentError
-        for v in values:
-            checks.finite(v, what, "fill", 0.0, 255.0)
-    except checks.ArgumentError:
-        checks.fail(what, "fill", "None, a number in [0, 255] or one per channel", value)
+    """A policy's fill: None, or one number or one per channel, each in [0, 255]; kept as given
+    (the compiled PolicyAugment takes it)."""
+    arguments.fill_value(what, "fill", value)
     return value
 
 
@@ -106,9 +98,11 @@ class _Spec:
 class RandomResizedCrop(_Spec):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), interpolation="bilinear",
                  antialias=True):
-        self.size = checks.size(size, "RandomResizedCrop")
-        self.scale = checks.pair(scale, "RandomResizedCrop", "scale", 0.0, None, low_open=True)
-        self.ratio = checks.pair(ratio, "RandomResizedCrop", "ratio", 0.0, None, low_open=True)
+        self.size = arguments.size("RandomResizedCrop", "size", size)
+        self.scale = arguments.number_pair("RandomResizedCrop", "scale", scale, low=0.0,
+                                           low_open=True)
+        self.ratio = arguments.number_pair("RandomResizedCrop", "ratio", ratio, low=0.0,
+                                           low_open=True)
         self.interpolation = _mode(interpolation, ("bilinear",), "RandomResizedCrop")
         self.antialias = _antialias(antialias, "RandomResizedCrop")
 
@@ -118,52 +112,50 @@ class Resize(_Spec):
         if isinstance(size, (list, tuple)) and len(size) == 2:
             raise ValueError("prefetch: Resize supports a shorter-side size (an int) followed by "
                              "CenterCrop, got %r" % (size,))
-        self.size = checks.size(size, "Resize", pair_allowed=False)
+        self.size = arguments.size("Resize", "size", size, pair_allowed=False)
         self.interpolation = _mode(interpolation, ("bilinear",), "Resize")
-        if max_size is not None and (checks.whole_number(max_size, "Resize", "max_size", 1)
+        if max_size is not None and (arguments.integer("Resize", "max_size", max_size, low=1)
                                      <= self.size):
             # torchvision's _compute_resized_output_size refuses it too
-            checks.fail("Resize", "max_size", "an int > size (%d)" % self.size, max_size)
+            arguments.fail("Resize", "max_size", "an int > size (%d)" % self.size, max_size)
         self.max_size = max_size if max_size is None else int(max_size)
         self.antialias = _antialias(antialias, "Resize")
 
 
 class CenterCrop(_Spec):
     def __init__(self, size):
-        self.size = checks.size(size, "CenterCrop")
+        self.size = arguments.size("CenterCrop", "size", size)
 
 
 class RandomCrop(_Spec):
     def __init__(self, size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant"):
-        self.size = checks.size(size, "RandomCrop")
+        self.size = arguments.size("RandomCrop", "size", size)
         values = padding if isinstance(padding, (list, tuple)) else [padding]
         if padding is not None:
-            try:
+            with arguments.reworded("RandomCrop", "padding", "None, an int >= 0, or 1, 2 or 4 of "
+                                    "them (torchvision's left/right, top/bottom or left, top, "
+                                    "right, bottom)", padding):
                 if len(values) not in (1, 2, 4):
-                    raise checks.ArgumentError
-                for v in values:
-                    checks.whole_number(v, "RandomCrop", "padding", 0)
-            except checks.ArgumentError:
-                checks.fail("RandomCrop", "padding", "None, an int >= 0, or 1, 2 or 4 of them "
-                            "(torchvision's left/right, top/bottom or left, top, right, bottom)",
-                            padding)
+                    arguments.fail("RandomCrop", "padding", "1, 2 or 4 values", padding)
+                values = [arguments.integer("RandomCrop", "padding", v, low=0) for v in values]
         self.padding = 0 if padding is None else (
-            int(values[0]) if len(values) == 1 else tuple(int(v) for v in values))
-        self.pad_if_needed = checks.flag(pad_if_needed, "RandomCrop", "pad_if_needed")
+            values[0] if len(values) == 1 else tuple(values))
+        self.pad_if_needed = arguments.flag("RandomCrop", "pad_if_needed", pad_if_needed)
         if padding_mode != "constant":
-            checks.fail("RandomCrop", "padding_mode", "'constant' (the window's outside is fill; "
-                        "keep edge, reflect or symmetric padding in the workers)", padding_mode)
-        self.fill = checks.whole_number(fill, "RandomCrop", "fill", 0, 255)
+            arguments.fail("RandomCrop", "padding_mode", "'constant' (the window's outside is "
+                           "fill; keep edge, reflect or symmetric padding in the workers)",
+                           padding_mode)
+        self.fill = arguments.integer("RandomCrop", "fill", fill, low=0, high=255)
 
 
 class RandomHorizontalFlip(_Spec):
     def __init__(self, p=0.5):
-        self.p = checks.probability(p, "RandomHorizontalFlip")
+        self.p = arguments.probability("RandomHorizontalFlip", "p", p)
 
 
 class RandomVerticalFlip(_Spec):
     def __init__(self, p=0.5):
-        self.p = checks.probability(p, "RandomVerticalFlip")
+        self.p = arguments.probability("RandomVerticalFlip", "p", p)
 
 
 class _Policy(_Spec):
@@ -177,8 +169,8 @@ class _Policy(_Spec):
 
 class TrivialAugmentWide(_Policy):
     def __init__(self, num_magnitude_bins=31, interpolation="nearest", fill=None):
-        self.num_magnitude_bins = checks.whole_number(num_magnitude_bins, "TrivialAugmentWide",
-                                                      "num_magnitude_bins", 1)
+        self.num_magnitude_bins = arguments.integer("TrivialAugmentWide", "num_magnitude_bins",
+                                                    num_magnitude_bins, low=1)
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "TrivialAugmentWide")
         self.fill = _fill(fill, "TrivialAugmentWide")
         self._check()
@@ -192,12 +184,12 @@ class TrivialAugmentWide(_Policy):
 class RandAugment(_Policy):
     def __init__(self, num_ops=2, magnitude=9, num_magnitude_bins=31, interpolation="nearest",
                  fill=None):
-        self.num_ops = checks.whole_number(num_ops, "RandAugment", "num_ops", 0)
-        self.num_magnitude_bins = checks.whole_number(num_magnitude_bins, "RandAugment",
-                                                      "num_magnitude_bins", 1)
+        self.num_ops = arguments.integer("RandAugment", "num_ops", num_ops, low=0)
+        self.num_magnitude_bins = arguments.integer("RandAugment", "num_magnitude_bins",
+                                                    num_magnitude_bins, low=1)
         # torchvision indexes its magnitude table (num_magnitude_bins values) with it
-        self.magnitude = checks.whole_number(magnitude, "RandAugment", "magnitude", 0,
-                                             self.num_magnitude_bins - 1)
+        self.magnitude = arguments.integer("RandAugment", "magnitude", magnitude, low=0,
+                                           high=self.num_magnitude_bins - 1)
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "RandAugment")
         self.fill = _fill(fill, "RandAugment")
         self._check()
@@ -213,8 +205,8 @@ class AutoAugment(_Policy):
     def __init__(self, policy="imagenet", interpolation="nearest", fill=None):
         name = getattr(policy, "value", policy)
         if not isinstance(name, str) or name.lower() != "imagenet":
-            raise ValueError("prefetch: AutoAugment policy must be the ImageNet policy "
-                             "(AutoAugmentPolicy.IMAGENET), got %r" % (policy,))
+            arguments.fail("AutoAugment", "policy", "the ImageNet policy "
+                           "(AutoAugmentPolicy.IMAGENET)", policy)
         self.interpolation = _mode(interpolation, ("nearest", "bilinear"), "AutoAugment")
         self.fill = _fill(fill, "AutoAugment")
         self._check()
@@ -226,13 +218,12 @@ class AutoAugment(_Policy):
 
 class ColorJitter(_Policy):
     def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
-        # torchvision's ColorJitter._check_input: a factor v >= 0 is [1 - v, 1 + v] (clipped at 0)
-        # or a (min, max) >= 0; the hue a number in [0, 0.5] or (min, max) in [-0.5, 0.5].
-        self.brightness = checks.jitter(brightness, "ColorJitter", "brightness")
-        self.contrast = checks.jitter(contrast, "ColorJitter", "contrast")
-        self.saturation = checks.jitter(saturation, "ColorJitter", "saturation")
-        self.hue = checks.jitter(hue, "ColorJitter", "hue", center=0.0, bound=(-0.5, 0.5),
-                                 clip_first_on_zero=False)
+        # Kept as given (the compiled policy reads them); _check() checks them as torchvision's
+        # ColorJitter._check_input does (arguments.jitter_range): None, a factor v >= 0 meaning
+        # [1 - v, 1 + v] clipped at 0, or a (min, max) >= 0; the hue a number in [0, 0.5] or a
+        # (min, max) in [-0.5, 0.5].
+        self.brightness, self.contrast = brightness, contrast
+        self.saturation, self.hue = saturation, hue
         self._check()
 
     def policy(self, seed):
@@ -251,9 +242,8 @@ class PILToTensor(ToImage):
 class ToDtype(_Spec):
     def __init__(self, dtype, scale=False):
         if dtype not in (torch.float32, torch.float16, torch.bfloat16):
-            raise ValueError("prefetch: ToDtype dtype must be torch.float32, float16 or bfloat16, "
-                             "got %r" % (dtype,))
-        if checks.flag(scale, "ToDtype", "scale") is not True:
+            arguments.fail("ToDtype", "dtype", "torch.float32, float16 or bfloat16", dtype)
+        if arguments.flag("ToDtype", "scale", scale) is not True:
             raise ValueError("prefetch: ToDtype scale must be True, got False: prefetch supports "
                              "ToDtype(dtype, scale=True) (values in [0, 1], as torchvision's "
                              "recipes use it); scale=False would keep 0-255")
@@ -261,17 +251,12 @@ class ToDtype(_Spec):
 
 
 def _numbers(values, cls, arg, positive=False):
-    """A sequence of finite numbers (> 0 with ``positive``), as a tuple of floats."""
-    expected = "a sequence of finite numbers%s" % (" > 0" if positive else "")
-    if isinstance(values, torch.Tensor):
-        values = values.tolist() if values.dim() == 1 else values
-    if not isinstance(values, (list, tuple)) or not values:
-        checks.fail(cls, arg, expected, values)
-    try:
-        return tuple(checks.finite(v, cls, arg, 0.0 if positive else None, low_open=positive)
-                     for v in values)
-    except checks.ArgumentError:
-        checks.fail(cls, arg, expected, values)
+    """A non-empty sequence (or a 1-D tensor) of finite numbers (> 0 with ``positive``), as a
+    tuple of floats."""
+    if isinstance(values, torch.Tensor) and values.dim() == 1:
+        values = values.tolist()
+    return tuple(arguments.numbers_list(cls, arg, values, low=0.0 if positive else None,
+                                        low_open=positive))
 
 
 class Normalize(_Spec):
@@ -279,23 +264,19 @@ class Normalize(_Spec):
         self.mean = _numbers(mean, "Normalize", "mean")
         self.std = _numbers(std, "Normalize", "std", positive=True)
         if len(self.mean) != len(self.std):
-            checks.fail("Normalize", "std", "as many values as mean (%d)" % len(self.mean), std)
-        checks.flag(inplace, "Normalize", "inplace")
+            arguments.fail("Normalize", "std", "as many values as mean (%d)" % len(self.mean), std)
+        arguments.flag("Normalize", "inplace", inplace)
 
 
 class RandomErasing(_Spec):
     def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0, inplace=False):
-        self.p = checks.probability(p, "RandomErasing")
-        # torchvision: "Scale should be between 0 and 1"; the ratio a positive (min, max)
-        self.scale = checks.pair(scale, "RandomErasing", "scale", 0.0, 1.0)
-        self.ratio = checks.pair(ratio, "RandomErasing", "ratio", 0.0, None, low_open=True)
-        if isinstance(value, str):
-            if value != "random":
-                checks.fail("RandomErasing", "value", "a number, one per channel, or 'random'", value)
-        else:
-            _numbers(value if isinstance(value, (list, tuple)) else [value], "RandomErasing", "value")
+        # checked as the RandomErasing it compiles to checks them (torchvision: "Scale should be
+        # between 0 and 1"; the ratio a positive (min, max); the value a number, one per channel
+        # or 'random')
+        checked = _Erasing(p, scale, ratio, value, seed=0)
+        self.p, self.scale, self.ratio = checked.p, checked.scale, checked.ratio
         self.value = value
-        checks.flag(inplace, "RandomErasing", "inplace")
+        arguments.flag("RandomErasing", "inplace", inplace)
 
 
 class _Mix(_Spec):
@@ -306,9 +287,10 @@ class _Mix(_Spec):
         if labels_getter != "default":
             raise ValueError("prefetch: %s takes the labels from the Compose's label_key; "
                              "labels_getter must be 'default'" % name)
-        self.alpha = checks.finite(alpha, name, "alpha", 0.0, low_open=True)
+        self.alpha = arguments.number(name, "alpha", alpha, low=0.0, low_open=True)
         if num_classes is not None:
-            num_classes = checks.whole_number(num_classes, name, "num_classes", 1)
+            num_classes = arguments.integer(name, "num_classes", num_classes, low=1,
+                                            expected="None or an int >= 1")
         self.num_classes = num_classes
 
 
@@ -332,8 +314,8 @@ class RandomChoice(_Spec):
         if p is not None:
             weights = _numbers(p, "RandomChoice", "p")
             if len(weights) != len(self.transforms) or min(weights) < 0 or not sum(weights) > 0:
-                checks.fail("RandomChoice", "p", "one weight >= 0 per transform (%d), not all 0"
-                            % len(self.transforms), p)
+                arguments.fail("RandomChoice", "p", "one weight >= 0 per transform (%d), not all "
+                               "0" % len(self.transforms), p)
         self.p = p
         classes = {t.num_classes for t in self.transforms}
         if len(classes) != 1:
@@ -386,18 +368,17 @@ class Compose(_Compose):
     def __init__(self, transforms, *, seed=None, decode=False, image_key=0, label_key=1,
                  layout="auto", channels=3):
         if isinstance(transforms, _Spec) or not hasattr(transforms, "__iter__"):
-            checks.fail("Compose", "transforms", "a list of steps", transforms)
+            arguments.fail("Compose", "transforms", "a list of steps", transforms,
+                           arguments.ArgumentTypeError)
         steps = list(transforms)
         self.steps = steps
         if seed is not None:  # torch.manual_seed's range; a fraction was truncated silently
-            try:
-                seed = checks.whole_number(seed, "Compose", "seed", -(1 << 63), (1 << 64) - 1)
-            except checks.ArgumentError:
-                checks.fail("Compose", "seed", "None or an int in [-2**63, 2**64)", seed)
-        decode = checks.flag(decode, "Compose", "decode")
+            seed = arguments.integer("Compose", "seed", seed, low=-(1 << 63), high=(1 << 64) - 1,
+                                     expected="None or an int in [-2**63, 2**64)")
+        decode = arguments.flag("Compose", "decode", decode)
         if layout not in ("auto", "NHWC", "NCHW"):
-            checks.fail("Compose", "layout", "'auto', 'NHWC' or 'NCHW'", layout)
-        channels = checks.whole_number(channels, "Compose", "channels", 1)
+            arguments.fail("Compose", "layout", "'auto', 'NHWC' or 'NCHW'", layout)
+        channels = arguments.integer("Compose", "channels", channels, low=1)
         geometry, flips, policy, to_dtype, normalize, erasing = [], {}, None, None, None, []
         mix = None
         phase = 0  # 0 geometry and flips, 1 policy, 2 after ToDtype, 3 after Normalize
@@ -446,7 +427,7 @@ class Compose(_Compose):
                     raise ValueError("prefetch: %s: MixUp/CutMix come last, on the float images "
                                      "(after ToDtype, Normalize and RandomErasing)" % where)
                 mix = step
-            elif checks.is_torchvision_object(step):
+            elif is_torchvision_object(step):
                 raise ValueError(_torchvision_step(where, step))
             else:
                 raise ValueError(
@@ -506,7 +487,7 @@ def _torchvision_step(where, step):
 def __getattr__(name):
     """torchvision's v2 names that prefetch does not compile get an AttributeError that says so
     and what to do; other names the plain one."""
-    if name in checks.TORCHVISION_V2_NAMES:
+    if name in TORCHVISION_V2_NAMES:
         raise AttributeError(
             "prefetch: prefetch.transforms.v2 has no %s: it is a torchvision.transforms.v2 %s "
             "prefetch does not compile (yet). Keep that step in the DataLoader's workers "

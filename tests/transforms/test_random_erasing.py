@@ -92,7 +92,7 @@ def test_through_a_loader_composed_after_fused_augment():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match=r"RandomErasing p must be a number in \[0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"RandomErasing p must be a probability in \[0, 1\], got 1.5"):
         RandomErasing(p=1.5)
     with pytest.raises(ValueError, match="scale"):
         RandomErasing(scale=(0.5, 0.1))

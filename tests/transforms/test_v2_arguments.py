@@ -13,7 +13,8 @@ import torch
 
 import prefetch
 from prefetch import FusedAugment
-from prefetch.transforms import v2 as T
+from prefetch.transforms import PolicyAugment, RandomErasing, RollMix, v2 as T
+from prefetch.transforms.arguments import ArgumentTypeError
 from prefetch.transforms.crop_boxes import center_boxes, random_resized_boxes
 
 INF, NAN = math.inf, math.nan
@@ -126,6 +127,49 @@ def test_a_bad_argument_is_refused_when_built_naming_the_class_and_argument(cls,
     assert message.startswith("prefetch: "), message
     assert re.search(r"\b%s\b" % cls, message) and re.search(r"\b%s\b" % arg, message), message
     assert "invalid" not in message.lower()
+    # one exception scheme with the other transforms (prefetch.transforms.arguments): a value of
+    # the wrong type (a bool, a string where no string goes) is a TypeError that is also a
+    # ValueError
+    if (isinstance(bad, bool) or (isinstance(bad, str) and arg not in STRING_ARGUMENTS)) \
+            and (cls, arg) not in WHOLE_NUMBER_ARGUMENTS:
+        assert isinstance(info.value, ArgumentTypeError), type(info.value)
+        assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+# Arguments whose right values are strings: a wrong string is a ValueError only.
+STRING_ARGUMENTS = {"layout", "interpolation", "policy", "padding_mode", "value"}
+# FusedAugment's whole-number arguments take a whole float, as the ops' do
+# (prefetch._engine.checks.whole: a plain TypeError, or a ValueError naming the range).
+WHOLE_NUMBER_ARGUMENTS = {("FusedAugment", "padding"), ("FusedAugment", "mask_fill"),
+                          ("FusedAugment", "fill")}
+
+
+# (a v2 step, the transform it compiles to, built with the same bad argument): one check each,
+# so both refuse it with the same message.
+SAME_CHECK = [
+    (lambda v: T.RandomErasing(p=v), lambda v: RandomErasing(p=v), 1.5),
+    (lambda v: T.RandomErasing(ratio=v), lambda v: RandomErasing(ratio=v), (1, INF)),
+    (lambda v: T.RandomErasing(scale=v), lambda v: RandomErasing(scale=v), (0.5, 0.1)),
+    (lambda v: T.RandomErasing(value=v), lambda v: RandomErasing(value=v), "noise"),
+    (lambda v: T.ColorJitter(brightness=v), lambda v: PolicyAugment("color_jitter", brightness=v),
+     INF),
+    (lambda v: T.ColorJitter(hue=v), lambda v: PolicyAugment("color_jitter", hue=v), (-0.6, 0.1)),
+    (lambda v: T.ColorJitter(contrast=v), lambda v: PolicyAugment("color_jitter", contrast=v), "1"),
+    (lambda v: T.RandAugment(num_ops=v), lambda v: PolicyAugment("rand_augment", num_ops=v), 1.5),
+    (lambda v: T.MixUp(alpha=v), lambda v: RollMix([("mixup", v)]), NAN),
+    (lambda v: T.CutMix(alpha=v), lambda v: RollMix([("cutmix", v)]), True),
+]
+
+
+@pytest.mark.parametrize("k", range(len(SAME_CHECK)))
+def test_a_v2_step_and_the_transform_it_compiles_to_refuse_a_value_alike(k):
+    v2_step, compiled, bad = SAME_CHECK[k]
+    with pytest.raises(ValueError) as v2_error:
+        v2_step(bad)
+    with pytest.raises(ValueError) as compiled_error:
+        compiled(bad)
+    assert type(v2_error.value) is type(compiled_error.value)
+    assert str(v2_error.value) == str(compiled_error.value)
 
 
 def test_good_arguments_of_every_form_are_taken():
@@ -135,6 +179,9 @@ def test_good_arguments_of_every_form_are_taken():
     T.RandomHorizontalFlip(np.float32(0.25))
     T.RandomHorizontalFlip(torch.tensor(0.5))
     T.ColorJitter(brightness=(0.5, 1.5), hue=(-0.1, 0.1))
+    # None is torchvision's "no jitter" (ColorJitter._check_input returns None for it)
+    T.ColorJitter(brightness=None, contrast=None, saturation=None, hue=None)
+    T.ColorJitter(brightness=np.float32(0.4), hue=np.float64(0.5))
     T.RandAugment(num_ops=0, magnitude=0)
     T.RandomErasing(value="random")
     T.RandomErasing(value=(1, 2, 3))
