@@ -62,10 +62,10 @@ class Prefetcher(ClosesOnExit):
     """
 
     def __new__(cls, source, *args, **kwargs):
-        # Over a stateful source, the kind that saves and loads its position (see
-        # _ResumablePrefetcher: the methods exist exactly when the source has them).
-        if cls is Prefetcher and is_stateful(adapt(source)):
-            cls = _ResumablePrefetcher
+        # Over a stateful source, the kind that saves and loads its position (see _Resumable:
+        # the methods exist exactly when the source has them), for a subclass of ours too.
+        if is_stateful(adapt(source)) and not issubclass(cls, _Resumable):
+            cls = _resumable(cls)
         return super().__new__(cls)
 
     def __getattr__(self, name):
@@ -255,13 +255,27 @@ class Prefetcher(ClosesOnExit):
             self.device, self.depth, ", closed" if self.closed else "")
 
 
-class _ResumablePrefetcher(Prefetcher):
-    """A :class:`Prefetcher` over a stateful source: the one kind with ``state_dict()`` and
-    ``load_state_dict()``. ``Prefetcher(source)`` makes one when ``source`` has both (e.g.
-    torchdata's ``StatefulDataLoader``); over any other source the methods do not exist, so
-    that whoever checks for them (Lightning saves the state of every loader that has them, by
-    ``isinstance(loader, Stateful)``, which Python >= 3.12 answers from the class) finds none,
-    as for a DataLoader. It is a Prefetcher in every other way."""
+_RESUMABLE = {}  # a Prefetcher class -> its resumable kind
+
+
+def _resumable(cls):
+    """The kind of ``cls`` (Prefetcher or a subclass) that has :class:`_Resumable`'s methods:
+    ``cls`` first, so that a subclass's own ``state_dict()`` still wins."""
+    kind = _RESUMABLE.get(cls)
+    if kind is None:
+        kind = _RESUMABLE.setdefault(cls, type(cls.__name__, (cls, _Resumable), {
+            "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__}))
+    return kind
+
+
+class _Resumable:
+    """What a :class:`Prefetcher` over a stateful source has and no other: ``state_dict()`` and
+    ``load_state_dict()``. ``Prefetcher(source)`` is of a kind with these when ``source`` has
+    both (e.g. torchdata's ``StatefulDataLoader``); over any other source the methods do not
+    exist, so that whoever checks for them (Lightning saves the state of every loader that has
+    them, by ``isinstance(loader, Stateful)``, which Python >= 3.12 answers from the class) finds
+    none, as for a DataLoader. It is a Prefetcher in every other way."""
 
     def state_dict(self):
         """Where the consumer stands, for :meth:`load_state_dict`: the epoch, the batches of it

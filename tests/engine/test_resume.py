@@ -191,3 +191,27 @@ def test_a_state_without_the_seed_is_refused_by_a_drawn_seed():
             pf.load_state_dict(state)
     with Prefetcher(StatefulBatches(), device="cpu", transform=seeded(5)) as pf:
         pf.load_state_dict(state)  # an explicit seed needs nothing from the state
+
+
+def test_state_methods_exist_exactly_when_the_source_has_a_state_for_subclasses_too():
+    """A Prefetcher (or a user's subclass of it) has state_dict()/load_state_dict() over a
+    stateful source and none over another (Lightning saves the state of whatever has them, and
+    on Python >= 3.12 asks the class). A subclass's own state_dict() wins over ours."""
+
+    class Mine(Prefetcher):
+        pass
+
+    class Own(Prefetcher):
+        def state_dict(self):
+            return {"own": True}
+
+    for cls in (Prefetcher, Mine):
+        with cls(StatefulRange(), device="cpu") as stateful, cls([torch.zeros(1)]) as plain:
+            assert isinstance(stateful, cls) and isinstance(plain, cls)
+            assert type(stateful).__name__ == type(plain).__name__ == cls.__name__
+            assert callable(stateful.state_dict) and callable(stateful.load_state_dict)
+            assert stateful.state_dict()["batches_consumed"] == 0
+            assert not hasattr(plain, "state_dict") and not hasattr(plain, "load_state_dict")
+            assert not hasattr(type(plain), "state_dict")  # (what Python 3.12's Protocol reads)
+    with Own(StatefulRange(), device="cpu") as own:
+        assert own.state_dict() == {"own": True} and callable(own.load_state_dict)
