@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ._engine.checks import check_seed, resolve_device
+from ._engine.lazy_epoch import LatestEpoch, LazyEpoch
 from ._engine.pipeline import ClosesOnExit, Pipeline
 from ._engine.resume import ResumeCursor
 from ._engine.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragged_fields,
@@ -186,21 +187,33 @@ class _Epoch:
         return self
 
     def __len__(self):
+        if self._loader is None:
+            raise TypeError("prefetch: this epoch failed; len() of the loader gives its length")
         return len(self._loader)
 
     def __next__(self):
+        loader = self._loader
+        if loader is None:  # the epoch failed: over, as a Prefetcher's
+            raise StopIteration
         # Only the loader's live epoch moves its position: not one that a newer iter() or a
         # load_state_dict() replaced (the device path's can still be iterated).
-        live = self._loader._live_epoch is self
+        live = loader._live_epoch is self
         try:
             batch = next(self._batches)
         except StopIteration:
             if live:
-                self._loader._cursor.ended(self._epoch)
+                loader._cursor.ended(self._epoch)
+            raise
+        except PrefetchTimeout:
+            raise  # next() may be called again
+        except Exception:
+            # The epoch is over (its run failed, its generator finished). The exception's
+            # traceback holds this frame and this object: neither may hold the loader.
+            loader = self._loader = None
             raise
         self._count += 1
         if live:
-            self._loader._cursor.consumed(self._epoch, self._count)
+            loader._cursor.consumed(self._epoch, self._count)
         return batch
 
     def close(self):
@@ -271,6 +284,7 @@ class ArrayLoader(ClosesOnExit):
         self.num_samples = self._check_lengths()
         self.resident = self._choose_residency(resident, memory_fraction)
         self._cursor = ResumeCursor()
+        self._latest = LatestEpoch()  # the latest iter()'s epoch (prefetch._engine.lazy_epoch)
         self._live_epoch = None  # the _Epoch whose batches move the cursor
         self._pipeline = None
         self._closed = False  # the device path's; the host path's is its Pipeline's
@@ -357,8 +371,23 @@ class ArrayLoader(ClosesOnExit):
         self._cursor.set_epoch(epoch)
 
     def __iter__(self):
+        """This epoch's batches. The epoch starts at the first ``next()`` (its number, its
+        order, its run), as a DataLoader's does: an iterator made and dropped unused (Lightning's
+        check that a loader is iterable) is no epoch. A newer ``iter()`` ends the live epoch
+        (host path) and stops it from moving the position (either path). Raises
+        ``RuntimeError`` at once when the loader is closed."""
         if self.closed:
             raise RuntimeError("prefetch: this ArrayLoader is closed")
+        if self._pipeline is not None:
+            self._pipeline.check_runnable()
+            self._pipeline.stop()
+        self._live_epoch = None
+        epoch = LazyEpoch(self._start_epoch, self.__len__, self._latest.superseded)
+        self._latest.set(epoch)
+        return epoch
+
+    def _start_epoch(self):
+        """Starts the next epoch and returns its iterator (the live ``_Epoch``)."""
         epoch, start = self._cursor.next_epoch, self._cursor.resume_index
         order = self.epoch_indices(epoch)
         if self._pipeline is not None:
@@ -395,19 +424,23 @@ class ArrayLoader(ClosesOnExit):
         parts = {k for field in self._ragged
                  for k in (field.values_at, field.offsets_at, field.sizes_at)}
         mapped = mapped_files(self._device_leaves)  # on the CPU, a store's mapping is read here
+        device_leaves, spec, device, rank = self._device_leaves, self._spec, self.device, self.rank
+        # Not the loader from here on: an error's traceback holds this frame, and must not keep
+        # the loader alive (tests/engine/test_failed_epoch_release.py).
+        del self
         for b in range(start, count):
             for m in mapped:
                 m.check()
             idx = order[b * bs:(b + 1) * bs]
             leaves = [t if id(t) in whole or k in parts else t.index_select(0, idx)
-                      for k, t in enumerate(self._device_leaves)]
+                      for k, t in enumerate(device_leaves)]
             for field, whole_field in ragged:
                 r = whole_field.index_select(0, idx)
                 leaves[field.values_at], leaves[field.offsets_at], leaves[field.sizes_at] = \
                     r.values, r.offsets, r.sizes
-            batch = unflatten(self._spec, leaves, [], self.device)
+            batch = unflatten(spec, leaves, [], device)
             if transform is not None:
-                position = BatchPosition(epoch, b, self.rank)
+                position = BatchPosition(epoch, b, rank)
                 batch = (transform.gather(batch, idx, position) if whole
                          else run_transform(transform, batch, position))
             yield batch
@@ -417,6 +450,9 @@ class ArrayLoader(ClosesOnExit):
     def state_dict(self):
         """The consumer's position: the epoch and how many of its batches were received (batches
         prefetched but not consumed are not counted), and the layout it applies to."""
+        pending = self._latest.pending()
+        if pending is not None:  # iter() was called, no batch asked for: that epoch starts now
+            pending.ensure_started()
         epoch, consumed, _ = self._cursor.position(len(self))
         state = {"epoch": epoch, "batches_consumed": consumed}
         state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
