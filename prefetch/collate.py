@@ -98,7 +98,12 @@ def _sending_error(e, tensors):
 
 
 def _raise(error):
-    raise error
+    try:
+        raise error
+    finally:
+        # The exception's traceback holds this frame: with `error` still one of its locals the
+        # two would form a cycle, freed only by a garbage collection.
+        del error
 
 
 def _share(tensors):

@@ -92,3 +92,48 @@ KINDS = ["dataloader_workers", "worker_ring", "no_workers", "transform", "source
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_kept_exception_holds_nothing_of_a_closed_loader(kind, close):
     run_child_to_done("KIND = %r\nCLOSE = %r\n" % (kind, close) + BODY, "ValueError", timeout=90)
+
+
+def _prefetch_frames_holding(exc):
+    """The frames of prefetch's own code in ``exc``'s traceback that hold ``exc`` in a local: each
+    a reference cycle (the traceback holds the frame) that only a garbage collection frees."""
+    import os
+
+    import prefetch
+
+    package = os.path.dirname(prefetch.__file__)
+    tb, out = exc.__traceback__, []
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith(package) and any(
+                v is exc for v in frame.f_locals.values()):
+            out.append("%s:%d" % (frame.f_code.co_name, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def test_no_frame_of_prefetch_that_re_raises_keeps_the_exception():
+    """Where prefetch raises an exception it holds in a variable — the consumer's next() handing
+    over the producer's error, a worker's failure to send a batch raised in the main process when
+    its batch is unpickled — the frame does not keep it (no cycle through the traceback)."""
+    import torch
+
+    import prefetch
+    from prefetch.collate import _raise
+
+    def failing(batch):
+        raise ValueError("the transform failed")
+
+    raised = []
+    try:
+        _raise(RuntimeError("a worker could not send a batch"))
+    except RuntimeError as exc:
+        raised.append(exc)
+    with prefetch.Prefetcher([torch.zeros(2)] * 3, device="cpu", transform=failing) as loader:
+        try:
+            list(loader)
+        except ValueError as exc:
+            raised.append(exc)
+    assert len(raised) == 2
+    for exc in raised:
+        assert _prefetch_frames_holding(exc) == [], exc
