@@ -243,8 +243,11 @@ class Prefetcher(ClosesOnExit):
 
         ``produce_s`` is the producer's whole time per batch, ``batches`` and ``epochs`` the
         counts; the ring's ``ring_growths``, and with the worker ring
-        ``worker_ring_batches``, ``worker_ring_fallbacks`` (batches that took the per-sample
-        path), ``worker_ring_slots`` and ``worker_ring_bytes``."""
+        ``worker_ring_batches`` (written into its slots), ``worker_ring_usual_way`` (every batch
+        that came the usual, per-sample way: the workers' ``worker_ring_fallbacks`` — no block
+        yet, too large, no free slot — and an epoch's first batches, at most workers ×
+        ``prefetch_factor``, made before the ring opened), ``worker_ring_slots`` and
+        ``worker_ring_bytes``."""
         out = self._pipeline.stats()
         if self._ring is not None:
             out.update(self._ring.stats())

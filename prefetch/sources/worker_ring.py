@@ -248,6 +248,11 @@ class WorkerRing:
         self._batches = lambda: None   # the live epoch's _RingEpoch
         self._serials = 0      # DataLoader iterators made so far
         self._epochs = 0       # epochs started; only the live one may pause the ring
+        # Batches that reached this process the usual way (pickled per sample), whatever the
+        # reason: the workers' fallbacks, and an epoch's first batches made while the ring was
+        # still paused (iter() primes W x P tasks before open_epoch), which the table does not
+        # count. Counted here, where every batch of the ring's epochs passes.
+        self.usual_way = 0
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_queues, self.mailboxes)
 
@@ -378,6 +383,7 @@ class WorkerRing:
 
     def stats(self):
         out = self.table.stats()
+        out["worker_ring_usual_way"] = self.usual_way
         out["worker_ring_slots"] = self.n_slots
         out["worker_ring_bytes"] = self.n_slots * out.pop("slot_bytes")
         return out
@@ -429,6 +435,7 @@ class _RingEpoch:
             return ring._prepare(item)
         # A worker that needed a larger slot sent its batch the usual way, as this one: grow now,
         # between two batches (the producer holds no slot).
+        ring.usual_way += 1
         if ring.table.needs_growth():
             ring._grow()
         return item

@@ -603,12 +603,15 @@ def _slots_not_free(pf):
 
 
 def _epoch(pf):
-    """One epoch, streamed: (batches, ring batches, fallbacks) it added."""
+    """One epoch, streamed: (batches, ring batches, fallbacks) it added. Every batch came through
+    the ring or the usual way, and stats() says how many went the usual way."""
     before = pf.stats()
     got = streamed(pf)
     after = pf.stats()
-    return (got, after["worker_ring_batches"] - before.get("worker_ring_batches", 0),
-            after["worker_ring_fallbacks"] - before.get("worker_ring_fallbacks", 0))
+    ring = after["worker_ring_batches"] - before.get("worker_ring_batches", 0)
+    usual = after["worker_ring_usual_way"] - before.get("worker_ring_usual_way", 0)
+    assert ring + usual == len(got), (ring, usual, len(got))
+    return (got, ring, after["worker_ring_fallbacks"] - before.get("worker_ring_fallbacks", 0))
 
 
 @pytest.fixture
@@ -616,7 +619,7 @@ def slow_to_open(monkeypatch):
     """The main process held between the DataLoader's priming of its workers (iter(): W * P
     tasks) and the ring's open_epoch until the workers have collated every primed batch: the
     interleaving a loaded machine reaches by chance, forced. Each primed batch then finds the ring
-    paused and goes the usual way (uncounted: a paused ring is not a fallback)."""
+    paused and goes the usual way (not a fallback; stats()'s worker_ring_usual_way counts it)."""
     original = _worker_ring.WorkerRing._iter_loader
 
     def held(ring):
