@@ -29,6 +29,7 @@ from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_si
 from .errors import PrefetchTimeout
 from .ragged import Ragged
 from .store import StoreError, mapped_file, mapped_files
+from .transforms.arguments import flag, number
 from .transforms.contract import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
                          run_transform, save_transform_state)
 
@@ -264,16 +265,18 @@ class ArrayLoader(ClosesOnExit):
                  world_size=None, resident="host", device=None, depth=3, num_threads=None,
                  transform=None, timeout=None, memory_fraction=0.5):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError("prefetch: batch_size must be an int >= 1, got %r" % (batch_size,))
-        if resident not in _RESIDENCIES:
-            raise ValueError("prefetch: resident must be 'host', 'device' or 'auto', got %r"
-                             % (resident,))
+            raise ValueError("prefetch: ArrayLoader batch_size must be an int >= 1, got %r"
+                             % (batch_size,))
+        if not isinstance(resident, str) or resident not in _RESIDENCIES:
+            raise ValueError("prefetch: ArrayLoader resident must be 'host', 'device' or 'auto', "
+                             "got %r" % (resident,))
         if transform is not None and not callable(transform):
-            raise TypeError("prefetch: transform must be callable, got %r" % (transform,))
-        if not 0.0 < memory_fraction <= 1.0:
-            raise ValueError("prefetch: memory_fraction must be in (0, 1], got %r" % (memory_fraction,))
-        self.batch_size, self.shuffle, self.seed = batch_size, bool(shuffle), check_seed(seed)
-        self.drop_last, self.transform = bool(drop_last), transform
+            raise TypeError("prefetch: ArrayLoader transform must be callable, got %r" % (transform,))
+        number("ArrayLoader", "memory_fraction", memory_fraction, low=0.0, high=1.0, low_open=True)
+        self.batch_size, self.seed = batch_size, check_seed(seed, "ArrayLoader seed")
+        # True or False only: bool("no") would be True.
+        self.shuffle = flag("ArrayLoader", "shuffle", shuffle)
+        self.drop_last, self.transform = flag("ArrayLoader", "drop_last", drop_last), transform
         self.rank, self.world_size = distributed_rank_and_size(rank, world_size)
         self.device = resolve_device(device)
         self._structure = self._convert(arrays)

@@ -658,17 +658,23 @@ class Pipeline:
 
     def __init__(self, device, *, depth=3, num_threads=None, max_batch_bytes=None, transform=None,
                  device_transform=None, rank=None, timeout=None, owner="Prefetcher"):
-        if not isinstance(depth, int) or depth < 1:
-            raise ValueError("prefetch: depth must be an int >= 1, got %r" % (depth,))
+        # (bool is an int to Python: depth=True would be a depth of 1.)
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise ValueError("prefetch: %s depth must be an int >= 1, got %r" % (owner, depth))
         if num_threads is None:
             num_threads = default_num_threads()
-        if not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError("prefetch: num_threads must be an int >= 1, got %r" % (num_threads,))
+        if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
+            raise ValueError("prefetch: %s num_threads must be an int >= 1, got %r"
+                             % (owner, num_threads))
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
                                     or not timeout > 0):  # NaN too; inf means wait forever
-            raise ValueError("prefetch: timeout must be > 0 seconds or None, got %r" % (timeout,))
-        if max_batch_bytes is not None and max_batch_bytes < 1:
-            raise ValueError("prefetch: max_batch_bytes must be >= 1 or None, got %r" % (max_batch_bytes,))
+            raise ValueError("prefetch: %s timeout must be > 0 seconds or None, got %r"
+                             % (owner, timeout))
+        if max_batch_bytes is not None and (
+                not isinstance(max_batch_bytes, numbers.Integral) or isinstance(max_batch_bytes, bool)
+                or max_batch_bytes < 1):  # (a float: 1.5 was truncated, NaN and inf raised int()'s)
+            raise ValueError("prefetch: %s max_batch_bytes must be an int >= 1 (bytes) or None, "
+                             "got %r" % (owner, max_batch_bytes))
         self.device, self.owner = device, owner
         self._timeout = timeout
         self._stage_args = (transform, device_transform, rank)

@@ -369,9 +369,20 @@ def _judge(f, stages, p):
     else:  # e.g. a DataLoader's hand-off: unpickling each batch from the workers' queue
         in_series = ("part of each batch's loading runs in series with the step, in next() (%.3g "
                      "ms a batch)" % (1e3 * W.median / fed.median))
-    overlap = ("the loader alone is fast enough, but %s: overlap it with %s" % (
-        in_series, pf_tip or "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0
-                                                      and p.cores > 1 else "")))
+    no_gain = _prefetcher_no_gain(f, p)
+    if pf_tip:
+        overlap = "the loader alone is fast enough, but %s: overlap it with %s" % (in_series, pf_tip)
+    elif no_gain:  # measured, and not faster in every round: advise something else
+        overlap = ("the loader alone is fast enough, but %s; prefetch.Prefetcher as it is did not "
+                   "overlap it here (%s): %s" % (in_series, no_gain, (
+                       "give the DataLoader workers" if p.workers == 0 and p.cores > 1 else
+                       "let the batches cross in shared slots instead of pickled "
+                       "(collate_fn=prefetch.collate.samples under the Prefetcher)"
+                       if p.workers > 0 else "a faster source")))
+    else:
+        overlap = "the loader alone is fast enough, but %s: overlap it with %s" % (
+            in_series, "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0
+                                                 and p.cores > 1 else ""))
     if W.low >= INPUT_BOUND or (cc == "input" and W.high >= INPUT_BOUND):
         if serial:
             tail = overlap
@@ -403,6 +414,15 @@ def _prefetcher_tip(f, p):
     return ("prefetch.Prefetcher (fed by it, %s of each step waits and the loop runs %s the "
             "steps/s: %s/s)" % (percent(f["prefetch_step_wait_fraction"].median), spread(s, ratio),
                                 rate(f["prefetch_step_bps"].median)))
+
+
+def _prefetcher_no_gain(f, p):
+    """'fed by it the loop ran 0.89x (0.81x-0.99x) the steps/s' when the Prefetcher's loop was
+    measured and was not faster than the loader's by more than GAIN in every round, else None."""
+    s = f.get("prefetch_step_vs_plain_step")
+    if p.loop != "plain" or s is None or s.low > GAIN:
+        return None
+    return "fed by it the loop ran %s the steps/s" % spread(s, ratio)
 
 
 def _why_inconclusive(f, W, c, p):

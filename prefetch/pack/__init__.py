@@ -242,8 +242,9 @@ def _walk_folder(root, dest, encoding):
         raise FileNotFoundError("prefetch: pack's source %s does not exist" % root)
     with os.scandir(root) as it:
         entries = sorted((e for e in it if not _is_dest(e.path, dest)), key=lambda e: e.name)
-    classes = [e.name for e in entries if e.is_dir()]
-    direct = [e.path for e in entries if not e.is_dir()]
+    folders = {e.name for e in entries if _is_dir(e)}
+    classes = [e.name for e in entries if e.name in folders]
+    direct = [e.path for e in entries if e.name not in folders]
     loose = [p for p in direct if taken(p)]
     if not classes:
         if not loose:
@@ -274,6 +275,16 @@ def _walk_folder(root, dest, encoding):
         raise ValueError("prefetch: class folders of %s hold no %s: %s (ImageFolder refuses "
                          "them too): remove them, or add their images" % (root, noun, _some(empty)))
     return paths, labels, classes, ignored
+
+
+def _is_dir(entry):
+    """``entry.is_dir()`` (symlinks followed), or a ValueError naming a symlink that cannot be
+    followed (a loop: ``c -> c``), where is_dir() raised a bare OSError."""
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        raise ValueError("prefetch: %s cannot be followed (%s): a symlink loop? Remove it, or pass "
+                         "a list of paths" % (entry.path, exc.strerror or exc)) from None
 
 
 def _walk_class(root, name):

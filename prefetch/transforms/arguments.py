@@ -169,16 +169,22 @@ def leaf_key(cls, name, value):
     return int(value) if isinstance(value, numbers.Integral) else value
 
 
-def fill_value(cls, name, value, *, low=0.0, high=255.0, allow_none=True):
+def fill_value(cls, name, value, *, low=0.0, high=255.0, allow_none=True, channels=None):
     """A fill: None (when allowed), a number in ``[low, high]``, or one per channel (a list or
-    tuple of them); returned as a float or a list of floats."""
-    expected = "%sa number in [%g, %g] or one per channel" % ("None, " if allow_none else "",
-                                                             low, high)
+    tuple of them; ``channels``: the channel counts it may have, e.g. ``(1, 3)`` for the
+    policies' ops, which take 1 or 3); returned as a float or a list of floats."""
+    per_channel = "one per channel" if channels is None else "one per channel (%s values)" % (
+        " or ".join(map(str, channels)))
+    expected = "%sa number in [%g, %g] or %s" % ("None, " if allow_none else "", low, high,
+                                                 per_channel)
     if value is None and allow_none:
         return None
     if is_number(value):
         return number(cls, name, value, low=low, high=high, expected=expected)
-    return numbers_list(cls, name, value, low=low, high=high, expected=expected)
+    values = numbers_list(cls, name, value, low=low, high=high, expected=expected)
+    if channels is not None and len(values) not in channels:
+        fail(cls, name, expected, value)
+    return values
 
 
 def size(cls, name, value, *, pair_allowed=True):

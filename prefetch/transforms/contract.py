@@ -159,7 +159,7 @@ class SeededTransform(Transform):
         if seed is None:
             self.seed, self.seed_given = secrets.randbits(63), False
         else:
-            self.seed, self.seed_given = check_seed(seed), True
+            self.seed, self.seed_given = check_seed(seed, "%s seed" % type(self).__name__), True
 
     def state_dict(self):
         """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:

@@ -63,6 +63,12 @@ def _finite(values, name, positive=False):
                         % (name, values))
     out = []
     for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor) and v.dim() == 0 and v.dtype != torch.bool:
+            v = v.item()  # (mean=torch.tensor([...]) iterates as 0-d tensors)
+        if not arguments.is_number(v):  # (a bool, or a string float() reads, is no value)
+            raise arguments.ArgumentTypeError(
+                "prefetch: FusedAugment %s[%d] must be a finite number%s, got %r"
+                % (name, i, " > 0" if positive else "", v))
         f = float(v)
         if not math.isfinite(f) or (positive and not f > 0):
             raise ValueError("prefetch: FusedAugment %s[%d] must be a finite number%s, got %r"

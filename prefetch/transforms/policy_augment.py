@@ -60,7 +60,7 @@ class PolicyAugment(SeededTransform):
                  layout="auto", **options):
         arguments.one_of("PolicyAugment", "policy", policy, tuple(sorted(_DRAWS)))
         arguments.one_of("PolicyAugment", "interpolation", interpolation, ("nearest", "bilinear"))
-        fill = arguments.fill_value("PolicyAugment", "fill", fill)
+        fill = arguments.fill_value("PolicyAugment", "fill", fill, channels=(1, 3))
         image_key = arguments.leaf_key("PolicyAugment", "image_key", image_key)
         check_image_layout(layout)
         # (auto_augment's own `policy`, a custom table, is policies.auto_augment's alone)
@@ -107,6 +107,10 @@ class PolicyAugment(SeededTransform):
     def apply(self, batch, position):
         images = get_leaf(batch, self.image_key)
         x, layout = self._nchw(images)
+        if isinstance(self.fill, list) and len(self.fill) not in (1, x.shape[1]):
+            raise ValueError("prefetch: PolicyAugment fill has %d values (one per channel) but the "
+                             "images at leaf %r have %d channel(s): give one value or %d"
+                             % (len(self.fill), self.image_key, x.shape[1], x.shape[1]))
         table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
         out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
         return set_leaf(batch, self.image_key, from_nchw(out, layout))

@@ -83,7 +83,7 @@ def _antialias(value, what):
 def _fill(value, what):
     """A policy's fill: None, or one number or one per channel, each in [0, 255]; kept as given
     (the compiled PolicyAugment takes it)."""
-    arguments.fill_value(what, "fill", value)
+    arguments.fill_value(what, "fill", value, channels=(1, 3))  # (the policies' ops take 1 or 3)
     return value
 
 

@@ -197,6 +197,20 @@ def test_balanced_in_series_says_to_overlap():
     assert "part of each batch's loading runs in series with the step, in next() (1.05 ms" in v.line
 
 
+def test_in_series_the_prefetcher_is_not_advised_where_it_was_measured_without_gain():
+    """The trial's run: balanced, part of the loading in series, and the step fed by the
+    Prefetcher at 0.89x the plain loop: the advice may not be "overlap it with
+    prefetch.Prefetcher"; it says what the Prefetcher did and names another way."""
+    f = figures([900, 1000, 950], [100, 100, 100], overlapped=False, prefetch_gain=0.89)
+    for workers, other in ((2, "collate_fn=prefetch.collate.samples"),
+                           (0, "give the DataLoader workers")):
+        v = V.judge(f, STAGES, pipeline(workers=workers))
+        assert v.kind == "balanced", v.line
+        assert "overlap it with prefetch.Prefetcher" not in v.line, v.line
+        assert "did not overlap it here (fed by it the loop ran 0.89x" in v.line and other in v.line
+        V.check(v, f)
+
+
 @pytest.mark.parametrize("loader, step, crossing", [
     ([60, 100, 300], [100, 100, 100], "of each step waits for data (thresholds 5% and 20%)"),
     ([85, 92, 200], [100, 100, 100], "the loader alone / the step alone is"),

@@ -212,6 +212,26 @@ def test_a_symlink_loop_in_a_folder_is_refused_naming_the_link(tmp_path, target)
     assert not os.path.exists(tmp_path / "s")
 
 
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_class_entry_linking_to_itself_is_refused_naming_it(tmp_path, on_error):
+    """src/c -> c (a link that cannot be followed at all, ELOOP) among the class folders:
+    refused naming the link, with on_error="skip" too (the folder's layout is not a file to
+    skip), where os.DirEntry.is_dir() raised a bare OSError. Inside a class folder such a link
+    is no folder and not named as an image: ignored and listed, as ImageFolder ignores it."""
+    import prefetch
+
+    write_jpegs(tmp_path / "src" / "cat", ["a.jpg"])
+    os.symlink("c", tmp_path / "src" / "c")
+    with pytest.raises(ValueError, match="symlink loop") as info:
+        prefetch.pack(tmp_path / "src", tmp_path / "s", progress=False, on_error=on_error)
+    assert str(tmp_path / "src" / "c") in str(info.value)
+    assert not os.path.exists(tmp_path / "s")
+    os.remove(tmp_path / "src" / "c")
+    os.symlink("c", tmp_path / "src" / "cat" / "c")
+    store = prefetch.pack(tmp_path / "src", tmp_path / "s", progress=False, on_error=on_error)
+    assert len(store) == 1 and str(tmp_path / "src" / "cat" / "c") in store.ignored
+
+
 def test_a_class_folder_that_links_to_the_root_is_refused(tmp_path):
     import prefetch
 

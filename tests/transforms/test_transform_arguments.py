@@ -79,6 +79,7 @@ BAD = [
     (policy("rand_augment"), "fill", [0, 0, NAN], "PolicyAugment"),
     (policy("rand_augment"), "fill", True, "PolicyAugment"),
     (policy("rand_augment"), "fill", "white", "PolicyAugment"),
+    (policy("trivial_augment_wide"), "fill", (1, 2), "PolicyAugment"),  # the ops take 1 or 3 channels
     (policy("rand_augment"), "image_key", True, "PolicyAugment"),
     (policy("rand_augment"), "num_ops", -1, "RandAugment"),
     (policy("rand_augment"), "num_ops", 1.5, "RandAugment"),
@@ -187,3 +188,18 @@ def test_a_bad_auto_augment_policy_is_named_by_sub_policy_and_step(bad, named, s
     message = str(info.value)
     assert message.startswith("prefetch: AutoAugment %s must be " % named), message
     assert message.endswith(", got %r" % (shown,)), message
+
+
+def test_a_per_channel_fill_that_does_not_fit_the_images_is_refused_naming_the_argument():
+    """A fill of 3 values on 1-channel images: refused naming PolicyAugment's fill and both counts
+    (it failed in the affine_warp op, named as an internal op, when a geometric op was drawn)."""
+    import torch
+
+    from prefetch.transforms import BatchPosition
+
+    aug = PolicyAugment("trivial_augment_wide", fill=[1, 2, 3], seed=0)
+    with pytest.raises(ValueError, match=r"PolicyAugment fill has 3 values .* have 1 channel"):
+        aug.apply(torch.zeros(2, 1, 8, 8, dtype=torch.uint8), BatchPosition(0, 0))
+    out = aug.apply(torch.zeros(2, 3, 8, 8, dtype=torch.uint8), BatchPosition(0, 0))
+    assert out.shape == (2, 3, 8, 8)
+

@@ -115,6 +115,9 @@ CASES = [
     ("FusedAugment", lambda v: FusedAugment(MEAN, STD, crop=8, center_crop=True, resize=10, max_size=v),
      "max_size", 10),
     ("FusedAugment", lambda v: FusedAugment(MEAN, STD, random_resized_crop=8, decode=v), "decode", "True"),
+    # a bool or a string is no channel's value (float() took both)
+    ("FusedAugment", lambda v: FusedAugment((v, 0.4, 0.3), STD), "mean", True),
+    ("FusedAugment", lambda v: FusedAugment(MEAN, (0.2, v, 0.2)), "std", "0.5"),
 ]
 
 
