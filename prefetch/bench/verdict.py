@@ -378,7 +378,7 @@ def _judge(f, stages, p):
                        "give the DataLoader workers" if p.workers == 0 and p.cores > 1 else
                        "let the batches cross in shared slots instead of pickled "
                        "(collate_fn=prefetch.collate.samples under the Prefetcher)"
-                       if p.workers > 0 else "a faster source")))
+                       if (p.workers or 0) > 0 else "a faster source")))
     else:
         overlap = "the loader alone is fast enough, but %s: overlap it with %s" % (
             in_series, "prefetch.Prefetcher" + (", or DataLoader workers" if p.workers == 0

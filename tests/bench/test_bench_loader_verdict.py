@@ -203,7 +203,8 @@ def test_in_series_the_prefetcher_is_not_advised_where_it_was_measured_without_g
     prefetch.Prefetcher"; it says what the Prefetcher did and names another way."""
     f = figures([900, 1000, 950], [100, 100, 100], overlapped=False, prefetch_gain=0.89)
     for workers, other in ((2, "collate_fn=prefetch.collate.samples"),
-                           (0, "give the DataLoader workers")):
+                           (0, "give the DataLoader workers"),
+                           (None, "a faster source")):  # (None: not a DataLoader)
         v = V.judge(f, STAGES, pipeline(workers=workers))
         assert v.kind == "balanced", v.line
         assert "overlap it with prefetch.Prefetcher" not in v.line, v.line
