@@ -39,6 +39,28 @@ def samples(fn, repeats, *, device=None, warmup=1, setup=None):
     return times
 
 
+def interleaved(calls, repeats, *, device=None, warmup=1, order=None):
+    """Seconds of each of ``repeats`` rounds of every call in ``calls`` (a dict name -> fn, or
+    name -> ``(setup, fn)`` as :func:`samples` takes them), **interleaved**: round r times each
+    call once, in the dict's order (A, B, A, B, ...), so a slow phase of the machine lands on
+    every pipeline alike rather than on whichever ran then. Each call is warmed up ``warmup``
+    times first (all of A's, then all of B's). Returns ``{name: [seconds of round 0, 1, ...]}``;
+    ``order``, a list, receives the names in the order they were timed (what a test checks)."""
+    if repeats < 1:
+        raise ValueError("prefetch bench: repeats must be >= 1, got %r" % (repeats,))
+    parts = {name: (c if isinstance(c, tuple) else (None, c)) for name, c in calls.items()}
+    for setup, fn in parts.values():
+        for _ in range(warmup):
+            fn(setup()) if setup else fn()
+    out = {name: [] for name in parts}
+    for _ in range(repeats):
+        for name, (setup, fn) in parts.items():
+            out[name].extend(samples(fn, 1, device=device, warmup=0, setup=setup))
+            if order is not None:
+                order.append(name)
+    return out
+
+
 def kernel_samples(fn, repeats, device, *, warmup=1, inner=10):
     """Seconds per call of fn, one sample per repetition. On a GPU `inner` calls run back to back
     between two CUDA events, so a sample is the kernels' time: the host's launch and

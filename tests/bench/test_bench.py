@@ -289,3 +289,22 @@ def test_h2d_ring_stages_are_the_deltas_of_two_stats():
     assert abs(st["source_share"] - 0.1) < 1e-9 and abs(st["handoff_share"] - 0.4) < 1e-9
     assert abs(st["consumer_wait_fraction"] - 0.75) < 1e-9
     assert ring_stages(before, before)["collate_gbps"] == 0.0  # nothing ran: no division by zero
+
+
+def test_interleaved_times_every_call_once_a_round_in_order_after_their_warm_ups():
+    """timing.interleaved: A, B, A, B... (each call's warm-ups first), one sample a call a round,
+    setup outside the sample, as the bench's comparisons promise."""
+    from prefetch.bench import timing
+
+    calls, order = [], []
+
+    def call(name):
+        return lambda *arg: calls.append((name, arg))
+
+    got = timing.interleaved({"a": call("a"), "b": (lambda: "made", call("b"))}, 3, warmup=2,
+                             order=order)
+    assert order == ["a", "b"] * 3
+    assert calls == [("a", ())] * 2 + [("b", ("made",))] * 2 + [("a", ()), ("b", ("made",))] * 3
+    assert sorted(got) == ["a", "b"] and all(len(v) == 3 and min(v) >= 0 for v in got.values())
+    with pytest.raises(ValueError, match="repeats must be >= 1"):
+        timing.interleaved({"a": call("a")}, 0)
