@@ -1,5 +1,7 @@
 """python -m prefetch.bench: measures prefetch against the alternatives and against plain copies
 of as many bytes, in the same run, writes a table and results.json, and closes with a verdict.
+Every pipeline gets the same N (--workers: DataLoader workers, prefetch's and DALI's threads);
+every comparison is timed in interleaved rounds; results.json names the commit measured.
 With --loader module:function it measures your own loader (and --step) instead."""
 import argparse
 import contextlib
@@ -16,9 +18,10 @@ import prefetch
 from prefetch.ops import cpu_kernel_build
 
 from . import arrays, collate, e2e, h2d, loader_cli, ops, recipes, workers
+from . import provenance
 from .charts import write_charts
 from .summary import verdict
-from .section import Config, Skipped
+from .section import Config, Skipped, unequal_resources, usable_cores
 
 # Every section, in the default order of --sections.
 SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION, workers.SECTION,
@@ -38,8 +41,16 @@ def parse_args(argv):
     p.add_argument("--batch-size", type=int, action="append", dest="batch_sizes",
                    help="images per batch (repeatable; default 64 and 256)")
     p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes in e2e and workers (default 2)")
-    p.add_argument("--threads", type=int, default=None, help="engine collation threads (default: cores, <= 8)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="every pipeline's resources: N DataLoader workers for the usual pipeline "
+                        "(and for prefetch where it has workers), N threads for prefetch, DALI and "
+                        "torch's intra-op work (default: the usable cores, %d here)" % usable_cores())
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="deprecated: the same N as --workers (refused if it differs); with "
+                        "--loader, the Prefetcher's threads around your loader")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="write results from a checkout with uncommitted changes (results.json then "
+                        "says \"dirty\": true and names them)")
     p.add_argument("--steps", type=int, default=None, help="training steps per e2e pipeline")
     p.add_argument("--out", default="bench-out", help="directory for results.json")
     loader_cli.add_arguments(p)
@@ -47,6 +58,17 @@ def parse_args(argv):
     for name in ("step", "transform"):
         if getattr(args, name) and not args.loader:
             p.error("--%s needs --loader" % name)
+    for name in ("workers", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error("--%s must be >= 1, got %d" % (name, getattr(args, name)))
+    # One N, not two: --threads (once the engine's threads, beside 2 workers) survives as an
+    # alias that cannot make the pipelines unequal. (--loader passes args.threads on as the
+    # Prefetcher's threads around the user's own loader, whose workers are the user's.)
+    if args.workers is not None and args.threads is not None and args.workers != args.threads:
+        p.error("--threads %d differs from --workers %d: every pipeline gets the same N "
+                "(--threads is a deprecated alias of --workers; pass --workers alone)"
+                % (args.threads, args.workers))
+    args.n = args.workers or args.threads or usable_cores()
     return args
 
 
@@ -57,7 +79,28 @@ def progress(msg):
 def device_name(device):
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return "cpu (%s, %d cores)" % (platform.processor() or platform.machine(), os.cpu_count() or 1)
+    return "cpu (%s, %d cores)" % (platform.processor() or platform.machine(), usable_cores())
+
+
+def environment(device, n, state):
+    """results.json's record of what ran: N and the cores, the device, the versions, and the
+    code measured (``provenance.checkout_state``)."""
+    return {
+        "device": device_name(device),
+        "workers": n,                  # N: every pipeline's workers / threads
+        "cores": usable_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "prefetch": prefetch.__version__,
+        "python": platform.python_version(),
+        "cpu_kernel_build": cpu_kernel_build(),  # (the CPU kernels' figures depend on it)
+        "commit": state["commit"],
+        "source": state["source"],
+        "dirty": state["dirty"],
+        "changed_files": state["changed_files"],
+        "changed": state["changed"],
+    }
 
 
 def main(argv=None):
@@ -68,17 +111,35 @@ def main(argv=None):
     unknown = [s for s in names if s not in BY_NAME]
     if unknown:
         sys.exit("unknown section(s) %s; choose from %s" % (unknown, list(BY_NAME)))
+    # Before any measurement: a dirty checkout is refused now, not after minutes of running.
+    state = provenance.checkout_state()
+    if not args.allow_dirty and provenance.refusal(state):
+        sys.exit(provenance.refusal(state))
     torch.manual_seed(0)
     device = torch.device(args.device) if args.device else (
         torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
     config = Config(device=device, quick=args.quick, batch_sizes=args.batch_sizes or [64, 256],
-                    image_size=args.image_size, workers=args.workers, threads=args.threads,
-                    steps=args.steps, progress=progress)
+                    image_size=args.image_size, workers=args.n, steps=args.steps,
+                    progress=progress)
+    # N intra-op threads in the main process for every pipeline alike (prefetch's transforms and
+    # decodes run on them, as do the usual pipeline's ToDtype and Normalize after its workers).
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(config.workers)
+    try:
+        return _run_sections(args, names, config, device, state)
+    finally:
+        torch.set_num_threads(torch_threads)
 
-    print("prefetch %s bench | torch %s | device %s | CPU kernels: %s build"
-          % (prefetch.__version__, torch.__version__, device_name(device), cpu_kernel_build()))
+
+def _run_sections(args, names, config, device, state):
+    env = environment(device, config.workers, state)
+    print("prefetch %s bench | torch %s | device %s | CPU kernels: %s build | N = %d (workers = "
+          "threads) on %d cores | commit %s%s"
+          % (prefetch.__version__, torch.__version__, env["device"], env["cpu_kernel_build"],
+             config.workers, env["cores"], (state["commit"] or "none")[:12],
+             " with %d uncommitted change(s)" % state["changed_files"] if state["dirty"] else ""))
     t0 = time.perf_counter()
-    metrics, details, skipped = {}, {}, {}
+    metrics, details, skipped, resources = {}, {}, {}, {}
     for name in names:
         try:
             # The bench's device current while a section runs: what it does not name a device for
@@ -89,8 +150,13 @@ def main(argv=None):
             skipped[name] = str(why)
             print("  -- %s: skipped (%s)" % (name, skipped[name]))
             continue
+        bad = unequal_resources(result.resources, config.workers)
+        if bad:  # a section's own defect: never a figure of unequal pipelines
+            raise RuntimeError("prefetch bench: section %s built pipelines without N = %d: %s"
+                               % (name, config.workers, "; ".join("%s: %s" % b for b in bad)))
         details[name] = result.rows
         details.update(result.details)
+        resources[name] = result.resources
         for part, why in result.skipped.items():
             skipped["%s:%s" % (name, part)] = why
             print("  -- %s %s: skipped (%s)" % (name, part, why))
@@ -98,21 +164,19 @@ def main(argv=None):
         metrics.update(result.metrics)
 
     os.makedirs(args.out, exist_ok=True)
-    result = {
-        "device": device_name(device),
-        "torch": torch.__version__,
-        "prefetch": prefetch.__version__,
-        "python": platform.python_version(),
-        "cpu_kernel_build": cpu_kernel_build(),  # (the CPU kernels' figures depend on it)
+    result = dict(env)
+    result.update({
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "config": {"sections": names, "quick": args.quick, "batch_sizes": config.batch_sizes,
-                   "image_size": args.image_size, "workers": args.workers,
+                   "image_size": args.image_size, "workers": config.workers,
                    "metrics_batch_size": max(config.batch_sizes)},
+        # section -> pipeline -> {"workers", "threads"}: what each pipeline was built with
+        "resources": resources,
         "metrics": metrics,
         "details": details,
         "skipped": skipped,
         "verdict": verdict(metrics, device.type),
-    }
+    })
     path = os.path.join(args.out, "results.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=2)

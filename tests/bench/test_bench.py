@@ -13,7 +13,7 @@ from prefetch.bench.__main__ import main
 
 
 def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
-    rc = main(["--quick", "--sections", "collate,h2d,ops", "--batch-size", "8",
+    rc = main(["--quick", "--allow-dirty", "--sections", "collate,h2d,ops", "--batch-size", "8",
                "--image-size", "32", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
@@ -48,7 +48,7 @@ def test_unknown_section_is_refused(tmp_path, capsys):
 
 
 def test_arrays_section_reports_its_metrics(tmp_path):
-    rc = main(["--quick", "--sections", "arrays", "--out", str(tmp_path)])
+    rc = main(["--quick", "--allow-dirty", "--sections", "arrays", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
     metrics = result["metrics"]
@@ -113,7 +113,7 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
 
     pytest.importorskip("PIL")  # the JPEG pipelines (the [test] and [bench] extras bring Pillow)
 
-    rc = main(["--quick", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
+    rc = main(["--quick", "--allow-dirty", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
                "--device", "cpu", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
@@ -203,7 +203,7 @@ def test_workers_pipelines_deliver_the_same_normalized_images():
 
 def test_workers_section_without_pillow_skips_only_the_jpeg_pipelines(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL now raises ImportError
-    rc = main(["--quick", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
+    rc = main(["--quick", "--allow-dirty", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
                "--device", "cpu", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
@@ -238,7 +238,7 @@ def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
     if not prefetch.built_with_jpeg():
         pytest.skip("built without the JPEG decoder")
     pytest.importorskip("PIL")
-    rc = main(["--quick", "--sections", "recipes", "--out", str(tmp_path)])
+    rc = main(["--quick", "--allow-dirty", "--sections", "recipes", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
     m = result["metrics"]
