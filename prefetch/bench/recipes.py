@@ -2,6 +2,10 @@
 normalized float batches, as users run it and through ``prefetch.transforms.v2`` (issue 27's goal:
 ≥ 2.5× the usual way).
 
+Every pipeline gets N (``--workers``): the usual pipeline N DataLoader workers, prefetch and DALI
+N threads; an epoch holds at least two batches per worker (--quick: one), the files repeated to
+fill it.
+
 - ``usual``: DataLoader workers, each PIL-decodes a file and applies RandomResizedCrop(176),
   RandomHorizontalFlip and TrivialAugmentWide(bilinear) to the PIL image — torchvision's own
   transforms when torchvision imports, else the same algorithms written here with PIL (the calls
@@ -20,8 +24,8 @@ normalized float batches, as users run it and through ``prefetch.transforms.v2``
   sample (the ``prefetch`` row's dataset, DataLoader and collation run per sample).
 
 RandomErasing(0.1) and MixUp/CutMix, the recipe's batch-level steps, are left out on both sides
-(a few percent of the work either way). Interleaved rounds; the ratio is the median of per-round
-ratios.
+(a few percent of the work either way). Interleaved rounds (``timing.interleaved``, at least 5
+after a warm-up epoch); the ratio is the median of per-round ratios.
 """
 import os
 import shutil
@@ -32,9 +36,10 @@ import torch
 import prefetch
 
 from .section import Section, SectionResult, Skipped
-from .workers import (CLASSES, MEAN, STD, DaliPipeline, JpegBytes, _to_tensor, dali_available,
-                      interleave_then_close, pack_store, prefetch_pipeline, random_resized_crop,
-                      ratio, store_pipeline, summarize, usual_pipeline, write_jpegs)
+from .workers import (BATCHES_PER_WORKER, CLASSES, MEAN, STD, DaliPipeline, JpegBytes, _to_tensor, dali_available,
+                      epoch_files, interleave_then_close, pack_store, prefetch_pipeline,
+                      random_resized_crop, ratio, store_pipeline, summarize, usual_pipeline,
+                      write_jpegs)
 
 SIZE = 176  # the recipe's train crop
 
@@ -123,30 +128,33 @@ def run(config):
         import PIL  # noqa: F401
     except ImportError:
         raise Skipped("Pillow is not installed: the usual pipeline decodes with it") from None
-    files, rounds = (128, 2) if config.quick else (256, 5)  # quick: one batch per worker
-    batch_size, workers, device = 64, config.workers, config.device
+    # quick: smaller files (a quarter of the pixels), smaller batches, 5 rounds all the same
+    files, rounds, batch_size, scale = (32, 5, 16, 0.5) if config.quick else (256, 5, 64, 1.0)
+    workers = threads = config.workers  # N
+    device = config.device
     directory = tempfile.mkdtemp(prefix="prefetch-bench-recipes-")
     try:
-        paths = write_jpegs(directory, files)
-        config.progress("recipes: %d files, ResNet-50 v2 recipe (crop %d, TrivialAugmentWide), "
-                        "batch %d, %d workers for the usual pipeline" % (files, SIZE, batch_size,
-                                                                         workers))
+        paths = epoch_files(write_jpegs(directory, files, scale=scale), batch_size, workers,
+                            1 if config.quick else BATCHES_PER_WORKER)
+        config.progress("recipes: %d files, %d an epoch, ResNet-50 v2 recipe (crop %d, "
+                        "TrivialAugmentWide), batch %d, N = %d workers / threads"
+                        % (files, len(paths), SIZE, batch_size, workers))
         usual_ds = RecipeInWorkers(paths)
         pipelines = [
             usual_pipeline("usual", usual_ds, batch_size, workers, device),
             prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, 0, device,
-                              prefetch.collate.samples, config.threads, aug=_recipe(decode=True)),
+                              prefetch.collate.samples, threads, aug=_recipe(decode=True)),
         ]
         # The same files packed once (prefetch.pack): the ArrayLoader gathers each batch's bytes
         # in C++, no Python per sample (the bytes path's dataset, DataLoader and collation are).
         _, store = pack_store(paths, os.path.join(directory, "store"))
-        pipelines.append(store_pipeline(store, batch_size, device, config.threads,
+        pipelines.append(store_pipeline(store, batch_size, device, threads,
                                         _recipe(decode=True)))
         dali_skipped = None if dali_available() and device.type == "cpu" else \
             "DALI is not installed (pip install nvidia-dali-cuda130) or the device is not the CPU"
         if dali_skipped is None:
             try:
-                pipelines.append(DaliPipeline(paths, batch_size, SIZE, config.threads or 2,
+                pipelines.append(DaliPipeline(paths, batch_size, SIZE, threads,
                                               trivial_augment=True))
             except Exception as e:  # noqa: BLE001 - an optional peer that cannot run here
                 dali_skipped = "DALI could not build its pipeline: %s" % str(e).splitlines()[0][:200]
@@ -161,8 +169,8 @@ def run(config):
     if "dali_cpu" in raw:
         ratios["prefetch_vs_dali_cpu"] = ratio(raw, "prefetch", "dali_cpu")
         ratios["dali_cpu_vs_usual"] = ratio(raw, "dali_cpu", "usual")
-    result = {"batch_size": batch_size, "image_size": SIZE, "workers": workers, "files": files,
-              "rounds": rounds, "usual_transforms": usual_ds.impl, "pipelines": rows,
+    result = {"batch_size": batch_size, "image_size": SIZE, "workers": workers, "threads": threads,
+              "files": len(paths), "distinct_files": files, "rounds": rounds, "usual_transforms": usual_ds.impl, "pipelines": rows,
               "ratios": ratios, "dali_skipped": dali_skipped}
     metrics = {"recipe_prefetch_vs_usual": vs_usual["median"],
                "recipe_prefetch_img_per_s": rows["prefetch"]["img_per_s"]["median"],
@@ -170,11 +178,12 @@ def run(config):
                "recipe_prefetch_store_vs_usual": store_vs_usual["median"]}
     if "dali_cpu" in raw:
         metrics["recipe_prefetch_vs_dali_cpu"] = ratios["prefetch_vs_dali_cpu"]["median"]
-    table = ("ResNet-50 v2 recipe, JPEG files to normalized float batches (images/s, median of %d "
-             "rounds; the usual pipeline's transforms: %s):\n"
+    table = ("ResNet-50 v2 recipe, JPEG files to normalized float batches (N = %d workers / "
+             "threads; images/s, median (range) of %d interleaved rounds; the usual pipeline's "
+             "transforms: %s):\n"
              "  usual    %8.0f  (%.0f-%.0f)\n  prefetch %8.0f  (%.0f-%.0f)\n"
              "  prefetch / usual %.2fx (%.2f-%.2f)" % (
-                 rounds, usual_ds.impl, rows["usual"]["img_per_s"]["median"],
+                 workers, rounds, usual_ds.impl, rows["usual"]["img_per_s"]["median"],
                  rows["usual"]["img_per_s"]["low"], rows["usual"]["img_per_s"]["high"],
                  rows["prefetch"]["img_per_s"]["median"], rows["prefetch"]["img_per_s"]["low"],
                  rows["prefetch"]["img_per_s"]["high"], vs_usual["median"], vs_usual["low"],
@@ -191,7 +200,8 @@ def run(config):
                                                               r["median"], r["low"], r["high"]))
     elif dali_skipped:
         table += "\n  (dali_cpu: %s)" % dali_skipped
-    return SectionResult(rows=result, metrics=metrics, table=table)
+    return SectionResult(rows=result, metrics=metrics, table=table,
+                         resources={name: row["resources"] for name, row in rows.items()})
 
 
 SECTION = Section("recipes", "torchvision's ResNet-50 v2 recipe, JPEGs to float batches: usual "

@@ -5,10 +5,12 @@ import statistics
 
 # metric -> what it compares (prefetch's figure / the usual path's; above 1: prefetch is faster)
 COMPARISONS = [
-    ("collate_vs_default_collate", "collation vs default_collate"),
+    # default_collate in the main process runs on one thread by nature (as in one DataLoader
+    # worker); the engine on N: the label says so (the workers rows compare at equal N).
+    ("collate_vs_default_collate", "collation (N threads) vs default_collate (1 thread)"),
     ("h2d_vs_pin_memory", "host-to-device vs pin_memory().to()"),
     ("ops_vs_torch_chain", "fused op vs the torch op chain"),
-    ("arrays_vs_dataloader", "ArrayLoader vs DataLoader"),
+    ("arrays_vs_dataloader", "ArrayLoader vs the better DataLoader (0 or N workers)"),
     ("e2e_vs_baseline", "training loop (small CNN) vs DataLoader + torch ops"),
     ("e2e_heavy_vs_baseline", "training loop (heavy CNN) vs DataLoader + torch ops"),
     ("e2e_vs_timm", "training loop (small CNN) vs timm's PrefetchLoader"),

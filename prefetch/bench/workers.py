@@ -1,6 +1,10 @@
 """DataLoader workers (issue 15's goals): whole epochs of pipelines with worker processes, timed
-interleaved (A, B, C, A, B, C... in one run), each pipeline built once with persistent workers
-and warmed up one epoch, so worker start-up is not what is compared.
+interleaved (``timing.interleaved``: A, B, C, A, B, C... in one run, at least 5 rounds), each
+pipeline built once with persistent workers and warmed up one epoch, so worker start-up is not
+what is compared. Every pipeline gets N (``--workers``): N DataLoader workers wherever there are
+workers, N threads for prefetch's engine and decodes and for DALI; an epoch holds at least
+``BATCHES_PER_WORKER`` batches per worker (``--quick``: one; the JPEG files repeated to fill
+it), so no worker sits idle.
 
 (1) Synthetic uint8 HWC images (a fresh tensor per ``__getitem__``, as a decode makes), for each
     batch size:
@@ -51,7 +55,7 @@ import prefetch
 
 from . import timing
 from .e2e import MEAN, STD
-from .section import Section, SectionResult
+from .section import Section, SectionResult, resources
 
 # Labels are class indices below this (what travels next to each image).
 CLASSES = 1000
@@ -293,11 +297,14 @@ def stage_profile(paths, size, repeats=1):
 # --- pipelines and the interleaved timing ------------------------------------------------------
 
 class Pipeline:
-    """One pipeline built once (persistent workers, one Prefetcher), iterated epoch by epoch."""
+    """One pipeline built once (persistent workers, one Prefetcher), iterated epoch by epoch;
+    ``resources`` is what it was built with (``section.resources``: DataLoader workers, threads
+    in the main process)."""
 
-    def __init__(self, name, batches, loader=None, prefetcher=None):
+    def __init__(self, name, batches, loader=None, prefetcher=None, *, workers=0, threads):
         self.name, self._batches = name, batches
         self.loader, self.prefetcher = loader, prefetcher
+        self.resources = resources(workers=workers, threads=threads)
 
     def epoch(self):
         """One epoch; the number of images it delivered."""
@@ -318,6 +325,8 @@ def _loader(ds, batch_size, workers, collate_fn, pin_memory=False):
 
 
 def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
+    """The usual pipeline: ``workers`` DataLoader workers; the main process's ``.to``, ToDtype
+    and Normalize on torch's intra-op threads (N during a bench run)."""
     # pin_memory on CUDA, as users write it for non_blocking copies (the Prefetcher pins itself).
     loader = _loader(ds, batch_size, workers, default_collate, pin_memory=device.type == "cuda")
 
@@ -325,7 +334,7 @@ def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
         for images, labels in loader:
             labels.to(device, non_blocking=True)
             yield usual_to_device(images, device) if normalize else images.to(device, non_blocking=True)
-    return Pipeline(name, batches, loader=loader)
+    return Pipeline(name, batches, loader=loader, workers=workers, threads=torch.get_num_threads())
 
 
 def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads, transform=True,
@@ -338,7 +347,7 @@ def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads
     def batches():
         for images, _ in pf:
             yield images
-    return Pipeline(name, batches, loader=loader, prefetcher=pf)
+    return Pipeline(name, batches, loader=loader, prefetcher=pf, workers=workers, threads=threads)
 
 
 def webdataset_available():
@@ -399,7 +408,8 @@ def webdataset_pipeline(paths, directory, batch_size, workers, device, size):
         for images, labels in loader:
             labels.to(device, non_blocking=True)
             yield usual_to_device(images, device)
-    return Pipeline("webdataset", batches, loader=loader)
+    return Pipeline("webdataset", batches, loader=loader, workers=workers,
+                    threads=torch.get_num_threads())
 
 
 def pack_store(paths, dest):
@@ -423,7 +433,7 @@ def store_pipeline(store, batch_size, device, threads, aug):
     def batches():
         for images, _ in loader:
             yield images
-    return Pipeline("prefetch_store", batches, prefetcher=loader)
+    return Pipeline("prefetch_store", batches, prefetcher=loader, threads=threads)
 
 
 class EnginePipeline(Pipeline):
@@ -436,14 +446,15 @@ class EnginePipeline(Pipeline):
         groups = [prefetch.Samples(pool[i % 2 * batch_size:(i % 2 + 1) * batch_size])
                   for i in range(batches)]
         pf = prefetch.Prefetcher(groups, device=device, num_threads=threads)
-        super().__init__("engine", lambda: iter(pf), prefetcher=pf)
+        super().__init__("engine", lambda: iter(pf), prefetcher=pf, threads=threads)
+        self.collates = []  # (bytes, seconds) of each epoch's collation, in order
 
     def epoch(self):
         before = self.prefetcher.stats()
         n = super().epoch()
         after = self.prefetcher.stats()
-        self.collate = (after["bytes_collated"] - before["bytes_collated"],
-                        after["collate_s"] - before["collate_s"])
+        self.collates.append((after["bytes_collated"] - before["bytes_collated"],
+                              after["collate_s"] - before["collate_s"]))
         return n
 
 
@@ -479,7 +490,7 @@ class DaliPipeline(Pipeline):
         self._pipe = pipe()
         self._pipe.build()
         self._iterations = -(-len(paths) // batch_size)
-        super().__init__("dali_cpu", self._batches_of_epoch)
+        super().__init__("dali_cpu", self._batches_of_epoch, threads=threads)
 
     # DALI's prefetch_queue_depth, and the batches an epoch schedules ahead of the one it takes.
     # 1: at depth 2 DALI's executor still computed one iteration past an epoch's last scheduled
@@ -519,30 +530,67 @@ def dali_available():
     return True
 
 
-def interleave(pipelines, repeats, device, progress=None, label=""):
-    """One untimed epoch of each, then `repeats` rounds of one timed epoch of each in turn.
-    Returns per pipeline the lists of every round's seconds, images, main-process and worker CPU
-    seconds (and the engine's collation bytes and seconds)."""
+class CpuProbe:
+    """CPU seconds of the main process (``time.process_time``: all its threads) and of its
+    worker processes (:func:`children_cpu_s`) between one ``start`` and the next ``start`` (or
+    ``stop``): called from ``timing.interleaved``'s setups, it brackets each timed epoch from
+    outside its sample (reading /proc costs milliseconds that no epoch should carry)."""
+
+    def __init__(self):
+        self.records = {}  # name -> [(main CPU s, worker CPU s or None)], in call order
+        self._open = None
+
+    def start(self, name):
+        self.stop()
+        kids = children_cpu_s()
+        self._open = (name, kids, time.process_time())
+
+    def stop(self):
+        if self._open is None:
+            return
+        name, kids0, cpu0 = self._open
+        cpu1 = time.process_time()
+        kids1 = children_cpu_s()
+        self.records.setdefault(name, []).append(
+            (cpu1 - cpu0, None if kids0 is None else kids1 - kids0))
+        self._open = None
+
+
+def interleave(pipelines, repeats, device, progress=None, label="", warmup=1):
+    """One untimed epoch of each (``warmup``), then ``repeats`` rounds of one timed epoch of
+    each in turn (``timing.interleaved``). Returns per pipeline the lists of every round's
+    seconds, images, main-process and worker CPU seconds (and the engine's collation bytes and
+    seconds)."""
+    probe = CpuProbe()
+    images = {p.name: [] for p in pipelines}
+    first = pipelines[0].name
+    calls_of_first = [0]
+
+    def setup(p):
+        def start():
+            if progress and p.name == first:
+                calls_of_first[0] += 1
+                k = calls_of_first[0] - warmup
+                progress("workers: %s%s" % (label, "warm-up epochs" if k < 1 else
+                                            "round %d/%d" % (k, repeats)))
+            probe.start(p.name)
+        return start
+
+    def epoch(p):
+        return lambda _: images[p.name].append(p.epoch())
+
+    calls = {p.name: (setup(p), epoch(p)) for p in pipelines}
+    try:
+        seconds = timing.interleaved(calls, repeats, device=device, warmup=warmup)
+    finally:
+        probe.stop()
+    out = {}
     for p in pipelines:
-        p.epoch()
-    out = {p.name: {"s": [], "images": [], "main_cpu_s": [], "worker_cpu_s": [], "collate": []}
-           for p in pipelines}
-    for r in range(repeats):
-        if progress:
-            progress("workers: %sround %d/%d" % (label, r + 1, repeats))
-        for p in pipelines:
-            timing.sync(device)
-            kids0, cpu0, t0 = children_cpu_s(), time.process_time(), time.perf_counter()
-            n = p.epoch()
-            timing.sync(device)
-            t1, cpu1, kids1 = time.perf_counter(), time.process_time(), children_cpu_s()
-            rec = out[p.name]
-            rec["s"].append(t1 - t0)
-            rec["images"].append(n)
-            rec["main_cpu_s"].append(cpu1 - cpu0)
-            rec["worker_cpu_s"].append(None if kids0 is None else kids1 - kids0)
-            if isinstance(p, EnginePipeline):
-                rec["collate"].append(p.collate)
+        cpu = probe.records[p.name][warmup:]
+        out[p.name] = {"s": seconds[p.name], "images": images[p.name][warmup:],
+                       "main_cpu_s": [c for c, _ in cpu], "worker_cpu_s": [k for _, k in cpu],
+                       "collate": p.collates[warmup:] if isinstance(p, EnginePipeline) else [],
+                       "resources": p.resources}
     return out
 
 
@@ -578,6 +626,7 @@ def summarize(raw, batch_size, image_bytes):
             "images_per_epoch_all_equal": len(set(rec["images"])) == 1,
             "main_cpu_us_per_img": timing.median(
                 [1e6 * c / n for c, n in zip(rec["main_cpu_s"], rec["images"])]),
+            "resources": rec["resources"],
         }
         if rec["worker_cpu_s"] and None not in rec["worker_cpu_s"]:
             row["worker_cpu_us_per_img"] = timing.median(
@@ -597,14 +646,33 @@ def ratio(raw, a, b):
 
 # --- the section -------------------------------------------------------------------------------
 
+# An epoch holds at least this many batches per DataLoader worker (--quick: at least one): with
+# fewer batches than workers, workers sit idle and the epoch is one worker's batch, whatever N
+# is (the usual pipeline would be given N workers and use a few).
+BATCHES_PER_WORKER = 2
+
+
 def sizes(config):
-    """Images per epoch and rounds: small in quick mode, under ~3 minutes in all on 2 cores."""
+    """Images per epoch and rounds: small in quick mode (but at least 5 interleaved rounds),
+    under ~3 minutes in all on 2 cores."""
     if config.quick:
-        return {"synthetic_batches": 3, "jpegs": 2 * min(config.batch_sizes), "repeats": 2,
-                "jpeg_repeats": 2}
+        return {"synthetic_batches": 2, "jpegs": 2 * min(config.batch_sizes), "repeats": 5,
+                "jpeg_repeats": 5, "batches_per_worker": 1}
     # JPEG epochs are short (~0.3-0.6 s) and many: CPU-bound on every core, they swing most
     # with other load on the machine, and a pair of back-to-back epochs sees the same load.
-    return {"synthetic_batches": None, "jpegs": 256, "repeats": 7, "jpeg_repeats": 11}
+    return {"synthetic_batches": None, "jpegs": 256, "repeats": 7, "jpeg_repeats": 11,
+            "batches_per_worker": BATCHES_PER_WORKER}
+
+
+def image_size(config):
+    """The images' side: ``--image-size``, at most 112 with --quick (as e2e's quick run: a
+    quarter of the pixels keeps the quick run's every pipeline and round affordable)."""
+    return min(config.image_size, 112) if config.quick else config.image_size
+
+
+def epoch_batches(batches, workers, per_worker=BATCHES_PER_WORKER):
+    """``batches``, raised to ``per_worker`` for each of the ``workers``."""
+    return max(batches, per_worker * workers)
 
 
 def synthetic_images(batch_size, image_size):
@@ -615,23 +683,26 @@ def synthetic_images(batch_size, image_size):
 
 
 def run_synthetic(config, batch_size, n_sizes):
-    device, workers, size = config.device, config.workers, config.image_size
-    batches = n_sizes["synthetic_batches"] or synthetic_images(batch_size, size) // batch_size
+    device, workers, size = config.device, config.workers, image_size(config)
+    threads = workers  # N
+    batches = epoch_batches(n_sizes["synthetic_batches"]
+                            or synthetic_images(batch_size, size) // batch_size, workers,
+                            n_sizes["batches_per_worker"])
     n = batches * batch_size
     config.progress("workers: synthetic %d images of %dx%dx3 uint8 per epoch, batch %d, %d workers"
                     % (n, size, size, batch_size, workers))
     pipelines = [
         usual_pipeline("usual", FreshImages(n, size, flip=True), batch_size, workers, device),
         prefetch_pipeline("prefetch", FreshImages(n, size, flip=False), batch_size, workers, device,
-                          prefetch.collate.samples, config.threads),
+                          prefetch.collate.samples, threads),
         prefetch_pipeline("prefetch_default_collate", FreshImages(n, size, flip=False), batch_size,
-                          workers, device, default_collate, config.threads),
+                          workers, device, default_collate, threads),
         prefetch_pipeline("handoff", FreshImages(n, size, flip=False), batch_size, workers, device,
-                          prefetch.collate.samples, config.threads, transform=False),
+                          prefetch.collate.samples, threads, transform=False),
         prefetch_pipeline("handoff_stored", StoredImages(4 * n, size, flip=False), batch_size,
-                          workers, device, prefetch.collate.samples, config.threads,
+                          workers, device, prefetch.collate.samples, threads,
                           transform=False),
-        EnginePipeline(batch_size, size, batches, device, config.threads),
+        EnginePipeline(batch_size, size, batches, device, threads),
     ]
     raw = interleave_then_close(pipelines, n_sizes["repeats"], device, config.progress,
                                 "b%d " % batch_size)
@@ -654,29 +725,39 @@ def run_synthetic(config, batch_size, n_sizes):
             "handoff_stored_vs_engine_collate": handoff_stored / engine}
 
 
+def epoch_files(files, batch_size, workers, per_worker=BATCHES_PER_WORKER):
+    """One epoch's files: ``files`` repeated (the page cache holds them) up to
+    ``epoch_batches`` batches, so that every one of the ``workers`` has batches to make."""
+    want = epoch_batches(-(-len(files) // batch_size), workers, per_worker) * batch_size
+    return (files * -(-want // len(files)))[:max(want, len(files))]
+
+
 def run_jpeg(config, batch_size, n_sizes):
-    device, workers, size = config.device, config.workers, config.image_size
+    device, workers, size = config.device, config.workers, image_size(config)
+    threads = workers  # N
     directory = tempfile.mkdtemp(prefix="prefetch-bench-jpeg-")
     try:
         t0 = time.perf_counter()
-        paths = write_jpegs(directory, n_sizes["jpegs"], scale=size / 224)
-        mean_kb = sum(os.path.getsize(p) for p in paths) / len(paths) / 1e3
-        config.progress("workers: jpeg %d files (%.0f kB on average, written in %.1f s), crop %d, "
-                        "batch %d, %d workers" % (len(paths), mean_kb, time.perf_counter() - t0,
-                                                  size, batch_size, workers))
-        profile = stage_profile(paths, size)
+        files = write_jpegs(directory, n_sizes["jpegs"], scale=size / 224)
+        mean_kb = sum(os.path.getsize(p) for p in files) / len(files) / 1e3
+        paths = epoch_files(files, batch_size, workers, n_sizes["batches_per_worker"])
+        config.progress("workers: jpeg %d files (%.0f kB on average, written in %.1f s), %d a "
+                        "epoch, crop %d, batch %d, N = %d workers / threads"
+                        % (len(files), mean_kb, time.perf_counter() - t0, len(paths), size,
+                           batch_size, workers))
+        profile = stage_profile(files, size)
         pipelines = [
             usual_pipeline("usual", JpegImages(paths, size, "flip"), batch_size, workers, device),
             usual_pipeline("usual_float", JpegImages(paths, size, "float"), batch_size, workers, device,
                            normalize=False),
             prefetch_pipeline("prefetch", JpegImages(paths, size, "uint8"), batch_size, workers,
-                              device, prefetch.collate.samples, config.threads),
+                              device, prefetch.collate.samples, threads),
             prefetch_pipeline("prefetch_default_collate", JpegImages(paths, size, "uint8"), batch_size,
-                              workers, device, default_collate, config.threads),
+                              workers, device, default_collate, threads),
             # Workers only decode; the images (of their own sizes) cross as one Ragged and
             # FusedAugment draws each window and resizes it in the same pass as the rest.
             prefetch_pipeline("prefetch_resized", JpegImages(paths, size, "decoded"), batch_size,
-                              workers, device, prefetch.collate.samples, config.threads,
+                              workers, device, prefetch.collate.samples, threads,
                               aug=prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0,
                                                         random_resized_crop=size)),
         ]
@@ -690,23 +771,23 @@ def run_jpeg(config, batch_size, n_sizes):
             # threads of the main process.
             pipelines.append(prefetch_pipeline(
                 "prefetch_decode", JpegBytes(paths), batch_size, 0, device,
-                prefetch.collate.samples, config.threads, aug=decoding()))
+                prefetch.collate.samples, threads, aug=decoding()))
             # The same with the files read by DataLoader workers (their bytes cross through
             # shared memory): what a user with a Dataset of bytes writes.
             pipelines.append(prefetch_pipeline(
                 "prefetch_decode_workers", JpegBytes(paths), batch_size, workers, device,
-                prefetch.collate.samples, config.threads, aug=decoding()))
+                prefetch.collate.samples, threads, aug=decoding()))
             # The files packed once into a store, read by an ArrayLoader: no worker processes,
             # no Python per sample (the engine's threads copy each batch's byte ranges out of
             # the memmap).
             store_info, store = pack_store(paths, os.path.join(directory, "store"))
-            pipelines.append(store_pipeline(store, batch_size, device, config.threads, decoding()))
+            pipelines.append(store_pipeline(store, batch_size, device, threads, decoding()))
         if webdataset_available():  # a peer's store: tar shards, optional (pip install webdataset)
             pipelines.append(webdataset_pipeline(paths, directory, batch_size, workers, device, size))
         dali_skipped = None
         if dali_available() and device.type == "cpu":
             try:
-                pipelines.append(DaliPipeline(paths, batch_size, size, config.threads or 2))
+                pipelines.append(DaliPipeline(paths, batch_size, size, threads))
             except Exception as e:  # noqa: BLE001 - an optional peer that cannot run here
                 # (e.g. its codec library fails to load): the row is skipped, saying why.
                 dali_skipped = "DALI could not build its pipeline: %s" % str(e).splitlines()[0][:200]
@@ -735,7 +816,8 @@ def run_jpeg(config, batch_size, n_sizes):
     stages = profile["us_per_image"]
     worker_total = profile["worker_us_per_image"]["prefetch"]
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
-            "mean_file_kb": mean_kb, "crop": crop_impl, "pipelines": rows, "ratios": ratios,
+            "distinct_files": len(files), "mean_file_kb": mean_kb, "crop": crop_impl,
+            "pipelines": rows, "ratios": ratios,
             "dali_skipped": dali_skipped, "store": store_info,
             "stage_us_per_image": stages, "worker_us_per_image": profile["worker_us_per_image"],
             "prefetch_worker_shares": {k: stages[k] / worker_total
@@ -764,10 +846,12 @@ def table(result):
         lines += ["", "workers: jpeg skipped: %s" % result["jpeg_skipped"]]
     for part in result["synthetic"] + ([result["jpeg"]] if result["jpeg"] is not None else []):
         jpeg = part is result["jpeg"]
-        title = ("jpeg (%d files, %.0f kB, PIL decode + RandomResizedCrop %d [%s])"
-                 % (part["files"], part["mean_file_kb"], part["image_size"], part["crop"]) if jpeg else
+        title = ("jpeg (%d files an epoch, of %d distinct, %.0f kB, PIL decode + RandomResizedCrop "
+                 "%d [%s])" % (part["files"], part["distinct_files"], part["mean_file_kb"],
+                               part["image_size"], part["crop"]) if jpeg else
                  "synthetic %dx%dx3 uint8" % (part["image_size"], part["image_size"]))
-        lines += ["", "workers: %s, batch %d, %d workers" % (title, part["batch_size"], part["workers"]),
+        lines += ["", "workers: %s, batch %d, N = %d workers / threads; images/s: median (range) of "
+                  "interleaved rounds" % (title, part["batch_size"], part["workers"]),
                   "  pipeline                 | images/s median (range) | batches/s | main CPU us/img"
                   " | worker CPU us/img"]
         for name, r in part["pipelines"].items():
@@ -846,13 +930,23 @@ def run(config):
                                   else min(config.batch_sizes), n_sizes)
     result["config"] = {"workers": config.workers, "repeats": n_sizes["repeats"],
                         "jpeg_repeats": n_sizes["jpeg_repeats"],
-                        "device": str(config.device), "threads": config.threads,
+                        "device": str(config.device), "threads": config.workers,
+                        "batches_per_worker": n_sizes["batches_per_worker"],
                         # 1-minute load average before and after: other work on the machine
                         "loadavg": [load_before and load_before[0],
                                     os.getloadavg()[0] if load_before else None],
                         "ratio": "median (min-max) of per-round ratios; a round is one epoch of "
                                  "each pipeline, back to back"}
-    return SectionResult(result, metrics(result), table(result))
+    return SectionResult(result, metrics(result), table(result), resources=used_resources(result))
+
+
+def used_resources(result):
+    """results.json's resources of the section: ``synthetic bN: name`` and ``jpeg: name``."""
+    parts = [("synthetic b%d" % p["batch_size"], p) for p in result["synthetic"]]
+    if result["jpeg"] is not None:
+        parts.append(("jpeg", result["jpeg"]))
+    return {"%s: %s" % (label, name): row["resources"]
+            for label, part in parts for name, row in part["pipelines"].items()}
 
 
 SECTION = Section("workers", "whole epochs with DataLoader workers (synthetic uint8 and PIL JPEG): "

@@ -1,6 +1,10 @@
-"""python -m prefetch.bench: the results.json contract (no timing is asserted)."""
+"""python -m prefetch.bench: the results.json contract, and the rules every comparison keeps
+(every pipeline built with the same N, every comparison timed in interleaved rounds) — structure,
+never speed: no timing is asserted."""
+import inspect
 import json
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -9,7 +13,153 @@ import torch
 
 import prefetch
 
+from prefetch.bench import __main__ as bench_main
+from prefetch.bench import timing
 from prefetch.bench.__main__ import main
+from prefetch.bench.section import Section
+
+N = 3  # not the cores here (2), not the library's default threads, not the old 2 workers
+OWN = ("collate", "ops", "arrays", "workers", "recipes")  # the sections this file checks
+
+
+class Spy:
+    """What a run built and how it timed, section by section: every DataLoader's num_workers,
+    every Prefetcher's and ArrayLoader's num_threads (as passed, defaults applied), every
+    timing.interleaved call (names, repeats, warm-up, the order it timed), and every timing
+    sample taken outside an interleaved call."""
+
+    def __init__(self):
+        self.section = None
+        self.built = {"DataLoader": [], "Prefetcher": [], "ArrayLoader": []}
+        self.rounds = []     # (section, names, repeats, warmup, order)
+        self.outside = []    # (section, function): a sample outside any interleaved call
+        self.depth = 0
+
+    def install(self, mp):
+        for cls, arg in ((torch.utils.data.DataLoader, "num_workers"),
+                         (prefetch.Prefetcher, "num_threads"), (prefetch.ArrayLoader, "num_threads")):
+            self._record_init(mp, cls, arg)
+        interleaved, samples, kernel_samples = (timing.interleaved, timing.samples,
+                                                timing.kernel_samples)
+
+        def spied_interleaved(calls, repeats, **kw):
+            order = []
+            self.depth += 1
+            try:
+                out = interleaved(calls, repeats, **dict(kw, order=order))
+            finally:
+                self.depth -= 1
+            self.rounds.append((self.section, list(calls), repeats, kw.get("warmup", 1), order))
+            return out
+
+        def outside(fn, label):
+            def spied(*a, **k):
+                if self.depth == 0:
+                    self.outside.append((self.section, label))
+                return fn(*a, **k)
+            return spied
+
+        mp.setattr(timing, "interleaved", spied_interleaved)
+        mp.setattr(timing, "samples", outside(samples, "samples"))
+        mp.setattr(timing, "kernel_samples", outside(kernel_samples, "kernel_samples"))
+        for name, section in list(bench_main.BY_NAME.items()):
+            mp.setitem(bench_main.BY_NAME, name, Section(section.name, section.description,
+                                                         self._tracked(section)))
+
+    def _record_init(self, mp, cls, arg):
+        init, sig = cls.__init__, inspect.signature(cls.__init__)
+        record = self.built[cls.__name__]
+
+        def spied(obj, *a, **k):
+            bound = sig.bind(obj, *a, **k)
+            bound.apply_defaults()
+            record.append((self.section, bound.arguments[arg]))
+            init(obj, *a, **k)
+        mp.setattr(cls, "__init__", spied)
+
+    def _tracked(self, section):
+        def run(config):
+            self.section = section.name
+            try:
+                return section.run(config)
+            finally:
+                self.section = None
+        return run
+
+
+@pytest.fixture(scope="module")
+def fair_run(tmp_path_factory):
+    """One --quick run of this file's sections at N = 3, tiny sizes, with a Spy installed:
+    (results.json, spy)."""
+    out = tmp_path_factory.mktemp("bench")
+    spy = Spy()
+    with pytest.MonkeyPatch.context() as mp:
+        spy.install(mp)
+        rc = main(["--quick", "--allow-dirty", "--sections", ",".join(OWN), "--batch-size", "8",
+                   "--image-size", "32", "--device", "cpu", "--workers", str(N), "--out", str(out)])
+    assert rc == 0
+    return json.loads((out / "results.json").read_text()), spy
+
+
+def _ran(result):
+    return [s for s in OWN if s not in result["skipped"]]
+
+
+def test_every_pipeline_of_every_section_is_built_with_the_same_n(fair_run):
+    result, spy = fair_run
+    assert result["workers"] == result["config"]["workers"] == N
+    assert result["torch_threads"] == N
+    assert {"collate", "ops", "arrays", "workers"} <= set(_ran(result))  # (recipes: JPEG + PIL)
+    for section in _ran(result):
+        pipelines = result["resources"][section]
+        assert len(pipelines) >= 2, section
+        for name, r in pipelines.items():
+            if "1 thread" in name:  # a baseline single-threaded by nature, and named so
+                assert (r["workers"], r["threads"]) == (0, 1), (section, name, r)
+            else:
+                assert r["workers"] in (0, N) and r["threads"] in (0, N), (section, name, r)
+                assert N in (r["workers"], r["threads"]), (section, name, r)
+    # Only collate's two references run on one thread, and their names say so.
+    single = sorted("%s: %s" % (s, n) for s in _ran(result) for n in result["resources"][s]
+                    if "1 thread" in n)
+    assert single == ["collate: default_collate, 1 thread (main process)",
+                      "collate: plain copy, 1 thread"]
+    # What the constructors were given, apart from what the sections recorded: no pipeline
+    # fell back to a default (None) or to a count of its own.
+    for cls, values in spy.built.items():
+        assert values, cls
+        for section, value in values:
+            allowed = (0, N) if cls == "DataLoader" else (N,)
+            assert section in OWN and value in allowed, (cls, section, value)
+    workers_of = {s for s, w in spy.built["DataLoader"] if w == N}
+    assert {"arrays", "workers"} <= workers_of
+    if "recipes" in _ran(result):
+        assert "recipes" in workers_of
+
+
+def test_every_comparison_is_timed_in_interleaved_rounds(fair_run):
+    result, spy = fair_run
+    timed = {section for section, *_ in spy.rounds}
+    assert set(_ran(result)) <= timed
+    for section, names, repeats, warmup, order in spy.rounds:
+        assert len(names) >= 2, (section, names)           # a comparison, not a lone figure
+        assert repeats >= 5 and warmup >= 1, (section, names, repeats, warmup)
+        assert order == names * repeats, (section, order)  # A, B, A, B...
+    assert spy.outside == []  # no figure timed on its own, outside a round
+
+
+def test_results_json_names_the_code_measured_and_the_machine(fair_run):
+    from prefetch.bench import provenance
+
+    result, _ = fair_run
+    state = provenance.checkout_state()
+    assert result["commit"] == state["commit"] and result["source"] == state["source"]
+    if state["source"] == "git":
+        assert len(result["commit"]) == 40 and isinstance(result["dirty"], bool)
+        assert len(result["changed"]) <= provenance.MAX_NAMES <= 20
+        assert result["changed_files"] >= len(result["changed"])
+    assert result["cores"] >= 1 and result["torch"] == torch.__version__
+    assert result["cuda"] == torch.version.cuda and "cpu" in result["device"]
 
 
 def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
@@ -47,19 +197,23 @@ def test_unknown_section_is_refused(tmp_path, capsys):
         main(["--sections", "nope", "--out", str(tmp_path)])
 
 
-def test_arrays_section_reports_its_metrics(tmp_path):
-    rc = main(["--quick", "--allow-dirty", "--sections", "arrays", "--out", str(tmp_path)])
-    assert rc == 0
-    result = json.loads((tmp_path / "results.json").read_text())
+def test_arrays_section_reports_its_metrics(fair_run):
+    result, _ = fair_run
     metrics = result["metrics"]
     for key in ("arrays_vs_dataloader", "device_batches_per_s", "arrays_device_fraction_of_copy"):
         assert isinstance(metrics[key], numbers.Number) and metrics[key] > 0, key
     row = result["details"]["arrays"]
-    for key in ("host_img_per_s", "dataloader_0w_img_per_s", "dataloader_2w_img_per_s"):
+    for key in ("host_img_per_s", "dataloader_0w_img_per_s", "dataloader_%dw_img_per_s" % N):
         assert row[key] > 0, key
-    # The ratio is what it says: the ArrayLoader over the best DataLoader of the same run.
-    best = max(row["dataloader_0w_img_per_s"], row["dataloader_2w_img_per_s"])
-    assert abs(metrics["arrays_vs_dataloader"] - row["host_img_per_s"] / best) < 1e-9
+    # The ratio is what it says: per round, the better DataLoader's seconds over the
+    # ArrayLoader's for the same batches; its median over the rounds.
+    import statistics
+
+    rounds = row["rounds_s"]
+    best = [min(a, b) for a, b in zip(rounds["DataLoader 0 workers"], rounds["DataLoader %d workers" % N])]
+    expected = statistics.median(b / h for b, h in zip(best, rounds["ArrayLoader host"]))
+    assert abs(metrics["arrays_vs_dataloader"] - expected) < 1e-9 * expected
+    assert len(rounds["ArrayLoader host"]) == row["repeats"] >= 5
 
 
 def test_every_section_is_registered_once_and_listed_in_the_help(capsys):
@@ -68,7 +222,10 @@ def test_every_section_is_registered_once_and_listed_in_the_help(capsys):
     from prefetch.bench.__main__ import SECTIONS
 
     names = [s.name for s in SECTIONS]
-    assert names == ["collate", "h2d", "ops", "arrays", "e2e", "workers", "recipes"]  # the default order
+    assert len(set(names)) == len(names)
+    # The default order (a section added later may come between them).
+    known = ["collate", "h2d", "ops", "arrays", "e2e", "workers", "recipes"]
+    assert [n for n in names if n in known] == known
     with pytest.raises(SystemExit):
         main(["--help"])
     help_text = capsys.readouterr().out
@@ -108,15 +265,12 @@ def test_summary_is_the_median_and_range():
     assert s.format("%.1f") == "2.5 (1.0–10.0)"
 
 
-def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
+def test_workers_section_runs_every_pipeline_over_the_same_images(fair_run):
     import statistics
 
     pytest.importorskip("PIL")  # the JPEG pipelines (the [test] and [bench] extras bring Pillow)
 
-    rc = main(["--quick", "--allow-dirty", "--sections", "workers", "--batch-size", "8", "--image-size", "32",
-               "--device", "cpu", "--out", str(tmp_path)])
-    assert rc == 0
-    result = json.loads((tmp_path / "results.json").read_text())
+    result, _ = fair_run
     metrics, details = result["metrics"], result["details"]["workers"]
     for key in ("prefetch_vs_usual_b8", "prefetch_default_collate_vs_usual_b8", "handoff_gbps_b8",
                 "engine_collate_gbps_b8", "handoff_vs_engine_collate_b8", "handoff_only_gbps_b8",
@@ -129,10 +283,11 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
     rows = synthetic["pipelines"]
     assert set(rows) == {"usual", "prefetch", "prefetch_default_collate", "handoff",
                          "handoff_stored", "engine"}
-    # --quick: 3 batches of 8 per synthetic epoch (12 for handoff_stored), every round of every
-    # pipeline all of them.
+    # --quick: 2 batches of 8 per synthetic epoch, raised to one batch for each of the N workers
+    # (4 times that for handoff_stored), every round of every pipeline all of them.
+    batches = max(2, N)
     for name, row in rows.items():
-        want = 96 if name == "handoff_stored" else 24
+        want = batches * 8 * (4 if name == "handoff_stored" else 1)
         assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
     from prefetch.bench.workers import dali_available, webdataset_available
@@ -148,11 +303,13 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(tmp_path):
         assert metrics["jpeg_prefetch_store_vs_prefetch_decode_workers"] > 0
         # The store holds the files' bytes and small tables (their size is the full run's figure).
         store = jpeg["store"]
-        assert store["files"] == 16 and store["files_bytes"] < store["store_bytes"]
+        assert store["files"] == jpeg["files"] and store["files_bytes"] < store["store_bytes"]
         assert metrics["jpeg_store_overhead"] > 0 and metrics["jpeg_store_pack_files_per_s"] > 0
     for name, row in jpeg["pipelines"].items():
         assert set(row["rounds"]["images"]) == {jpeg["files"]}, name
-    assert jpeg["files"] == 16 and jpeg["image_size"] == 32
+    # 16 files written; an epoch repeats them up to a batch of 8 for each of the N workers.
+    assert jpeg["distinct_files"] == 16 and jpeg["files"] == max(16, N * 8)
+    assert jpeg["image_size"] == 32
 
     # Each ratio is what its name says: per round, the first pipeline's images/s over the second's.
     def speed(row):
@@ -185,9 +342,9 @@ def test_workers_pipelines_deliver_the_same_normalized_images():
     for pipeline in (w.usual_pipeline("usual", w.FreshImages(6, 5, flip=True, pool=6), 3, 0,
                                       torch.device("cpu")),
                      w.prefetch_pipeline("prefetch", ds, 3, 0, torch.device("cpu"),
-                                         w.prefetch.collate.samples, None),
+                                         w.prefetch.collate.samples, 2),
                      w.prefetch_pipeline("prefetch_default_collate", ds, 3, 0, torch.device("cpu"),
-                                         default_collate, None)):
+                                         default_collate, 2)):
         try:
             batches = list(pipeline._batches())
         finally:
@@ -234,13 +391,11 @@ def test_pil_random_resized_crop_follows_torchvision_get_params():
     assert crop(Image.new("RGB", (50, 40))).size == (8, 8)
 
 
-def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
+def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(fair_run):
     if not prefetch.built_with_jpeg():
         pytest.skip("built without the JPEG decoder")
     pytest.importorskip("PIL")
-    rc = main(["--quick", "--allow-dirty", "--sections", "recipes", "--out", str(tmp_path)])
-    assert rc == 0
-    result = json.loads((tmp_path / "results.json").read_text())
+    result, _ = fair_run
     m = result["metrics"]
     assert m["recipe_prefetch_vs_usual"] > 0 and m["recipe_usual_img_per_s"] > 0
     assert m["recipe_prefetch_store_vs_usual"] > 0
@@ -253,7 +408,10 @@ def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(tmp_path):
     # Every pipeline delivered every file in every round.
     assert all(row["images_per_epoch"] == rows["files"] and row["images_per_epoch_all_equal"]
                for row in rows["pipelines"].values())
-    assert "in 1 of 1 comparisons" in result["verdict"] or "ResNet-50 v2 recipe" in result["verdict"]
+    assert rows["workers"] == rows["threads"] == N and rows["rounds"] >= 5
+    from prefetch.bench.summary import comparisons
+
+    assert "recipe_prefetch_vs_usual" in [key for key, _, _ in comparisons(m)]  # in the verdict
 
 
 def test_the_pil_trivial_augment_applies_every_op(monkeypatch):
@@ -308,3 +466,57 @@ def test_interleaved_times_every_call_once_a_round_in_order_after_their_warm_ups
     assert sorted(got) == ["a", "b"] and all(len(v) == 3 and min(v) >= 0 for v in got.values())
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         timing.interleaved({"a": call("a")}, 0)
+
+
+def test_one_n_for_every_pipeline_from_the_command_line(capsys):
+    from prefetch.bench.__main__ import parse_args
+    from prefetch.bench.section import Config, usable_cores
+
+    cores = len(os.sched_getaffinity(0))
+    assert usable_cores() == cores and parse_args([]).n == cores  # the default: the usable cores
+    assert Config(torch.device("cpu")).workers == cores
+    assert parse_args(["--workers", "5"]).n == 5
+    # --threads survives as an alias of the same N, never a second number.
+    assert parse_args(["--threads", "5"]).n == 5
+    assert parse_args(["--threads", "5", "--workers", "5"]).n == 5
+    with pytest.raises(SystemExit):
+        parse_args(["--threads", "8", "--workers", "2"])
+    assert "--threads 8 differs from --workers 2" in capsys.readouterr().err
+    for bad in (["--workers", "0"], ["--threads", "-1"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+        assert "must be >= 1" in capsys.readouterr().err
+    # Sections read N from the config: threads is the same number, not a default of its own.
+    config = Config(torch.device("cpu"), workers=7)
+    assert config.threads == config.workers == 7
+    for bad in (0, True, 2.0, None):
+        with pytest.raises(ValueError, match="Config.workers"):
+            Config(torch.device("cpu"), workers=bad)
+
+
+def test_unequal_resources_names_each_pipeline_that_breaks_the_rule():
+    from prefetch.bench.section import resources, unequal_resources
+
+    ok = {"usual": resources(workers=4, threads=4), "engine": resources(threads=4),
+          "prefetch with workers": resources(workers=4, threads=4),
+          "default_collate, 1 thread": resources(threads=1)}
+    assert unequal_resources(ok, 4) == []
+    bad = {"usual, 2 workers": resources(workers=2, threads=4),
+           "engine": resources(threads=8), "nothing": resources(),
+           "copy, 1 thread": resources(threads=4)}
+    got = dict(unequal_resources(bad, 4))
+    assert sorted(got) == sorted(bad)
+    assert "got 2 workers and 4 threads" in got["usual, 2 workers"]
+    assert "so 0 workers and 1 thread, got 0 workers and 4" in got["copy, 1 thread"]
+
+
+def test_a_section_that_builds_a_pipeline_without_n_fails_the_run(tmp_path, monkeypatch):
+    from prefetch.bench.section import SectionResult, resources
+
+    def run(config):
+        return SectionResult({}, {}, resources={"usual": resources(workers=2, threads=config.workers),
+                                                 "prefetch": resources(threads=config.workers)})
+    monkeypatch.setitem(bench_main.BY_NAME, "fake", Section("fake", "a fake", run))
+    with pytest.raises(RuntimeError, match=r"section fake built pipelines without N = 3: usual: "):
+        main(["--allow-dirty", "--sections", "fake", "--workers", "3", "--out", str(tmp_path)])
+    assert not (tmp_path / "results.json").exists()
