@@ -25,6 +25,25 @@ def device_argument(parser, default="cuda"):
                              "CUDA, as CI does" % default)
 
 
+def names_argument(parser, dest, choices, what):
+    """A positional argument: one of `choices`, several joined by commas, or "all" (every one,
+    in `choices`' order); the value parsed is a tuple in the order given."""
+
+    def parse(text):
+        names = tuple(n for n in text.split(",") if n)
+        if names == ("all",):
+            return tuple(choices)
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError("unknown %s %s; choose from %s, or all"
+                                             % (what, ",".join(unknown) or repr(text),
+                                                ", ".join(choices)))
+        return names
+
+    parser.add_argument(dest, type=parse, metavar="|".join(choices) + "|all",
+                        help="one %s, several joined by commas, or all" % what)
+
+
 def resolve_device(name):
     """torch.device of `name`; a CUDA device that is not there is refused naming what is."""
     import torch

@@ -10,9 +10,20 @@ most (h2d, ops, e2e, arrays, collate, workers, recipes).
     python benchmarks/gpu/bench_sections.py --out DIR --device cpu --quick --sections collate,ops \\
         --batch-size 8 --image-size 32                                  # CI: the same path, small
 
-Writes DIR/results.json (python -m prefetch.bench's format, plus ``failed`` and
-``section_runs``), DIR/readme_table.md and the charts (DIR/e2e.png, DIR/ops.png); each
+Writes DIR/results.json (python -m prefetch.bench's format, plus ``failed``, ``section_runs``
+and the measured ``commit``), DIR/readme_table.md and the charts (DIR/e2e.png, DIR/ops.png); each
 section's own output and log stay in --work. Exit 1 when a section failed or timed out.
+
+    python benchmarks/gpu/bench_sections.py --out DIR --fair --budget 150 --record-copy OUT
+
+--fair (gpu_check.sh's bench_fair stage): the fair sections (FAIR: h2d with its timeline, e2e,
+recipes, workers), only those with new code or no fair figure yet (FAIR_SOURCES, by
+benchmarks/gpu/changed.py), every pipeline with N = --workers (default: the usable cores)
+DataLoader workers and engine threads. On a GPU each section that finished is recorded as this
+commit's fair figure (benchmarks/results/gpu_clean_runs.json, and a copy in --record-copy).
+
+Every section gets --allow-dirty where the bench has it: the device's copy of the tree often
+carries uncommitted files, and results.json then says "dirty" and names them.
 """
 import datetime
 import importlib.util
@@ -24,10 +35,56 @@ import sys
 import time
 
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
+import changed
 from _common import ROOT, run_limited, write_json
 
 ORDER = ("h2d", "ops", "e2e", "arrays", "collate", "workers", "recipes")
 RESERVE_S = 10  # merging, charts and the table after the last section
+
+# The sections whose fair figures (equal N, interleaved) the README waits for, in the order a
+# GPU run needs them (issue 44: the ring's copy with its timeline, the training loops, the
+# recipe, the workers), and what each measures: its bench module, the bench's shared machinery,
+# and the product code on its path (git pathspecs; changed.py).
+FAIR = ("h2d", "e2e", "recipes", "workers")
+_BENCH_SHARED = ["prefetch/bench/__main__.py", "prefetch/bench/section.py",
+                 "prefetch/bench/timing.py", "prefetch/bench/target.py"]
+_ENGINE = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
+           "prefetch/_engine", "prefetch/prefetcher.py", "prefetch/collate.py"]
+FAIR_SOURCES = {  # (git pathspecs: "*" matches across folders)
+    "h2d": ["prefetch/bench/h2d*.py", "prefetch/bench/pinned.py", "prefetch/bench/ops.py",
+            "csrc/kernels/normalize_flip"] + _ENGINE + _BENCH_SHARED,
+    "e2e": ["prefetch/bench/e2e*.py", "csrc/kernels", "csrc/torch/ops", "prefetch/ops",
+            "prefetch/transforms"] + _ENGINE + _BENCH_SHARED,
+    "recipes": ["prefetch/bench/recipes*.py", "prefetch/bench/workers.py", "csrc/kernels",
+                "csrc/decode", "csrc/torch/ops", "prefetch/ops", "prefetch/transforms"]
+               + _ENGINE + _BENCH_SHARED,
+    "workers": ["prefetch/bench/workers*.py", "prefetch/bench/e2e.py", "prefetch/samples.py",
+                "csrc/kernels/normalize_flip", "csrc/kernels/flip_crop", "csrc/torch/ops",
+                "prefetch/ops"] + _ENGINE + _BENCH_SHARED,
+}
+
+
+def usable_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def bench_options():
+    """The options `python -m prefetch.bench --help` lists (the bench grows options while this
+    script stays: --allow-dirty, --threads are passed only where they exist)."""
+    import re
+    import subprocess
+
+    try:
+        p = subprocess.run([sys.executable, "-m", "prefetch.bench", "--help"], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                               x for x in (ROOT, os.environ.get("PYTHONPATH")) if x)))
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return set(re.findall(r"(--[a-z][a-z-]*)", p.stdout))
 
 
 def parse_args(argv=None):
@@ -43,10 +100,28 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--batch-size", type=int, action="append", dest="batch_sizes")
     p.add_argument("--image-size", type=int, default=None)
-    return p.parse_args(argv)
+    p.add_argument("--workers", type=int, default=None,
+                   help="N: DataLoader workers and engine threads of every pipeline (default with "
+                        "--fair: the usable cores; else the bench's own default)")
+    p.add_argument("--fair", action="store_true",
+                   help="the fair sections with new code or no fair figure yet, at N = --workers, "
+                        "recorded on a GPU when they finish (see above)")
+    p.add_argument("--record-copy", default=None, help="a folder for a copy of the updated record")
+    p.add_argument("--repo", default=ROOT,
+                   help="the checkout whose history and record --fair reads and writes "
+                        "(default this one; tests give a temporary one)")
+    p.add_argument("--note-file", default=None,
+                   help="a file to append one line to: what was selected, what was recorded")
+    args = p.parse_args(argv)
+    if args.fair and args.workers is None:
+        args.workers = usable_cores()
+    if args.workers is not None and args.workers < 1:
+        p.error("--workers must be at least 1, got %d" % args.workers)
+    return args
 
 
-def bench_command(name, out, args):
+def bench_command(name, out, args, options=frozenset()):
+    """The bench's command line for section `name`; `options`: what the bench accepts."""
     cmd = [sys.executable, "-m", "prefetch.bench", "--sections", name, "--out", out]
     if args.device:
         cmd += ["--device", args.device]
@@ -56,15 +131,52 @@ def bench_command(name, out, args):
         cmd += ["--batch-size", str(b)]
     if args.image_size:
         cmd += ["--image-size", str(args.image_size)]
+    if args.workers is not None:
+        # Equal resources: N workers for the usual pipeline, N threads for prefetch's engine.
+        cmd += ["--workers", str(args.workers)]
+        if "--threads" in options:
+            cmd += ["--threads", str(args.workers)]
+    if "--allow-dirty" in options:
+        # The device's copy of the tree often carries uncommitted files; results.json then says
+        # "dirty" and names them (a refusal would cost the lent GPU's minutes for nothing).
+        cmd.append("--allow-dirty")
     return cmd
+
+
+def not_started(limit, took=None):
+    """Why a section is not started with `limit` seconds left (None: start it); `took`: the
+    seconds its last fair GPU run took, when recorded (10% margin)."""
+    if limit < 20:
+        return "not started: %.0f s of the budget left" % max(0, limit + RESERVE_S)
+    if took and 1.1 * took > limit:
+        return "not started: its last fair run took %.0f s, %.0f s left" % (took, limit)
+    return None
+
+
+def note(args, text):
+    """One line for gpu_check.sh's stage note (--note-file), when given."""
+    if args.note_file:
+        with open(args.note_file, "a") as f:
+            f.write(text + "\n")
+
+
+def select_fair(repo=ROOT):
+    """changed.py's selection over FAIR_SOURCES: {section: {"run", "why", "files"}}."""
+    return changed.select(changed.load(repo).get("bench_fair", {}), FAIR_SOURCES, repo)
 
 
 def merge(parts, runs, device_type):
     """One results.json out of the sections' own (a list of dicts, in the order they ran)."""
     merged = {"metrics": {}, "details": {}, "skipped": {}, "failed": {}, "section_runs": runs}
     for part in parts:
-        for key in ("device", "torch", "prefetch", "python", "date"):
-            merged.setdefault(key, part.get(key))
+        # What ran and on what: the first section's (every section runs on this checkout, N).
+        for key in ("device", "torch", "cuda", "prefetch", "python", "date", "workers", "cores",
+                    "torch_threads", "cpu_kernel_build", "commit", "source", "dirty",
+                    "changed_files", "changed"):
+            if key in part:
+                merged.setdefault(key, part[key])
+        if "resources" in part:
+            merged.setdefault("resources", {}).update(part["resources"])
         if "config" not in merged:
             merged["config"] = dict(part.get("config", {}), sections=[])
         merged["config"]["sections"] += part.get("config", {}).get("sections", [])
@@ -74,6 +186,10 @@ def merge(parts, runs, device_type):
     for name, run in runs.items():
         if run["status"] != "ok":
             merged["failed"][name] = run["why"]
+    # The commit measured, dirty or not, also where no section finished (or an older bench).
+    commit, dirty = changed.head(ROOT)
+    merged.setdefault("commit", commit)
+    merged.setdefault("uncommitted_files", dirty)
     merged.setdefault("python", platform.python_version())
     merged.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     merged.setdefault("config", {"sections": []})
@@ -108,6 +224,28 @@ def main(argv=None):
     unknown = [s for s in names if s not in ORDER]
     if unknown:
         raise SystemExit("unknown section(s) %s; choose from %s" % (unknown, ", ".join(ORDER)))
+    selection = None
+    if args.fair:
+        selection = select_fair(args.repo)
+        for name, sel in selection.items():
+            print("bench: %-8s %-4s %s" % (name, "run" if sel["run"] else "skip",
+                                           sel["why"] if sel["why"] != "no clean run recorded"
+                                           else "no fair figure recorded"), flush=True)
+        asked = names if args.sections != ",".join(ORDER) else list(FAIR)
+        names = [n for n in FAIR if n in asked and selection[n]["run"]]
+        note(args, "N = %d workers = threads; sections to run: %s" % (
+            args.workers, ", ".join("%s (%s)" % (n, "no fair figure yet" if selection[n]["why"]
+                                                 == "no clean run recorded" else "new code")
+                                    for n in names) or "none"))
+        if not names:
+            print("bench: every fair section has a figure at its current code: nothing to run")
+            os.makedirs(args.out, exist_ok=True)
+            write_json(os.path.join(args.out, "selection.json"), selection)
+            return 0
+    options = bench_options()
+    if "--allow-dirty" not in options:
+        print("bench: this bench has no --allow-dirty: a dirty tree is measured as the bench allows",
+              flush=True)
     import torch
 
     device_type = (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
@@ -117,19 +255,23 @@ def main(argv=None):
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     parts, runs = [], {}
+    # What a fair section took at its last GPU run: one that cannot finish in what is left is
+    # not started (a section stopped at its limit leaves no figure), and the next one gets the time.
+    took = {n: e.get("seconds") for n, e in changed.load(args.repo).get("bench_fair", {}).items()
+            } if args.fair and device_type == "cuda" else {}
     for name in names:
         limit = args.section_limit
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic() - RESERVE_S)
-        if limit < 20:
-            runs[name] = {"status": "skipped", "seconds": 0,
-                          "why": "not started: %.0f s of the budget left" % max(0, limit + RESERVE_S)}
-            print("bench: %s: %s" % (name, runs[name]["why"]), flush=True)
+        why = not_started(limit, took.get(name))
+        if why:
+            runs[name] = {"status": "skipped", "seconds": 0, "why": why}
+            print("bench: %s: %s" % (name, why), flush=True)
             continue
         out = os.path.join(work, name)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
-        cmd = bench_command(name, out, args)
+        cmd = bench_command(name, out, args, options)
         print("bench: %s (limit %.0f s): %s" % (name, limit, " ".join(cmd[1:])), flush=True)
         t0 = time.monotonic()
         log = os.path.join(work, name + ".log")
@@ -149,10 +291,31 @@ def main(argv=None):
         print("bench: %s: %s in %.1f s" % (name, runs[name]["status"], seconds), flush=True)
         publish(merge(parts, runs, device_type), args.out, device_type)  # after every section
     merged = merge(parts, runs, device_type)
+    if selection is not None:
+        merged["fair_selection"] = selection
+        merged.setdefault("workers", args.workers)
     publish(merged, args.out, device_type, final=True)
+    if args.fair and device_type == "cuda":
+        # A section that finished but skipped its own work (a missing package) measured nothing.
+        done = [n for n, r in runs.items() if r["status"] == "ok" and n not in merged["skipped"]]
+        if done:
+            changed.update("bench_fair", {
+                n: changed.entry_for(FAIR_SOURCES[n], args.repo, device=merged.get("device"),
+                                     workers=args.workers, cores=usable_cores(),
+                                     seconds=runs[n]["seconds"]) for n in done},
+                args.repo, copy_to=args.record_copy)
+            print("bench: recorded as fair figures at this commit: %s" % ", ".join(done), flush=True)
+            note(args, "recorded as fair figures at this commit: %s" % ", ".join(done))
     print("bench: %s" % merged["verdict"], flush=True)
-    bad = {n: r["status"] for n, r in runs.items() if r["status"] != "ok"}
-    print("bench: %d section(s) ok%s" % (len(runs) - len(bad), "; not ok: %s" % bad if bad else ""))
+    # --fair: a section not started for want of time is the plan's order at work (the next
+    # call runs it), not a failure; what started and failed or ran out of time is.
+    bad = {n: r["status"] for n, r in runs.items()
+           if r["status"] != "ok" and not (args.fair and r["status"] == "skipped")}
+    left = [n for n, r in runs.items() if r["status"] == "skipped"]
+    if args.fair and left:
+        note(args, "not started (time): %s" % ", ".join(left))
+    print("bench: %d section(s) ok%s" % (len(runs) - len(bad) - (len(left) if args.fair else 0),
+                                         "; not ok: %s" % bad if bad else ""))
     return 1 if bad else 0
 
 

@@ -16,6 +16,14 @@ With two GPUs or more: 2 ranks with NCCL. With one: NCCL refuses two ranks on on
 rank with NCCL and 2 ranks with gloo on the same device (the per-rank check then only sees that
 device). Exit 1 when a rank (or one of its workers) holds a context on another device, a rank
 failed, or a run timed out.
+
+    python benchmarks/gpu/ddp_contexts.py --launch --nccl2 --device cuda --out DIR
+
+--nccl2 (gpu_check.sh's nccl stage): 2 ranks with NCCL whatever the GPUs, on one GPU both ranks
+on it. NCCL since 2.5 refuses that at its first collective ("Duplicate GPU detected", an
+ncclInvalidUsage: its topology search assumes a device per rank); the run is then recorded as
+refused, with NCCL's words and version, and the exit status is 77 (nothing proven, nothing
+failed); any other failure is 1.
 """
 import glob
 import json
@@ -28,6 +36,8 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, ROOT, children, run_limited, write_json
 
+SKIP = 77  # gpu_check.sh's "nothing to run here" (its note says why)
+
 
 def parse_args(argv=None):
     p = _common.parser(__doc__)
@@ -39,6 +49,8 @@ def parse_args(argv=None):
     p.add_argument("--out", default="ddp-out", help="folder for rank<r>.json and ddp.json")
     p.add_argument("--timeout", type=float, default=120, help="seconds per torchrun run")
     p.add_argument("--check", action="store_true", help="only check the reports under --out")
+    p.add_argument("--nccl2", action="store_true",
+                   help="with --launch: one run of 2 NCCL ranks, on one GPU both on it (see above)")
     return p.parse_args(argv)
 
 
@@ -221,21 +233,44 @@ def check(out_dir, world, uuids=None):
     return reports, problems
 
 
-def plan(device):
-    """[(name, nproc, backend)] of the torchrun runs for `device` on this machine."""
+def plan(device, nccl2=False, gpus=None):
+    """[(name, nproc, backend)] of the torchrun runs for `device` on this machine (`gpus`: how
+    many torch sees, asked when None)."""
     if not device.startswith("cuda"):
-        return [("gloo_2ranks_cpu", 2, "gloo")]
-    import torch
+        return [] if nccl2 else [("gloo_2ranks_cpu", 2, "gloo")]
+    if gpus is None:
+        import torch
 
-    if torch.cuda.device_count() >= 2:
+        gpus = torch.cuda.device_count()
+    if gpus >= 2:
         return [("nccl_2ranks", 2, "nccl")]
+    if nccl2:
+        return [("nccl_2ranks_one_gpu", 2, "nccl")]
     return [("nccl_1rank", 1, "nccl"), ("gloo_2ranks_one_gpu", 2, "gloo")]
 
 
+def nccl_refusal(text):
+    """NCCL's refusal of two ranks on one device, as its log words it (with the NCCL version
+    where the log has it), or None when the log shows no such refusal."""
+    import re
+
+    found = re.search(r"Duplicate GPU detected[^\n]*", text)
+    if not found:
+        return None
+    version = re.search(r"NCCL version ([\d.]+\S*)", text)
+    return found.group(0).strip() + (" (NCCL %s)" % version.group(1) if version else "")
+
+
 def launch(args):
-    runs, ok = [], True
+    runs, ok, refused = [], True, []
     uuids = device_uuids() if args.device.startswith("cuda") else {}
-    for name, nproc, backend in plan(args.device):
+    runs_planned = plan(args.device, args.nccl2)
+    if not runs_planned:
+        print("ddp: --nccl2 needs CUDA (NCCL runs on GPUs only): nothing to run on %s" % args.device)
+        write_json(os.path.join(args.out, "ddp.json"), {"ok": True, "runs": [],
+                                                        "skipped": "NCCL needs CUDA"})
+        return SKIP
+    for name, nproc, backend in runs_planned:
         out = os.path.join(args.out, name)
         shutil.rmtree(out, ignore_errors=True)
         os.makedirs(out)
@@ -250,10 +285,17 @@ def launch(args):
         if rc == "timeout":
             rc = "timeout after %.0f s" % args.timeout
         reports, problems = check(out, nproc, uuids)
-        if rc != 0:
+        refusal = nccl_refusal(output) if backend == "nccl" and rc != 0 else None
+        if refusal:
+            # Not prefetch's failure, and nothing proven: NCCL's rule, said as NCCL says it.
+            refused.append(name)
+            problems = []
+            print("ddp: %s: refused by NCCL: %s" % (name, refusal), flush=True)
+        elif rc != 0:
             problems.insert(0, "torchrun exited with %s (log: %s)" % (rc, os.path.join(out, "torchrun.log")))
             print(output[-3000:], flush=True)
         run = {"name": name, "nproc": nproc, "backend": backend, "returncode": rc,
+               "refused_by_nccl": refusal,
                "seconds": round(time.perf_counter() - t0, 1), "ok": not problems,
                "problems": problems,
                "ranks": [{k: r.get(k) for k in ("rank", "device", "own_device", "primary_contexts",
@@ -269,7 +311,9 @@ def launch(args):
         print("ddp: %s %s in %.1f s%s" % (name, "ok" if run["ok"] else "FAILED", run["seconds"],
                                           "".join("\n  " + p for p in problems)), flush=True)
         write_json(os.path.join(args.out, "ddp.json"), {"ok": ok, "runs": runs})
-    return 0 if ok else 1
+    if not ok:
+        return 1
+    return SKIP if refused and len(refused) == len(runs) else 0
 
 
 def main(argv=None):

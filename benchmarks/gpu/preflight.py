@@ -179,11 +179,17 @@ def limits(report):
         if not tl["nvcc"]["present"]:
             out["build"] = "no nvcc: the extension cannot be built with CUDA"
         if not tl["compute-sanitizer"]["present"]:
-            out["sanitize"] = "no compute-sanitizer"
-        if pk["pytest-timeout"] is None:
-            out["tests"] = "no pytest-timeout: only the stage's limit bounds a hung test"
+            out["sanitize"] = out["sanitize_changed"] = "no compute-sanitizer"
+        if pk["pytest-xdist"] is None:
+            # pytest_limits ends a stuck test's process: without xdist to replace it, the run.
+            out["tests"] = ("no pytest-xdist: a test past its limit ends the run"
+                            if pk["pytest-timeout"] is None else
+                            "no pytest-xdist: pytest-timeout's signal bounds a test (not one stuck "
+                            "in C with the GIL held)")
         if pk["timm"] is None:
-            out["bench"] = "no timm: e2e has no timm row"
+            out["bench"] = out["bench_fair"] = "no timm: e2e has no timm row"
+        if report["gpu_count"] < 2:
+            out["nccl"] = "one GPU: NCCL refuses two ranks on one device (the stage records its answer)"
     if pk["pytest"] is None:
         out["tests"] = out["suite"] = "no pytest"
     if pk["pillow"] is None:

@@ -5,16 +5,19 @@
     python benchmarks/gpu/record.py --logs L --out O --summary-only
 
 A stage's result goes to L/NAME.status.json (with what its body left in L/NAME.note and
-L/NAME.detail.json); O/summary.json then lists every stage recorded so far in this run, in
-order, with the preflight's findings and the overall result ("ok" when every stage is ok or
-skipped, or is the self-test's expected timeout). Standard library only: it must work whatever
-else is broken.
+L/NAME.detail.json, and the commit it measured: `git rev-parse HEAD` as the stage ends, with the
+number of uncommitted files, dirty or not); O/summary.json then lists every stage recorded so far
+in this run, in order, with the preflight's findings and the overall result ("ok" when every
+stage is ok or skipped, or is the self-test's expected timeout). Standard library only: it must
+work whatever else is broken.
 """
 import argparse
 import datetime
 import json
 import os
 import sys
+
+from changed import ROOT, head
 
 STATUSES = ("ok", "failed", "timeout", "skipped")
 
@@ -46,6 +49,8 @@ def record_stage(args):
              "seconds": args.seconds, "limit_s": args.limit, "note": note,
              "log": args.log or "", "finished": datetime.datetime.now(
                  datetime.timezone.utc).isoformat(timespec="seconds")}
+    # The commit as the stage ends: a stage that rebuilt or edited nothing measured this tree.
+    entry["commit"], entry["uncommitted_files"] = head(ROOT)
     detail = _load(os.path.join(args.logs, args.stage + ".detail.json"))
     if detail is not None:
         entry["detail"] = detail

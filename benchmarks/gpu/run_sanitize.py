@@ -14,6 +14,14 @@ its output.
 
 On the CPU (--cpu) it runs each script's CPU path (sanitize_ops.py all, sanitize_copy.py all,
 --device cpu), so a script that would fail on the GPU for a reason of its own fails here first.
+
+    python benchmarks/gpu/run_sanitize.py --logs DIR --changed --budget 140 --record-copy OUT
+
+--changed runs only the targets (ops and copy paths) whose sources changed since their last clean
+run (SOURCES below; benchmarks/gpu/changed.py says how, and writes the record): gpu_check.sh's
+sanitize_changed stage. On a GPU, every target all of whose runs came out clean is then recorded
+clean at this commit in benchmarks/results/gpu_clean_runs.json (and a copy in --record-copy).
+With --cpu it runs the selected targets' CPU paths and records nothing: no sanitizer ran.
 """
 import concurrent.futures
 import os
@@ -24,14 +32,50 @@ import threading
 import time
 
 import _common  # noqa: F401
+import changed
 from _common import ROOT, run_limited, write_json
+from sanitize_copy import PATHS  # every path the script can run
 from sanitize_ops import OPS  # every op the script can run, so a new op is sanitized too
-PATHS = ("prefetcher", "array_loader_host", "array_loader_device", "worker_ring", "ragged")
+
 SKIP = 77
 
+# What each target's device code and the host code that launches it are built from (git
+# pathspecs): a change to any of them makes the target's clean run stale. A kernel's folder and
+# the shared device code, its op's plan (sizes and pointers the launch gets), the launch and
+# argument code every op shares, and the sanitize script's own cases (a new case is new ground).
+_OP_SHARED = ["csrc/kernels/common", "csrc/torch/ops/ops_cuda.cpp", "csrc/torch/ops/plan_common.cpp",
+              "csrc/torch/ops/plan_common.h", "csrc/torch/ops/kernel_args.cpp",
+              "csrc/torch/ops/kernel_args.h", "csrc/torch/ops/geometry_inputs.cpp",
+              "csrc/torch/ops/geometry_inputs.h", "csrc/torch/ops/output_pool.cpp",
+              "csrc/torch/ops/output_pool.h", "benchmarks/gpu/sanitize_ops.py"]
+# The CPU builds of the kernels (the *_cpu* files, the CPU dispatch and stores): no device code,
+# so a change there leaves a clean sanitizer run standing (git pathspec excludes).
+_NOT_DEVICE = [":(exclude,glob)csrc/kernels/**/*_cpu*", ":(exclude,glob)csrc/kernels/common/cpu_*",
+               ":(exclude)csrc/kernels/common/float16_store_f16c.h"]
+_KERNEL_OF = {"histograms": "histogram"}  # the op's name where its kernel's folder differs
+_COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
+                "csrc/torch/slot_table_binding.cpp", "csrc/torch/readable.cpp",
+                "csrc/torch/packed_layout.cpp", "prefetch/_engine", "benchmarks/gpu/sanitize_copy.py"]
+_COPY_OWN = {"prefetcher": ["prefetch/prefetcher.py"],
+             "array_loader_host": ["prefetch/array_loader.py"],
+             "array_loader_device": ["prefetch/array_loader.py", "csrc/kernels/normalize_flip"],
+             "worker_ring": ["prefetch/prefetcher.py", "prefetch/collate.py", "prefetch/samples.py"],
+             "ragged": ["prefetch/ragged.py", "prefetch/prefetcher.py", "csrc/kernels/resized_crop"]}
+SOURCES = {}
+for _op in OPS:
+    if _op == "decode":
+        SOURCES[_op] = ["csrc/decode", "csrc/torch/ops/decode_ops.cpp", "csrc/torch/ops/*jpeg*",
+                        "prefetch/ops/decode.py", "prefetch/ops/gpu_decoders.py"] + _OP_SHARED + _NOT_DEVICE
+    else:
+        _k = _KERNEL_OF.get(_op, _op)
+        SOURCES[_op] = ["csrc/kernels/%s" % _k, "csrc/torch/ops/%s_plan.cpp" % _k,
+                        "csrc/torch/ops/%s_plan.h" % _k] + _OP_SHARED + _NOT_DEVICE
+for _path in PATHS:
+    SOURCES[_path] = _COPY_OWN[_path] + _COPY_SHARED
 
-def plan(tools=None):
-    """[(tool, script, target)] in the order they run."""
+
+def plan(tools=None, targets=None):
+    """[(tool, script, target)] in the order they run (only `tools` and `targets` if given)."""
     runs = []
     for tool in ("memcheck", "racecheck"):
         runs += [(tool, "sanitize_ops.py", op) for op in OPS]
@@ -44,6 +88,8 @@ def plan(tools=None):
                  if not (tool == "initcheck" and op == "decode")]
     if tools:
         runs = [r for r in runs if r[0] in tools]
+    if targets is not None:
+        runs = [r for r in runs if r[2] in targets]
     return runs
 
 
@@ -72,7 +118,7 @@ def run_gpu(args):
         return SKIP, {"skipped": "no compute-sanitizer"}
     deadline = time.monotonic() + args.budget if args.budget else None
     lock = threading.Lock()
-    runs = plan(args.tools and args.tools.split(","))
+    runs = plan(args.tools and args.tools.split(","), args.targets)
     results = [None] * len(runs)
 
     def one(k):
@@ -82,7 +128,7 @@ def run_gpu(args):
         if deadline is not None:
             limit = min(limit, deadline - time.monotonic())
         if limit < 20:
-            results[k] = {"run": name, "status": "not started (budget)"}
+            results[k] = {"run": name, "tool": tool, "target": target, "status": "not started (budget)"}
             return
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         if tool in ("memcheck", "initcheck"):
@@ -99,7 +145,7 @@ def run_gpu(args):
             state = "ok"
         else:
             state = "failed"
-        r = {"run": name, "status": state, "returncode": rc, "errors": errors,
+        r = {"run": name, "tool": tool, "target": target, "status": state, "returncode": rc, "errors": errors,
              "seconds": round(time.monotonic() - t0, 1), "log": os.path.basename(log)}
         with lock:
             results[k] = r
@@ -115,14 +161,58 @@ def run_gpu(args):
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         list(pool.map(one, range(len(runs))))
     states = [r["status"] for r in results]
-    write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results, "jobs": args.jobs})
+    detail = {"runs": results, "jobs": args.jobs}
+    if args.record:
+        detail["recorded_clean"] = record_clean(results, runs, sanitizer, args.record_copy, args.repo)
+        note(args, "recorded clean at this commit: %s" % (",".join(detail["recorded_clean"]) or "none"))
+    write_json(os.path.join(args.logs, "sanitize.json"), dict(detail, selection=args.selection))
     status = 1 if "failed" in states else 124 if "timeout" in states else 0
-    return status, {"runs": results}
+    return status, detail
+
+
+def clean_targets(results, runs):
+    """The targets every one of whose planned runs came out ok (a run not started, timed out or
+    failed leaves its target unproven)."""
+    by_target = {}
+    for (tool, script, target), r in zip(runs, results):
+        by_target.setdefault(target, []).append(r)
+    return [t for t, rs in by_target.items() if rs and all(r and r["status"] == "ok" for r in rs)]
+
+
+def _first_line(cmd):
+    try:
+        import subprocess
+
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+        lines = [x.strip() for x in p.stdout.splitlines() if x.strip()]
+        return lines[-1] if lines else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def record_clean(results, runs, sanitizer, copy_to=None, repo=ROOT):
+    """Records each clean target at `repo`'s commit (changed.py's record); returns their names."""
+    names = clean_targets(results, runs)
+    if not names:
+        return []
+    device = _first_line(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    version = _first_line([sanitizer, "--version"])
+    changed.update("sanitize", {
+        t: changed.entry_for(SOURCES[t], repo, device=device, sanitizer=version,
+                             tools=sorted({tool for tool, _, target in runs if target == t}))
+        for t in names}, repo, copy_to=copy_to)
+    print("sanitize: recorded clean at this commit: %s" % ", ".join(names), flush=True)
+    return names
 
 
 def run_cpu(args):
     results, status = [], 0
-    for script, target in (("sanitize_ops.py", "all"), ("sanitize_copy.py", "all")):
+    ops = [t for t in OPS if args.targets is None or t in args.targets]
+    paths = [t for t in PATHS if args.targets is None or t in args.targets]
+    for script, names in (("sanitize_ops.py", ops), ("sanitize_copy.py", paths)):
+        if not names:
+            continue
+        target = ",".join(names) if args.targets is not None else "all"
         path = os.path.join(ROOT, "benchmarks", "gpu", script)
         for extra in (["--help"], [target, "--device", "cpu"] + (["--repeat", "1"] if "ops" in script else [])):
             name = "cpu-%s%s" % (script[:-3], "-help" if extra == ["--help"] else "")
@@ -134,8 +224,21 @@ def run_cpu(args):
             if state != "ok":
                 print(text[-2500:], flush=True)
                 status = status or (124 if rc == "timeout" else 1)
-    write_json(os.path.join(args.logs, "sanitize.json"), {"runs": results, "mode": "cpu"})
+    write_json(os.path.join(args.logs, "sanitize.json"),
+               {"runs": results, "mode": "cpu", "selection": args.selection})
     return status, {"runs": results}
+
+
+def note(args, text):
+    """One line for gpu_check.sh's stage note (--note-file), when given."""
+    if args.note_file:
+        with open(args.note_file, "a") as f:
+            f.write(text + "\n")
+
+
+def select_changed(repo=ROOT):
+    """changed.py's selection over SOURCES: {target: {"run", "why", "files"}}."""
+    return changed.select(changed.load(repo).get("sanitize", {}), SOURCES, repo)
 
 
 def main(argv=None):
@@ -146,13 +249,50 @@ def main(argv=None):
     p.add_argument("--run-limit", type=float, default=90, help="seconds per run at most (default 90)")
     p.add_argument("--jobs", type=int, default=4, help="runs at once on the GPU (default 4)")
     p.add_argument("--tools", default=None, help="only these tools (memcheck,racecheck,synccheck,initcheck)")
+    p.add_argument("--targets", default=None,
+                   help="only these ops and copy paths, joined by commas (default every one)")
+    p.add_argument("--changed", action="store_true",
+                   help="only the targets whose sources changed since their last clean run, and "
+                        "on a GPU record the clean ones (changed.py)")
+    p.add_argument("--record", action="store_true",
+                   help="on a GPU, record each target that came out clean (implied by --changed)")
+    p.add_argument("--record-copy", default=None, help="a folder for a copy of the updated record")
+    p.add_argument("--repo", default=ROOT,
+                   help="the checkout whose history and record --changed reads and writes "
+                        "(default this one; tests give a temporary one)")
+    p.add_argument("--note-file", default=None,
+                   help="a file to append one line to: what was selected, what was recorded")
     p.add_argument("--list", action="store_true", help="print the runs in order and exit")
     args = p.parse_args(argv)
+    if args.targets is not None:
+        args.targets = [t for t in args.targets.split(",") if t]
+        unknown = sorted(set(args.targets) - set(SOURCES))
+        if unknown:
+            p.error("--targets: unknown %s; choose from %s" % (",".join(unknown), ",".join(SOURCES)))
+    args.selection = None
+    if args.changed:
+        args.selection = select_changed(args.repo)
+        for name, sel in args.selection.items():
+            print("sanitize: %-20s %-4s %s" % (name, "run" if sel["run"] else "skip", sel["why"]),
+                  flush=True)
+        chosen = [t for t, sel in args.selection.items() if sel["run"]]
+        args.targets = chosen if args.targets is None else [t for t in args.targets if t in chosen]
+        why = sorted({sel["why"] for sel in args.selection.values() if sel["run"]})
+        note(args, "%d of %d targets to run%s%s" % (
+            len(args.targets), len(SOURCES), ": " + ",".join(args.targets) if args.targets else "",
+            " (%s)" % "; ".join(why[:3]) if len(why) <= 3 and why else ""))
+    # A record says every tool passed: not after a run of some tools only.
+    args.record = (args.record or args.changed) and not args.tools
     if args.list:
-        for tool, script, target in plan(args.tools and args.tools.split(",")):
+        for tool, script, target in plan(args.tools and args.tools.split(","), args.targets):
             print("%s %s %s" % (tool, script, target))
         return 0
     os.makedirs(args.logs, exist_ok=True)
+    if args.targets is not None and not args.targets:
+        print("sanitize: no target changed since its last clean run: nothing to run", flush=True)
+        write_json(os.path.join(args.logs, "sanitize.json"),
+                   {"runs": [], "selection": args.selection, "mode": "cpu" if args.cpu else "gpu"})
+        return 0
     status, detail = (run_cpu if args.cpu else run_gpu)(args)
     runs = detail.get("runs", [])
     counts = {}

@@ -1,6 +1,7 @@
 """One copy path, a few batches: small enough to run under compute-sanitizer.
 
     python benchmarks/gpu/sanitize_copy.py prefetcher|array_loader_host|array_loader_device|worker_ring|ragged|all [--device cuda]
+    python benchmarks/gpu/sanitize_copy.py prefetcher,ragged --device cpu     # several, by commas
 
 Each path delivers two epochs of three batches on the device, and every batch is compared with
 what the same pipeline delivers on the CPU (the draws are a function of the seed and the batch's
@@ -127,7 +128,7 @@ def check(path, device, mp_context):
 
 def main(argv=None):
     p = _common.parser(__doc__)
-    p.add_argument("path", choices=PATHS + ("all",))
+    _common.names_argument(p, "path", PATHS, "copy path")
     _common.device_argument(p)
     p.add_argument("--mp-context", default="fork", choices=("fork", "spawn", "forkserver"),
                    help="the DataLoader workers' start method in worker_ring (default fork, "
@@ -138,9 +139,10 @@ def main(argv=None):
     device = resolve_device(args.device)
     if require_built_for(device, "sanitize_copy"):
         return 1
-    print("sanitize_copy: %s on %s (torch %s)" % (args.path, device, torch.__version__), flush=True)
+    print("sanitize_copy: %s on %s (torch %s)" % (",".join(args.path), device, torch.__version__),
+          flush=True)
     failed = []
-    for path in (PATHS if args.path == "all" else (args.path,)):
+    for path in args.path:
         t0 = time.perf_counter()
         print("%s:" % path, flush=True)
         try:

@@ -1,6 +1,7 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
     python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|lookup|color_jitter|histograms|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py color_jitter,lookup --device cpu     # several, by commas
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
 CPU suite checks against torch): a memory error is compute-sanitizer's to find, a wrong value is
@@ -322,7 +323,7 @@ CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
 
 def main(argv=None):
     p = _common.parser(__doc__)
-    p.add_argument("op", choices=OPS + ("all",))
+    _common.names_argument(p, "op", OPS, "op")
     _common.device_argument(p)
     p.add_argument("--repeat", type=int, default=2, help="runs of every case (default 2)")
     args = p.parse_args(argv)
@@ -333,9 +334,10 @@ def main(argv=None):
     device = resolve_device(args.device)
     if require_built_for(device, "sanitize_ops"):
         return 1
-    print("sanitize_ops: %s on %s (torch %s, prefetch %s)" % (args.op, device, torch.__version__,
-                                                             prefetch.__version__), flush=True)
-    names = OPS if args.op == "all" else (args.op,)
+    print("sanitize_ops: %s on %s (torch %s, prefetch %s)" % (",".join(args.op), device,
+                                                             torch.__version__, prefetch.__version__),
+          flush=True)
+    names = args.op
     failed, skipped = [], []
     for name in names:
         t0 = time.perf_counter()
