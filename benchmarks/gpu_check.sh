@@ -1,18 +1,42 @@
 #!/usr/bin/env bash
 # The GPU check: everything only a GPU can prove, stage by stage, offline, each stage under its
-# own time limit, each stage's result written as it finishes, so that one failure or timeout
-# loses nothing else.
+# own time limit, each stage's result written as it finishes (with the commit it measured), so
+# that one failure or timeout loses nothing else.
+#
+# THE FOCUSED PLAN, the first call of a session that is lent a GPU (15 minutes of device time,
+# start-ups and builds included): one device call, the device tool's `run` with
+#     command: bash benchmarks/gpu_check.sh --pack --plan focused        timeout_s: 480
+# It runs build, tests (every CUDA test on the current code, 60 s a test, the stage bounded only
+# by what is left of the budget), sanitize_changed (compute-sanitizer on the kernels and copy
+# paths changed since their last clean run), bench_fair (the fair sections with new code or no
+# fair figure yet, N = the cores), nccl (2 NCCL ranks, if time is left) under --budget 450:
+# start-up ~60 s + transfers ~15 s + at most 480 s = 555 s, under 10 minutes, leaving a rerun.
+# `bash benchmarks/gpu_check.sh --plan focused --list` prints the arithmetic. Then, at once (the
+# machine goes back 30 s after a call), if a stage failed for a reason a rerun can fix or
+# bench_fair's note lists sections not started for want of time:
+#     command: bash benchmarks/gpu_check.sh --pack --budget 240 build,<the stages>   timeout_s: 270
+# (the build is then a no-op; sanitize_changed and bench_fair run only what the first call did
+# not record, a fair section only if its last run's time fits); else give_back. Commit what
+# came back: $OUT/summary.json (as benchmarks/results/h200-<date>-gpu-check.json),
+# $OUT/bench_fair/results.json, and $OUT/gpu_clean_runs.json over
+# benchmarks/results/gpu_clean_runs.json (the record of what ran clean at which commit:
+# benchmarks/gpu/changed.py). Before a later call in the same session nothing needs copying:
+# the device keeps its record in build/gpu_check/ too.
 #
 #   bash benchmarks/gpu_check.sh [options] [STAGES]      STAGES: comma-separated, default
 #                                                        build,tests,sanitize,memory,ddp,bench
+#   --plan focused the stages build,tests,sanitize_changed,bench_fair,nccl, --budget 450 unless
+#                  given, and the tests stage's limit is all that is left of the budget
 #   --cpu          CPU mode (also automatic when torch sees no GPU): the same preflight, order,
 #                  limits and files; each stage runs its CPU path or says "skipped (no GPU)"
 #   --budget S     seconds for this whole invocation: a stage's limit is cut to what is left,
 #                  and a stage that no longer fits is recorded as skipped, not started
 #   --pack         keep the logs out of $OUT, in a temporary folder, and write them to
 #                  $OUT/logs.tar.gz after every stage (the device tool returns at most 8 files)
-#   --list         print the stages and their limits
+#   --list         print the stages and their limits (with --plan focused: the plan's arithmetic)
 # Environment: OUT (default ./gpu-out), GPU_CHECK_LIMIT_<STAGE>=seconds overrides a limit,
+# GPU_CHECK_TEST_LIMIT=seconds a test may take in the tests stage (default 60),
+# GPU_CHECK_FAIR_SECTIONS=e2e,... only these of bench_fair's sections (still only if changed),
 # GPU_CHECK_SELFTEST=1 adds a stage that sleeps past a 2-second limit (it must come out as
 # "timeout" while the following stages still run), PYTHON (default python3).
 #
@@ -22,40 +46,46 @@
 #                   fetched (PREFETCH_SKIP_EXTRAS=1, no extras, pip offline, apt-get refused); a
 #                   no-op when the sources are those of the last build on this machine
 #   tests      200  every CUDA test and the build's own checks: FAIL_WITHOUT_CUDA=1 pytest
-#                   -m 'cuda or gpu_machine' tests
+#                   -m 'cuda or gpu_machine' tests, one xdist worker, each test ended after
+#                   GPU_CHECK_TEST_LIMIT s (benchmarks/gpu/pytest_limits.py: the suite's
+#                   faulthandler, made to end the worker, which xdist replaces); pytest is
+#                   interrupted 30 s before the stage's limit, so its report names what ran
 #   sanitize   280  compute-sanitizer memcheck/racecheck on each op and copy path, then
 #                   synccheck/initcheck on the ops (benchmarks/gpu/run_sanitize.py)
+#   sanitize_changed 150  the same, only for the ops and copy paths whose sources changed since
+#                   their last clean run (run_sanitize.py --changed); each clean one is recorded
+#                   at this commit in benchmarks/results/gpu_clean_runs.json and $OUT/
 #   memory     140  20 epochs after 2 warm-ups of every pipeline: nothing may grow; empty_cache()
 #                   after close under expandable_segments (benchmarks/gpu/memory.py)
 #   ddp         90  torchrun: each rank's CUDA contexts on its own device only (ddp_contexts.py)
 #   bench      360  python -m prefetch.bench, one section per process, merged: $OUT/bench/
 #                   results.json, readme_table.md (the README's GPU tables), e2e.png, ops.png
+#   bench_fair 360  the fair sections (h2d, e2e, recipes, workers, in that order) that have new
+#                   code or no fair figure yet, --workers = the usable cores: $OUT/bench_fair/ as bench's;
+#                   each finished section is recorded at this commit in gpu_clean_runs.json
+#   nccl        60  2 ranks with NCCL (ddp_contexts.py --nccl2); on one GPU both on it, which NCCL
+#                   refuses ("Duplicate GPU detected"): then skipped with NCCL's words
 #   profile    120  not by default: Nsight Compute over one launch of each fused op and variant
 #                   (benchmarks/gpu/profile_ops.py): $LOGS/profile/{ncu.txt,summary.txt}
 #   suite      420  not by default: the whole Python suite on the GPU (scripts/test.sh,
 #                   PREFETCH_SKIP_CTEST=1: no GoogleTest there)
-# Together (without suite) 1415 s, under 25 minutes. One device call is at most 10 minutes, so
-# split it into calls on the warm machine (the build is kept there, and "build" in a later call
-# is then a no-op that also rebuilds on a fresh machine); timeout_s=600 for each:
+# Together (the default stages) 1415 s, over 10 minutes: the focused plan is the first call;
+# these calls (each under 10 minutes, timeout_s=600) are for a session with more device time:
 #   call 1: bash benchmarks/gpu_check.sh --pack --budget 570 build,tests
 #   call 2: bash benchmarks/gpu_check.sh --pack --budget 570 build,sanitize,memory,ddp
 #   call 3: bash benchmarks/gpu_check.sh --pack --budget 570 build,bench
 #   call 4 (if device time is left): bash benchmarks/gpu_check.sh --pack --budget 570 build,profile,suite
-# With 15 minutes of device time in all, as on 2026-11-27 (H200: a start ~30 s, preflight 10, build
-# 80-100, tests 80-120, profile ~25, sanitize 63-79, memory ~30, bench ~145 with every section):
-#   call 1: bash benchmarks/gpu_check.sh --pack --budget 565 build,tests,profile,bench (~345 s)
-#   call 2, at once on the warm machine (it goes back 30 s after a call ends; have it ready):
-#           bash benchmarks/gpu_check.sh --pack --budget 280 build,sanitize,memory (~110 s; the
-#           build is then a no-op); then give the machine back, read the logs, fix what failed
-#   call 3: what is left (a fresh start and build cost ~130 s) on the fixed stages only
-# (session 19 ran exactly this; figures and logs: benchmarks/results/h200-2026-11-27*).
+# Measured on an H200 (2026-11-26/27): a start ~30-60 s, preflight 10, build 80-100, tests 83-117
+# (287 tests), profile ~25, sanitize 63-79 (every target), memory ~30, ddp ~27, bench ~145 with
+# every section at 2 workers (benchmarks/results/h200-2026-11-27*).
 #
 # Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
-# limit, note, details — the tests stage's details name its failed and skipped tests, with reasons;
-# the preflight; "result"), preflight.txt, bench/{results.json,
-# readme_table.md,e2e.png,ops.png}, and the logs: $OUT/logs/ (or logs.tar.gz with --pack) with
-# <stage>.log, <stage>.status.json and each stage's own files (tests.xml, sanitize/, memory/,
-# ddp/, bench/). Exit status 0 when summary.json's result is "ok".
+# limit, note, commit, uncommitted_files, details — the tests stage's details name its failed,
+# ended and skipped tests, with reasons, and how many of the collected ran; the preflight;
+# "result"), preflight.txt, bench/ and bench_fair/{results.json,readme_table.md,e2e.png,ops.png},
+# gpu_clean_runs.json (when a stage recorded a clean target), and the logs: $OUT/logs/ (or
+# logs.tar.gz with --pack) with <stage>.log, <stage>.status.json and each stage's own files
+# (tests.xml, sanitize/, memory/, ddp/, bench/). Exit status 0 when summary.json's result is "ok".
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -74,7 +104,8 @@ limit_of() {  # limit_of STAGE: seconds, GPU_CHECK_LIMIT_<STAGE> first
   case $1 in
     preflight) default=45 ;; selftest) default=2 ;; build) default=300 ;; tests) default=200 ;;
     sanitize) default=280 ;; memory) default=140 ;; ddp) default=90 ;; bench) default=360 ;;
-    profile) default=120 ;; suite) default=420 ;; *) default=60 ;;
+    profile) default=120 ;; suite) default=420 ;; sanitize_changed) default=150 ;;
+    bench_fair) default=360 ;; nccl) default=60 ;; *) default=60 ;;
   esac
   var="GPU_CHECK_LIMIT_$(printf '%s' "$1" | tr '[:lower:]' '[:upper:]')"
   printf '%s\n' "${!var:-$default}"
@@ -144,35 +175,54 @@ raise SystemExit(0 if prefetch.built_with_cuda() else 1)' || {
 TEST_MARKERS="cuda or gpu_machine"
 
 body_tests() {
+  # pytest_limits (benchmarks/gpu): a limit per test and the count of tests collected.
+  export PYTHONPATH="$ROOT/$GPU:$PYTHONPATH"
+  local limits=(-p pytest_limits --collected-file "$GPU_CHECK_LOGS/tests.collected")
   if [ "$GPU_CHECK_MODE" != gpu ]; then
-    # No GPU: collecting them still proves every CUDA test module imports and is selected.
+    # No GPU: collecting them still proves every CUDA test module imports and is selected (and
+    # that the per-test plugin loads and counts).
     local out n
-    out=$("$PY" -m pytest -m "$TEST_MARKERS" tests --collect-only -q -p no:cacheprovider 2>&1)
+    out=$("$PY" -m pytest -m "$TEST_MARKERS" tests --collect-only -q -p no:cacheprovider \
+          "${limits[@]}" 2>&1)
     local rc=$?
     printf '%s\n' "$out"
-    n=$(printf '%s\n' "$out" | grep -c '::')
+    n=$(cat "$GPU_CHECK_LOGS/tests.collected" 2>/dev/null || echo "?")
     note "no GPU: collected $n tests marked $TEST_MARKERS, not run"
     return $rc
   fi
   # -v: a test per line as it ends, so a stage stopped at its limit still shows how far it got;
   # one module that fails to import must not cost the others (it still fails the stage).
+  local per_test=${GPU_CHECK_TEST_LIMIT:-60}
   local args=(-m "$TEST_MARKERS" tests -v -p no:cacheprovider -rfE --durations=15 --continue-on-collection-errors
-              --junitxml="$GPU_CHECK_LOGS/tests.xml")
-  "$PY" -c 'import pytest_timeout' 2>/dev/null && args+=(--timeout=120)
-  # One xdist worker: still one test at a time on the GPU, but a test that crashes the process
-  # (the first H200 run lost every result to one SIGSEGV) is reported as failed and the
-  # worker replaced, so the rest run and the junit report is written.
-  "$PY" -c 'import xdist' 2>/dev/null && args+=(-n 1 --max-worker-restart=20)
-  FAIL_WITHOUT_CUDA=1 "$PY" -m pytest "${args[@]}"
+              --junitxml="$GPU_CHECK_LOGS/tests.xml" "${limits[@]}")
+  if "$PY" -c 'import xdist' 2>/dev/null; then
+    # One xdist worker: still one test at a time on the GPU, but a test that crashes the process
+    # (the first H200 run lost every result to one SIGSEGV) or outlasts its limit is reported as
+    # failed and the worker replaced, so the rest run and the junit report is written.
+    args+=(-n 1 --max-worker-restart=20 --test-limit "$per_test" -o faulthandler_timeout=0)
+    note "every CUDA test, ${per_test} s a test (pytest_limits, xdist)"
+  elif "$PY" -c 'import pytest_timeout' 2>/dev/null; then
+    # No xdist: an ended process would end the run; pytest-timeout's signal fails the test only
+    # (but cannot stop one stuck in C with the GIL held: the stage's limit then does).
+    args+=(--timeout="$per_test" --timeout-method=signal)
+    note "every CUDA test, ${per_test} s a test (pytest-timeout, no xdist)"
+  else
+    note "no pytest-xdist nor pytest-timeout: only the stage's limit bounds a stuck test"
+  fi
+  # SIGINT 30 s before the stage's own limit: pytest stops as after Ctrl-C and still writes its
+  # junit report of the tests that ran (a TERM or KILL would leave none).
+  FAIL_WITHOUT_CUDA=1 timeout --signal=INT --kill-after=20 $((GPU_CHECK_STAGE_LIMIT - 30)) \
+    "$PY" -m pytest "${args[@]}"
   local rc=$?
-  junit_note "$GPU_CHECK_LOGS/tests.xml"
+  [ $rc = 124 ] && note "interrupted 30 s before the stage's limit of ${GPU_CHECK_STAGE_LIMIT} s"
+  junit_note "$GPU_CHECK_LOGS/tests.xml" "$GPU_CHECK_LOGS/tests.collected"
   return $rc
 }
 
-junit_note() {  # junit_note FILE: "N passed, ..." as the stage's note and detail
-  "$PY" - "$1" "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE" <<'EOF' || true
+junit_note() {  # junit_note FILE [COLLECTED]: "N passed, ..." as the stage's note and detail
+  "$PY" - "$1" "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE" "${2:-}" <<'EOF' || true
 import json, sys, xml.etree.ElementTree as ET
-path, base = sys.argv[1], sys.argv[2]
+path, base, collected_file = sys.argv[1], sys.argv[2], sys.argv[3]
 try:
     suites = ET.parse(path).getroot()
 except (OSError, ET.ParseError) as exc:
@@ -185,12 +235,25 @@ failed = [c.get("classname", "") + "::" + c.get("name", "") for s in suites for 
 # The skipped ones by name and reason: what a GPU run did not check is as much its result.
 skipped = [c.get("classname", "") + "::" + c.get("name", "") + ": " + (c.find("skipped").get("message") or "")[:160]
            for s in suites for c in s.iter("testcase") if c.find("skipped") is not None]
+# A test whose worker was ended (its time limit, or a crash): xdist's words in the report.
+ended = [c.get("classname", "") + "::" + c.get("name", "") for s in suites for c in s.iter("testcase")
+         for e in list(c.findall("error")) + list(c.findall("failure"))
+         if "crashed while running" in (e.get("message") or "")]
 total["passed"] = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
 total["failed_tests"] = failed[:50]
+total["ended_tests"] = ended[:50]
 total["skipped_tests"] = skipped[:100]
+try:
+    total["collected"] = int(open(collected_file).read())
+except (OSError, ValueError):
+    total["collected"] = None
 json.dump(total, open(base + ".detail.json", "w"), indent=2)
-open(base + ".note", "a").write("%(passed)d passed, %(failures)d failed, %(errors)d errors, "
-                                "%(skipped)d skipped\n" % total)
+text = "%(passed)d passed, %(failures)d failed, %(errors)d errors, %(skipped)d skipped" % total
+if total["collected"] is not None:
+    text += " (%d of %d collected ran)" % (total["tests"], total["collected"])
+if ended:
+    text += "; %d ended at the test limit or crashed" % len(ended)
+open(base + ".note", "a").write(text + "\n")
 EOF
 }
 
@@ -204,6 +267,23 @@ body_sanitize() {
   fi
   local rc=$?
   cp "$GPU_CHECK_LOGS/sanitize/sanitize.json" "$GPU_CHECK_LOGS/sanitize.detail.json" 2>/dev/null
+  [ $rc = $SKIP ] && note "compute-sanitizer is not on this machine"
+  return $rc
+}
+
+body_sanitize_changed() {
+  # The ops and copy paths changed since their last clean run (benchmarks/gpu/changed.py); on a
+  # GPU each clean one is recorded at this commit, in the checkout, build/gpu_check/ and $OUT.
+  local dir="$GPU_CHECK_LOGS/sanitize_changed"
+  local args=(--logs "$dir" --changed --record-copy "$OUT" --note-file "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE.note")
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    note "no GPU: the changed targets' CPU paths, without compute-sanitizer; nothing recorded clean"
+    "$PY" "$GPU/run_sanitize.py" "${args[@]}" --cpu
+  else
+    "$PY" "$GPU/run_sanitize.py" "${args[@]}" --budget $((GPU_CHECK_STAGE_LIMIT - 10))
+  fi
+  local rc=$?
+  cp "$dir/sanitize.json" "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE.detail.json" 2>/dev/null
   [ $rc = $SKIP ] && note "compute-sanitizer is not on this machine"
   return $rc
 }
@@ -257,6 +337,55 @@ body_bench() {
   "$PY" "$GPU/bench_sections.py" "${args[@]}"
 }
 
+body_bench_fair() {
+  # Equal resources: N = the usable cores for the usual pipeline's workers and prefetch's threads.
+  local args=(--out "$OUT/bench_fair" --work "$GPU_CHECK_LOGS/bench_fair" --fair --workers "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
+              --record-copy "$OUT" --budget $((GPU_CHECK_STAGE_LIMIT - 15))
+              --note-file "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE.note")
+  [ -n "${GPU_CHECK_FAIR_SECTIONS:-}" ] && args+=(--sections "$GPU_CHECK_FAIR_SECTIONS")
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    args+=(--device cpu --quick --batch-size 8 --image-size 32)
+    note "no GPU: the selected fair sections, --quick, batch 8, 32x32 (figures mean nothing; nothing recorded)"
+  fi
+  "$PY" "$GPU/bench_sections.py" "${args[@]}"
+  local rc=$?
+  "$PY" - "$OUT/bench_fair" "$GPU_CHECK_LOGS/$GPU_CHECK_STAGE.detail.json" <<'EOF' || true
+import json, os, sys
+out, detail = sys.argv[1:]
+try:
+    r = json.load(open(os.path.join(out, "results.json")))
+except (OSError, ValueError):
+    try:
+        r = {"fair_selection": json.load(open(os.path.join(out, "selection.json")))}
+    except (OSError, ValueError):
+        raise SystemExit(0)
+keys = ("commit", "uncommitted_files", "device", "workers", "metrics", "failed", "skipped",
+        "section_runs", "fair_selection")
+json.dump({k: r[k] for k in keys if k in r}, open(detail, "w"), indent=2)
+EOF
+  return $rc
+}
+
+body_nccl() {
+  # 2 NCCL ranks: on one GPU both on it, which NCCL refuses (the script then exits 77, saying so).
+  local device=cuda
+  if [ "$GPU_CHECK_MODE" != gpu ]; then
+    device=cpu
+    note "no GPU: NCCL runs on GPUs only; the script says so and runs nothing"
+  fi
+  "$PY" "$GPU/ddp_contexts.py" --launch --nccl2 --device $device --out "$GPU_CHECK_LOGS/nccl" \
+    --timeout $((GPU_CHECK_STAGE_LIMIT - 10))
+  local rc=$?
+  cp "$GPU_CHECK_LOGS/nccl/ddp.json" "$GPU_CHECK_LOGS/nccl.detail.json" 2>/dev/null
+  if [ $rc = $SKIP ] && [ "$device" = cuda ]; then
+    note "$("$PY" -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+print("; ".join("%s refused by NCCL: %s" % (x["name"], x["refused_by_nccl"]) for x in r["runs"]
+                if x.get("refused_by_nccl")))' "$GPU_CHECK_LOGS/nccl/ddp.json" 2>/dev/null)"
+  fi
+  return $rc
+}
+
 body_profile() {
   local dir="$GPU_CHECK_LOGS/profile"
   mkdir -p "$dir"
@@ -304,26 +433,79 @@ fi
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 
-FORCE_CPU=0 BUDGET="" PACK=0 STAGES=""
+ALL_STAGES=build,tests,sanitize,sanitize_changed,memory,ddp,bench,bench_fair,nccl,profile,suite
+
+# The focused plan: what a lent GPU's first call runs (the header says how to call it).
+FOCUSED_STAGES=build,tests,sanitize_changed,bench_fair,nccl
+FOCUSED_BUDGET=450     # seconds of the script itself
+FOCUSED_TIMEOUT=480    # the device call's timeout_s: the budget, the last stage's kill-after and packing
+STARTUP_S=60           # device time before the command starts: a machine's start (30-60 s seen)
+TRANSFER_S=15          # the tree there and $OUT back
+RERUN_BUDGET=240 RERUN_TIMEOUT=270  # the rerun, at once on the warm machine (no start, no build)
+WARM_S=30              # a machine is held this long after a call before it goes back
+
+expected_of() {  # expected_of STAGE: seconds on an H200 (the 2026-11-26/27 runs; header)
+  case $1 in
+    preflight) echo 10 ;; build) echo 100 ;; tests) echo 120 ;;
+    sanitize_changed) echo 75 ;;  # every target, as on a first run with no record; one kernel ~10
+    bench_fair) echo 100 ;;       # what the budget leaves: h2d ~25, then e2e (the order is the priority)
+    nccl) echo 25 ;;              # torchrun, 2 ranks importing torch, NCCL's answer
+    *) echo 0 ;;
+  esac
+}
+
+plan_list() {  # the focused plan's stages and arithmetic, one "key value" per line
+  local total=0 s e
+  echo "plan focused $FOCUSED_STAGES"
+  for s in preflight ${FOCUSED_STAGES//,/ }; do
+    e=$(expected_of "$s"); total=$((total + e))
+    if [ "$s" = tests ]; then
+      printf 'stage %-16s limit rest expected %s\n' "$s" "$e"
+    else
+      printf 'stage %-16s limit %s expected %s\n' "$s" "$(limit_of "$s")" "$e"
+    fi
+  done
+  local device=$((STARTUP_S + TRANSFER_S + FOCUSED_TIMEOUT))
+  printf '%s %s\n' per_test_limit_s "${GPU_CHECK_TEST_LIMIT:-60}" expected_s "$total" \
+    reserve_s "$RESERVE" budget_s "$FOCUSED_BUDGET" call_timeout_s "$FOCUSED_TIMEOUT" \
+    startup_s "$STARTUP_S" transfer_s "$TRANSFER_S" device_s "$device" \
+    rerun_budget_s "$RERUN_BUDGET" rerun_timeout_s "$RERUN_TIMEOUT" warm_s "$WARM_S" \
+    device_with_rerun_s "$((device + WARM_S + RERUN_TIMEOUT + TRANSFER_S))"
+}
+
+RESERVE=15  # recording and packing after the last stage
+FORCE_CPU=0 BUDGET="" PACK=0 STAGES="" PLAN="" LIST=0
 while [ $# -gt 0 ]; do
   case $1 in
     --cpu) FORCE_CPU=1 ;;
     --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
     --budget=*) BUDGET=${1#--budget=} ;;
+    --plan) PLAN=${2:?--plan needs a name (focused)}; shift ;;
+    --plan=*) PLAN=${1#--plan=} ;;
     --pack) PACK=1 ;;
-    --list) for s in preflight selftest build tests sanitize memory ddp bench profile suite; do
-              printf '%-10s %s s\n' "$s" "$(limit_of $s)"; done; exit 0 ;;
+    --list) LIST=1 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "gpu_check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) STAGES=$1 ;;
   esac
   shift
 done
+case $PLAN in
+  "") ;;
+  focused) STAGES=${STAGES:-$FOCUSED_STAGES} BUDGET=${BUDGET:-$FOCUSED_BUDGET} ;;
+  *) echo "gpu_check: unknown plan '$PLAN'; plans: focused" >&2; exit 2 ;;
+esac
+if [ "$LIST" = 1 ]; then
+  if [ "$PLAN" = focused ]; then plan_list; exit 0; fi
+  for s in preflight selftest ${ALL_STAGES//,/ }; do
+    printf '%-16s %s s\n' "$s" "$(limit_of $s)"; done
+  exit 0
+fi
 STAGES=${STAGES:-build,tests,sanitize,memory,ddp,bench}
-[ "$STAGES" = all ] && STAGES=build,tests,sanitize,memory,ddp,bench,profile,suite
+[ "$STAGES" = all ] && STAGES=$ALL_STAGES
 for s in ${STAGES//,/ }; do
-  case $s in build|tests|sanitize|memory|ddp|bench|profile|suite) ;;
-    *) echo "gpu_check: unknown stage '$s'; stages: build,tests,sanitize,memory,ddp,bench,suite" >&2
+  case ,$ALL_STAGES, in *,"$s",*) ;;
+    *) echo "gpu_check: unknown stage '$s'; stages: $ALL_STAGES" >&2
        exit 2 ;;
   esac
 done
@@ -340,19 +522,20 @@ else
   LOGS="$OUT/logs"
 fi
 # A fresh record: stale results of an earlier run in the same $OUT must not read as this one's.
-rm -rf "$OUT/logs" "$OUT/bench" "$OUT/summary.json" "$OUT/preflight.txt" "$OUT/logs.tar.gz"
+rm -rf "$OUT/logs" "$OUT/bench" "$OUT/bench_fair" "$OUT/summary.json" "$OUT/preflight.txt" \
+  "$OUT/logs.tar.gz" "$OUT/gpu_clean_runs.json"
 mkdir -p "$LOGS"
 export OUT GPU_CHECK_LOGS=$LOGS GPU_CHECK_FORCE_CPU=$FORCE_CPU
 T_START=$(date +%s)
 DEADLINE=$(( T_START + ${BUDGET:-999999} ))
-RESERVE=15  # recording and packing after the last stage
 
 "$PY" - "$LOGS/run.json" "$STAGES" "$BUDGET" "$PACK" "$(git rev-parse HEAD 2>/dev/null)" \
-  "$(git status --porcelain 2>/dev/null | wc -l)" <<'EOF' 2>/dev/null
+  "$(git status --porcelain 2>/dev/null | wc -l)" "$PLAN" <<'EOF' 2>/dev/null
 import datetime, json, sys
-path, stages, budget, pack, commit, dirty = sys.argv[1:]
+path, stages, budget, pack, commit, dirty, plan = sys.argv[1:]
 json.dump({"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "stages_asked": stages.split(","), "budget_s": int(budget) if budget else None,
+           "plan": plan or None, "stages_asked": stages.split(","),
+           "budget_s": int(budget) if budget else None,
            "packed_logs": pack == "1", "commit": commit or None,
            "uncommitted_files": int(dirty) if commit else None}, open(path, "w"), indent=2)
 EOF
@@ -386,8 +569,15 @@ run_stage() {  # run_stage NAME
   local left=$(( DEADLINE - $(date +%s) - RESERVE ))
   # The preflight decides the mode and costs seconds: it always runs.
   [ "$name" = preflight ] && [ "$left" -lt 15 ] && left=15
-  if [ "$left" -lt "$limit" ]; then
-    if [ "$left" -lt 20 ] && [ "$name" != preflight ]; then
+  # Below this a stage proves nothing (NCCL's start, a bench section's warm-ups alone).
+  local least=20
+  case $name in nccl|bench_fair) least=40 ;; esac
+  if [ "$PLAN" = focused ] && [ "$name" = tests ] && [ -n "$BUDGET" ]; then
+    # The focused plan's tests stage: every CUDA test, each under its own limit; the stage gets
+    # all that is left of the budget (the stages after it take what it leaves).
+    limit=$left cut="the plan gives it all that is left of --budget $BUDGET: $left s"
+  elif [ "$left" -lt "$limit" ]; then
+    if [ "$left" -lt "$least" ] && [ "$name" != preflight ]; then
       record "$name" skipped 0 0 "$limit" "not started: ${left} s left of --budget $BUDGET"
       return
     fi
@@ -421,7 +611,7 @@ print(r["mode"], r.get("gpu_count") or 0)' "$LOGS/preflight.json" 2>/dev/null ||
 elif [ "$FORCE_CPU" = 0 ] && nvidia-smi -L >/dev/null 2>&1; then
   MODE=gpu GPUS=$(nvidia-smi -L | grep -c '^GPU')
 fi
-echo "gpu_check: mode $MODE ($GPUS GPU(s)); stages $STAGES${BUDGET:+; budget $BUDGET s}; logs $LOGS"
+echo "gpu_check: mode $MODE ($GPUS GPU(s)); ${PLAN:+plan $PLAN: }stages $STAGES${BUDGET:+; budget $BUDGET s}; logs $LOGS"
 [ "${GPU_CHECK_SELFTEST:-0}" = 1 ] && run_stage selftest
 for s in ${STAGES//,/ }; do
   run_stage "$s"
@@ -435,7 +625,7 @@ echo "gpu_check: done in $(( $(date +%s) - T_START )) s; $OUT/summary.json:"
 import json, sys
 s = json.load(open(sys.argv[1]))
 for st in s["stages"]:
-    print("  %-10s %-8s %5s s / %5s s  %s" % (st["stage"], st["status"], st["seconds"], st["limit_s"],
+    print("  %-16s %-8s %5s s / %5s s  %s" % (st["stage"], st["status"], st["seconds"], st["limit_s"],
                                             st["note"][:150]))
 print("result: %s%s" % (s["result"], " (not ok: %s)" % ", ".join(s["not_ok"]) if s["not_ok"] else ""))
 raise SystemExit(0 if s["result"] == "ok" else 1)

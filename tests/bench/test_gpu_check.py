@@ -3,6 +3,7 @@ preflight, stage order, time limits and result files, and each of its scripts' C
 rules its stages judge by (growth, contexts, sanitizer errors, the README table, the merge of
 bench sections) are checked here on made-up inputs."""
 import ast
+import glob
 import importlib
 import json
 import os
@@ -36,11 +37,23 @@ def run_check(tmp_path, *args, env=None, timeout=150):
     return p, out
 
 
+def head_of(repo):
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    assert len(commit) == 40
+    return commit
+
+
 def test_cpu_mode_runs_every_stage_in_order_and_records_each_as_it_finishes(tmp_path):
     p, out = run_check(tmp_path, "--cpu", "build,sanitize,ddp,suite", env={"GPU_CHECK_SELFTEST": "1"})
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     stages = {s["stage"]: s for s in summary["stages"]}
+    # Each result carries the commit it measured, dirty or not, as the stage ended.
+    commit = head_of(ROOT)
+    for s in summary["stages"]:
+        assert s["commit"] == commit and isinstance(s["uncommitted_files"], int), s
+        assert json.loads((out / "logs" / (s["stage"] + ".status.json")).read_text())["commit"] == commit
     assert [s["stage"] for s in summary["stages"]] == ["preflight", "selftest", "build", "sanitize",
                                                       "ddp", "suite"]
     assert stages["preflight"]["status"] == "ok"
@@ -88,8 +101,8 @@ def test_bad_arguments_are_refused_naming_them(tmp_path, args, message):
 def test_list_shows_every_stage_with_its_limit_and_the_whole_fits_in_25_minutes():
     p = subprocess.run(["bash", SCRIPT, "--list"], capture_output=True, text=True, timeout=30)
     limits = dict(line.split()[:2] for line in p.stdout.splitlines())
-    assert list(limits) == ["preflight", "selftest", "build", "tests", "sanitize", "memory", "ddp",
-                            "bench", "profile", "suite"]
+    assert list(limits) == ["preflight", "selftest", "build", "tests", "sanitize", "sanitize_changed",
+                            "memory", "ddp", "bench", "bench_fair", "nccl", "profile", "suite"]
     default = ["preflight", "build", "tests", "sanitize", "memory", "ddp", "bench"]
     assert sum(int(limits[s]) for s in default) < 25 * 60
     # The recommended device calls (the script's header): each under 10 minutes.
@@ -245,7 +258,7 @@ def test_bench_sections_merge_keeps_every_finished_section_and_names_the_failed_
 
 @pytest.mark.parametrize("module", ["memory", "sanitize_ops", "sanitize_copy", "ddp_contexts",
                                     "bench_sections", "run_sanitize", "preflight", "readme_table",
-                                    "record"])
+                                    "record", "changed"])
 def test_every_gpu_script_parses_its_arguments(module, capsys):
     with pytest.raises(SystemExit) as exc:
         gpu_module(module).main(["--help"])
@@ -287,13 +300,16 @@ def test_every_test_that_needs_cuda_carries_the_cuda_marker():
 
 
 FAKE_SANITIZER = """#!%s
-# compute-sanitizer's stand-in: runs the script it was given on the CPU, then reports as the
-# real one does; FAKE_FAIL=<target> makes that target report errors.
+# compute-sanitizer's stand-in: runs the script it was given on the CPU (not with FAKE_NO_RUN=1),
+# then reports as the real one does; FAKE_FAIL=<target> makes that target report errors.
 import os, subprocess, sys
 args = sys.argv[1:]
+if args == ["--version"]:
+    print("fake compute-sanitizer 0.1")
+    sys.exit(0)
 i = next(k for k, a in enumerate(args) if a.endswith(".py"))
 cmd = [args[i - 1], args[i], args[i + 1], "--device", "cpu"]
-rc = subprocess.call(cmd)
+rc = 0 if os.environ.get("FAKE_NO_RUN") == "1" else subprocess.call(cmd)
 bad = os.environ.get("FAKE_FAIL") == args[i + 1]
 print("========= ERROR SUMMARY: %%d errors" %% (2 if bad else 0), flush=True)
 sys.exit(1 if bad or rc else 0)
@@ -327,3 +343,340 @@ def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     runs = json.loads((logs / "sanitize.json").read_text())["runs"]
     assert {r["status"] for r in runs} == {"not started (budget)"}
+
+
+# -- the focused plan (issue 44 item 5): what changed, first, in one device call ------------------
+
+def plan_figures():
+    p = subprocess.run(["bash", SCRIPT, "--plan", "focused", "--list"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    stages = [line.split() for line in lines if line.startswith("stage ")]
+    figures = {line.split()[0]: int(line.split()[1]) for line in lines if len(line.split()) == 2}
+    return lines[0], [(f[1], f[3], int(f[5])) for f in stages], figures
+
+
+def test_focused_plan_runs_what_changed_in_order_and_fits_ten_minutes_with_a_rerun():
+    head, stages, f = plan_figures()
+    assert head == "plan focused build,tests,sanitize_changed,bench_fair,nccl"
+    assert [s[0] for s in stages] == ["preflight", "build", "tests", "sanitize_changed", "bench_fair",
+                                      "nccl"]
+    # The tests stage has no limit of its own that could cut it short (the last one ran 82 of 290
+    # tests in its 60 s): all that is left of the budget, and a limit per test.
+    limits = {name: limit for name, limit, _ in stages}
+    assert limits["tests"] == "rest" and 0 < f["per_test_limit_s"] <= 120
+    # The expected seconds (the H200's, in the script) fit the budget with the recording reserve,
+    expected = sum(e for _, _, e in stages)
+    assert f["expected_s"] == expected and expected + f["reserve_s"] <= f["budget_s"]
+    # the script ends inside the device call (a stage's kill-after 10 s, the summary, the pack),
+    assert f["budget_s"] + 25 <= f["call_timeout_s"]
+    # the call, with the machine's start and the transfers, fits 10 minutes of device time,
+    assert f["device_s"] == f["startup_s"] + f["transfer_s"] + f["call_timeout_s"] <= 600
+    # and a rerun at once on the warm machine (no start, the build a no-op) fits the 15 minutes.
+    assert f["device_with_rerun_s"] == (f["device_s"] + f["warm_s"] + f["rerun_timeout_s"]
+                                        + f["transfer_s"]) <= 900
+    assert f["rerun_budget_s"] + 25 <= f["rerun_timeout_s"]
+    # The header's device calls are exactly these.
+    header = open(SCRIPT).read()
+    assert ("command: bash benchmarks/gpu_check.sh --pack --plan focused        timeout_s: %d"
+            % f["call_timeout_s"]) in header
+    assert ("command: bash benchmarks/gpu_check.sh --pack --budget %d build,<the stages>   "
+            "timeout_s: %d" % (f["rerun_budget_s"], f["rerun_timeout_s"])) in header
+    assert "--budget %d unless" % f["budget_s"] in header
+
+
+def test_focused_plan_in_cpu_mode_runs_each_stages_cpu_path_and_records_the_commit(tmp_path):
+    # One fair section's CPU path is enough here (CI's gpu_check --cpu all runs the four).
+    p, out = run_check(tmp_path, "--cpu", "--plan", "focused", timeout=600,
+                       env={"GPU_CHECK_FAIR_SECTIONS": "recipes"})
+    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["plan"] == "focused" and summary["budget_s"] == plan_figures()[2]["budget_s"]
+    stages = {s["stage"]: s for s in summary["stages"]}
+    assert list(stages) == ["preflight", "build", "tests", "sanitize_changed", "bench_fair", "nccl"]
+    commit = head_of(ROOT)
+    assert {s["commit"] for s in summary["stages"]} == {commit}
+    for name in ("build", "nccl"):
+        assert stages[name]["status"] == "skipped" and "no GPU" in stages[name]["note"], stages[name]
+    assert "all that is left of --budget" in stages["tests"]["note"]
+    assert "no GPU: collected" in stages["tests"]["note"]
+    collected = int(stages["tests"]["note"].split("no GPU: collected ")[1].split()[0])
+    assert collected > 100  # the CUDA tests (290 when this was written), counted by pytest_limits
+    for name in ("sanitize_changed", "bench_fair"):
+        assert stages[name]["status"] == "ok" and "no GPU" in stages[name]["note"], stages[name]
+    selection = stages["sanitize_changed"]["detail"]["selection"]
+    assert set(selection) == set(gpu_module("run_sanitize").SOURCES)
+    ran = {r["run"] for r in stages["sanitize_changed"]["detail"]["runs"]}
+    if any(s["run"] for s in selection.values()):
+        assert ran, stages["sanitize_changed"]
+    assert set(stages["bench_fair"]["detail"]["fair_selection"]) == {"h2d", "e2e", "recipes", "workers"}
+    assert set(stages["bench_fair"]["detail"]["section_runs"]) <= {"recipes"}
+    # The CPU mode records nothing as clean or fair: no sanitizer ran, no GPU measured.
+    assert not (out / "gpu_clean_runs.json").exists()
+
+
+GIT_ENV = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.com",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+
+
+class Repo:
+    """A temporary git repository with files written and committed on demand."""
+
+    def __init__(self, path):
+        self.path = path
+        path.mkdir()
+        self.git("init", "-q")
+
+    def git(self, *args):
+        p = subprocess.run(["git", "-C", str(self.path)] + list(args), capture_output=True,
+                           text=True, env=GIT_ENV)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    def write(self, name, text):
+        f = self.path / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+
+    def commit(self, message):
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+
+def test_changed_selection_against_a_known_history(tmp_path):
+    changed = gpu_module("changed")
+    repo = Repo(tmp_path / "repo")
+    for name in ("csrc/kernels/a/a.cu", "csrc/kernels/a/a_cpu.cpp", "csrc/kernels/b/b.cu",
+                 "csrc/kernels/common/x.h"):
+        repo.write(name, "// 1\n")
+    c1 = repo.commit("one")
+    cpu_only = ":(exclude,glob)csrc/kernels/**/*_cpu*"
+    targets = {"a": ["csrc/kernels/a", "csrc/kernels/common", cpu_only],
+               "b": ["csrc/kernels/b", "csrc/kernels/common", cpu_only], "c": ["csrc/kernels/c"]}
+    r = str(repo.path)
+    # A record without a digest (as the seeded one): git alone decides.
+    entries = {"a": {"commit": c1}, "b": {"commit": c1}}
+
+    def runs():
+        return {n: s["files"] for n, s in changed.select(entries, targets, r).items() if s["run"]}
+
+    assert runs() == {"c": []}
+    assert changed.select(entries, targets, r)["a"]["why"] == "unchanged since %s" % c1[:10]
+    assert changed.select(entries, targets, r)["c"]["why"] == "no clean run recorded"
+    # A committed change to a's device code; one to its CPU build is not the sanitizer's.
+    repo.write("csrc/kernels/a/a.cu", "// 2\n")
+    repo.write("csrc/kernels/a/a_cpu.cpp", "// 2\n")
+    repo.commit("two")
+    assert runs() == {"a": ["csrc/kernels/a/a.cu"], "c": []}
+    # An uncommitted change to the shared code, and an untracked new file of b's.
+    repo.write("csrc/kernels/common/x.h", "// 3\n")
+    repo.write("csrc/kernels/b/new.cuh", "// new\n")
+    assert runs() == {"a": ["csrc/kernels/a/a.cu", "csrc/kernels/common/x.h"],
+                      "b": ["csrc/kernels/b/new.cuh", "csrc/kernels/common/x.h"], "c": []}
+    assert "2 file(s) changed since %s" % c1[:10] in changed.select(entries, targets, r)["b"]["why"]
+    # A commit this history does not have: run, saying so.
+    entries["b"] = {"commit": "0" * 40}
+    assert "is not in this history" in changed.select(entries, targets, r)["b"]["why"]
+
+
+def test_a_clean_run_on_uncommitted_sources_stands_once_they_are_committed(tmp_path):
+    changed = gpu_module("changed")
+    repo = Repo(tmp_path / "repo")
+    repo.write("k/a.cu", "// 1\n")
+    c1 = repo.commit("one")
+    r = str(repo.path)
+    repo.write("k/a.cu", "// 2, sanitized before it was committed\n")
+    entry = changed.entry_for(["k"], r, tools=["memcheck"])
+    assert entry["commit"] == c1 and entry["uncommitted"] == ["k/a.cu"] and entry["tools"] == ["memcheck"]
+    assert not changed.select({"a": entry}, {"a": ["k"]}, r)["a"]["run"]
+    repo.commit("two")  # the same bytes, committed: git sees a change since c1, the digest none
+    sel = changed.select({"a": entry}, {"a": ["k"]}, r)["a"]
+    assert not sel["run"] and sel["why"] == "the same sources as the clean run at %s" % c1[:10]
+    repo.write("k/a.cu", "// 1\n")  # back to c1's bytes, which were never sanitized
+    repo.commit("three")
+    sel = changed.select({"a": entry}, {"a": ["k"]}, r)["a"]
+    assert sel["run"] and "had uncommitted changes (k/a.cu)" in sel["why"]
+
+
+def test_the_record_is_written_three_ways_and_the_newer_entry_wins(tmp_path):
+    changed = gpu_module("changed")
+    repo = Repo(tmp_path / "repo")
+    repo.write("k/a.cu", "// 1\n")
+    repo.commit("one")
+    r = str(repo.path)
+    copy = tmp_path / "out"
+    copy.mkdir()
+    old = {"commit": "1" * 40, "date": "2026-11-01T00:00:00+00:00"}
+    changed.update("sanitize", {"a": old, "b": old}, r)
+    new = changed.entry_for(["k"], r)
+    changed.update("sanitize", {"a": new}, r, copy_to=str(copy))
+    for path in (repo.path / changed.RECORD, repo.path / changed.LOCAL_RECORD, copy / "gpu_clean_runs.json"):
+        data = json.loads(path.read_text())
+        assert data["sanitize"] == {"a": new, "b": old} and data["bench_fair"] == {}
+    # The device's copy of the tree brings the older record back; build/gpu_check/ keeps the newer.
+    (repo.path / changed.RECORD).write_text(json.dumps({"sanitize": {"a": old}}))
+    assert changed.load(r)["sanitize"]["a"] == new
+    with pytest.raises(ValueError, match="kind must be one of"):
+        changed.update("nope", {}, r)
+
+
+def test_changed_selection_reads_this_repositorys_history():
+    changed = gpu_module("changed")
+    rs = gpu_module("run_sanitize")
+    work = "csrc/kernels/color_jitter/color_jitter_thread_work.h"
+    rc, last = changed.git(ROOT, "log", "-1", "--format=%H", "--", work)
+    rc2, parent = changed.git(ROOT, "rev-parse", "%s^" % last.strip()) if rc == 0 and last.strip() else (1, "")
+    if rc2 != 0:
+        pytest.skip("this checkout has no history of %s (a shallow clone?)" % work)
+    targets = {"color_jitter": rs.SOURCES["color_jitter"]}
+    sel = changed.select({"color_jitter": {"commit": parent.strip()}}, targets, ROOT)["color_jitter"]
+    assert sel["run"] and work in sel["files"]
+    assert not any("_cpu" in f for f in sel["files"])  # its CPU builds are not the sanitizer's
+    # Recorded as it is now: nothing to run, whatever the history.
+    entry = changed.entry_for(targets["color_jitter"], ROOT)
+    assert entry["commit"] == head_of(ROOT)
+    assert not changed.select({"color_jitter": entry}, targets, ROOT)["color_jitter"]["run"]
+
+
+def test_every_target_has_sources_that_exist():
+    rs = gpu_module("run_sanitize")
+    bs = gpu_module("bench_sections")
+    assert list(rs.SOURCES) == list(rs.OPS) + list(rs.PATHS)
+    assert bs.FAIR == ("h2d", "e2e", "recipes", "workers") and set(bs.FAIR_SOURCES) == set(bs.FAIR)
+    for sources in list(rs.SOURCES.values()) + list(bs.FAIR_SOURCES.values()):
+        for spec in sources:
+            if not spec.startswith(":("):  # git's pathspec magic (the CPU builds left out)
+                assert glob.glob(os.path.join(ROOT, spec)), spec
+
+
+def test_sanitize_changed_runs_only_what_changed_and_records_the_clean_targets(tmp_path):
+    fake = tmp_path / "bin" / "compute-sanitizer"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SANITIZER % sys.executable)
+    fake.chmod(0o755)
+    repo = Repo(tmp_path / "repo")
+    repo.write("README", "a checkout with none of the targets' sources\n")
+    commit = repo.commit("one")
+    env = dict(os.environ, PATH="%s:%s" % (fake.parent, os.environ["PATH"]), FAKE_FAIL="prefetcher",
+               FAKE_NO_RUN="1", PYTHONPATH=ROOT)
+    logs, copy, note = tmp_path / "logs", tmp_path / "out", tmp_path / "note"
+    copy.mkdir()
+
+    def run():
+        return subprocess.run([sys.executable, os.path.join(GPU_DIR, "run_sanitize.py"), "--logs", str(logs),
+                               "--changed", "--targets", "color_jitter,prefetcher", "--repo", str(repo.path),
+                               "--record-copy", str(copy), "--note-file", str(note), "--jobs", "3"],
+                              capture_output=True, text=True, timeout=120, env=env)
+
+    p = run()
+    assert p.returncode == 1, p.stdout + p.stderr  # prefetcher's reported errors
+    report = json.loads((logs / "sanitize.json").read_text())
+    assert {r["target"] for r in report["runs"]} == {"color_jitter", "prefetcher"}
+    assert {r["tool"] for r in report["runs"] if r["target"] == "color_jitter"} == {
+        "memcheck", "racecheck", "synccheck", "initcheck"}
+    assert report["recorded_clean"] == ["color_jitter"]
+    record = json.loads((repo.path / "benchmarks/results/gpu_clean_runs.json").read_text())["sanitize"]
+    assert list(record) == ["color_jitter"]
+    assert record["color_jitter"]["commit"] == commit and record["color_jitter"]["uncommitted"] == []
+    assert record["color_jitter"]["tools"] == ["initcheck", "memcheck", "racecheck", "synccheck"]
+    assert record["color_jitter"]["sanitizer"] == "fake compute-sanitizer 0.1"
+    assert json.loads((copy / "gpu_clean_runs.json").read_text())["sanitize"] == record
+    assert "2 of 14 targets to run: color_jitter,prefetcher" in note.read_text()
+    assert "recorded clean at this commit: color_jitter" in note.read_text()
+    # Nothing changed since: only the target that failed runs again.
+    p = run()
+    report = json.loads((logs / "sanitize.json").read_text())
+    assert {r["target"] for r in report["runs"]} == {"prefetcher"}
+    assert report["selection"]["color_jitter"]["run"] is False
+    assert report["selection"]["prefetcher"]["why"] == "no clean run recorded"
+
+
+def test_bench_fair_passes_equal_resources_and_selects_what_has_no_fair_figure(tmp_path):
+    bs = gpu_module("bench_sections")
+    changed = gpu_module("changed")
+    args = bs.parse_args(["--out", str(tmp_path), "--fair"])
+    assert args.workers == bs.usable_cores() >= 1
+    args.workers = 16
+    cmd = bs.bench_command("e2e", "o", args, {"--threads", "--allow-dirty"})
+    assert cmd[cmd.index("--workers") + 1] == "16" and cmd[cmd.index("--threads") + 1] == "16"
+    assert "--allow-dirty" in cmd
+    older = bs.bench_command("e2e", "o", args, set())  # a bench without those options
+    assert "--threads" not in older and "--allow-dirty" not in older and "--workers" in older
+    assert "--allow-dirty" in bs.bench_command("ops", "o", bs.parse_args(["--out", "x"]), {"--allow-dirty"})
+    with pytest.raises(SystemExit):
+        bs.parse_args(["--out", str(tmp_path), "--workers", "0"])
+    repo = Repo(tmp_path / "repo")
+    repo.write("prefetch/bench/h2d.py", "# 1\n")
+    repo.commit("one")
+    r = str(repo.path)
+    assert all(s["run"] for s in bs.select_fair(r).values())
+    changed.update("bench_fair", {"h2d": changed.entry_for(bs.FAIR_SOURCES["h2d"], r, workers=16)}, r)
+    sel = bs.select_fair(r)
+    assert not sel["h2d"]["run"] and sel["e2e"]["run"] and sel["e2e"]["why"] == "no clean run recorded"
+    repo.write("prefetch/bench/h2d.py", "# 2: new code\n")
+    assert bs.select_fair(r)["h2d"]["files"] == ["prefetch/bench/h2d.py"]
+    # Only what can finish is started: a section stopped at its limit leaves no figure.
+    assert bs.not_started(100) is None and bs.not_started(100, took=90) is None
+    assert bs.not_started(100, took=95) == "not started: its last fair run took 95 s, 100 s left"
+    assert bs.not_started(10).startswith("not started: 20 s of the budget left")
+    # With no time at all, nothing starts, and that is the plan's order at work, not a failure.
+    note = tmp_path / "note"
+    assert bs.main(["--out", str(tmp_path / "o"), "--fair", "--budget", "5", "--device", "cpu",
+                    "--repo", r, "--note-file", str(note)]) == 0
+    assert "not started (time): h2d, e2e, recipes, workers" in note.read_text()
+    assert "sections to run: h2d (new code), e2e (no fair figure yet)" in note.read_text()
+    # The measured commit and N: the sections' own (the bench records them), else this checkout's.
+    merged = bs.merge([], {}, "cpu")
+    assert merged["commit"] == head_of(ROOT) and isinstance(merged["uncommitted_files"], int)
+    part = lambda name: {"commit": "c" * 40, "dirty": True, "workers": 16, "cores": 16,  # noqa: E731
+                         "config": {"sections": [name]}, "metrics": {}, "details": {},
+                         "resources": {name: {"usual": {"workers": 16}, "prefetch": {"threads": 16}}}}
+    merged = bs.merge([part("h2d"), part("e2e")], {}, "cuda")
+    assert (merged["commit"], merged["dirty"], merged["workers"]) == ("c" * 40, True, 16)
+    assert set(merged["resources"]) == {"h2d", "e2e"}
+
+
+def test_nccl_stage_tries_two_ranks_and_names_nccls_refusal(tmp_path):
+    ddp = gpu_module("ddp_contexts")
+    assert ddp.plan("cuda", nccl2=True, gpus=1) == [("nccl_2ranks_one_gpu", 2, "nccl")]
+    assert ddp.plan("cuda", nccl2=True, gpus=2) == [("nccl_2ranks", 2, "nccl")]
+    assert ddp.plan("cuda", gpus=1) == [("nccl_1rank", 1, "nccl"), ("gloo_2ranks_one_gpu", 2, "gloo")]
+    log = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid "
+           "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.27.5\n"
+           "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\nLast error:\n"
+           "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000\nTraceback ...")
+    assert ddp.nccl_refusal(log) == (
+        "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000 (NCCL 2.27.5)")
+    assert ddp.nccl_refusal("NCCL error: unhandled system error") is None
+    # Without CUDA the script says NCCL needs it and runs nothing (gpu_check: skipped).
+    assert ddp.main(["--launch", "--nccl2", "--device", "cpu", "--out", str(tmp_path)]) == 77
+    assert json.loads((tmp_path / "ddp.json").read_text())["skipped"] == "NCCL needs CUDA"
+
+
+def test_a_test_past_its_limit_is_ended_and_the_next_tests_still_run(tmp_path):
+    pytest.importorskip("xdist")
+    (tmp_path / "test_x.py").write_text(
+        "import time\ndef test_a(): pass\ndef test_stuck(): time.sleep(60)\ndef test_b(): pass\n")
+    env = dict(os.environ, PYTHONPATH=GPU_DIR)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "pytest_limits", "--test-limit", "3",
+                        "--collected-file", str(tmp_path / "n"), "-o", "faulthandler_timeout=0",
+                        "-n", "1", "--max-worker-restart=2", "-p", "no:cacheprovider", "-q",
+                        "--junitxml", str(tmp_path / "j.xml"), str(tmp_path / "test_x.py")],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=str(tmp_path))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert (tmp_path / "n").read_text() == "3\n"
+    assert "Timeout (0:00:03)!" in p.stdout + p.stderr  # faulthandler's stacks of the stuck test
+    assert "test_stuck" in p.stdout and "2 passed" in p.stdout
+    # The tests stage's report of it: ended, and how many of the collected ran.
+    script = 'eval "$(sed -n \'/^junit_note() {/,/^}/p\' "$SCRIPT")"; junit_note "$LOGS/j.xml" "$LOGS/n"'
+    env = dict(os.environ, SCRIPT=SCRIPT, LOGS=str(tmp_path), PY=sys.executable, GPU_CHECK_LOGS=str(tmp_path),
+               GPU_CHECK_STAGE="tests")
+    p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    detail = json.loads((tmp_path / "tests.detail.json").read_text())
+    assert detail["ended_tests"] == ["test_x::test_stuck"] and detail["collected"] == 3
+    assert (tmp_path / "tests.note").read_text() == (
+        "2 passed, 0 failed, 1 errors, 0 skipped (3 of 3 collected ran); 1 ended at the test limit "
+        "or crashed\n")
