@@ -656,7 +656,7 @@ def sizes(config):
     """Images per epoch and rounds: small in quick mode (but at least 5 interleaved rounds),
     under ~3 minutes in all on 2 cores."""
     if config.quick:
-        return {"synthetic_batches": 2, "jpegs": 2 * min(config.batch_sizes), "repeats": 5,
+        return {"synthetic_batches": 2, "jpegs": 2 * jpeg_batch_size(config), "repeats": 5,
                 "jpeg_repeats": 5, "batches_per_worker": 1}
     # JPEG epochs are short (~0.3-0.6 s) and many: CPU-bound on every core, they swing most
     # with other load on the machine, and a pair of back-to-back epochs sees the same load.
@@ -665,9 +665,16 @@ def sizes(config):
 
 
 def image_size(config):
-    """The images' side: ``--image-size``, at most 112 with --quick (as e2e's quick run: a
-    quarter of the pixels keeps the quick run's every pipeline and round affordable)."""
-    return min(config.image_size, 112) if config.quick else config.image_size
+    """The images' side: ``--image-size``, at most 64 with --quick (a twelfth of 224²'s pixels
+    keeps the quick run's every pipeline and round affordable)."""
+    return min(config.image_size, 64) if config.quick else config.image_size
+
+
+def jpeg_batch_size(config):
+    """The JPEG pipelines' batch: 64 when it is one of ``--batch-size``, else the smallest; at
+    most 32 with --quick."""
+    size = 64 if 64 in config.batch_sizes else min(config.batch_sizes)
+    return min(size, 32) if config.quick else size
 
 
 def epoch_batches(batches, workers, per_worker=BATCHES_PER_WORKER):
@@ -926,8 +933,7 @@ def run(config):
         result["jpeg"] = None
         result["jpeg_skipped"] = "Pillow is not installed (pip install pillow, or the [bench] extra)"
     else:
-        result["jpeg"] = run_jpeg(config, 64 if 64 in config.batch_sizes
-                                  else min(config.batch_sizes), n_sizes)
+        result["jpeg"] = run_jpeg(config, jpeg_batch_size(config), n_sizes)
     result["config"] = {"workers": config.workers, "repeats": n_sizes["repeats"],
                         "jpeg_repeats": n_sizes["jpeg_repeats"],
                         "device": str(config.device), "threads": config.workers,

@@ -162,9 +162,14 @@ def test_results_json_names_the_code_measured_and_the_machine(fair_run):
     assert result["cuda"] == torch.version.cuda and "cpu" in result["device"]
 
 
-def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
-    rc = main(["--quick", "--allow-dirty", "--sections", "collate,h2d,ops", "--batch-size", "8",
-               "--image-size", "32", "--out", str(tmp_path)])
+def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path, monkeypatch):
+    from prefetch.bench.section import Skipped
+
+    def skipped(config):
+        raise Skipped("nothing to measure here")
+    monkeypatch.setitem(bench_main.BY_NAME, "skipper", Section("skipper", "skips", skipped))
+    rc = main(["--quick", "--allow-dirty", "--sections", "collate,h2d,ops,skipper", "--batch-size",
+               "8", "--image-size", "32", "--out", str(tmp_path)])
     assert rc == 0
     result = json.loads((tmp_path / "results.json").read_text())
     for key in ("device", "torch", "date", "config", "metrics"):
@@ -179,9 +184,11 @@ def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path):
     (row,) = result["details"]["collate"]
     assert row["numpy"]["batch_size"] == 8 and row["numpy"]["pairs"] >= 1
     assert metrics["numpy_vs_tensor_pipeline"] == row["numpy"]["numpy_vs_tensor_pipeline"]["median"]
+    # A section that does not apply says why, and leaves nothing else behind.
+    assert result["skipped"]["skipper"] == "nothing to measure here"
+    assert "skipper" not in result["details"] and "skipper" not in result["resources"]
     if not torch.cuda.is_available():
         assert "h2d_gbps" not in metrics  # absent, never a placeholder
-        assert "no CUDA device" in result["skipped"]["h2d"]
     assert result["config"]["batch_sizes"] == [8] and result["config"]["image_size"] == 32
     # The policies' kernels, each timed against a copy (the GPU predictions' check).
     policy = result["details"]["policy_kernels"]
