@@ -53,7 +53,8 @@ _ENGINE = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_suppor
 FAIR_SOURCES = {  # (git pathspecs: "*" matches across folders)
     "h2d": ["prefetch/bench/h2d*.py", "prefetch/bench/pinned.py", "prefetch/bench/ops.py",
             "csrc/kernels/normalize_flip"] + _ENGINE + _BENCH_SHARED,
-    "e2e": ["prefetch/bench/e2e*.py", "csrc/kernels", "csrc/torch/ops", "prefetch/ops",
+    "e2e": ["prefetch/bench/e2e*.py", "prefetch/bench/workers.py", "prefetch/bench/recipes.py",
+            "csrc/kernels", "csrc/decode", "csrc/torch/ops", "prefetch/ops",
             "prefetch/transforms"] + _ENGINE + _BENCH_SHARED,
     "recipes": ["prefetch/bench/recipes*.py", "prefetch/bench/workers.py", "csrc/kernels",
                 "csrc/decode", "csrc/torch/ops", "prefetch/ops", "prefetch/transforms"]

@@ -59,8 +59,9 @@ def _e2e(r):
     e = r["details"]["e2e"]
     names = ["baseline", "timm", "prefetch", "ceiling"]
     label = {"ceiling": "cached"}
-    lines = ["Training loop (%s DataLoader workers; images/s; cached = batches preprocessed once, "
-             "not a bound):" % e["config"].get("workers", "?"), ""]
+    lines = ["Training loop (N = %s DataLoader workers and prefetch threads; images/s; cached = "
+             "the same loop on batches already on the device):" % e["config"].get("workers", "?"),
+             ""]
     rows = []
     for model, pipes in e["results"].items():
         shape = e["config"]["shapes"][model]

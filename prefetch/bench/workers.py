@@ -86,11 +86,19 @@ def children_cpu_s():
 
 # --- the main process's part of the usual pipeline -------------------------------------------
 
+_NORMALIZE = {}  # device -> (mean, std) [1, 3, 1, 1] on it, made once
+
+
 def usual_to_device(images, device):
-    """What users write after the DataLoader: to the device, NCHW, float, /255, normalize."""
+    """What users write after the DataLoader: to the device, NCHW, float, /255, normalize. The
+    mean and std tensors are made once per device: made per batch, torch.tensor(..., device=cuda)
+    is a blocking host-to-device copy that would synchronise the loop at every batch."""
     x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
-    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+    key = torch.device(device)
+    if key not in _NORMALIZE:
+        _NORMALIZE[key] = (torch.tensor(MEAN, device=key).view(1, 3, 1, 1),
+                           torch.tensor(STD, device=key).view(1, 3, 1, 1))
+    mean, std = _NORMALIZE[key]
     return x.sub_(mean).div_(std)
 
 
