@@ -14,10 +14,11 @@ With a CUDA ``device``, :func:`decode_jpeg` decodes with the GPU decoder that
 copy; :mod:`prefetch.ops.gpu_decoders`): the headers are read and the boxes checked on the CPU first,
 so every backend raises the same errors; whole images are decoded on the GPU and the boxes cut
 there; whatever the GPU decoder refuses (CMYK, EXIF-rotated for TorchCodec, ...) or fails on is
-decoded by the CPU decoder, image by image, and copied. The result is ordered on the caller's
-current stream like any torch op's.
+decoded by the CPU decoder (one call for all of them) and copied. The result is ordered on the
+caller's current stream like any torch op's. No step of that path runs Python per image while the
+GPU decodes every image: each is one call a batch (``decode_with_backend``), and
+``tests/ops/test_decode_host_stage.py`` counts them.
 """
-import itertools
 import warnings
 
 import numpy as np
@@ -109,10 +110,10 @@ def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None, header_size
     """
     device = torch.device(device)
     r = encoded_batch(data)
-    if device.type == "cuda" and len(r):
-        backend = gpu_decoders.select_gpu_decoder(gpu_decoder)
-        if backend.name != "cpu":
-            return _decode_with_backend(r, boxes, device, backend)
+    backend = gpu_backend_for(device, gpu_decoder) if len(r) else None
+    if backend is not None:
+        values, offsets, sizes = decode_with_backend(r, boxes, device, backend, header_sizes)
+        return Ragged(values, offsets.to(device), sizes.to(device), shapes=sizes.tolist(), dense=True)
     if header_sizes is not None:
         check_image_pixels([h[:2] for h in torch.as_tensor(header_sizes).tolist()], "decode_jpeg")
     elif boxes is not None:
@@ -205,8 +206,16 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
             r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
             [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
-    # resized there.
-    regions = decode_jpeg(data, boxes, device=device, gpu_decoder=gpu_decoder)
+    # resized there; a GPU decoder's windows come with their tables on the host (no Python per
+    # image, and the resize reads no table from the device).
+    r = encoded_batch(data)
+    backend = gpu_backend_for(device, gpu_decoder) if len(r) else None
+    if backend is not None:
+        values, offsets, sizes = decode_with_backend(r, boxes, device, backend, header_sizes)
+        regions = Ragged(values, offsets, sizes, check=False)
+    else:
+        regions = decode_jpeg(r, boxes, device=device, gpu_decoder=gpu_decoder,
+                              header_sizes=header_sizes)
     whole_boxes = torch.zeros_like(boxes, dtype=torch.int64, device="cpu")
     whole_boxes[:, 2:] = boxes[:, 2:].cpu()
     return resized_crop(regions, whole_boxes, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
@@ -244,8 +253,36 @@ def _decode_on_cpu(r, boxes):
     return Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True)
 
 
-def _decode_with_backend(r, boxes, device, backend):
-    """decode_jpeg on ``device`` with a GPU ``backend``, the CPU decoder taking what it refuses.
+def gpu_backend_for(device, gpu_decoder=None):
+    """The GPU decoder that decodes for ``device`` (a :class:`torch.device`), or None when the CPU
+    decoder does: for a CUDA device the one :func:`gpu_jpeg_decoder` chooses (its errors raised),
+    unless that is ``cpu``; for another device only a registered backend that serves it
+    (:class:`prefetch.ops.gpu_decoders.FakeGpuBackend`), nothing imported otherwise."""
+    if not gpu_decoders.may_serve(device):
+        return None
+    backend = gpu_decoders.select_gpu_decoder(gpu_decoder)
+    return backend if backend.serves(device) else None
+
+
+def _host_tables(r):
+    """(offsets, sizes) of a CPU Ragged as CPU tensors, with no Python per sample (``host_tables``
+    rebuilds a dense Ragged's from its shapes, sample by sample)."""
+    if r.offsets.device.type == "cpu" and r.sizes.device.type == "cpu":
+        return r.offsets, r.sizes
+    return r.host_tables()
+
+
+def decode_with_backend(r, boxes, device, backend, header_sizes=None):
+    """decode_jpeg on ``device`` with a GPU ``backend``, the CPU decoder taking what it refuses or
+    fails on: ``(values, offsets, sizes)``, the windows (the whole images without ``boxes``) as HWC
+    uint8 packed from element 0 in order in ``values`` on ``device``, each one's offset (int64
+    ``[N]``) and size (int64 ``[N, 3]``) on the CPU.
+
+    One call a batch for every step, none an image, while the GPU decodes every image: the
+    encoded bytes' views, the headers (:func:`gpu_decoders.jpeg_layouts`), the screen
+    (``backend.refused``), the checks of the pixel limit and of the boxes (tensor operations), the
+    backend's batched call, and the windows cut and packed (``_pack_windows``); Python per image
+    runs only for an image the GPU does not decode, or to say what went wrong.
 
     Every error is the CPU decoder's: a header it cannot read or a box outside its image makes the
     CPU decoder run on the whole batch, which raises before decoding any pixel; a stream that fails
@@ -253,114 +290,147 @@ def _decode_with_backend(r, boxes, device, backend):
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     n_images = len(r)
-    offsets, lengths = r.host_tables()
-    starts, nbytes = offsets.tolist(), lengths.view(-1).tolist()
-    images = r.tensors()  # views of the (possibly pinned) values: nothing is copied
-    buf = _byte_view(r.values)
-    layouts = [gpu_decoders.jpeg_layout(buf, o, n) for o, n in zip(starts, nbytes)]
+    offsets, lengths = _host_tables(r)
+    lengths = lengths.reshape(-1)
+    # Views of the (possibly pinned) values: nothing is copied.
+    images = torch.ops.prefetch._ragged_views(r.values, offsets, lengths.view(-1, 1))
+    table = gpu_decoders.jpeg_layouts(images)
     with_cpu = _with_cpu_decoder()
-    if with_cpu:
+    if header_sizes is not None:
+        hw = torch.as_tensor(header_sizes).to(torch.int64)[:, :2]
+    elif with_cpu:
         try:
-            hw = torch.ops.prefetch.jpeg_sizes(r.values, offsets, lengths)[:, :2].tolist()
+            hw = torch.ops.prefetch.jpeg_sizes(r.values, offsets, lengths)[:, :2]
         except RuntimeError:
             _decode_on_cpu(r, boxes)  # raises the CPU decoder's own error, naming the sample
             raise
     else:
-        hw = [[lay.height, lay.width] for lay in layouts]
-        for n, (h, w) in enumerate(hw):
-            if not h or not w:
-                raise RuntimeError("decode_jpeg: sample %d (%d bytes at offset %d) has no JPEG frame "
-                                   "header that prefetch can read, and prefetch was built without "
-                                   "libjpeg-turbo, whose decoder would say why (%s)"
-                                   % (n, nbytes[n], starts[n], torch.ops.prefetch._jpeg_decoder_library()))
-    check_image_pixels(hw, "decode_jpeg")  # before anything is decoded, as the CPU decoder
+        hw = table[:, [gpu_decoders.LAYOUT_FIELDS.index("height"), gpu_decoders.LAYOUT_FIELDS.index("width")]]
+        unread = (hw <= 0).any(1)
+        if bool(unread.any()):
+            n = int(unread.nonzero()[0, 0])
+            raise RuntimeError("decode_jpeg: sample %d (%d bytes at offset %d) has no JPEG frame "
+                               "header that prefetch can read, and prefetch was built without "
+                               "libjpeg-turbo, whose decoder would say why (%s)"
+                               % (n, int(lengths[n]), int(offsets[n]),
+                                  torch.ops.prefetch._jpeg_decoder_library()))
+    _check_pixels(hw, "decode_jpeg")  # before anything is decoded, as the CPU decoder
     regions, bad = _regions(boxes, hw, n_images)
     if bad is not None:
         if with_cpu:
-            return _decode_on_cpu(r, boxes).to(device, non_blocking=True)  # raises its box error
+            _decode_on_cpu(r, boxes)  # raises its box error
         raise RuntimeError(bad)
 
-    why = [backend.refuses(layout) for layout in layouts]
-    on_gpu = [n for n in range(n_images) if why[n] is None]
-    outputs, errors = gpu_decoders.decode_on_device(backend, [images[n] for n in on_gpu], device)
-    decoded = [None] * n_images
-    for n, image, error in zip(on_gpu, outputs, errors):
-        if image is not None and gpu_decoders.fits(image, hw[n][0], hw[n][1], device):
-            decoded[n] = image
-        else:
-            why[n] = ("%s: %s" % (type(error).__name__, error) if image is None else
-                      "it returned %s where the header says %d x %d x 3 uint8 on %s"
-                      % (describe(image), hw[n][0], hw[n][1], device))
-    on_cpu = [n for n in range(n_images) if decoded[n] is None]
-    if on_cpu and not with_cpu:
-        n = on_cpu[0]
+    counts = regions[:, 2] * regions[:, 3] * 3
+    starts = torch.cumsum(counts, 0) - counts
+    sizes = torch.cat([regions[:, 2:], torch.full((n_images, 1), 3, dtype=torch.int64)], 1)
+    total = int(counts.sum())
+    # One row per image for _pack_windows: where its window goes, its size, its window.
+    pack_table = torch.cat([starts[:, None], hw, regions], 1)
+
+    refused = backend.refused(table, lambda n: gpu_decoders.jpeg_layout(memoryview(images[n].numpy())))
+    every = not bool(refused.any())
+    on_gpu = None if every else (~refused).nonzero().view(-1)
+    if not every:
+        images = torch.ops.prefetch._ragged_views(r.values, offsets[on_gpu], lengths[on_gpu].view(-1, 1))
+    fits = torch.zeros(n_images, dtype=torch.bool)
+    misfits = {}  # row -> what the backend returned, only where a message may need it
+
+    def read(outputs, errors):
+        values = torch.empty(total, dtype=torch.uint8, device=device)
+        if outputs:
+            packed = torch.ops.prefetch._pack_windows(
+                outputs, pack_table if every else pack_table[on_gpu], backend.layout == "CHW", values)
+            if every:
+                fits.copy_(packed)
+            else:
+                fits[on_gpu] = packed
+            if not with_cpu and not bool(packed.all()):
+                for k in (~packed).nonzero().view(-1).tolist():
+                    misfits[k] = None if outputs[k] is None else describe(outputs[k])
+        return values
+
+    values, errors = gpu_decoders.decode_on_device(backend, images, device, read)
+    if bool(fits.all()):
+        return values, starts, sizes
+    on_cpu = (~fits).nonzero().view(-1)
+    if not with_cpu:
+        n = int(on_cpu[0])
         raise RuntimeError("decode_jpeg: sample %d (%d bytes at offset %d) cannot be decoded by the "
                            "GPU decoder %s (%s), and prefetch was built without libjpeg-turbo, "
                            "whose CPU decoder would take it (%s)"
-                           % (n, nbytes[n], starts[n], backend.name, why[n],
+                           % (n, int(lengths[n]), int(offsets[n]), backend.name,
+                              _why_not(backend, n, refused, on_gpu, errors, misfits, hw, images, device,
+                                       r, offsets, lengths),
                               torch.ops.prefetch._jpeg_decoder_library()))
-    from_cpu = None
-    if on_cpu:
-        index = torch.tensor(on_cpu, dtype=torch.int64)
-        cpu_boxes = torch.tensor([regions[n] for n in on_cpu], dtype=torch.int64)
-        try:
-            # The batch's own values with the tables of these samples: no bytes are copied.
-            from_cpu = torch.ops.prefetch.decode_jpeg(r.values, offsets[index], lengths[index], cpu_boxes)
-        except RuntimeError:
-            _decode_on_cpu(r, boxes)  # names the sample by its index in this batch
-            raise
-        if len(on_gpu) >= 2 and all(e is not None for e in errors):
-            gpu_decoders.disable(backend, errors[0], len(on_gpu))
-    return _pack(decoded, from_cpu, on_cpu, regions, device)
+    try:
+        # The batch's own values with the tables of these samples: no bytes are copied.
+        cpu_values, cpu_offsets, cpu_sizes = torch.ops.prefetch.decode_jpeg(
+            r.values, offsets[on_cpu], lengths[on_cpu], regions[on_cpu])
+    except RuntimeError:
+        _decode_on_cpu(r, boxes)  # names the sample by its index in this batch
+        raise
+    on_device = cpu_values.to(device, non_blocking=True)  # one copy of all the CPU's windows
+    whole = torch.cat([starts[on_cpu, None], cpu_sizes[:, :2], torch.zeros_like(cpu_sizes[:, :2]),
+                       cpu_sizes[:, :2]], 1)
+    torch.ops.prefetch._pack_windows(torch.ops.prefetch._ragged_views(on_device, cpu_offsets, cpu_sizes),
+                                     whole, False, values)
+    tried = len(errors)
+    if tried >= 2 and errors.count(None) == 0:
+        gpu_decoders.disable(backend, errors[0], tried)
+    return values, starts, sizes
 
 
-def _pack(decoded, from_cpu, on_cpu, regions, device):
-    """One Ragged of the boxes: cut from the GPU's images on the device, copied from the CPU's."""
-    shapes = [(h, w, 3) for (_, _, h, w) in regions]
-    counts = [h * w * 3 for (h, w, _) in shapes]
-    starts = [0, *itertools.accumulate(counts[:-1])] if counts else []
-    values = torch.empty(sum(counts), dtype=torch.uint8, device=device)
-    for n, image in enumerate(decoded):
-        if image is not None:
-            t, l, h, w = regions[n]
-            values[starts[n]:starts[n] + counts[n]].view(h, w, 3).copy_(image[t:t + h, l:l + w])
-    if on_cpu:
-        cpu_values, cpu_offsets = from_cpu[0], from_cpu[1].tolist()
-        on_device = cpu_values.to(device, non_blocking=True)  # one copy of all the CPU's boxes
-        for k, n in enumerate(on_cpu):
-            values[starts[n]:starts[n] + counts[n]].copy_(
-                on_device[cpu_offsets[k]:cpu_offsets[k] + counts[n]])
-    offsets = torch.tensor(starts, dtype=torch.int64)
-    sizes = torch.tensor(shapes, dtype=torch.int64).view(len(shapes), 3)
-    return Ragged(values, offsets.to(device), sizes.to(device), shapes=shapes, dense=True)
+def _why_not(backend, n, refused, on_gpu, errors, misfits, hw, images, device, r, offsets, lengths):
+    """Why image ``n`` did not come from the GPU decoder (for the message of a build without the
+    CPU decoder): its refusal, its error, or what the backend returned instead."""
+    if bool(refused[n]):
+        return backend.refuses(gpu_decoders.jpeg_layout(memoryview(r.values.numpy()), int(offsets[n]),
+                                                        int(lengths[n])))
+    k = n if on_gpu is None else int((on_gpu == n).nonzero()[0, 0])
+    if errors[k] is not None:
+        return "%s: %s" % (type(errors[k]).__name__, errors[k])
+    shape = "3 x %d x %d" if backend.layout == "CHW" else "%d x %d x 3"
+    return "it returned %s where the header says %s uint8 on %s" % (
+        misfits.get(k), shape % (int(hw[n, 0]), int(hw[n, 1])), device)
+
+
+def _check_pixels(hw, op):
+    """:func:`check_image_pixels` on an int64 ``[N, 2]`` table of header sizes: a few tensor
+    operations, and the per-image messages only when an image is over the limit."""
+    limit = torch.ops.prefetch._max_image_pixels()
+    if limit <= 0 or hw.shape[0] == 0:
+        return
+    if bool((hw[:, 0] * hw[:, 1] > limit).any()):  # H, W < 2^16: no overflow
+        check_image_pixels(hw.tolist(), op)
 
 
 def _regions(boxes, hw, n_images):
-    """((top, left, height, width) per sample, None) when every box lies inside its image (the
-    whole image without boxes), else (None, the CPU decoder's message for the first that does
-    not). Boxes that are not integer [N, 4] count as outside: the CPU decoder says what they are."""
+    """(int64 ``[N, 4]`` (top, left, height, width) per sample, None) when every box lies inside its
+    image (``hw``: int64 ``[N, 2]``; the whole image without boxes), else (None, the CPU decoder's
+    message for the first that does not). Boxes that are not integer [N, 4] count as outside: the
+    CPU decoder says what they are."""
     if boxes is None:
-        return [(0, 0, h, w) for h, w in hw], None
+        return torch.cat([torch.zeros_like(hw), hw], 1), None
     boxes = _boxes(boxes, n_images)
     if (boxes.dtype.is_floating_point or boxes.dtype.is_complex or boxes.dtype in (torch.bool, torch.uint64)
             or boxes.dim() != 2 or tuple(boxes.shape) != (n_images, 4)):
         return None, "decode_jpeg: boxes must be an integer tensor [N, 4] = [%d, 4], got %s" % (
             n_images, describe(boxes))
-    rows = boxes.to("cpu", torch.int64).tolist()
-    for n, ((t, l, h, w), (H, W)) in enumerate(zip(rows, hw)):
-        if not (h >= 1 and w >= 1 and t >= 0 and l >= 0 and t <= H - h and l <= W - w):
-            return None, ("decode_jpeg: boxes[%d] = (top=%d, left=%d, height=%d, width=%d) is not "
-                          "inside sample %d's image of H x W = %d x %d; a box needs height, width "
-                          ">= 1, 0 <= top <= H - height and 0 <= left <= W - width"
-                          % (n, t, l, h, w, n, H, W))
-    return [tuple(row) for row in rows], None
-
-
-def _byte_view(values):
-    """A memoryview of the encoded bytes, indexable by absolute offset (no copy for a contiguous
-    CPU tensor, pinned or not)."""
-    array = values.numpy()
-    return memoryview(array if array.flags.c_contiguous else np.ascontiguousarray(array))
+    rows = boxes.to("cpu", torch.int64)
+    t, l, h, w = rows.unbind(1)
+    H, W = hw.unbind(1)
+    # As the CPU decoder's check: never a sum that could overflow (H - h, W - w: h, w >= 1 first).
+    inside = (h >= 1) & (w >= 1) & (t >= 0) & (l >= 0)
+    inside &= torch.where(inside, (t <= H - h) & (l <= W - w), inside)
+    if bool(inside.all()):
+        return rows.contiguous(), None
+    n = int((~inside).nonzero()[0, 0])
+    (t, l, h, w), (H, W) = rows[n].tolist(), hw[n].tolist()
+    return None, ("decode_jpeg: boxes[%d] = (top=%d, left=%d, height=%d, width=%d) is not "
+                  "inside sample %d's image of H x W = %d x %d; a box needs height, width "
+                  ">= 1, 0 <= top <= H - height and 0 <= left <= W - width"
+                  % (n, t, l, h, w, n, H, W))
 
 
 def _with_cpu_decoder():

@@ -6,13 +6,19 @@ The interface
 -------------
 A backend (:class:`GpuJpegBackend`) has a ``name``; :meth:`~GpuJpegBackend.available` says whether
 it can be used here (it imports its library; any failure means "no", with the reason kept in
-``why``); :meth:`~GpuJpegBackend.refuses` reads what :func:`jpeg_layout` found in an image's headers
-and names the layouts it cannot decode, so that those go to the CPU decoder without a failed call;
-:meth:`~GpuJpegBackend.decode_batch` decodes a list of encoded images (1-D uint8 CPU tensors) to HWC
-uint8 RGB tensors (views are fine) on a CUDA device, raising when any image fails, as nvJPEG's
-batched calls do. :func:`decode_on_device` turns that into an answer per image: one batched call, and
-only when it raises, one call per image; whatever a backend refuses or fails on is left to the CPU
-decoder (prefetch's libjpeg-turbo decoder), image by image, by :mod:`prefetch.ops.decode`.
+``why``); :meth:`~GpuJpegBackend.refused` reads a whole batch's :func:`jpeg_layouts` table (what the
+markers before each image's first scan say, read in C++) and marks, with a few tensor operations,
+the images it cannot decode, so that those go to the CPU decoder without a failed call
+(:meth:`~GpuJpegBackend.refuses` says why for one :class:`JpegLayout`);
+:meth:`~GpuJpegBackend.decode_batch` decodes a list of encoded images (1-D uint8 CPU tensors) to
+uint8 RGB tensors in the backend's ``layout`` (``"CHW"`` as nvJPEG's backends return them, or
+``"HWC"``; views are fine) on a device, raising when any image fails, as nvJPEG's batched calls do.
+:func:`decode_on_device` turns that into an answer per image: one batched call, and only when it
+raises, one call per image; whatever a backend refuses or fails on is left to the CPU decoder
+(prefetch's libjpeg-turbo decoder) by :mod:`prefetch.ops.decode`. No step of a batch that the GPU
+decodes runs Python per image: the headers, the screen, the views of the encoded bytes and the
+windows' copies into the packed output are one C++ call a batch each
+(``csrc/torch/ops/jpeg_host_ops.cpp``).
 
 Backends, in order of preference (:data:`BACKENDS`): ``torchcodec`` (TorchCodec >= 0.16,
 ``torchcodec.decoders.decode_jpeg(list, mode="RGB", device=...)``), ``torchvision``
@@ -22,6 +28,11 @@ decodes each box and the boxes are copied to the device). :func:`select_gpu_deco
 available one, or the one named by its argument or by ``PREFETCH_GPU_JPEG_DECODER``
 (``auto``/``torchcodec``/``torchvision``/``cpu``); the choice is cached. :func:`describe` names the
 backend for ``python -m prefetch.info`` without importing either library or initialising CUDA.
+
+:class:`FakeGpuBackend` stands in for a GPU decoder where there is none (the CPU tests, the bench's
+``decode_host`` section): registered with :func:`registered`, it serves CPU and meta devices too,
+takes whole batches and returns whole CHW images as nvJPEG's backends do, so that everything the
+GPU path does around the decoder runs, and can be counted, on a CPU.
 
 Streams: what the backends do, and what this module does about it
 ------------------------------------------------------------------
@@ -48,15 +59,18 @@ So a backend is called with a private decode stream of prefetch's current (one p
 once from torch's stream pool and never destroyed) on which nothing is pending:
 ``side.synchronize()`` before the call waits only for earlier decodes. The outputs are then
 allocated from that stream's pool, whose blocks are only ever freed by prefetch after the reads
-recorded below, so no queued kernel can still be reading them; and TorchCodec's host
+queued below, so no queued kernel can still be reading them; and TorchCodec's host
 synchronisation waits for its own decode only. ``side.synchronize()`` after the call costs nothing
 more today (both backends have waited already) and keeps the pixels final even for a backend that
-only orders its work on the current stream. The caller's stream then reads the outputs (cutting
-the boxes, packing the batch), and ``record_stream(caller)`` keeps their blocks from being handed to
-the next decode before those reads have run. ``torch.cuda.synchronize(device)`` would also be
-correct, but it waits for every stream of the device, the training step included. The cost: the
-decode stream's pool keeps about one batch of whole decoded images cached.
+only orders its work on the current stream. The outputs are then read on the decode stream itself
+(the windows cut and packed into one output, allocated there): the next decode's blocks come from
+that stream's pool after those reads, in stream order, with no ``record_stream`` per image. The
+caller's stream waits for the decode stream (an event, no host synchronisation), and the one
+packed output is protected for the caller's stream (``record_stream``). ``torch.cuda.synchronize``
+would also be correct, but it waits for every stream of the device, the training step included.
+The cost: the decode stream's pool keeps about one batch of whole decoded images cached.
 """
+import contextlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -68,9 +82,12 @@ from typing import NamedTuple, Optional
 
 import torch
 
-__all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBackend", "BACKENDS",
-           "ENV_VAR", "select_gpu_decoder", "describe", "decode_on_device", "jpeg_layout",
-           "JpegLayout", "fits"]
+from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+
+__all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBackend",
+           "FakeGpuBackend", "BACKENDS", "ENV_VAR", "select_gpu_decoder", "describe",
+           "decode_on_device", "jpeg_layout", "jpeg_layouts", "LAYOUT_FIELDS", "JpegLayout", "fits",
+           "registered", "may_serve"]
 
 ENV_VAR = "PREFETCH_GPU_JPEG_DECODER"
 
@@ -174,10 +191,40 @@ def _exif_orientation(buf, p, n):
     return None
 
 
-def fits(image, height, width, device):
-    """Whether a backend's output is what the header promised: (H, W, 3) uint8 on ``device``."""
+#: The columns of :func:`jpeg_layouts`' table, in order (``_jpeg_layout_fields`` of the C++ op).
+LAYOUT_FIELDS = ("sof", "precision", "height", "width", "components", "jfif", "adobe_transform",
+                 "orientation", "rgb_coded", "bytes")
+_COL = {name: k for k, name in enumerate(LAYOUT_FIELDS)}
+
+
+def jpeg_layouts(images):
+    """What :func:`jpeg_layout` reads, for every image of a batch in one C++ call (no Python per
+    image; csrc/decode/jpeg_layout.cpp reads the markers as :func:`jpeg_layout` does): an int64
+    ``[N, len(LAYOUT_FIELDS)]`` CPU table, one row per image of ``images`` (a list of 1-D uint8 CPU
+    tensors with stride 1, the bytes of each file), its columns :data:`LAYOUT_FIELDS`: -1 where
+    :class:`JpegLayout` has None, 0 or 1 for ``jfif`` and ``rgb_coded``, ``bytes`` the image's
+    length. RuntimeError names an image that is not such a tensor."""
+    return torch.ops.prefetch._jpeg_layouts(list(images))
+
+
+def layout_of_row(row):
+    """The :class:`JpegLayout` of one row of :func:`jpeg_layouts` (a sequence of ints), for
+    :meth:`GpuJpegBackend.refuses`. ``component_ids`` is not in the table: it is ``("R", "G",
+    "B")``'s ids when the row says RGB-coded by them, else empty — what ``rgb_coded`` reads."""
+    get = {name: (None if row[k] == -1 else int(row[k])) for name, k in _COL.items()}
+    jfif, rgb = bool(get["jfif"]), bool(get["rgb_coded"])
+    ids = (82, 71, 66) if rgb and get["adobe_transform"] is None else ()
+    return JpegLayout(sof=get["sof"], precision=get["precision"], height=get["height"],
+                      width=get["width"], components=get["components"], component_ids=ids, jfif=jfif,
+                      adobe_transform=get["adobe_transform"], orientation=get["orientation"])
+
+
+def fits(image, height, width, device, layout="HWC"):
+    """Whether a backend's output is what the header promised: (H, W, 3) uint8 on ``device`` — or
+    (3, H, W) for ``layout="CHW"`` (``_pack_windows`` checks the same for a whole batch in C++)."""
+    shape = (3, height, width) if layout == "CHW" else (height, width, 3)
     return (isinstance(image, torch.Tensor) and image.dtype == torch.uint8 and image.device == device
-            and tuple(image.shape) == (height, width, 3))
+            and tuple(image.shape) == shape)
 
 
 # --- the backends --------------------------------------------------------------------------------
@@ -209,6 +256,8 @@ class GpuJpegBackend:
     package = None          # the distribution whose presence and version describe() reports
     min_version = ()        # the first version with what decode_batch calls
     library = "nvJPEG"
+    layout = "HWC"          # what decode_batch returns: "HWC" or "CHW" images
+    devices = ("cuda",)     # the device types it decodes for
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -265,14 +314,55 @@ class GpuJpegBackend:
             return "colour stored as RGB, not YCbCr"
         return None
 
+    def refused(self, table, layout_of=None):
+        """bool ``[N]``: the images of a :func:`jpeg_layouts` table this backend refuses, as
+        :meth:`refuses` decides for each (True where it would name a reason), computed on the table's
+        columns — a few tensor operations for the batch, none per image. A subclass that changes
+        :meth:`refuses` and not this (the first class of its MRO defining either defines
+        ``refuses`` alone) is asked image by image (``layout_of(n)``: image n's
+        :class:`JpegLayout`, default: from its row); one that changes both keeps them in step."""
+        if _refuses_is_newer(type(self)):
+            rows = table.tolist()
+            of = layout_of or (lambda n: layout_of_row(rows[n]))
+            return torch.tensor([self.refuses(of(n)) is not None for n in range(len(rows))],
+                                dtype=torch.bool)
+        return self._screen(table)
+
+    @staticmethod
+    def _screen(table):
+        """nvJPEG's screen of :meth:`refuses` on a :func:`jpeg_layouts` table: 8-bit baseline,
+        extended or progressive Huffman frames of 1 or 3 components not stored as RGB pass."""
+        col = lambda name: table[:, _COL[name]]  # noqa: E731
+        sof, components = col("sof"), col("components")
+        decodable = (((sof == 0xC0) | (sof == 0xC1) | (sof == 0xC2)) & (col("precision") == 8)
+                     & ((components == 1) | (components == 3)) & (col("rgb_coded") == 0))
+        return ~decodable
+
     def decode_batch(self, images, device):
-        """HWC uint8 RGB tensors on ``device``, one per encoded image (1-D uint8 CPU tensors), in
-        order; raises when any image cannot be decoded. Returns once the input bytes are no longer
-        read; the outputs are final on return, or ordered on the current stream."""
+        """uint8 RGB tensors on ``device`` in :attr:`layout` (``(H, W, 3)`` or ``(3, H, W)``), one per
+        encoded image (1-D uint8 CPU tensors), in order; raises when any image cannot be decoded.
+        Returns once the input bytes are no longer read; the outputs are final on return, or
+        ordered on the current stream."""
         raise NotImplementedError
+
+    def serves(self, device):
+        """Whether :mod:`prefetch.ops.decode` decodes for ``device`` with this backend (the ``cpu``
+        backend never: it leaves every image to the CPU decoder)."""
+        return self.name != "cpu" and device.type in self.devices
 
     def __repr__(self):
         return "<GPU JPEG decoder %s>" % self.name
+
+
+def _refuses_is_newer(cls):
+    """Whether ``cls`` (or a base below the one defining ``refused``) changes ``refuses``: the first
+    class of its MRO that defines either one defines ``refuses`` alone."""
+    for klass in cls.__mro__:
+        if "refused" in vars(klass):
+            return False
+        if "refuses" in vars(klass):
+            return True
+    return False
 
 
 class TorchCodecBackend(GpuJpegBackend):
@@ -288,6 +378,8 @@ class TorchCodecBackend(GpuJpegBackend):
                               "decodes JPEGs on CUDA from 0.16)")
         return decode_jpeg
 
+    layout = "CHW"
+
     def refuses(self, layout):
         why = super().refuses(layout)
         if why is None and layout.orientation not in (None, 1):
@@ -295,9 +387,13 @@ class TorchCodecBackend(GpuJpegBackend):
                    "Pillow's Image.open, keep the stored orientation)" % layout.orientation)
         return why
 
+    def refused(self, table, layout_of=None):
+        orientation = table[:, _COL["orientation"]]
+        return self._screen(table) | ((orientation != -1) & (orientation != 1))
+
     def decode_batch(self, images, device):
         decode = self._loaded()
-        return [im.permute(1, 2, 0) for im in decode(list(images), mode="RGB", device=device)]
+        return decode(list(images), mode="RGB", device=device)  # CHW, cut and packed in C++
 
 
 class TorchvisionBackend(GpuJpegBackend):
@@ -314,9 +410,11 @@ class TorchvisionBackend(GpuJpegBackend):
                               "the batched decode_jpeg of torchvision >= 0.20" % torchvision.__version__)
         return decode_jpeg, ImageReadMode.RGB
 
+    layout = "CHW"
+
     def decode_batch(self, images, device):
         decode, rgb = self._loaded()
-        return [im.permute(1, 2, 0) for im in decode(list(images), mode=rgb, device=device)]
+        return decode(list(images), mode=rgb, device=device)  # CHW, cut and packed in C++
 
 
 class CpuBackend(GpuJpegBackend):
@@ -335,13 +433,101 @@ class CpuBackend(GpuJpegBackend):
     def refuses(self, layout):
         return "the CPU decoder was chosen"
 
+    def refused(self, table, layout_of=None):
+        if _refuses_is_newer(type(self)):  # a subclass that decodes (a test's)
+            return super().refused(table, layout_of)
+        return torch.ones(table.shape[0], dtype=torch.bool)
+
     def decode_batch(self, images, device):
         raise RuntimeError("the cpu backend decodes nothing on the GPU")
+
+
+class FakeGpuBackend(GpuJpegBackend):
+    """A GPU decoder's stand-in for machines without one (the CPU tests, the bench's
+    ``decode_host`` section): registered (:func:`registered`), it is chosen as a GPU decoder is,
+    for CUDA devices and also for CPU and meta ones, so that the whole GPU path — the headers'
+    screen, the views of the encoded bytes, one batched call, the windows cut and packed, the CPU
+    decoder taking what it refuses or fails on — runs on a CPU.
+
+    It screens as nvJPEG does (:meth:`GpuJpegBackend.refuses`) and returns what nvJPEG's backends
+    return: for a list of encoded images, whole ``(3, H, W)`` uint8 images on the device (CHW views
+    of HWC pixels), raising when any image fails. ``pixels=True``: the pixels of prefetch's CPU
+    decoder (libjpeg-turbo), so that results can be compared exactly; ``pixels=False``: no pixel is
+    decoded (uninitialised memory of the headers' sizes, on the meta device none at all), which is
+    what a GPU decoder's call costs the host without its device work — the bench times the path
+    around it so. Every step is one C++ call a batch, none an image. ``calls`` and ``images``
+    count the batched calls and the images they were given."""
+
+    name = "fake"
+    layout = "CHW"
+    devices = ("cuda", "cpu", "meta")
+    library = "prefetch's CPU decoder standing in for a GPU decoder"
+
+    def __init__(self, pixels=True):
+        super().__init__()
+        self.pixels = bool(pixels)
+        self.calls = 0
+        self.images = 0
+
+    def _load(self):
+        return None
+
+    def installed(self):
+        return True, None, None
+
+    def decode_batch(self, images, device):
+        images = list(images)
+        self.calls += 1
+        self.images += len(images)
+        if not images:
+            return []
+        table = jpeg_layouts(images)
+        lengths = table[:, _COL["bytes"]]
+        if self.pixels:
+            values = torch.cat(images)
+            starts = torch.cumsum(lengths, 0) - lengths
+            pixels, offsets, sizes = torch.ops.prefetch.decode_jpeg(values, starts, lengths.view(-1, 1))
+            pixels = pixels.to(device)
+        else:
+            hw = table[:, [_COL["height"], _COL["width"]]]
+            if bool((hw <= 0).any()):
+                raise RuntimeError("fake GPU decoder: an image has no frame header")
+            counts = hw[:, 0] * hw[:, 1] * 3
+            offsets = torch.cumsum(counts, 0) - counts
+            sizes = torch.cat([hw, torch.full_like(hw[:, :1], 3)], 1)
+            pixels = torch.empty(int(counts.sum()), dtype=torch.uint8, device=device)
+        return torch.ops.prefetch._ragged_views(pixels, offsets, sizes, True)
 
 
 #: The backends in order of preference (tests replace this list).
 BACKENDS = [TorchCodecBackend(), TorchvisionBackend(), CpuBackend()]
 _FALLBACK = CpuBackend()
+
+
+def may_serve(device):
+    """Whether a GPU decoder may decode for ``device``: a CUDA device, or a device type a
+    registered backend names in its ``devices`` (:class:`FakeGpuBackend`'s CPU and meta). Imports
+    nothing: a CPU loader without a fake backend registered pays no import to learn it does not
+    need one."""
+    device = torch.device(device)
+    return device.type == "cuda" or any(device.type in b.devices and b.name != "cpu" for b in BACKENDS)
+
+
+@contextlib.contextmanager
+def registered(backend):
+    """Makes ``backend`` the first of :data:`BACKENDS` (the one ``auto`` chooses when it is
+    available) while the ``with`` block runs, then restores the list; the cached choice is
+    cleared on entry and exit. For tests and the bench: ``with registered(FakeGpuBackend()):``."""
+    global BACKENDS
+    before = BACKENDS
+    BACKENDS = [backend] + [b for b in before if b is not backend]
+    clear_cache()
+    try:
+        yield backend
+    finally:
+        BACKENDS = before
+        clear_cache()
+
 
 _cache_lock = threading.Lock()
 _cache = {}
@@ -452,8 +638,8 @@ def _usable(backend):
 
 def _line(backend, version, note=None):
     what = backend.library + ("; " + note if note else "")
-    if backend.name == "cpu":
-        return "cpu (%s)" % what
+    if backend.name == "cpu" or version is None:
+        return "%s (%s)" % (backend.name, what)
     return "%s %s (%s)" % (backend.name, version, what)
 
 
@@ -487,35 +673,51 @@ class _CudaStreams:
     def protect(self, tensor, stream):
         tensor.record_stream(stream)
 
+    def wait(self, stream, other):
+        stream.wait_stream(other)
+
 
 _streams = _CudaStreams()
 
 
-def decode_on_device(backend, images, device):
-    """``backend``'s decode of ``images`` on ``device``, one answer per image: ``(outputs, errors)``
-    where ``outputs[i]`` is an HWC uint8 tensor, or None with ``errors[i]`` the exception that the
+def decode_on_device(backend, images, device, read):
+    """``backend``'s decode of ``images`` on ``device``, read by ``read(outputs, errors)``: ``outputs[i]``
+    is the backend's image (in its ``layout``), or None with ``errors[i]`` the exception that the
     backend raised for image ``i`` alone. One batched call; only if it raises, one call per image
-    (a batch with one image nvJPEG rejects costs one failed call, not one per image). On a CUDA
-    device the calls run as the module docstring says; the outputs may be read on the caller's
-    current stream."""
+    (a batch with one image nvJPEG rejects costs one failed call, not one per image). Returns
+    ``(read's result, errors)``.
+
+    On a CUDA device the calls and ``read`` run on the decode stream (the module docstring says
+    why): ``read`` cuts what it needs out of the outputs there, into a tensor it allocates there
+    and returns; the caller's stream then waits for the decode stream, and that one tensor is
+    protected for the caller's stream (the outputs are dropped once ``read`` has queued its reads:
+    their blocks go back to the decode stream's pool in stream order). Elsewhere (the CPU tests'
+    and the bench's fake backend) it is the same without streams."""
     images = list(images)
     if not images:
-        return [], []
+        return read([], []), []
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
-    if device.type != "cuda":  # the CPU tests' fake backends
-        return _decode_each(backend, images, device)
+    if device.type != "cuda":
+        outputs, errors = _decode_each(backend, images, device)
+        return read(outputs, errors), errors
     caller, side = _streams.current(device), _streams.side(device)
     _streams.synchronize(side)
+    done = False
     try:
         with _streams.use(side):
             outputs, errors = _decode_each(backend, images, device)
+            _streams.synchronize(side)  # the pixels are final, whatever the backend ordered where
+            result = read(outputs, errors)
+            outputs = None
+        done = True
     finally:
-        _streams.synchronize(side)
-    for image in outputs:
-        if image is not None:
-            _streams.protect(image, caller)
-    return outputs, errors
+        if not done:  # leave the decode stream idle for the next call
+            _streams.synchronize(side)
+    _streams.wait(caller, side)
+    if isinstance(result, torch.Tensor):
+        _streams.protect(result, caller)
+    return result, errors
 
 
 def _decode_each(backend, images, device):

@@ -16,6 +16,7 @@ import torch
 
 from .._engine.checks import whole
 from ..ops.augment import flip_crop, normalize_flip
+from ..ops.gpu_decoders import may_serve
 from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
 from ..ragged import Ragged
@@ -135,12 +136,13 @@ def _output_size(value, name):
 
 
 def _per_image(value, n):
-    """One value per image: a sequence of n, or a number repeated."""
-    if isinstance(value, numbers.Integral):
-        return [int(value)] * n
-    value = list(value)
-    if len(value) != n:
-        raise ValueError("prefetch: %d image sizes for %d images" % (len(value), n))
+    """One value per image, as a 1-D tensor: a sequence (or tensor) of n, or a number repeated;
+    converted in one call, not image by image (the boxes' draws check they are whole numbers)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return torch.full((n,), int(value), dtype=torch.int64)
+    value = torch.as_tensor(value).reshape(-1)
+    if value.numel() != n:
+        raise ValueError("prefetch: %d image sizes for %d images" % (value.numel(), n))
     return value
 
 
@@ -389,9 +391,9 @@ class FusedAugment(ResizingPath, SeededTransform):
         g = BatchPosition(epoch, index, rank).generator(self.seed)
         hflip = torch.rand(n, generator=g) < self.hflip
         vflip = torch.rand(n, generator=g) < self.vflip
-        if self.resizes:  # height and width: one per image (or one for all)
-            shapes = [(int(a), int(b)) for a, b in zip(_per_image(height, n), _per_image(width, n))]
-            return Draws(hflip, vflip, self.output_size, None, self.draw_boxes(shapes, g))
+        if self.resizes:  # height and width: one per image (or one for all), as tensors
+            boxes = self.draw_boxes(_per_image(height, n), _per_image(width, n), g)
+            return Draws(hflip, vflip, self.output_size, None, boxes)
         h, w = self.crop if self.crop is not None else (height, width)
         if self.center_crop or (self.crop is None and not any(self.pads)):
             return Draws(hflip, vflip, (h, w), None)
@@ -470,16 +472,17 @@ class FusedAugment(ResizingPath, SeededTransform):
         return self.decode
 
     def host_stage_for(self, device):
-        """Decoding before the copy is for a GPU only: on the CPU a loader hands the encoded
-        batch to the engine as it is (an ArrayLoader's byte ranges are gathered in C++) and
-        :meth:`apply` decodes it."""
-        return self.decode and device.type == "cuda"
+        """Decoding before the copy is for a GPU only (or a device a registered fake GPU decoder
+        serves, ``prefetch.ops.gpu_decoders.FakeGpuBackend``: the GPU path run on a CPU): on the
+        CPU a loader hands the encoded batch to the engine as it is (an ArrayLoader's byte ranges
+        are gathered in C++) and :meth:`apply` decodes it."""
+        return self.decode and may_serve(device)
 
     def host_apply(self, batch, position, device):
         """The host stage (prefetch.transforms): with ``decode=True`` and a CUDA ``device``, the
         drawn windows are decoded here, before the copy, so that the encoded bytes never cross to
         the device and back; otherwise nothing (the device kernels do all the work)."""
-        if not self.decode or torch.device(device).type != "cuda":
+        if not self.host_stage_for(torch.device(device)):
             return batch
         return self.decode_on_host(batch, position, device)
 

@@ -15,7 +15,8 @@ import torch
 
 from .._engine.checks import describe
 from ..ops.augment import resized_crop
-from ..ops.decode import decode_jpeg, decode_resized_crop, encoded_batch, gpu_jpeg_decoder, jpeg_sizes
+from ..ops.decode import (decode_jpeg, decode_resized_crop, decode_with_backend, encoded_batch,
+                          gpu_backend_for, jpeg_sizes)
 from ..ragged import Ragged
 from .contract import get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
@@ -32,11 +33,18 @@ class DecodedWindows:
     """What FusedAugment(decode=True)'s host stage puts in place of the encoded image leaf: each
     image's drawn window, decoded (``windows``: a Ragged of HWC uint8 RGB), and the batch's flips.
     The loader copies it to the device like any dataclass of tensors; ``apply`` resizes the
-    windows there. Only the windows' pixels cross, never the encoded bytes."""
+    windows there. Only the windows' pixels cross, never the encoded bytes.
+
+    ``host_tables``, not a field (so the loader leaves it where it is: it carries a dataclass's
+    other attributes over as they are): the windows' ``(offsets, sizes)`` as int64 CPU tensors,
+    packed from 0 (``[N]``, ``[N, 3]``), when the host stage knew them; ``apply`` then resizes
+    with no read of the device's tables and no Python per image. None: read from ``windows``."""
 
     windows: Ragged
     hflip: torch.Tensor
     vflip: torch.Tensor
+
+    host_tables = None  # not annotated: not a field
 
 
 def uint8_hint(dtype):
@@ -127,10 +135,9 @@ class ResizingPath:
     ``mean``, ``std``, ``dtype``, ``channels_last``, ``image_key``, ``mask_key``, ``decode`` and
     :meth:`draws`."""
 
-    def draw_boxes(self, shapes, generator):
-        """Each image's window: drawn as RandomResizedCrop draws it, or centred (validation)."""
-        heights = [s[0] for s in shapes]
-        widths = [s[1] for s in shapes]
+    def draw_boxes(self, heights, widths, generator):
+        """Each image's window (images of ``heights[i] x widths[i]``: int64 tensors or sequences):
+        drawn as RandomResizedCrop draws it, or centred (validation)."""
         if self.center_crop:
             return center_boxes(heights, widths, self.output_size, self.resize, self.max_size)
         return random_resized_boxes(heights, widths, self.scale, self.ratio, generator=generator)
@@ -161,17 +168,27 @@ class ResizingPath:
         return batch
 
     def decode_on_host(self, batch, position, device):
-        """The host stage of decode=True for a CUDA ``device``: the windows are drawn from the JPEG
-        headers (the same draws ``apply`` would make at this position) and decoded here, on the
-        host's bytes — by the GPU decoder straight onto ``device`` when one is available (its
-        output then travels as a move), else by the CPU decoder (the windows then cross as uint8
-        pixels). The encoded bytes never go to the device."""
+        """The host stage of decode=True for a CUDA ``device`` (or one a registered fake GPU
+        decoder serves): the windows are drawn from the JPEG headers (the same draws ``apply``
+        would make at this position) and decoded here, on the host's bytes — by the GPU decoder
+        straight onto ``device`` when one is available (its output then travels as a move), else by
+        the CPU decoder (the windows then cross as uint8 pixels). The encoded bytes never go to the
+        device. With a GPU decoder every step is one call a batch, none an image
+        (``prefetch.ops.decode.decode_with_backend``; counted by
+        tests/ops/test_decode_host_stage.py)."""
         data = _encoded(get_leaf(batch, self.image_key))
         sizes = jpeg_sizes(data)
         d = self._decode_draws(data, position, sizes)
-        on_gpu = gpu_jpeg_decoder() != "cpu"
-        windows = decode_jpeg(data, d.boxes, device=device if on_gpu else "cpu", header_sizes=sizes)
-        return set_leaf(batch, self.image_key, DecodedWindows(windows, d.hflip, d.vflip))
+        backend = gpu_backend_for(torch.device(device))
+        if backend is not None:
+            values, offsets, window_sizes = decode_with_backend(data, d.boxes, torch.device(device),
+                                                                backend, header_sizes=sizes)
+            windows = Ragged(values, offsets, window_sizes, check=False)
+        else:
+            windows = decode_jpeg(data, d.boxes, device="cpu", header_sizes=sizes)
+        decoded = DecodedWindows(windows, d.hflip, d.vflip)
+        decoded.host_tables = (windows.offsets, windows.sizes)  # on the CPU in either case
+        return set_leaf(batch, self.image_key, decoded)
 
     def _apply_decoded(self, batch, encoded, position):
         """decode=True: the windows are drawn from the JPEG headers' sizes (no pixel decoded for
@@ -187,8 +204,13 @@ class ResizingPath:
 
     def _apply_decoded_windows(self, batch, decoded):
         """``apply`` after the host stage: the decoded windows resized whole, flipped, normalized."""
-        r = as_ragged(decoded.windows, "FusedAugment's decoded windows", len(self.mean))
-        whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
+        if decoded.host_tables is not None:  # known on the host: no table read back, no loop
+            offsets, sizes = decoded.host_tables
+            r = Ragged(decoded.windows.values, offsets, sizes, check=False)
+            whole = torch.cat([torch.zeros_like(sizes[:, :2]), sizes[:, :2]], 1)
+        else:
+            r = as_ragged(decoded.windows, "FusedAugment's decoded windows", len(self.mean))
+            whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
         out = resized_crop(r, whole, self.output_size, self.mean, self.std, hflip=decoded.hflip,
                            vflip=decoded.vflip, dtype=self.dtype, channels_last=self.channels_last,
                            antialias=self.antialias)
@@ -199,8 +221,8 @@ class ResizingPath:
             raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, "
                              "got %d" % len(self.mean))
         sizes = jpeg_sizes(data) if sizes is None else sizes
-        return self.draws(len(data), sizes[:, 0].tolist(), sizes[:, 1].tolist(), position.epoch,
-                          position.index, position.rank)
+        return self.draws(len(data), sizes[:, 0], sizes[:, 1], position.epoch, position.index,
+                          position.rank)
 
     def resize_masks(self, masks, images, d):
         """Each mask cropped to its image's window and resampled to the output size with nearest
