@@ -238,7 +238,7 @@ def test_a_gpu_decoder_never_sees_a_bomb(limit):
     data = encode(photo(64, 64))
     bomb = claiming(data, 60000, 60000)
     with pytest.raises(RuntimeError, match="decode_jpeg: sample 1's header claims 60000 x 60000"):
-        decode._decode_with_backend(decode.encoded_batch([data, bomb]), None, torch.device("cpu"),
-                                    Recording())
+        decode.decode_with_backend(decode.encoded_batch([data, bomb]), None, torch.device("cpu"),
+                                   Recording())
     assert calls == []
     assert jpeg_sizes([bomb]).tolist() == [[60000, 60000, 3]]  # reading a header is always safe

@@ -111,8 +111,15 @@ def inside_boxes(data, seed=0):
     return boxes
 
 
+def with_backend(backend, r, boxes=None, device=CPU):
+    """decode_with_backend's result as the Ragged decode_jpeg makes of it."""
+    values, offsets, sizes = decode.decode_with_backend(r, boxes, device, backend)
+    assert offsets.device.type == sizes.device.type == "cpu"  # the tables stay on the host
+    return Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True)
+
+
 def through(backend, data, boxes=None):
-    return decode._decode_with_backend(decode.encoded_batch(data), boxes, CPU, backend)
+    return with_backend(backend, decode.encoded_batch(data), boxes)
 
 
 def assert_same(out, ref):
@@ -227,7 +234,7 @@ def test_the_torchvision_backend_calls_decode_jpeg_with_a_list_in_rgb(monkeypatc
     calls = []
     fake_torchvision(monkeypatch, calls=calls)
     fresh = TorchvisionBackend()  # decode_batch checks availability itself
-    assert tuple(fresh.decode_batch([torch.zeros(3, dtype=torch.uint8)], torch.device("cuda", 0))[0].shape) == (2, 5, 3)
+    assert tuple(fresh.decode_batch([torch.zeros(3, dtype=torch.uint8)], torch.device("cuda", 0))[0].shape) == (3, 2, 5)
     calls.clear()
     backend = TorchvisionBackend()
     assert backend.available() and backend.why is None
@@ -236,8 +243,10 @@ def test_the_torchvision_backend_calls_decode_jpeg_with_a_list_in_rgb(monkeypatc
     (given, mode, device), = calls
     assert isinstance(given, list) and all(a is b for a, b in zip(given, images))  # no copies
     assert mode is ReadMode.RGB and device == torch.device("cuda", 1)
+    # What decode_jpeg returned, as it is: CHW images, cut and packed later in one C++ call.
     chw = torch.arange(30, dtype=torch.uint8).view(3, 2, 5)
-    assert [tuple(t.shape) for t in out] == [(2, 5, 3)] * 2 and torch.equal(out[0], chw.permute(1, 2, 0))
+    assert backend.layout == "CHW"
+    assert [tuple(t.shape) for t in out] == [(3, 2, 5)] * 2 and torch.equal(out[0], chw)
 
 
 def test_torchvision_before_0_20_decodes_one_image_per_call_and_is_not_used(monkeypatch):
@@ -255,7 +264,8 @@ def test_the_torchcodec_backend_calls_decode_jpeg_with_a_list_in_rgb(monkeypatch
     out = backend.decode_batch(images, torch.device("cuda", 0))
     (given, mode, device), = calls
     assert given == images and given[0] is images[0] and mode == "RGB"
-    assert device == torch.device("cuda", 0) and tuple(out[0].shape) == (2, 5, 3)
+    assert device == torch.device("cuda", 0) and tuple(out[0].shape) == (3, 2, 5)
+    assert backend.layout == "CHW"
 
 
 def test_torchcodec_without_cuda_jpeg_decoding_is_not_used(monkeypatch):
@@ -387,7 +397,7 @@ def test_the_backend_reads_the_batch_in_place():
     data = mixed()
     r = Ragged.from_tensors([torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in data])
     backend = Fake()
-    decode._decode_with_backend(r, None, CPU, backend)
+    with_backend(backend, r)
     base, offsets = r.values.data_ptr(), r.offsets.tolist()
     assert backend.calls == [[base + o for o in offsets]]
 
@@ -454,8 +464,7 @@ def test_a_gappy_ragged_and_every_list_kind_give_the_same_result():
     gappy = Ragged(values, torch.tensor(offsets), torch.tensor([[len(d)] for d in data]))
     as_tensors = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in data]
     for given in (gappy, as_tensors, [bytearray(d) for d in data], tuple(data)):
-        assert_same(decode._decode_with_backend(decode.encoded_batch(given), boxes, CPU,
-                                                Fake(fail=is_cmyk, screen=True)), want)
+        assert_same(with_backend(Fake(fail=is_cmyk, screen=True), decode.encoded_batch(given), boxes), want)
     assert_same(through(Fake(), data, torch.tensor(boxes, dtype=torch.int16)), want)
 
 
@@ -582,8 +591,11 @@ class Recorder:
     def protect(self, tensor, stream):
         self.log.append(("protect", tensor.data_ptr(), stream))
 
+    def wait(self, stream, other):
+        self.log.append(("wait", stream, other))
 
-def test_the_backend_runs_on_an_idle_side_stream_and_its_outputs_are_protected(monkeypatch):
+
+def test_the_backend_runs_on_an_idle_side_stream_read_there_and_one_output_is_protected(monkeypatch):
     recorder = Recorder()
     monkeypatch.setattr(gpu_decoders, "_streams", recorder)
     cuda1 = torch.device("cuda", 1)
@@ -593,29 +605,46 @@ def test_the_backend_runs_on_an_idle_side_stream_and_its_outputs_are_protected(m
             recorder.log.append(("decode", len(images), recorder.current_stream))
             return super().decode_batch(images, CPU)
 
+    packed = torch.zeros(5, dtype=torch.uint8)
+
+    def read(outputs, errors):
+        recorder.log.append(("read", [o is None for o in outputs], recorder.current_stream))
+        return packed
+
     data = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in mixed()]
-    outputs, errors = gpu_decoders.decode_on_device(Seen(fail=is_cmyk), data, cuda1)
-    assert [o is None for o in outputs] == [False, False, True, False, False, False]
+    result, errors = gpu_decoders.decode_on_device(Seen(fail=is_cmyk), data, cuda1, read)
+    assert result is packed
     assert isinstance(errors[2], RuntimeError) and errors[:2] == [None, None]
     assert recorder.log[:5] == [("current", cuda1), ("side", cuda1), ("synchronize", "side"),
                                 ("enter", "side"), ("decode", 6, "side")]
     assert recorder.log[5:11] == [("decode", 1, "side")] * 6  # every call on the side stream
-    assert recorder.log[11:13] == [("exit", "side"), ("synchronize", "side")]
-    assert recorder.log[13:] == [("protect", o.data_ptr(), "caller") for o in outputs if o is not None]
+    # The pixels final, then read on the side stream; the caller's stream waits for it, and the
+    # one tensor read made is protected for the caller's stream (none per image).
+    assert recorder.log[11:] == [("synchronize", "side"),
+                                 ("read", [False, False, True, False, False, False], "side"),
+                                 ("exit", "side"), ("wait", "caller", "side"),
+                                 ("protect", packed.data_ptr(), "caller")]
 
 
-def test_the_side_stream_is_synchronized_when_the_backend_raises(monkeypatch):
+@pytest.mark.parametrize("where", ["decode", "read"])
+def test_the_side_stream_is_synchronized_when_the_backend_or_the_read_raises(monkeypatch, where):
     recorder = Recorder()
     monkeypatch.setattr(gpu_decoders, "_streams", recorder)
 
     class Interrupted(Fake):
         def decode_batch(self, images, device):
-            raise KeyboardInterrupt  # not an Exception: not retried, but the stream is left idle
+            if where == "decode":
+                raise KeyboardInterrupt  # not an Exception: not retried, but the stream is left idle
+            return [torch.zeros(1, 1, 3, dtype=torch.uint8)]
+
+    def read(outputs, errors):
+        raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         gpu_decoders.decode_on_device(Interrupted(), [torch.zeros(3, dtype=torch.uint8)],
-                                      torch.device("cuda", 0))
+                                      torch.device("cuda", 0), read)
     assert recorder.log[-2:] == [("exit", "side"), ("synchronize", "side")]
+    assert not any(entry[0] in ("wait", "protect") for entry in recorder.log)
 
 
 def test_a_cpu_device_makes_no_stream_operation(monkeypatch):
