@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace prefetch {
@@ -56,6 +57,26 @@ class Backend {
   virtual void* stream_handle() = 0;
   // Test hook: sleep a random 0..max_us before every piece of stream work (host backend only).
   virtual void set_debug_delay(int64_t max_us, uint64_t seed) { (void)max_us; (void)seed; }
+
+  // Timing. record_timed() is record() for an event whose completion time can be read: CUDA
+  // makes it with timing (the engine's other events go without, which is cheaper); every host
+  // event is timed. elapsed_s(from, to) waits for both (made by record_timed() on this backend)
+  // and returns the seconds from `from`'s completion to `to`'s, on the copy stream's clock (CUDA:
+  // cudaEventElapsedTime, ~0.5 us resolution; host: the stream thread's steady_clock).
+  virtual std::shared_ptr<Event> record_timed() = 0;
+  virtual double elapsed_s(Event& from, Event& to) = 0;
+
+  // Test hook, the host backend's model of a GPU's copy engine (a DMA engine moves one copy at a
+  // time, at the bus's speed, beside the CPU): each copy_async takes bytes / bytes_per_s seconds
+  // on the stream thread — the memcpy, then a sleep for the rest of that time — so the ring's
+  // overlap of collation and copies is measured on a machine without a GPU. 0: as fast as memcpy.
+  // Throws std::invalid_argument for a negative or NaN rate, std::logic_error on a backend that
+  // has a real copy engine (CUDA).
+  virtual void set_copy_bandwidth(double bytes_per_s) {
+    (void)bytes_per_s;
+    throw std::logic_error("prefetch: the " + name() + " backend has a real copy engine; only the "
+                           "host backend models one (set_copy_bandwidth)");
+  }
 };
 
 class CudaCalls;  // cuda_calls.h

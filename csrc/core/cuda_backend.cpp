@@ -1,10 +1,11 @@
 // The CUDA backend: a non-blocking copy stream (torch's, borrowed, or one of its own), events
-// without timing, and pinned host memory. Written against CudaCalls (cuda_calls.h) and compiled
+// without timing (but those of record_timed), and pinned host memory. Written against CudaCalls (cuda_calls.h) and compiled
 // in every build: the real runtime drives it in a CUDA build, a recording fake in the C++ tests.
 // Every call is made with the engine's device current (DeviceScope), whichever thread makes it:
 // the producer, the consumer, or a thread that drops the last reference to an event or buffer.
 #include <unistd.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "backend.h"
@@ -16,10 +17,11 @@ namespace {
 
 class CudaEvent : public Event {
  public:
-  CudaEvent(std::shared_ptr<CudaCalls> calls, int device, void* stream)
-      : calls_(std::move(calls)), device_(device) {
+  CudaEvent(std::shared_ptr<CudaCalls> calls, int device, void* stream, bool timing = false)
+      : calls_(std::move(calls)), device_(device), timing_(timing) {
     DeviceScope scope(*calls_, device_);
-    check_cuda(*calls_, calls_->event_create(&event_), "cudaEventCreateWithFlags");
+    check_cuda(*calls_, timing ? calls_->event_create_timing(&event_) : calls_->event_create(&event_),
+               "cudaEventCreateWithFlags");
     const int status = calls_->event_record(event_, stream);
     if (status != 0) {
       calls_->event_destroy(event_);
@@ -42,10 +44,12 @@ class CudaEvent : public Event {
     check_cuda(*calls_, calls_->event_synchronize(event_), "cudaEventSynchronize");
   }
   void* get() const { return event_; }
+  bool timing() const { return timing_; }
 
  private:
   std::shared_ptr<CudaCalls> calls_;
   int device_;
+  bool timing_;
   void* event_ = nullptr;
 };
 
@@ -120,6 +124,23 @@ class CudaBackend : public Backend {
     check_cuda(*calls_, calls_->stream_wait_event(consumer_stream, cuda_event.get()), "cudaStreamWaitEvent");
   }
   void* stream_handle() override { return stream_; }
+
+  std::shared_ptr<Event> record_timed() override {
+    return std::make_shared<CudaEvent>(calls_, device_, stream_, /*timing=*/true);
+  }
+  double elapsed_s(Event& from, Event& to) override {
+    auto& a = dynamic_cast<CudaEvent&>(from);
+    auto& b = dynamic_cast<CudaEvent&>(to);
+    if (!a.timing() || !b.timing()) {
+      throw std::invalid_argument("prefetch: elapsed_s needs two events made by record_timed()");
+    }
+    a.wait();
+    b.wait();
+    DeviceScope scope(*calls_, device_);
+    float ms = 0;
+    check_cuda(*calls_, calls_->event_elapsed_ms(&ms, a.get(), b.get()), "cudaEventElapsedTime");
+    return static_cast<double>(ms) * 1e-3;
+  }
 
  private:
   std::shared_ptr<CudaCalls> calls_;

@@ -30,7 +30,11 @@ class CudaCalls {
   virtual int stream_synchronize(void* stream) = 0;
   // Without timing, waited for by blocking the thread (not spinning).
   virtual int event_create(void** event) = 0;
+  // With timing (for elapsed_ms), also waited for by blocking the thread.
+  virtual int event_create_timing(void** event) = 0;
   virtual int event_record(void* event, void* stream) = 0;
+  // Milliseconds between two completed timing events (cudaEventElapsedTime).
+  virtual int event_elapsed_ms(float* ms, void* start, void* end) = 0;
   // 0 when complete, not_ready() while work before it is pending, another error otherwise.
   virtual int event_query(void* event) = 0;
   virtual int event_synchronize(void* event) = 0;

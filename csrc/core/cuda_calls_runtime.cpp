@@ -56,6 +56,12 @@ class RuntimeCudaCalls : public CudaCalls {
     return cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(event),
                                     cudaEventDisableTiming | cudaEventBlockingSync);
   }
+  int event_create_timing(void** event) override {
+    return cudaEventCreateWithFlags(reinterpret_cast<cudaEvent_t*>(event), cudaEventBlockingSync);
+  }
+  int event_elapsed_ms(float* ms, void* start, void* end) override {
+    return cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end));
+  }
   int event_record(void* event, void* stream) override {
     return cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream));
   }

@@ -1,6 +1,8 @@
 #include "engine.h"
 
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "errors.h"
@@ -21,13 +23,28 @@ uint64_t since_ns(std::chrono::steady_clock::time_point t0) {
                                    std::chrono::steady_clock::now() - t0)
                                    .count());
 }
+
+uint64_t between_ns(std::chrono::steady_clock::time_point t0, std::chrono::steady_clock::time_point t1) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+}
+
+double seconds_between(std::chrono::steady_clock::time_point t0, std::chrono::steady_clock::time_point t1) {
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+// Where a copy task writes first, as a byte offset into the buffer it was planned for.
+size_t task_offset(const CopyTask& task, const std::byte* base) {
+  return static_cast<size_t>(task.dest - base);
+}
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
     : options_(validated(options)),
       backend_(std::move(backend)),
       ring_(*backend_, options_.depth),
-      pool_(options_.num_threads) {}
+      pool_(options_.num_threads),
+      through_ring_(!options_.collate_into_destination),
+      copy_chunk_bytes_(options_.copy_chunk_bytes) {}
 
 Engine::~Engine() {
   cancel();
@@ -100,7 +117,7 @@ void Engine::check_batch_bytes(size_t total) const {
 }
 
 void Engine::record_staged(StagedBatch* staged, uint64_t token, size_t total, uint64_t blocked_ns,
-                           uint64_t collate_ns, size_t growths) {
+                           const StageTimes& times, size_t growths) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (token != generation_) throw Cancelled();
   // The sequence number (and the backpressure count) is taken now, so a staged batch counts
@@ -108,7 +125,9 @@ void Engine::record_staged(StagedBatch* staged, uint64_t token, size_t total, ui
   staged->batch.seq = submitted_++;
   ++stats_.submitted;
   stats_.bytes_collated += total;
-  stats_.collate_ns += collate_ns;
+  stats_.collate_ns += times.collate_ns;
+  stats_.slot_wait_ns += times.slot_wait_ns;
+  stats_.allocate_ns += times.allocate_ns;
   stats_.producer_blocked_ns += blocked_ns;
   stats_.ring_growths += growths;
 }
@@ -132,33 +151,55 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
   StagedBatch staged;
   staged.token = token;
   size_t growths_before = ring_.total_growths();
-  uint64_t collate_ns = 0;
-  if (options_.collate_into_destination) {
-    Destination dest = allocate(total == 0 ? 1 : total);
+  StageTimes times;
+  if (!through_ring_) {
     auto t0 = std::chrono::steady_clock::now();
+    Destination dest = allocate(total == 0 ? 1 : total);
+    times.allocate_ns = since_ns(t0);
+    t0 = std::chrono::steady_clock::now();
     std::vector<CopyTask> tasks = plan_copies(leaves, layout, dest.data, options_.chunk_bytes);
     pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
-    collate_ns = since_ns(t0);
+    times.collate_ns = since_ns(t0);
     staged.copied = backend_->record();
     staged.batch.destination = std::move(dest);
   } else {
-    auto t0 = std::chrono::steady_clock::now();
-    Slot& slot = collate_into_ring(leaves, layout, total);
-    collate_ns = since_ns(t0);
+    {
+      std::lock_guard<std::mutex> lock(timeline_mutex_);
+      times.timed = timeline_capacity_ != 0;
+    }
+    const int index = static_cast<int>(cursor_++ % static_cast<size_t>(options_.depth));
+    // The slot is free once the last copy that read it has completed: the wait is for the copy
+    // engine, timed apart from the collation.
+    times.wait_start = std::chrono::steady_clock::now();
+    Slot& slot = ring_.acquire(static_cast<size_t>(index), total);
+    const auto acquired = std::chrono::steady_clock::now();
+    times.slot_wait_ns = between_ns(times.wait_start, acquired);
+    // Allocated before the collation, so that pieces of the copy can start while it goes on.
     Destination dest = allocate(total == 0 ? 1 : total);
-    if (total != 0) backend_->copy_async(dest.data, slot.host->data(), total);
+    times.allocate_ns = since_ns(acquired);
+    try {
+      collate_and_copy(leaves, layout, total, slot.host->data(), dest.data, &times);
+    } catch (...) {
+      // Pieces already enqueued (copy_chunk_bytes) still read the slot and write `dest`: the
+      // slot's next batch waits for them, and `dest` lives until they are done.
+      if (times.pieces != 0) {
+        slot.copied = backend_->record();
+        slot.destination = dest.owner;
+      }
+      throw;
+    }
     slot.copied = backend_->record();
     slot.destination = dest.owner;
     staged.copied = slot.copied;
     staged.batch.destination = std::move(dest);
+    note_copy(index, total, times);
   }
   staged.batch.leaves.reserve(leaves.size());
   for (size_t i = 0; i < leaves.size(); ++i) {
     staged.batch.leaves.push_back(
         {layout[i].offset, layout[i].nbytes, leaves[i].dtype_code, leaves[i].shape});
   }
-  record_staged(&staged, token, total, blocked_ns, collate_ns,
-                ring_.total_growths() - growths_before);
+  record_staged(&staged, token, total, blocked_ns, times, ring_.total_growths() - growths_before);
   return staged;
 }
 
@@ -196,14 +237,26 @@ StagedBatch Engine::stage_packed(uint64_t token, PackedSource source,
   const uint64_t blocked_ns = wait_for_room(token);
   const size_t total = source.bytes;
   check_batch_bytes(total);
-  // With this one, at most depth + 1 sources are held (docs/engine.md counts on it).
+  StageTimes times;
+  {
+    std::lock_guard<std::mutex> lock(timeline_mutex_);
+    times.timed = timeline_capacity_ != 0;
+  }
+  // With this one, at most depth + 1 sources are held (docs/engine.md counts on it). Waiting for
+  // the oldest one's copy is this path's wait for the copy engine.
+  times.wait_start = std::chrono::steady_clock::now();
   release_packed(static_cast<size_t>(options_.depth));
+  times.collate_start = times.collate_end = std::chrono::steady_clock::now();
+  times.slot_wait_ns = between_ns(times.wait_start, times.collate_start);
 
   StagedBatch staged;
   staged.token = token;
   Destination dest = allocate(total == 0 ? 1 : total);
-  if (total != 0) backend_->copy_async(dest.data, source.data, total);
+  times.allocate_ns = since_ns(times.collate_end);
+  if (total != 0) enqueue_copy(dest.data, source.data, total, &times);
+  times.enqueued = std::chrono::steady_clock::now();
   staged.copied = backend_->record();
+  note_copy(-1, total, times);
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     pending_.push_back({staged.copied, std::move(source.owner), dest.owner, std::move(source.release)});
@@ -211,7 +264,7 @@ StagedBatch Engine::stage_packed(uint64_t token, PackedSource source,
   }
   staged.batch.destination = std::move(dest);
   staged.batch.leaves = std::move(source.leaves);
-  record_staged(&staged, token, 0, blocked_ns, 0, 0);  // nothing collated: the copy only
+  record_staged(&staged, token, 0, blocked_ns, times, 0);  // nothing collated: the copy only
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.packed_bytes += total;
@@ -263,13 +316,136 @@ uint64_t Engine::publish(StagedBatch staged, const StreamWork& after_copy) {
   return seq;
 }
 
-Slot& Engine::collate_into_ring(const std::vector<LeafPlan>& leaves,
-                                const std::vector<LeafLayout>& layout, size_t total) {
-  size_t index = cursor_++ % static_cast<size_t>(options_.depth);
-  Slot& slot = ring_.acquire(index, total);
-  std::vector<CopyTask> tasks = plan_copies(leaves, layout, slot.host->data(), options_.chunk_bytes);
-  pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
-  return slot;
+void Engine::enqueue_copy(std::byte* dest, const std::byte* src, size_t bytes, StageTimes* times) {
+  if (times->timed && !times->copy_start) times->copy_start = backend_->record_timed();
+  backend_->copy_async(dest, src, bytes);
+  ++times->pieces;
+}
+
+void Engine::collate_and_copy(const std::vector<LeafPlan>& leaves,
+                              const std::vector<LeafLayout>& layout, size_t total, std::byte* host,
+                              std::byte* dest, StageTimes* times) {
+  std::vector<CopyTask> tasks = plan_copies(leaves, layout, host, options_.chunk_bytes);
+  times->collate_start = std::chrono::steady_clock::now();
+  if (copy_chunk_bytes_ == 0 || total <= copy_chunk_bytes_ || tasks.empty()) {
+    pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+    times->collate_end = std::chrono::steady_clock::now();
+    times->collate_ns = between_ns(times->collate_start, times->collate_end);
+    if (total != 0) enqueue_copy(dest, host, total, times);
+  } else {
+    // Pieces of whole tasks, in the order of their bytes (plan_copies lays tasks out in it). A
+    // piece's bytes run from its first task's offset to the next piece's (the padding between
+    // leaves included), the first from 0 and the last to `total`, so the pieces cover the batch.
+    // One pool job collates every task, as without pieces; the thread that finishes a piece's
+    // last task enqueues its copy, and every finished piece after it, in order: the copy stream
+    // gets the pieces in the order of their bytes, each once all of its bytes are written. A
+    // task that fails leaves its piece, and those after it, never copied.
+    struct Piece {
+      size_t begin = 0, end = 0;
+    };
+    std::vector<Piece> pieces;
+    std::vector<size_t> piece_of(tasks.size());
+    std::vector<size_t> tasks_in;
+    size_t begin = 0;
+    for (size_t t = 0; t < tasks.size();) {
+      size_t end_task = t + 1;
+      while (end_task < tasks.size() && task_offset(tasks[end_task], host) - begin < copy_chunk_bytes_) {
+        ++end_task;
+      }
+      const size_t end = end_task < tasks.size() ? task_offset(tasks[end_task], host) : total;
+      for (size_t k = t; k < end_task; ++k) piece_of[k] = pieces.size();
+      tasks_in.push_back(end_task - t);
+      pieces.push_back({begin, end});
+      t = end_task;
+      begin = end;
+    }
+    std::vector<std::atomic<size_t>> left(pieces.size());
+    for (size_t p = 0; p < pieces.size(); ++p) left[p].store(tasks_in[p], std::memory_order_relaxed);
+    std::mutex enqueue_mutex;
+    std::vector<char> finished(pieces.size(), 0);
+    size_t next_piece = 0;
+    pool_.run(tasks.size(), [&](size_t i) {
+      run_copy(tasks[i]);
+      const size_t p = piece_of[i];
+      if (left[p].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      std::lock_guard<std::mutex> lock(enqueue_mutex);
+      finished[p] = 1;
+      while (next_piece < pieces.size() && finished[next_piece]) {
+        const Piece& piece = pieces[next_piece];
+        if (piece.end > piece.begin) {
+          enqueue_copy(dest + piece.begin, host + piece.begin, piece.end - piece.begin, times);
+        }
+        ++next_piece;
+      }
+    });
+    times->collate_end = std::chrono::steady_clock::now();
+    times->collate_ns = between_ns(times->collate_start, times->collate_end);
+  }
+  times->enqueued = std::chrono::steady_clock::now();
+}
+
+void Engine::note_copy(int slot, size_t bytes, const StageTimes& times) {
+  if (!times.timed || !times.copy_start) return;  // not recording, or nothing was copied
+  PendingCopy pending;
+  pending.start = times.copy_start;
+  pending.end = backend_->record_timed();
+  pending.record.slot = slot;
+  pending.record.bytes = bytes;
+  pending.record.pieces = times.pieces;
+  std::lock_guard<std::mutex> lock(timeline_mutex_);
+  if (timeline_capacity_ == 0) return;  // stopped meanwhile
+  const auto at = [&](std::chrono::steady_clock::time_point t) {
+    return seconds_between(timeline_host_origin_, t);
+  };
+  pending.record.batch = timeline_batches_++;
+  pending.record.wait_start_s = at(times.wait_start);
+  pending.record.collate_start_s = at(times.collate_start);
+  pending.record.collate_end_s = at(times.collate_end);
+  pending.record.enqueued_s = at(times.enqueued);
+  timeline_.push_back(std::move(pending));
+  while (timeline_.size() > timeline_capacity_) timeline_.pop_front();
+}
+
+void Engine::record_copies(size_t capacity) {
+  std::shared_ptr<Event> origin;
+  std::chrono::steady_clock::time_point host_origin{};
+  if (capacity != 0) {
+    // The two clocks' common zero: the origin event, then the host's time once it has completed.
+    origin = backend_->record_timed();
+    origin->wait();
+    host_origin = std::chrono::steady_clock::now();
+  }
+  std::deque<PendingCopy> dropped;  // its events are destroyed outside the lock
+  std::lock_guard<std::mutex> lock(timeline_mutex_);
+  dropped.swap(timeline_);
+  timeline_capacity_ = capacity;
+  timeline_batches_ = 0;
+  timeline_origin_ = std::move(origin);
+  timeline_host_origin_ = host_origin;
+}
+
+std::vector<CopyRecord> Engine::copy_timeline() {
+  std::deque<PendingCopy> copies;
+  std::shared_ptr<Event> origin;
+  {
+    std::lock_guard<std::mutex> lock(timeline_mutex_);
+    copies = timeline_;
+    origin = timeline_origin_;
+  }
+  std::vector<CopyRecord> out;
+  out.reserve(copies.size());
+  for (PendingCopy& c : copies) {
+    c.record.copy_start_s = backend_->elapsed_s(*origin, *c.start);
+    c.record.copy_end_s = backend_->elapsed_s(*origin, *c.end);
+    out.push_back(c.record);
+  }
+  return out;
+}
+
+void Engine::set_copy_path(bool through_ring, size_t copy_chunk_bytes) {
+  std::lock_guard<std::mutex> producer(producer_mutex_);
+  through_ring_ = through_ring;
+  copy_chunk_bytes_ = copy_chunk_bytes;
 }
 
 void Engine::finish(uint64_t token, bool failed) {

@@ -70,6 +70,9 @@ struct EngineOptions {
   // in host memory that the pool may write (the CPU device): there the ring would make every
   // byte move twice. Backpressure (depth) is unchanged; the ring then stays unused.
   bool collate_into_destination = false;
+  // Enqueue a batch's copy in pieces of about this many bytes as the pool finishes collating
+  // each (the copy engine starts while collation goes on); 0: one copy after the collation.
+  size_t copy_chunk_bytes = 0;
 };
 
 // Counters since the engine was made. Each is named as the Prefetcher's stats() key it becomes
@@ -78,10 +81,33 @@ struct EngineStats {
   uint64_t submitted = 0;
   uint64_t delivered = 0;
   uint64_t bytes_collated = 0;
-  uint64_t collate_ns = 0;           // time the pool spent collating
+  uint64_t collate_ns = 0;           // time the pool spent collating (the copy's enqueue and the
+                                     // waits below not included)
+  uint64_t slot_wait_ns = 0;         // producer time waiting for a ring slot's last copy (packed
+                                     // batches: for the oldest held source's copy), i.e. for the
+                                     // copy engine
+  uint64_t allocate_ns = 0;          // producer time in the destination allocator
   uint64_t producer_blocked_ns = 0;  // producer time blocked because `depth` batches were waiting
   uint64_t ring_growths = 0;
   uint64_t packed_bytes = 0;         // copied from packed sources (stage_packed), not collated
+};
+
+// One batch's copy on the copy timeline (Engine::record_copies). Times are seconds since the
+// timeline started: the producer's on the host clock, the copy's on the copy stream's (CUDA timing
+// events; the host backend's stream thread). On the host backend both are one clock; on CUDA the
+// host origin is taken once the origin event has completed, so the two agree within that wait's
+// wake-up (tens of microseconds).
+struct CopyRecord {
+  uint64_t batch = 0;      // staged batches since the timeline started, from 0
+  int slot = -1;           // the ring slot it was collated into; -1: a packed source
+  size_t bytes = 0;
+  int pieces = 1;          // copies enqueued for it (EngineOptions::copy_chunk_bytes)
+  double wait_start_s = 0;     // host: the producer began waiting for the slot
+  double collate_start_s = 0;  // host: the slot was free and the collation began
+  double collate_end_s = 0;    // host: the collation ended
+  double enqueued_s = 0;       // host: the last piece of the copy was enqueued
+  double copy_start_s = 0;     // stream: the copy began (the stream reached it)
+  double copy_end_s = 0;       // stream: the copy ended
 };
 
 // What Engine::next found: a batch (in `out`); the epoch's end, after every batch (kFailed: the
@@ -128,6 +154,18 @@ class Engine {
 
   Backend& backend() { return *backend_; }
   EngineStats stats() const;
+
+  // Starts a new copy timeline that keeps the last `capacity` copies (0: stop recording); each
+  // recorded copy costs two timed events. Any thread.
+  void record_copies(size_t capacity);
+  // The timeline's records, oldest first; waits for their copies to complete.
+  std::vector<CopyRecord> copy_timeline();
+
+  // Test hook (the host backend's copy engine model, _C._testing.model_copy_engine): route the
+  // batches through the ring and the copy stream even where the options collate straight into the
+  // destination (the CPU device), with copy_chunk_bytes as in EngineOptions. Waits for a producer
+  // inside stage() to leave.
+  void set_copy_path(bool through_ring, size_t copy_chunk_bytes);
   int depth() const { return options_.depth; }
   int num_threads() const { return pool_.num_threads(); }
   size_t slot_capacity(size_t index) const { return ring_.capacity(index); }
@@ -142,9 +180,22 @@ class Engine {
   Ring ring_;
   ThreadPool pool_;
 
-  // Collates into the next ring slot (waiting for its previous copy); returns the slot.
-  Slot& collate_into_ring(const std::vector<LeafPlan>& leaves, const std::vector<LeafLayout>& layout,
-                          size_t total);
+  // What the producer measured of one batch's collation and copy (stats and the timeline).
+  struct StageTimes {
+    std::chrono::steady_clock::time_point wait_start, collate_start, collate_end, enqueued;
+    uint64_t slot_wait_ns = 0, collate_ns = 0, allocate_ns = 0;
+    bool timed = false;                            // the timeline records this batch
+    std::shared_ptr<Event> copy_start, copy_end;  // timed events around its copy, then
+    int pieces = 0;
+  };
+  // Collates `leaves` into `host` with the pool and enqueues the copy of its `total` bytes to
+  // `dest`: one copy after the collation, or one per copy_chunk_bytes piece as the pool finishes it.
+  void collate_and_copy(const std::vector<LeafPlan>& leaves, const std::vector<LeafLayout>& layout,
+                        size_t total, std::byte* host, std::byte* dest, StageTimes* times);
+  // Enqueues one copy, its timed start event first when the timeline records.
+  void enqueue_copy(std::byte* dest, const std::byte* src, size_t bytes, StageTimes* times);
+  // Adds a copy to the timeline (when it records).
+  void note_copy(int slot, size_t bytes, const StageTimes& times);
 
   // Blocks (GIL-free, producer side) until every packed source, or all but `keep`, is released.
   void release_packed(size_t keep);
@@ -152,7 +203,7 @@ class Engine {
   void check_batch_bytes(size_t total) const;
   // Numbers a staged batch and counts it, unless its epoch has ended (Cancelled).
   void record_staged(StagedBatch* staged, uint64_t token, size_t total, uint64_t blocked_ns,
-                     uint64_t collate_ns, size_t growths);
+                     const StageTimes& times, size_t growths);
 
   struct PendingRelease {
     std::shared_ptr<Event> copied;
@@ -164,6 +215,20 @@ class Engine {
   std::mutex producer_mutex_;  // one submit at a time owns the ring
   size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)
   uint64_t last_staged_token_ = 0;  // the epoch of the last stage() (guarded by producer_mutex_)
+  bool through_ring_;          // !options_.collate_into_destination, or set_copy_path's (same)
+  size_t copy_chunk_bytes_;    // options_.copy_chunk_bytes, or set_copy_path's (same)
+
+  // The copy timeline (record_copies): its origin and the records, the last `capacity` kept.
+  struct PendingCopy {
+    CopyRecord record;  // the host times filled in, the stream's when read
+    std::shared_ptr<Event> start, end;
+  };
+  std::mutex timeline_mutex_;
+  size_t timeline_capacity_ = 0;  // 0: not recording
+  uint64_t timeline_batches_ = 0;
+  std::shared_ptr<Event> timeline_origin_;
+  std::chrono::steady_clock::time_point timeline_host_origin_;
+  std::deque<PendingCopy> timeline_;
 
   mutable std::mutex pending_mutex_;
   std::deque<PendingRelease> pending_;  // oldest first (copy stream order)

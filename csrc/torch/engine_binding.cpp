@@ -421,6 +421,8 @@ class PyEngine {
     d["delivered"] = s.delivered;
     d["bytes_collated"] = s.bytes_collated;
     d["collate_s"] = s.collate_ns * 1e-9;
+    d["slot_wait_s"] = s.slot_wait_ns * 1e-9;
+    d["allocate_s"] = s.allocate_ns * 1e-9;
     d["producer_blocked_s"] = s.producer_blocked_ns * 1e-9;
     d["ring_growths"] = s.ring_growths;
     d["packed_bytes"] = s.packed_bytes;
@@ -428,6 +430,59 @@ class PyEngine {
   }
 
   size_t packed_in_flight() { return get()->packed_in_flight(); }
+
+  void record_copies(int64_t capacity) {
+    if (capacity < 0) {
+      throw std::invalid_argument("prefetch: record_copies capacity must be >= 0 (0: stop), got " +
+                                  std::to_string(capacity));
+    }
+    EngineRef engine = get();
+    py::gil_scoped_release nogil;  // waits for the origin event (the copies queued before it)
+    engine->record_copies(static_cast<size_t>(capacity));
+  }
+
+  // The copy timeline as a list of dicts (CopyRecord's fields, times in seconds).
+  py::list copy_timeline() {
+    EngineRef engine = get();
+    std::vector<CopyRecord> records;
+    {
+      py::gil_scoped_release nogil;  // waits for the recorded copies
+      records = engine->copy_timeline();
+    }
+    py::list out;
+    for (const CopyRecord& r : records) {
+      py::dict d;
+      d["batch"] = r.batch;
+      d["slot"] = r.slot;
+      d["bytes"] = r.bytes;
+      d["pieces"] = r.pieces;
+      d["wait_start_s"] = r.wait_start_s;
+      d["collate_start_s"] = r.collate_start_s;
+      d["collate_end_s"] = r.collate_end_s;
+      d["enqueued_s"] = r.enqueued_s;
+      d["copy_start_s"] = r.copy_start_s;
+      d["copy_end_s"] = r.copy_end_s;
+      out.append(d);
+    }
+    return out;
+  }
+
+  // The host backend's copy engine model (Backend::set_copy_bandwidth), with the batches routed
+  // through the ring as on CUDA (Engine::set_copy_path). CPU engines only.
+  void model_copy_engine(double bytes_per_s, int64_t copy_chunk_bytes) {
+    if (is_cuda_) {
+      throw std::invalid_argument("prefetch: model_copy_engine needs a CPU engine (the host "
+                                  "backend); this one is on cuda:" + std::to_string(device_index_));
+    }
+    if (copy_chunk_bytes < 0) {
+      throw std::invalid_argument("prefetch: copy_chunk_bytes must be >= 0 (0: one copy a batch), "
+                                  "got " + std::to_string(copy_chunk_bytes));
+    }
+    EngineRef engine = get();
+    py::gil_scoped_release nogil;  // waits for a producer inside stage()
+    engine->backend().set_copy_bandwidth(bytes_per_s);
+    engine->set_copy_path(true, static_cast<size_t>(copy_chunk_bytes));
+  }
 
   std::vector<size_t> slot_capacities() {
     auto engine = get();
@@ -721,6 +776,15 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("closed", &PyEngine::closed)
       .def("stats", &PyEngine::stats,
            "The engine's counters (EngineStats) under their own names, times in seconds.")
+      .def("record_copies", &PyEngine::record_copies, py::arg("capacity"),
+           "Starts a new copy timeline keeping the last `capacity` batches' copies (0: stop): "
+           "each costs two timed events on the copy stream.")
+      .def("copy_timeline", &PyEngine::copy_timeline,
+           "The copy timeline, oldest first: a dict per batch (CopyRecord in csrc/core/engine.h): "
+           "batch, slot (-1: a packed source), bytes, pieces, and in seconds since the timeline "
+           "started the producer's wait_start_s, collate_start_s, collate_end_s, enqueued_s (host "
+           "clock) and the copy's copy_start_s, copy_end_s (copy stream: CUDA timing events). "
+           "Waits for the recorded copies.")
       .def_property_readonly("num_threads", &PyEngine::num_threads)
       .def_property_readonly("backend", &PyEngine::backend_name);
 
@@ -741,5 +805,11 @@ PYBIND11_MODULE(_C, m) {
               "Packed sources (worker ring slots) the engine holds until their copy has run.");
   testing.def("slot_capacities", &PyEngine::slot_capacities, py::arg("engine"),
               "The bytes of each slot of the engine's pinned ring.");
+  testing.def("model_copy_engine", &PyEngine::model_copy_engine, py::arg("engine"),
+              py::arg("bytes_per_s"), py::arg("copy_chunk_bytes") = 0,
+              "Makes a CPU engine a model of the CUDA path: its batches go through the ring and a "
+              "copy on the host copy stream, which moves bytes_per_s (0: memcpy's speed), one copy "
+              "at a time, as a GPU's copy engine does; copy_chunk_bytes > 0 enqueues each batch's "
+              "copy in pieces as the collation finishes them. Between epochs.");
   prefetch::bind_slot_table_testing(testing);
 }

@@ -71,7 +71,28 @@ class FakeCudaCalls : public CudaCalls {
     ++live_events_;
     return 0;
   }
-  int event_record(void*, void*) override { return touch("event_record"); }
+  int event_create_timing(void** event) override {
+    *event = next_handle("event_create_timing");
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++live_events_;
+    timing_.insert(*event);
+    return 0;
+  }
+  // The fake's clock: an event completes at the count of records before it, in milliseconds.
+  int event_record(void* event, void*) override {
+    touch("event_record");
+    std::lock_guard<std::mutex> lock(mutex_);
+    recorded_at_[event] = ++records_;
+    return 0;
+  }
+  int event_elapsed_ms(float* ms, void* start, void* end) override {
+    touch("event_elapsed_ms");
+    std::lock_guard<std::mutex> lock(mutex_);
+    // cudaErrorInvalidResourceHandle's value, as the runtime answers for an event without timing.
+    if (timing_.count(start) == 0 || timing_.count(end) == 0) return 400;
+    *ms = static_cast<float>(recorded_at_[end] - recorded_at_[start]);
+    return 0;
+  }
   int event_query(void*) override {
     touch("event_query");
     return query_not_ready_ ? kNotReady : 0;
@@ -176,6 +197,9 @@ class FakeCudaCalls : public CudaCalls {
   std::set<int> contexts_;
   std::vector<Call> calls_;
   std::set<void*> destroyed_streams_;
+  std::set<void*> timing_;               // events made by event_create_timing
+  std::map<void*, int> recorded_at_;     // event -> its record's number
+  int records_ = 0;
   uintptr_t handles_ = 0x1000;
   int live_events_ = 0, live_host_ = 0, host_frees_ = 0;
   bool fail_get_device_ = false;
@@ -331,6 +355,46 @@ TEST(CudaBackendEngine, ProducerAndConsumerThreadsUseOnlyTheEnginesDevice) {
   EXPECT_EQ(fake->calls_off(1), std::vector<std::string>{});
   EXPECT_EQ(fake->live_events(), 0);
   EXPECT_EQ(fake->live_host(), 0);
+}
+
+// The copy timeline on the CUDA backend's code: timing events around each copy (the engine's
+// other events stay without timing), read with cudaEventElapsedTime on the engine's device, every
+// event destroyed; the fake's clock counts records, so the copy's end is after its start.
+TEST(CudaBackendEngine, TheCopyTimelineUsesTimingEventsOnTheEnginesDevice) {
+  auto fake = std::make_shared<FakeCudaCalls>();
+  Allocator alloc;
+  std::unique_ptr<Engine> engine;
+  std::vector<CopyRecord> timeline;
+  on_new_thread([&] {
+    engine = std::make_unique<Engine>(make_cuda_backend_with(fake, 2), options(2));
+    engine->record_copies(4);
+    const uint64_t token = engine->start_epoch();
+    for (int i = 0; i < 6; ++i) {
+      submit_tag(*engine, token, static_cast<uint64_t>(i), random_spec(i, false), alloc);
+      expect_batch(*engine, token, static_cast<uint64_t>(i), static_cast<uint64_t>(i), random_spec(i, false));
+    }
+    timeline = engine->copy_timeline();
+    engine->record_copies(0);
+  });
+  ASSERT_EQ(timeline.size(), 4u);
+  for (size_t i = 0; i < timeline.size(); ++i) {
+    EXPECT_EQ(timeline[i].batch, i + 2);
+    EXPECT_EQ(timeline[i].slot, static_cast<int>((i + 2) % 2));
+    EXPECT_GT(timeline[i].copy_end_s, timeline[i].copy_start_s);
+    if (i > 0) {
+      EXPECT_GT(timeline[i].copy_start_s, timeline[i - 1].copy_end_s);
+    }
+  }
+  size_t timed = 0, plain = 0;
+  for (const auto& c : fake->calls()) {
+    timed += c.name == "event_create_timing";
+    plain += c.name == "event_create";
+  }
+  EXPECT_EQ(timed, 1u + 2u * 6u) << "the origin, and a start and an end around each copy";
+  EXPECT_GT(plain, 0u);
+  on_new_thread([&] { engine.reset(); });
+  EXPECT_EQ(fake->calls_off(2), std::vector<std::string>{});
+  EXPECT_EQ(fake->live_events(), 0);
 }
 
 // Freeing pinned memory synchronises the whole device: a slot outgrown mid-epoch keeps its old

@@ -128,7 +128,7 @@ def test_stats_keys_are_the_public_names(engine):
     finally:
         t.join()
     stats = engine.stats()
-    assert set(stats) == {"submitted", "delivered", "bytes_collated", "collate_s",
-                          "producer_blocked_s", "ring_growths", "packed_bytes"}
+    assert set(stats) == {"submitted", "delivered", "bytes_collated", "collate_s", "slot_wait_s",
+                          "allocate_s", "producer_blocked_s", "ring_growths", "packed_bytes"}
     assert stats["submitted"] == stats["delivered"] == 3
     assert stats["producer_blocked_s"] >= 0.1
