@@ -224,9 +224,13 @@ class Prefetcher(ClosesOnExit):
           ``worker_write_s`` and ``worker_slot_wait_s``, summed over workers, the time they spent
           writing batches into slots and waiting for a free one;
         - collation and the copy: ``collate_s`` and ``bytes_collated`` (the C++ pool, and
-          ``collate_gbps``), ``packed_bytes`` (worker ring slots copied as they are, not
-          collated), ``producer_blocked_s`` (the producer waiting because ``depth`` batches were
-          ready and not taken: the consumer is the slower side);
+          ``collate_gbps``; the collation alone), ``slot_wait_s`` (the producer waiting for a
+          ring slot whose last copy to the device had not completed — on a worker ring batch,
+          for the oldest held slot's copy: the copy engine is the slower side; 0 on the CPU
+          device, which has no copy), ``allocate_s`` (allocating each batch's destination),
+          ``packed_bytes`` (worker ring slots copied as they are, not collated),
+          ``producer_blocked_s`` (the producer waiting because ``depth`` batches were ready and
+          not taken: the consumer is the slower side);
         - the transform: ``transform_s``, the producer's time in ``transform`` and
           ``device_transform`` (on the CPU the work itself; on CUDA the time to enqueue it on the
           copy stream, which then runs on the device);
@@ -237,9 +241,10 @@ class Prefetcher(ClosesOnExit):
         derived from those (0.0 while the denominator is 0): ``wait_fraction`` = ``wait_s /
         consumer_s``, the part of the consumer's time spent waiting for data (near 0: the
         consumer, e.g. the training step, is the slower side; near 1: it is input bound);
-        ``source_share``, ``collate_share``, ``blocked_share`` (``producer_blocked_s``),
-        ``transform_share`` and ``handoff_share`` (the rest: flattening, enqueuing the device
-        copy, publishing), each stage's part of ``produce_s``, summing to 1;
+        ``source_share``, ``collate_share``, ``slot_wait_share`` (``slot_wait_s``),
+        ``blocked_share`` (``producer_blocked_s``), ``transform_share`` and ``handoff_share``
+        (the rest: flattening, allocating, enqueuing the device copy, publishing), each stage's
+        part of ``produce_s``, summing to 1;
 
         ``produce_s`` is the producer's whole time per batch, ``batches`` and ``epochs`` the
         counts; the ring's ``ring_growths``, and with the worker ring

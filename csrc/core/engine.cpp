@@ -1,6 +1,5 @@
 #include "engine.h"
 
-#include <atomic>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -32,10 +31,6 @@ double seconds_between(std::chrono::steady_clock::time_point t0, std::chrono::st
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
-// Where a copy task writes first, as a byte offset into the buffer it was planned for.
-size_t task_offset(const CopyTask& task, const std::byte* base) {
-  return static_cast<size_t>(task.dest - base);
-}
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
@@ -43,8 +38,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, EngineOptions options)
       backend_(std::move(backend)),
       ring_(*backend_, options_.depth),
       pool_(options_.num_threads),
-      through_ring_(!options_.collate_into_destination),
-      copy_chunk_bytes_(options_.copy_chunk_bytes) {}
+      through_ring_(!options_.collate_into_destination) {}
 
 Engine::~Engine() {
   cancel();
@@ -172,22 +166,16 @@ StagedBatch Engine::stage(uint64_t token, const std::vector<LeafPlan>& leaves,
     // engine, timed apart from the collation.
     times.wait_start = std::chrono::steady_clock::now();
     Slot& slot = ring_.acquire(static_cast<size_t>(index), total);
-    const auto acquired = std::chrono::steady_clock::now();
-    times.slot_wait_ns = between_ns(times.wait_start, acquired);
-    // Allocated before the collation, so that pieces of the copy can start while it goes on.
+    times.collate_start = std::chrono::steady_clock::now();
+    times.slot_wait_ns = between_ns(times.wait_start, times.collate_start);
+    std::vector<CopyTask> tasks = plan_copies(leaves, layout, slot.host->data(), options_.chunk_bytes);
+    pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
+    times.collate_end = std::chrono::steady_clock::now();
+    times.collate_ns = between_ns(times.collate_start, times.collate_end);
     Destination dest = allocate(total == 0 ? 1 : total);
-    times.allocate_ns = since_ns(acquired);
-    try {
-      collate_and_copy(leaves, layout, total, slot.host->data(), dest.data, &times);
-    } catch (...) {
-      // Pieces already enqueued (copy_chunk_bytes) still read the slot and write `dest`: the
-      // slot's next batch waits for them, and `dest` lives until they are done.
-      if (times.pieces != 0) {
-        slot.copied = backend_->record();
-        slot.destination = dest.owner;
-      }
-      throw;
-    }
+    times.allocate_ns = since_ns(times.collate_end);
+    if (total != 0) enqueue_copy(dest.data, slot.host->data(), total, &times);
+    times.enqueued = std::chrono::steady_clock::now();
     slot.copied = backend_->record();
     slot.destination = dest.owner;
     staged.copied = slot.copied;
@@ -317,71 +305,8 @@ uint64_t Engine::publish(StagedBatch staged, const StreamWork& after_copy) {
 }
 
 void Engine::enqueue_copy(std::byte* dest, const std::byte* src, size_t bytes, StageTimes* times) {
-  if (times->timed && !times->copy_start) times->copy_start = backend_->record_timed();
+  if (times->timed) times->copy_start = backend_->record_timed();
   backend_->copy_async(dest, src, bytes);
-  ++times->pieces;
-}
-
-void Engine::collate_and_copy(const std::vector<LeafPlan>& leaves,
-                              const std::vector<LeafLayout>& layout, size_t total, std::byte* host,
-                              std::byte* dest, StageTimes* times) {
-  std::vector<CopyTask> tasks = plan_copies(leaves, layout, host, options_.chunk_bytes);
-  times->collate_start = std::chrono::steady_clock::now();
-  if (copy_chunk_bytes_ == 0 || total <= copy_chunk_bytes_ || tasks.empty()) {
-    pool_.run(tasks.size(), [&](size_t i) { run_copy(tasks[i]); });
-    times->collate_end = std::chrono::steady_clock::now();
-    times->collate_ns = between_ns(times->collate_start, times->collate_end);
-    if (total != 0) enqueue_copy(dest, host, total, times);
-  } else {
-    // Pieces of whole tasks, in the order of their bytes (plan_copies lays tasks out in it). A
-    // piece's bytes run from its first task's offset to the next piece's (the padding between
-    // leaves included), the first from 0 and the last to `total`, so the pieces cover the batch.
-    // One pool job collates every task, as without pieces; the thread that finishes a piece's
-    // last task enqueues its copy, and every finished piece after it, in order: the copy stream
-    // gets the pieces in the order of their bytes, each once all of its bytes are written. A
-    // task that fails leaves its piece, and those after it, never copied.
-    struct Piece {
-      size_t begin = 0, end = 0;
-    };
-    std::vector<Piece> pieces;
-    std::vector<size_t> piece_of(tasks.size());
-    std::vector<size_t> tasks_in;
-    size_t begin = 0;
-    for (size_t t = 0; t < tasks.size();) {
-      size_t end_task = t + 1;
-      while (end_task < tasks.size() && task_offset(tasks[end_task], host) - begin < copy_chunk_bytes_) {
-        ++end_task;
-      }
-      const size_t end = end_task < tasks.size() ? task_offset(tasks[end_task], host) : total;
-      for (size_t k = t; k < end_task; ++k) piece_of[k] = pieces.size();
-      tasks_in.push_back(end_task - t);
-      pieces.push_back({begin, end});
-      t = end_task;
-      begin = end;
-    }
-    std::vector<std::atomic<size_t>> left(pieces.size());
-    for (size_t p = 0; p < pieces.size(); ++p) left[p].store(tasks_in[p], std::memory_order_relaxed);
-    std::mutex enqueue_mutex;
-    std::vector<char> finished(pieces.size(), 0);
-    size_t next_piece = 0;
-    pool_.run(tasks.size(), [&](size_t i) {
-      run_copy(tasks[i]);
-      const size_t p = piece_of[i];
-      if (left[p].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      std::lock_guard<std::mutex> lock(enqueue_mutex);
-      finished[p] = 1;
-      while (next_piece < pieces.size() && finished[next_piece]) {
-        const Piece& piece = pieces[next_piece];
-        if (piece.end > piece.begin) {
-          enqueue_copy(dest + piece.begin, host + piece.begin, piece.end - piece.begin, times);
-        }
-        ++next_piece;
-      }
-    });
-    times->collate_end = std::chrono::steady_clock::now();
-    times->collate_ns = between_ns(times->collate_start, times->collate_end);
-  }
-  times->enqueued = std::chrono::steady_clock::now();
 }
 
 void Engine::note_copy(int slot, size_t bytes, const StageTimes& times) {
@@ -391,7 +316,6 @@ void Engine::note_copy(int slot, size_t bytes, const StageTimes& times) {
   pending.end = backend_->record_timed();
   pending.record.slot = slot;
   pending.record.bytes = bytes;
-  pending.record.pieces = times.pieces;
   std::lock_guard<std::mutex> lock(timeline_mutex_);
   if (timeline_capacity_ == 0) return;  // stopped meanwhile
   const auto at = [&](std::chrono::steady_clock::time_point t) {
@@ -442,10 +366,9 @@ std::vector<CopyRecord> Engine::copy_timeline() {
   return out;
 }
 
-void Engine::set_copy_path(bool through_ring, size_t copy_chunk_bytes) {
+void Engine::set_through_ring(bool through_ring) {
   std::lock_guard<std::mutex> producer(producer_mutex_);
   through_ring_ = through_ring;
-  copy_chunk_bytes_ = copy_chunk_bytes;
 }
 
 void Engine::finish(uint64_t token, bool failed) {

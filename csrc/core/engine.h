@@ -70,9 +70,6 @@ struct EngineOptions {
   // in host memory that the pool may write (the CPU device): there the ring would make every
   // byte move twice. Backpressure (depth) is unchanged; the ring then stays unused.
   bool collate_into_destination = false;
-  // Enqueue a batch's copy in pieces of about this many bytes as the pool finishes collating
-  // each (the copy engine starts while collation goes on); 0: one copy after the collation.
-  size_t copy_chunk_bytes = 0;
 };
 
 // Counters since the engine was made. Each is named as the Prefetcher's stats() key it becomes
@@ -101,11 +98,10 @@ struct CopyRecord {
   uint64_t batch = 0;      // staged batches since the timeline started, from 0
   int slot = -1;           // the ring slot it was collated into; -1: a packed source
   size_t bytes = 0;
-  int pieces = 1;          // copies enqueued for it (EngineOptions::copy_chunk_bytes)
   double wait_start_s = 0;     // host: the producer began waiting for the slot
   double collate_start_s = 0;  // host: the slot was free and the collation began
   double collate_end_s = 0;    // host: the collation ended
-  double enqueued_s = 0;       // host: the last piece of the copy was enqueued
+  double enqueued_s = 0;       // host: the destination was allocated and the copy enqueued
   double copy_start_s = 0;     // stream: the copy began (the stream reached it)
   double copy_end_s = 0;       // stream: the copy ended
 };
@@ -163,9 +159,8 @@ class Engine {
 
   // Test hook (the host backend's copy engine model, _C._testing.model_copy_engine): route the
   // batches through the ring and the copy stream even where the options collate straight into the
-  // destination (the CPU device), with copy_chunk_bytes as in EngineOptions. Waits for a producer
-  // inside stage() to leave.
-  void set_copy_path(bool through_ring, size_t copy_chunk_bytes);
+  // destination (the CPU device). Waits for a producer inside stage() to leave.
+  void set_through_ring(bool through_ring);
   int depth() const { return options_.depth; }
   int num_threads() const { return pool_.num_threads(); }
   size_t slot_capacity(size_t index) const { return ring_.capacity(index); }
@@ -185,14 +180,9 @@ class Engine {
     std::chrono::steady_clock::time_point wait_start, collate_start, collate_end, enqueued;
     uint64_t slot_wait_ns = 0, collate_ns = 0, allocate_ns = 0;
     bool timed = false;                            // the timeline records this batch
-    std::shared_ptr<Event> copy_start, copy_end;  // timed events around its copy, then
-    int pieces = 0;
+    std::shared_ptr<Event> copy_start;             // timed, before the copy, then
   };
-  // Collates `leaves` into `host` with the pool and enqueues the copy of its `total` bytes to
-  // `dest`: one copy after the collation, or one per copy_chunk_bytes piece as the pool finishes it.
-  void collate_and_copy(const std::vector<LeafPlan>& leaves, const std::vector<LeafLayout>& layout,
-                        size_t total, std::byte* host, std::byte* dest, StageTimes* times);
-  // Enqueues one copy, its timed start event first when the timeline records.
+  // Enqueues the copy, its timed start event first when the timeline records.
   void enqueue_copy(std::byte* dest, const std::byte* src, size_t bytes, StageTimes* times);
   // Adds a copy to the timeline (when it records).
   void note_copy(int slot, size_t bytes, const StageTimes& times);
@@ -215,8 +205,7 @@ class Engine {
   std::mutex producer_mutex_;  // one submit at a time owns the ring
   size_t cursor_ = 0;          // next ring slot (guarded by producer_mutex_)
   uint64_t last_staged_token_ = 0;  // the epoch of the last stage() (guarded by producer_mutex_)
-  bool through_ring_;          // !options_.collate_into_destination, or set_copy_path's (same)
-  size_t copy_chunk_bytes_;    // options_.copy_chunk_bytes, or set_copy_path's (same)
+  bool through_ring_;          // !options_.collate_into_destination, or set_through_ring's (same)
 
   // The copy timeline (record_copies): its origin and the records, the last `capacity` kept.
   struct PendingCopy {

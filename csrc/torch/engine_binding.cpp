@@ -455,7 +455,6 @@ class PyEngine {
       d["batch"] = r.batch;
       d["slot"] = r.slot;
       d["bytes"] = r.bytes;
-      d["pieces"] = r.pieces;
       d["wait_start_s"] = r.wait_start_s;
       d["collate_start_s"] = r.collate_start_s;
       d["collate_end_s"] = r.collate_end_s;
@@ -469,19 +468,15 @@ class PyEngine {
 
   // The host backend's copy engine model (Backend::set_copy_bandwidth), with the batches routed
   // through the ring as on CUDA (Engine::set_copy_path). CPU engines only.
-  void model_copy_engine(double bytes_per_s, int64_t copy_chunk_bytes) {
+  void model_copy_engine(double bytes_per_s) {
     if (is_cuda_) {
       throw std::invalid_argument("prefetch: model_copy_engine needs a CPU engine (the host "
                                   "backend); this one is on cuda:" + std::to_string(device_index_));
     }
-    if (copy_chunk_bytes < 0) {
-      throw std::invalid_argument("prefetch: copy_chunk_bytes must be >= 0 (0: one copy a batch), "
-                                  "got " + std::to_string(copy_chunk_bytes));
-    }
     EngineRef engine = get();
     py::gil_scoped_release nogil;  // waits for a producer inside stage()
     engine->backend().set_copy_bandwidth(bytes_per_s);
-    engine->set_copy_path(true, static_cast<size_t>(copy_chunk_bytes));
+    engine->set_through_ring(true);
   }
 
   std::vector<size_t> slot_capacities() {
@@ -781,7 +776,7 @@ PYBIND11_MODULE(_C, m) {
            "each costs two timed events on the copy stream.")
       .def("copy_timeline", &PyEngine::copy_timeline,
            "The copy timeline, oldest first: a dict per batch (CopyRecord in csrc/core/engine.h): "
-           "batch, slot (-1: a packed source), bytes, pieces, and in seconds since the timeline "
+           "batch, slot (-1: a packed source), bytes, and in seconds since the timeline "
            "started the producer's wait_start_s, collate_start_s, collate_end_s, enqueued_s (host "
            "clock) and the copy's copy_start_s, copy_end_s (copy stream: CUDA timing events). "
            "Waits for the recorded copies.")
@@ -806,10 +801,9 @@ PYBIND11_MODULE(_C, m) {
   testing.def("slot_capacities", &PyEngine::slot_capacities, py::arg("engine"),
               "The bytes of each slot of the engine's pinned ring.");
   testing.def("model_copy_engine", &PyEngine::model_copy_engine, py::arg("engine"),
-              py::arg("bytes_per_s"), py::arg("copy_chunk_bytes") = 0,
+              py::arg("bytes_per_s"),
               "Makes a CPU engine a model of the CUDA path: its batches go through the ring and a "
               "copy on the host copy stream, which moves bytes_per_s (0: memcpy's speed), one copy "
-              "at a time, as a GPU's copy engine does; copy_chunk_bytes > 0 enqueues each batch's "
-              "copy in pieces as the collation finishes them. Between epochs.");
+              "at a time, as a GPU's copy engine does. Between epochs.");
   prefetch::bind_slot_table_testing(testing);
 }

@@ -161,10 +161,12 @@ def derived_fractions(counters):
       ready; near 1: the consumer (the training step) mostly waits for data.
     - the producer's shares of ``produce_s`` (its whole time per batch, summed), stage by stage:
       ``source_share`` (``source_s``), ``collate_share`` (``collate_s``: collation, and on the
-      CPU device the copy), ``blocked_share`` (``producer_blocked_s``: waiting for a free slot,
-      the consumer being slower), ``transform_share`` (``transform_s``) and ``handoff_share``,
-      the rest (flattening the batch, enqueuing the device copy, publishing); they sum to 1.
-      ``collate_s`` and ``producer_blocked_s`` are the engine's; without them (a closed
+      CPU device the copy), ``slot_wait_share`` (``slot_wait_s``: waiting for a ring slot's
+      last copy, i.e. for the copy engine), ``blocked_share`` (``producer_blocked_s``: waiting
+      because ``depth`` batches were ready, the consumer being slower), ``transform_share``
+      (``transform_s``) and ``handoff_share``, the rest (flattening the batch, allocating the
+      destination, enqueuing the device copy, publishing); they sum to 1. ``collate_s``,
+      ``slot_wait_s`` and ``producer_blocked_s`` are the engine's; without them (a closed
       Prefetcher) only ``source_share`` and ``transform_share`` are given.
     """
     # No batch delivered (an empty epoch): the only next() call waited for the end, which says
@@ -175,10 +177,12 @@ def derived_fractions(counters):
     out["source_share"] = _ratio(counters["source_s"], produce)
     out["transform_share"] = _ratio(counters["transform_s"], produce)
     if "collate_s" in counters and "producer_blocked_s" in counters:
+        slot_wait = counters.get("slot_wait_s", 0.0)
         out["collate_share"] = _ratio(counters["collate_s"], produce)
+        out["slot_wait_share"] = _ratio(slot_wait, produce)
         out["blocked_share"] = _ratio(counters["producer_blocked_s"], produce)
         rest = produce - counters["source_s"] - counters["transform_s"] - counters["collate_s"] \
-            - counters["producer_blocked_s"]
+            - slot_wait - counters["producer_blocked_s"]
         out["handoff_share"] = _ratio(max(0.0, rest), produce)
     return out
 

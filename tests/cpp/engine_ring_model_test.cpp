@@ -1,6 +1,6 @@
 // The ring against a model of a GPU's copy engine (issue 44 item 3): the host backend's copies at
 // a set bandwidth (one at a time, on the stream thread), the copy timeline, the slot wait timed
-// apart from the collation, copies enqueued in pieces. What is asserted of times is structure
+// apart from the collation. What is asserted of times is structure
 // with wide margins: lower bounds the model guarantees (a copy sleeps until bytes / bandwidth has
 // passed), and the ring's time per batch against its slower stage measured in the same run (the
 // sum of the stages would be 2x it in the balanced case) — the figures are the bench's
@@ -165,7 +165,6 @@ TEST(CopyTimeline, RecordsEachCopyAfterItsCollationAndOneAtATime) {
     EXPECT_EQ(r.batch, n - 8 + i);
     EXPECT_EQ(r.slot, static_cast<int>(r.batch % 3));
     EXPECT_EQ(r.bytes, bytes);
-    EXPECT_EQ(r.pieces, 1);
     EXPECT_LE(r.wait_start_s, r.collate_start_s);
     EXPECT_LE(r.collate_start_s, r.collate_end_s);
     EXPECT_LE(r.collate_end_s, r.enqueued_s);
@@ -179,44 +178,6 @@ TEST(CopyTimeline, RecordsEachCopyAfterItsCollationAndOneAtATime) {
   }
   e.record_copies(0);
   EXPECT_TRUE(e.copy_timeline().empty());
-}
-
-// Copies enqueued in pieces as the collation finishes them: the same bytes arrive, through a
-// ring whose slots are reused while pieces are still queued (the stream is delayed at random),
-// and the timeline counts the pieces.
-TEST(CopyPieces, BatchesCopiedInPiecesArriveWhole) {
-  EngineOptions o = options(2, 2, 4096);
-  o.copy_chunk_bytes = 16384;
-  EngineHarness h(o);
-  Engine& e = *h;
-  e.backend().set_debug_delay(300, 5);
-  e.record_copies(64);
-  const uint64_t token = e.start_epoch();
-  Allocator alloc;
-  const int n = prefetch_test::scaled(40, 10);
-  std::vector<ReadyBatch> held;
-  for (int i = 0; i < n; ++i) {
-    const uint64_t tag = 500 + static_cast<uint64_t>(i);
-    const Spec s = random_spec(tag, true);
-    h.call([&] { return submit_tag(e, token, tag, s, alloc); });
-    ReadyBatch b;
-    ASSERT_EQ(e.next(token, &b, kLongWait), NextStatus::kBatch);
-    held.push_back(std::move(b));  // taken before its copy ran: the slot comes round again
-  }
-  int pieced = 0;
-  for (int i = 0; i < n; ++i) {
-    const uint64_t tag = 500 + static_cast<uint64_t>(i);
-    held[i].ready->wait();
-    EXPECT_EQ(verify(held[i], tag, random_spec(tag, true)), "") << "batch " << i;
-  }
-  for (const CopyRecord& r : e.copy_timeline()) {
-    // A piece is at least 16 KiB (but the last) and ends where a task ends (tasks are at most
-    // 4 KiB here, leaves 256-byte aligned): well under 32 KiB.
-    EXPECT_GE(r.pieces, static_cast<int>(r.bytes / 32768)) << r.bytes << " bytes";
-    EXPECT_LE(r.pieces, static_cast<int>(r.bytes / 16384) + 1) << r.bytes << " bytes";
-    pieced += r.pieces > 1;
-  }
-  EXPECT_GT(pieced, 0) << "no batch was large enough to be copied in pieces";
 }
 
 // A batch whose collation is slow for its bytes: a transposed 2-D view, copied element by element,
@@ -243,7 +204,7 @@ struct RingRun {
   // Medians over the steady batches (the first `skip` left out: the ring filling), so that a
   // stall of this shared machine (another process taking the core) does not count as the ring's.
   double per_batch_s = 0;  // between two receipts of the consumer
-  double collate_s = 0;    // the producer's collation and the copy's enqueue (the timeline)
+  double collate_s = 0;    // the producer's collation, allocation and enqueue (the timeline)
   double copy_s = 0;       // the copy (the timeline)
   double collate_mean_s = 0;  // the collation's mean a batch (EngineStats), for the calibration
 };
