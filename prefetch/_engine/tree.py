@@ -263,8 +263,13 @@ def host_batch(batch):
 
 def gather_spans(values, spans, name="values"):
     """Element ranges ``spans`` (int64 ``[n, 2]`` of ``(start, count)``) of the 1-D ``values``,
-    one after another, in torch (any device; the engine's C++ copy does this for the host path).
-    Ranges outside ``values`` raise an IndexError naming ``name`` and the first such range."""
+    one after another (any device; the engine's C++ copy does this for the host path). Ranges
+    outside ``values`` raise an IndexError naming ``name`` and the first such range."""
+    if values.device.type == "cpu" and values.dim() == 1 and values.is_contiguous() \
+            and spans.dtype == torch.int64 and spans.device.type == "cpu":
+        # One C++ call a batch, the GIL released (a transform's host stage on a store's encoded
+        # bytes: csrc/torch/ops/jpeg_host_ops.cpp, the core's span copies), not a narrow a range.
+        return torch.ops.prefetch._gather_spans(values, spans, name)
     starts, counts = spans[:, 0], spans[:, 1]
     bad = (starts < 0) | (counts < 0) | (starts > values.numel() - counts)
     if bool(bad.any()):

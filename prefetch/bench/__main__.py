@@ -17,7 +17,7 @@ import torch
 import prefetch
 from prefetch.ops import cpu_kernel_build
 
-from . import arrays, collate, e2e, h2d, loader_cli, ops, recipes, workers
+from . import arrays, collate, decode_host, e2e, h2d, loader_cli, ops, recipes, workers
 from . import provenance
 from .charts import write_charts
 from .summary import verdict
@@ -25,7 +25,7 @@ from .section import Config, Skipped, unequal_resources, usable_cores
 
 # Every section, in the default order of --sections.
 SECTIONS = [collate.SECTION, h2d.SECTION, ops.SECTION, arrays.SECTION, e2e.SECTION, workers.SECTION,
-            recipes.SECTION]
+            recipes.SECTION, decode_host.SECTION]
 BY_NAME = {s.name: s for s in SECTIONS}
 
 
@@ -51,7 +51,8 @@ def parse_args(argv):
     p.add_argument("--allow-dirty", action="store_true",
                    help="write results from a checkout with uncommitted changes (results.json then "
                         "says \"dirty\": true and names them)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per e2e pipeline")
+    p.add_argument("--steps", type=int, default=None,
+                   help="timed training steps per e2e pipeline (at least 50 on a GPU)")
     p.add_argument("--out", default="bench-out", help="directory for results.json")
     loader_cli.add_arguments(p)
     args = p.parse_args(argv)

@@ -25,6 +25,7 @@
 #include "collate.h"
 #include "errors.h"
 #include "jpeg_layout.h"
+#include "ops/output_pool.h"
 #include "ops/plan_common.h"  // shape_of
 
 namespace prefetch {
@@ -69,7 +70,11 @@ at::Tensor gather_spans_cpu(const at::Tensor& values, const at::Tensor& spans, c
   }
   size_t total_bytes = 0;
   const std::vector<LeafLayout> layout = pack_layout(leaves, &total_bytes);
-  at::Tensor out = at::empty({static_cast<int64_t>(total_bytes / leaf.pieces[0].itemsize)}, values.options());
+  // From the ops' output pool when large (a batch of encoded photos is tens of MB): a fresh
+  // allocation of that size is a fresh mapping, every page of it faulted in by the copy; the
+  // batch's bytes live only until the decoder has read them, so the next batch reuses the buffer.
+  at::Tensor out = pooled_empty({static_cast<int64_t>(total_bytes / leaf.pieces[0].itemsize)},
+                                values.options(), at::MemoryFormat::Contiguous);
   if (total_bytes == 0) return out;
   // Tasks of about 1 MiB: a batch of 256 encoded photos (~28 MB) is spread over the threads; a
   // small one is a single memcpy run here.
