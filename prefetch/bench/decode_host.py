@@ -18,11 +18,16 @@ and on a CUDA device with a GPU decoder installed (TorchCodec, torchvision), the
 that decoder for real (its own host work and the launches included: process time, so not the
 waits for the device).
 
-Time: ``time.process_time()`` — every thread of the process (the gather and the CPU decoder run
-on torch's N intra-op threads) — around each pass over the batches, one pass per pipeline a
-round, rounds interleaved (``timing.interleaved``), after one warm-up pass each; median and range
-of the rounds, in µs an image. N = ``Config.workers``: torch's intra-op threads (set by the bench's
-main for every section); nothing here has DataLoader workers.
+Time, around each pass over the batches (one pass per pipeline a round, rounds interleaved by
+``timing.interleaved``, after one warm-up pass each; median and range of the rounds, in µs an
+image): ``time.process_time()`` (every thread of the process: the CPU decoder runs on torch's N
+intra-op threads, and torch's OpenMP threads count while they spin after a parallel region — the
+host stage's small float ops, e.g. the crop draws' ``exp``/``sqrt`` on ``[N, 10]``, go parallel
+through MKL's vector functions), ``time.thread_time()`` (the calling thread alone: the producer's
+own work, what caps one process's images/s) and the wall clock. Each pass starts after a pause
+(``SETTLE_S``) so that the spin of the pass before is not charged to it. N =
+``Config.workers``: torch's intra-op threads (set by the bench's main for every section); nothing
+here has DataLoader workers.
 """
 import os
 import shutil
@@ -45,6 +50,10 @@ GPU_PATH = "GPU path, fake decoder (host work)"
 GATHER = "gather alone"
 CPU_DECODER = "CPU decoder in the host stage"
 REAL = "GPU path, %s (host work)"
+# The pause before each timed pass (see measure's `timed`): libgomp's threads spin up to ~0.3 s
+# after a region when OMP_WAIT_POLICY is unset (GOMP_SPINCOUNT), Intel OpenMP's 0.2 s
+# (KMP_BLOCKTIME).
+SETTLE_S = 0.3
 
 
 def store_batches(store, batch_size, count=None):
@@ -112,14 +121,20 @@ def measure(n_images=512, batch_size=256, batches=2, repeats=5, scale=1.0, progr
         augment = prefetch.FusedAugment(MEAN, STD, random_resized_crop=224, decode=True, seed=0)
         fake = gpu_decoders.FakeGpuBackend(pixels=False)
         meta = torch.device("meta")
-        cpu = {}
+        cpu, thread, wall = {}, {}, {}
 
         def timed(name, fn):
-            cpu[name] = []
+            cpu[name], thread[name], wall[name] = [], [], []
 
             def call():
-                t0 = time.process_time()
+                # Torch's OpenMP threads spin for a while after a parallel region (the CPU
+                # decoder's row has many): without a pause, that spin would be process time
+                # charged to the pipeline timed next. The pause is outside the three clocks.
+                time.sleep(SETTLE_S)
+                t0, c0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
                 fn()
+                wall[name].append(time.perf_counter() - w0)
+                thread[name].append(time.thread_time() - c0)
                 cpu[name].append(time.process_time() - t0)
             return call
 
@@ -146,19 +161,20 @@ def measure(n_images=512, batch_size=256, batches=2, repeats=5, scale=1.0, progr
         progress("decode_host: %d interleaved rounds of %d batches of %d" % (repeats, len(chosen),
                                                                              batch_size))
         order = []
-        wall = timing.interleaved(calls, repeats, warmup=1, order=order)
+        timing.interleaved(calls, repeats, warmup=1, order=order)
         images = len(chosen) * batch_size
         row = {"num_images": len(store), "batch_size": batch_size, "batches": len(chosen),
-               "repeats": repeats, "threads": threads, "clock": "time.process_time (all threads)",
+               "repeats": repeats, "threads": threads, "clock": "time.process_time (all threads), time.thread_time (the calling thread), wall",
                "fake_calls_per_batch": fake.calls / ((repeats + 1) * len(chosen)),
                "mean_file_bytes": store.values.numel() / len(store), "order": order,
                "pipelines": {name: resources(threads=threads) for name in calls},
                "real_gpu_decoder": None if real == "cpu" else real}
+        row.update((name, {}) for name in calls)
         for name in calls:
-            us = timing.Summary.of([s * 1e6 / images for s in cpu[name][1:]])  # the warm-up dropped
-            w = timing.Summary.of([s * 1e6 / images for s in wall[name]])
-            row[name] = {"cpu_us_per_image": us.median, "cpu_us_per_image_range": [us.low, us.high],
-                         "wall_us_per_image": w.median, "wall_us_per_image_range": [w.low, w.high]}
+            for key, samples in (("cpu", cpu), ("thread_cpu", thread), ("wall", wall)):
+                v = timing.Summary.of([x * 1e6 / images for x in samples[name][1:]])  # no warm-up
+                row[name]["%s_us_per_image" % key] = v.median
+                row[name]["%s_us_per_image_range" % key] = [v.low, v.high]
         return row
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -170,10 +186,11 @@ def table(r):
              "%s; median (range) of %d interleaved rounds)"
              % (r["num_images"], r["mean_file_bytes"] / 1e3, r["batches"], r["batch_size"],
                 r["threads"], r["clock"], r["repeats"])]
-    lines += text.columns(["pipeline", "CPU µs / image", "wall µs / image"], [
-        [name, text.spread(r[name]["cpu_us_per_image"], *r[name]["cpu_us_per_image_range"], fmt="%.1f"),
-         text.spread(r[name]["wall_us_per_image"], *r[name]["wall_us_per_image_range"], fmt="%.1f")]
-        for name in r["pipelines"]])
+    lines += text.columns(
+        ["pipeline", "process CPU µs / image", "calling thread's CPU µs", "wall µs / image"],
+        [[name] + [text.spread(r[name]["%s_us_per_image" % k], *r[name]["%s_us_per_image_range" % k],
+                               fmt="%.1f") for k in ("cpu", "thread_cpu", "wall")]
+         for name in r["pipelines"]])
     lines.append("  fake GPU decoder calls per batch: %.2f (one batched call, no call per image)"
                  % r["fake_calls_per_batch"])
     return "\n".join(lines)
@@ -186,6 +203,7 @@ def run(config):
                   repeats=5 if quick else 7, scale=0.5 if quick else 1.0, progress=config.progress,
                   threads=config.workers, device=config.device)
     metrics = {"decode_host_gpu_path_cpu_us_per_image": row[GPU_PATH]["cpu_us_per_image"],
+               "decode_host_gpu_path_thread_cpu_us_per_image": row[GPU_PATH]["thread_cpu_us_per_image"],
                "decode_host_gather_cpu_us_per_image": row[GATHER]["cpu_us_per_image"],
                "decode_host_cpu_decoder_cpu_us_per_image": row[CPU_DECODER]["cpu_us_per_image"]}
     if row["real_gpu_decoder"]:

@@ -39,10 +39,11 @@ def test_the_section_times_its_pipelines_in_interleaved_rounds_with_n_threads(mo
     assert row["clock"].startswith("time.process_time")
     assert row["fake_calls_per_batch"] == 1.0  # one batched call a batch, never one an image
     for name in names:
-        for clock in ("cpu", "wall"):
+        for clock in ("cpu", "thread_cpu", "wall"):
             low, high = row[name]["%s_us_per_image_range" % clock]
             assert 0 <= low <= row[name]["%s_us_per_image" % clock] <= high, (name, clock)
     assert set(result.metrics) == {"decode_host_gpu_path_cpu_us_per_image",
+                                   "decode_host_gpu_path_thread_cpu_us_per_image",
                                    "decode_host_gather_cpu_us_per_image",
                                    "decode_host_cpu_decoder_cpu_us_per_image"}
     assert decode_host.GPU_PATH in result.table and "interleaved rounds" in result.table

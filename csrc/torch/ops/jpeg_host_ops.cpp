@@ -3,7 +3,7 @@
 //
 // - _gather_spans: element ranges of a 1-D CPU tensor, one after another — an ArrayLoader's
 //   encoded bytes for a transform's host stage (prefetch/_engine/tree.py's gather_spans), copied
-//   by the core's own span copies (csrc/core/collate.h) on torch's intra-op threads.
+//   by the core's own span copies (csrc/core/collate.h) on the calling thread.
 // - _jpeg_layouts: what every image's markers say (csrc/decode/jpeg_layout.h), as an int64 table
 //   whose columns _jpeg_layout_fields names; the GPU decoders' screen reads it as tensors.
 // - _ragged_views: a Ragged's samples as views of its values (HWC, or CHW views of HWC pixels:
@@ -14,7 +14,6 @@
 // They have no plan shared with a CUDA registration: _gather_spans and _jpeg_layouts read host
 // memory, the other two are compositions of torch's own ops, registered once for every device.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 
@@ -76,13 +75,14 @@ at::Tensor gather_spans_cpu(const at::Tensor& values, const at::Tensor& spans, c
   at::Tensor out = pooled_empty({static_cast<int64_t>(total_bytes / leaf.pieces[0].itemsize)},
                                 values.options(), at::MemoryFormat::Contiguous);
   if (total_bytes == 0) return out;
-  // Tasks of about 1 MiB: a batch of 256 encoded photos (~28 MB) is spread over the threads; a
-  // small one is a single memcpy run here.
+  // On the calling thread (a Prefetcher's producer): a batch of 256 encoded photos (~28 MB) is
+  // 1-2 ms of memcpy, and torch's OpenMP team called from this thread would be a second team of
+  // N - 1 threads beside the main thread's, spinning after each region (measured: the GPU path's
+  // host CPU an image 17-18 µs on one thread, 37-220 µs with 2 threads on a loaded 2-core
+  // machine, benchmarks/NOTES.md, issue 44 item 4).
   const std::vector<CopyTask> tasks =
       plan_copies(leaves, layout, static_cast<std::byte*>(out.data_ptr()), size_t{1} << 20);
-  at::parallel_for(0, static_cast<int64_t>(tasks.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) run_copy(tasks[k]);
-  });
+  for (const CopyTask& task : tasks) run_copy(task);
   return out;
 }
 
