@@ -417,7 +417,10 @@ def run(config):
     n = config.workers
     if config.device.type != "cuda":
         config.progress("h2d: no CUDA device; the ring on the host backend's model of a copy engine")
-        m = model(n, side=512 if config.quick else 2048, count=12 if config.quick else 24)
+        # 16 MiB batches (the GPU rows' are 36.8 MiB): with 4 MiB ones, the ~0.5-1 ms of Python a
+        # batch (the consumer's turn on the GIL between the producer's batches) was 5-13% of the
+        # collation-bound setting's time per batch on 2 shared cores; at 16 MiB, 1-2%.
+        m = model(n, side=512 if config.quick else 4096, count=12 if config.quick else 24)
         metrics = {"ring_model_%s_vs_slower" % name: r["per_batch_vs_slower"]
                    for name, r in m["settings"].items()}
         return SectionResult(
