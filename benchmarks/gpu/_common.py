@@ -109,6 +109,14 @@ def write_json(path, data):
     os.replace(tmp, path)
 
 
+def note(args, text):
+    """One line for gpu_check.sh's stage note (``args.note_file``, the scripts' --note-file), when
+    given."""
+    if args.note_file:
+        with open(args.note_file, "a") as f:
+            f.write(text + "\n")
+
+
 def parser(description):
     return argparse.ArgumentParser(description=description,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)

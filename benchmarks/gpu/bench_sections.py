@@ -36,7 +36,7 @@ import time
 
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 import changed
-from _common import ROOT, run_limited, write_json
+from _common import ROOT, note, run_limited, write_json
 
 ORDER = ("h2d", "ops", "e2e", "arrays", "collate", "workers", "recipes")
 RESERVE_S = 10  # merging, charts and the table after the last section
@@ -152,13 +152,6 @@ def not_started(limit, took=None):
     if took and 1.1 * took > limit:
         return "not started: its last fair run took %.0f s, %.0f s left" % (took, limit)
     return None
-
-
-def note(args, text):
-    """One line for gpu_check.sh's stage note (--note-file), when given."""
-    if args.note_file:
-        with open(args.note_file, "a") as f:
-            f.write(text + "\n")
 
 
 def select_fair(repo=ROOT):

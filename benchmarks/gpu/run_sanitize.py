@@ -33,7 +33,7 @@ import time
 
 import _common  # noqa: F401
 import changed
-from _common import ROOT, run_limited, write_json
+from _common import ROOT, note, run_limited, write_json
 from sanitize_copy import PATHS  # every path the script can run
 from sanitize_ops import OPS  # every op the script can run, so a new op is sanitized too
 
@@ -227,13 +227,6 @@ def run_cpu(args):
     write_json(os.path.join(args.logs, "sanitize.json"),
                {"runs": results, "mode": "cpu", "selection": args.selection})
     return status, {"runs": results}
-
-
-def note(args, text):
-    """One line for gpu_check.sh's stage note (--note-file), when given."""
-    if args.note_file:
-        with open(args.note_file, "a") as f:
-            f.write(text + "\n")
 
 
 def select_changed(repo=ROOT):
