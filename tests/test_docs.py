@@ -103,3 +103,45 @@ def test_the_check_finds_what_has_rotted():
     assert problems("the `test_hardening_ops.py` file\n", files) == ["line 1: no tests/**/test_hardening_ops.py"]
     assert problems("`tests/helpers.py::run_child`, `tests/cpp/size_overflow_*`, "
                     "tests.bench_loaders, `test_transform=`\n", files) == []
+
+
+# The figures' sources (issue 44 item 6: README and docs cite benchmarks/results/*.json for
+# figures): a results file the docs name, in full (`benchmarks/results/x.json`, a glob such as
+# `benchmarks/results/h200-2026-11-27*`, a chart in a Markdown image) or bare in backticks by its
+# machine-date name (`cpu-2core-2026-11-27-recipes.json`, `h200-2026-11-26*`). A sentence's full
+# stop is not part of the name.
+RESULTS_DOCS = sorted(["README.md"] + glob.glob("docs/*.md", root_dir=ROOT))
+RESULT_PATH = re.compile(r"benchmarks/results/([\w*-]+(?:\.[\w*-]+)*)")
+RESULT_BARE = re.compile(r"`([\w-]+-\d{4}-\d\d-\d\d[\w*-]*(?:\.[\w*-]+)*)`")
+
+
+def missing_results(text):
+    """The results files named in `text` (a document's contents) that benchmarks/results lacks."""
+    found = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        names = [m.group(1) for m in RESULT_PATH.finditer(line)]
+        names += [m.group(1) for m in RESULT_BARE.finditer(line)]
+        for name in names:
+            if not glob.glob(os.path.join(ROOT, "benchmarks", "results", name)):
+                found.append("line %d: benchmarks/results/%s does not exist" % (line_no, name))
+    return found
+
+
+@pytest.mark.parametrize("doc", RESULTS_DOCS)
+def test_every_results_file_a_document_cites_exists(doc):
+    found = missing_results(open(os.path.join(ROOT, doc)).read())
+    assert not found, "\n".join(found)
+
+
+def test_the_results_check_finds_a_missing_file():
+    real = ("figures in `benchmarks/results/cpu-2core-2026-11-21.json`.\n"
+            "![e2e](benchmarks/results/cpu-2core-2026-11-21-e2e.png), all of "
+            "`benchmarks/results/h200-2026-11-27*`, the first run's in `h200-2026-11-26*`\n")
+    assert missing_results(real) == []
+    assert missing_results("(`benchmarks/results/cpu-2core-2026-11-30-made-up.json`).\n") == [
+        "line 1: benchmarks/results/cpu-2core-2026-11-30-made-up.json does not exist"]
+    assert missing_results("x\n![c](benchmarks/results/h200-2026-11-27-made-up.png)\n") == [
+        "line 2: benchmarks/results/h200-2026-11-27-made-up.png does not exist"]
+    assert missing_results("the table `h200-2026-11-27-made-up-table.md`, runs in `h100-2026-12-01*`\n") == [
+        "line 1: benchmarks/results/h200-2026-11-27-made-up-table.md does not exist",
+        "line 1: benchmarks/results/h100-2026-12-01* does not exist"]
