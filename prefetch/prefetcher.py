@@ -1,10 +1,10 @@
 """The Prefetcher: wraps any iterable of batches and yields them on the device, ahead of time.
 
-Each ``iter()`` is one run of the source on the Prefetcher's :class:`prefetch._pipeline.Pipeline`
+Each ``iter()`` is one run of the source on the Prefetcher's :class:`prefetch._engine.pipeline.Pipeline`
 (collation into the pinned ring and the copy in C++ threads with the GIL released, the
 transform on the copy stream, delivery in order); the engine lives as long as the Prefetcher
 and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept by a
-:class:`prefetch._resume.ResumeCursor`.
+:class:`prefetch._engine.resume.ResumeCursor`.
 """
 import os
 import weakref
@@ -246,8 +246,9 @@ class Prefetcher(ClosesOnExit):
         (the rest: flattening, allocating, enqueuing the device copy, publishing), each stage's
         part of ``produce_s``, summing to 1;
 
-        ``produce_s`` is the producer's whole time per batch, ``batches`` and ``epochs`` the
-        counts; the ring's ``ring_growths``, and with the worker ring
+        ``produce_s`` is the producer's whole time, summed over batches (divide by ``batches``
+        for a batch's); ``batches`` and ``epochs`` the counts, ``submitted`` and ``delivered``
+        the engine's (batches staged into the ring, batches handed to the consumer); the ring's ``ring_growths``, and with the worker ring
         ``worker_ring_batches`` (written into its slots), ``worker_ring_usual_way`` (every batch
         that came the usual, per-sample way: the workers' ``worker_ring_fallbacks`` — no block
         yet, too large, no free slot — and an epoch's first batches, at most workers ×

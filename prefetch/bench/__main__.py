@@ -69,7 +69,35 @@ def parse_args(argv):
         p.error("--threads %d differs from --workers %d: every pipeline gets the same N "
                 "(--threads is a deprecated alias of --workers; pass --workers alone)"
                 % (args.threads, args.workers))
+    if args.threads is not None and args.workers is None and not args.loader:
+        print("python -m prefetch.bench: --threads is deprecated; it is --workers %d (every "
+              "pipeline's N)" % args.threads, file=sys.stderr)
     args.n = args.workers or args.threads or usable_cores()
+    # Every argument checked before any measurement: a bad one would otherwise fail minutes in.
+    for name, values in (("--batch-size", args.batch_sizes or []), ("--image-size", [args.image_size]),
+                         ("--steps", [] if args.steps is None else [args.steps])):
+        for v in values:
+            if v < 1:
+                p.error("%s must be >= 1, got %d" % (name, v))
+    if not args.loader:
+        names = [s.strip() for s in args.sections.split(",") if s.strip()]
+        unknown = [s for s in names if s not in BY_NAME]
+        if unknown or not names:
+            p.error("--sections %r: %s; choose from %s"
+                    % (args.sections, "unknown section(s) %s" % ", ".join(unknown) if unknown
+                       else "no section named", ", ".join(BY_NAME)))
+        args.section_names = names
+    if args.device is not None:
+        try:
+            device = torch.device(args.device)
+        except RuntimeError as e:
+            p.error("--device %r is no torch device (%s)" % (args.device, str(e).splitlines()[0]))
+        if device.type == "cuda" and not torch.cuda.is_available():
+            p.error("--device %r: this torch (%s) sees no CUDA device" % (args.device, torch.__version__))
+        if device.type not in ("cpu", "cuda"):
+            p.error("--device %r: the bench measures cpu or cuda devices" % args.device)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        p.error("--out %r exists and is not a directory (results.json is written inside it)" % args.out)
     return args
 
 
@@ -108,10 +136,7 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.loader:
         return loader_cli.run(args, device_name)
-    names = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = [s for s in names if s not in BY_NAME]
-    if unknown:
-        sys.exit("unknown section(s) %s; choose from %s" % (unknown, list(BY_NAME)))
+    names = args.section_names
     # Before any measurement: a dirty checkout is refused now, not after minutes of running.
     state = provenance.checkout_state()
     if not args.allow_dirty and provenance.refusal(state):

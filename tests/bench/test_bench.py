@@ -197,11 +197,36 @@ def test_results_json_has_numbers_and_says_what_it_skipped(tmp_path, monkeypatch
     assert all(r["us_per_image"] > 0 and r["fraction_of_copy"] > 0 for r in policy)
 
 
-def test_unknown_section_is_refused(tmp_path, capsys):
-    import pytest
+@pytest.mark.parametrize("argv, says", [
+    (["--sections", "nope"], "--sections 'nope': unknown section(s) nope"),
+    (["--sections", ","], "--sections ',': no section named"),
+    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--image-size", "-2"], "--image-size must be >= 1, got -2"),
+    (["--steps", "0"], "--steps must be >= 1, got 0"),
+    (["--device", "foo"], "--device 'foo' is no torch device"),
+    (["--device", "meta"], "--device 'meta': the bench measures cpu or cuda devices"),
+    (["--out", "FILE"], "exists and is not a directory"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(argv, says, tmp_path, capsys, monkeypatch):
+    # Before any measurement: argparse's exit status 2 and the argument named, no traceback.
+    import prefetch.bench.__main__ as bench_main
 
-    with pytest.raises(SystemExit, match="unknown section"):
-        main(["--sections", "nope", "--out", str(tmp_path)])
+    monkeypatch.setattr(bench_main, "_run_sections", lambda *a: pytest.fail("a section ran"))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    argv = [str(a_file) if a == "FILE" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(["--allow-dirty"] + argv + ([] if "--out" in argv else ["--out", str(tmp_path / "o")]))
+    assert e.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_device_without_cuda_is_refused_where_torch_has_none(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this torch has a CUDA device")
+    with pytest.raises(SystemExit) as e:
+        main(["--device", "cuda", "--out", str(tmp_path)])
+    assert e.value.code == 2 and "sees no CUDA device" in capsys.readouterr().err
 
 
 def test_arrays_section_reports_its_metrics(fair_run):
@@ -485,6 +510,7 @@ def test_one_n_for_every_pipeline_from_the_command_line(capsys):
     assert parse_args(["--workers", "5"]).n == 5
     # --threads survives as an alias of the same N, never a second number.
     assert parse_args(["--threads", "5"]).n == 5
+    assert "--threads is deprecated; it is --workers 5" in capsys.readouterr().err
     assert parse_args(["--threads", "5", "--workers", "5"]).n == 5
     with pytest.raises(SystemExit):
         parse_args(["--threads", "8", "--workers", "2"])
