@@ -141,7 +141,7 @@ class PyEngine {
 
   uint64_t start_epoch() { return get()->start_epoch(); }
 
-  // leaves: a list of prefetch._tree.Leaf(name, value, rows), one output tensor each (see
+  // leaves: a list of prefetch._engine.tree.Leaf(name, value, rows), one output tensor each (see
   // make_plans).
   uint64_t submit(uint64_t token, const py::list& leaves) {
     EngineRef engine = get();
@@ -188,7 +188,8 @@ class PyEngine {
       PyErr_Clear();
       throw py::type_error("prefetch: leaf " + std::to_string(position) + " (a " +
                            class_name(item) + ") has no attribute '" + field +
-                           "'; the engine takes prefetch._tree.Leaf(name, value, rows=None)");
+                           "'; the engine takes prefetch._engine.tree.Leaf(name, value, "
+                           "rows=None)");
     }
     return py::reinterpret_steal<py::object>(value);
   }
@@ -223,9 +224,10 @@ class PyEngine {
     }
   }
 
-  // The core's plans for a list of Leaf (prefetch/_tree.py, where the contract is documented):
-  // `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with `rows` (a 1-D
-  // int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the ArrayLoader's path);
+  // The core's plans for a list of Leaf (prefetch/_engine/tree.py, where the contract is
+  // documented): `value` a CPU tensor (copied as is) or a list of CPU tensors (stacked); with
+  // `rows` (a 1-D int64 CPU tensor) the rows `rows` of the tensor `value`, gathered (the
+  // ArrayLoader's path);
   // with `rows` an int64 [n, 2] CPU tensor of (start, count) the element ranges of the 1-D
   // tensor `value`, one after another (a ragged field's samples: the ArrayLoader's path too).
   // `names` receives each leaf's name, for a MemoryError that names the largest leaf.
@@ -538,7 +540,7 @@ class PyEngine {
   }
 
   // A Ragged's values: samples of one dtype and any shapes, their elements one after another
-  // (prefetch/_tree.py has checked the shapes; the dtype is checked here, as for any leaf).
+  // (prefetch/_engine/tree.py has checked the shapes; the dtype is checked here, as for any leaf).
   void add_concatenated(const py::tuple& samples, const std::string& name, LeafPlan* plan,
                         std::vector<at::Tensor>* keep) {
     const size_t n = samples.size();
@@ -697,7 +699,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "same_shapes",
       [](const py::list& samples) {
-        // Read per batch on the producer's path (prefetch/_tree.py): a Python loop over the
+        // Read per batch on the producer's path (prefetch/_engine/tree.py): a Python loop over the
         // samples' shapes cost ~9 us for 64 of them, this ~1.
         const at::Tensor* first = nullptr;
         for (py::handle item : samples) {
@@ -750,7 +752,8 @@ PYBIND11_MODULE(_C, m) {
       .def("start_epoch", &PyEngine::start_epoch)
       .def("stage", &PyEngine::stage, py::arg("token"), py::arg("leaves"),
            py::arg("wait_for_copy") = true,
-           "submit() up to the copy, for a list of prefetch._tree.Leaf; returns (seq, tensors).")
+           "submit() up to the copy, for a list of prefetch._engine.tree.Leaf; returns (seq, "
+           "tensors).")
       .def("stage_packed", &PyEngine::stage_packed, py::arg("token"), py::arg("data"),
            py::arg("layout"), py::arg("pin"), py::arg("slot"), py::arg("wait_for_copy") = true,
            "stage() for a batch packed in one host buffer already (prefetch._engine.tree.Packed's "

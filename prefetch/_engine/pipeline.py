@@ -17,7 +17,7 @@ stream made to wait for each (no host synchronisation). The engine (ring, thread
 stream) lives as long as the Pipeline and serves every run; one run is live at a time, and
 starting one stops the previous. docs/engine.md draws this interface and its contract.
 :class:`prefetch.Prefetcher` and :class:`prefetch.ArrayLoader` (host residency) are built on it;
-resume bookkeeping is not its job (prefetch._resume).
+resume bookkeeping is not its job (prefetch._engine.resume).
 """
 import atexit
 import ctypes

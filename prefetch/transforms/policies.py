@@ -1,7 +1,7 @@
 """Per-sample draws of torchvision's automatic augmentation policies — TrivialAugmentWide,
 RandAugment, AutoAugment (ImageNet) — and of ColorJitter: for each sample of a batch, the ops it
-gets, in order, with their signed magnitudes, as one table (:class:`OpTable`) that the fused
-augment kernels are to read (issue 27: the draws are built, the ops that apply them are not yet).
+gets, in order, with their signed magnitudes, as one table (:class:`OpTable`) that
+:mod:`prefetch.transforms.policy_ops` applies with the fused kernels.
 
 torchvision draws one image at a time from the global generator; here a whole batch is drawn from
 one generator, the batch's own (``BatchPosition(epoch, index, rank).generator(seed)``, as every

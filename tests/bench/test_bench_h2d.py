@@ -31,7 +31,7 @@ def test_ring_stages_time_the_slot_wait_apart_from_the_collation():
 
 
 def _record(batch, slot, wait, collate, copy, nbytes=1_000_000):
-    return {"batch": batch, "slot": slot, "bytes": nbytes, "pieces": 1,
+    return {"batch": batch, "slot": slot, "bytes": nbytes,
             "wait_start_s": wait, "collate_start_s": collate[0], "collate_end_s": collate[1],
             "enqueued_s": collate[1], "copy_start_s": copy[0], "copy_end_s": copy[1]}
 
