@@ -797,10 +797,17 @@ def run_jpeg(config, batch_size, n_sizes):
             # the memmap).
             store_info, store = pack_store(paths, os.path.join(directory, "store"))
             pipelines.append(store_pipeline(store, batch_size, device, threads, decoding()))
+        webdataset_skipped = None
         if webdataset_available():  # a peer's store: tar shards, optional (pip install webdataset)
             pipelines.append(webdataset_pipeline(paths, directory, batch_size, workers, device, size))
+        else:
+            webdataset_skipped = "webdataset is not installed (pip install webdataset)"
         dali_skipped = None
-        if dali_available() and device.type == "cpu":
+        if not dali_available():
+            dali_skipped = "DALI is not installed (pip install nvidia-dali-cuda130)"
+        elif device.type != "cpu":
+            dali_skipped = "DALI's row is its CPU pipeline, run when the bench's device is the CPU"
+        else:
             try:
                 pipelines.append(DaliPipeline(paths, batch_size, size, threads))
             except Exception as e:  # noqa: BLE001 - an optional peer that cannot run here
@@ -833,7 +840,8 @@ def run_jpeg(config, batch_size, n_sizes):
     return {"batch_size": batch_size, "image_size": size, "workers": workers, "files": len(paths),
             "distinct_files": len(files), "mean_file_kb": mean_kb, "crop": crop_impl,
             "pipelines": rows, "ratios": ratios,
-            "dali_skipped": dali_skipped, "store": store_info,
+            "dali_skipped": dali_skipped, "webdataset_skipped": webdataset_skipped,
+            "store": store_info,
             "stage_us_per_image": stages, "worker_us_per_image": profile["worker_us_per_image"],
             "prefetch_worker_shares": {k: stages[k] / worker_total
                                        for k in ("decode", "crop_resize", "to_tensor")}}
@@ -951,7 +959,15 @@ def run(config):
                                     os.getloadavg()[0] if load_before else None],
                         "ratio": "median (min-max) of per-round ratios; a round is one epoch of "
                                  "each pipeline, back to back"}
-    return SectionResult(result, metrics(result), table(result), resources=used_resources(result))
+    # The optional peers' rows that did not run, and why (absent keys are never placeholders).
+    skipped = {}
+    if result["jpeg"] is not None:
+        for peer in ("webdataset", "dali"):
+            why = result["jpeg"].get("%s_skipped" % peer)
+            if why:
+                skipped["jpeg %s" % ("dali_cpu" if peer == "dali" else peer)] = why
+    return SectionResult(result, metrics(result), table(result), resources=used_resources(result),
+                         skipped=skipped)
 
 
 def used_resources(result):

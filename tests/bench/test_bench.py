@@ -330,6 +330,9 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(fair_run):
         if prefetch.built_with_jpeg() else set()) | (
         {"dali_cpu"} if dali_available() and not jpeg["dali_skipped"] else set()) | (
         {"webdataset"} if webdataset_available() else set())
+    # An optional peer that did not run is named in results.json's skipped, with why.
+    for peer in ("webdataset", "dali_cpu"):
+        assert (peer in jpeg["pipelines"]) != ("workers:jpeg %s" % peer in result["skipped"]), peer
     if prefetch.built_with_jpeg():
         assert metrics["jpeg_prefetch_decode_vs_usual"] > 0
         assert metrics["jpeg_prefetch_store_vs_prefetch_decode_workers"] > 0
