@@ -79,10 +79,13 @@ import prefetch
 
 assert prefetch.built_with_cuda(), "the extension was built without CUDA"
 # Every op with a CPU kernel has a CUDA one, but the JPEG ops (CPU only by design: a GPU decodes
-# through prefetch.ops.gpu_jpeg_decoder).
+# through prefetch.ops.gpu_jpeg_decoder) and the host stage's gather of byte ranges (it reads host
+# memory before the copy: csrc/torch/ops/jpeg_host_ops.cpp).
+HOST_ONLY = {"prefetch::_gather_spans"}
 has = torch._C._dispatch_has_kernel_for_dispatch_key
 ops = [n for n in torch._C._dispatch_get_all_op_names()
-       if n.startswith("prefetch::") and has(n, "CPU") and "jpeg" not in n and "decode" not in n]
+       if n.startswith("prefetch::") and has(n, "CPU") and "jpeg" not in n and "decode" not in n
+       and n not in HOST_ONLY]
 assert len(ops) >= 8, ops
 missing = [op for op in ops if not has(op, "CUDA")]
 assert not missing, "no CUDA kernel registered for %s" % missing
