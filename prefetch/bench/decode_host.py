@@ -164,7 +164,8 @@ def measure(n_images=512, batch_size=256, batches=2, repeats=5, scale=1.0, progr
         timing.interleaved(calls, repeats, warmup=1, order=order)
         images = len(chosen) * batch_size
         row = {"num_images": len(store), "batch_size": batch_size, "batches": len(chosen),
-               "repeats": repeats, "threads": threads, "clock": "time.process_time (all threads), time.thread_time (the calling thread), wall",
+               "repeats": repeats, "threads": threads,
+               "clock": "time.process_time (all threads), time.thread_time (the calling thread), wall",
                "fake_calls_per_batch": fake.calls / ((repeats + 1) * len(chosen)),
                "mean_file_bytes": store.values.numel() / len(store), "order": order,
                "pipelines": {name: resources(threads=threads) for name in calls},
