@@ -205,14 +205,14 @@ class RandomHorizontalFlip(_Flip):
 
 
 class RandomVerticalFlip(_Flip):
-    """An up-down flip of each image with probability ``p`` (torchvision's
-    ``RandomVerticalFlip``, default 0.5): FusedAugment's ``vflip``, in the same pass.
+    """torchvision's ``RandomVerticalFlip``: :class:`RandomHorizontalFlip` up-down, as
+    FusedAugment's ``vflip``.
 
     Args:
-        p: the probability, a number (or a 0-d tensor) in [0, 1].
+        p: its probability in [0, 1] (torchvision's default 0.5).
 
     Raises:
-        ValueError: ``p`` outside [0, 1] or not finite (TypeError too for a bool or a string).
+        ValueError: as :class:`RandomHorizontalFlip`'s ``p``.
     """
 
     slot = "FusedAugment's vflip"
