@@ -76,6 +76,15 @@ class Spec:
     after: ClassVar[Optional[Phase]] = None
     moves: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # a public step without its place would fail only when a recipe uses it
+        if not cls.__name__.startswith("_") and not (
+                isinstance(getattr(cls, "phase", None), Phase)
+                and isinstance(getattr(cls, "rule", None), str)):
+            raise TypeError("prefetch: the v2 step %s needs a phase (a v2_plan.Phase) and a rule "
+                            "(where it goes, in words) as class attributes" % cls.__name__)
+
     def joins(self, holder: "Spec") -> bool:
         """Whether this step completes the step ``holder`` that has its slot already (a
         ``CenterCrop`` after a ``Resize``) rather than being a second one. Default: False.
@@ -151,7 +160,7 @@ class Plan:
 
         Raises:
             ValueError: the step comes after a step of a later phase, before the phase it needs,
-                or a second time where one is allowed, naming it and the step it conflicts with.
+                or a second time where one goes, naming it and the step it conflicts with.
         """
         self._at = (k, step)
         later = next(((j, s) for j, s in self._moved if s.phase > step.phase), None)
@@ -173,21 +182,16 @@ class Plan:
             self._moved.append((k, step))
         step.contribute(self)
 
-    def holder(self, slot: str) -> Optional[Spec]:
-        """The step that set ``slot`` (None if none has)."""
-        held = self._slots.get(slot)
-        return None if held is None else held[1]
-
-    def set_fused(self, **arguments) -> None:
+    def set_fused(self, **values) -> None:
         """Set FusedAugment keyword arguments for the step being placed.
 
         Args:
-            **arguments: FusedAugment's arguments (``crop=224``, ``hflip=0.5``, ...).
+            **values: FusedAugment's arguments (``crop=224``, ``hflip=0.5``, ...).
 
         Raises:
             ValueError: an argument another step set already, naming both steps and values.
         """
-        for name, value in arguments.items():
+        for name, value in values.items():
             if name in self._setters:
                 j, other = self._setters[name]
                 raise ValueError("prefetch: %s sets FusedAugment's %s to %r, which step %d, %r, "

@@ -198,3 +198,10 @@ def test_an_argument_two_steps_set_is_refused_naming_both_and_the_values():
     assert str(info.value) == (
         "prefetch: step 1 (_HalfFlip) sets FusedAugment's hflip to 0.25, which step 0, "
         "RandomHorizontalFlip(p=0.5), set already to 0.5: a test's flip")
+
+
+def test_a_step_without_its_place_is_refused_when_its_class_is_written():
+    with pytest.raises(TypeError, match=r"v2 step RandomThing needs a phase .* and a rule"):
+        type("RandomThing", (Spec,), {"rule": "anywhere"})
+    with pytest.raises(TypeError, match=r"v2 step RandomThing needs a phase"):
+        type("RandomThing", (Spec,), {"phase": Phase.ERASE})
