@@ -2,7 +2,7 @@
 for the supported subset, compiled by :class:`Compose` into one prefetch Transform that runs on
 the batch, each sample with its own draws::
 
-    from prefetch.transforms import v2 as T          # was: from torchvision.transforms import v2 as T
+    from prefetch.transforms import v2 as T  # was: from torchvision.transforms import v2 as T
     train = T.Compose([T.RandomResizedCrop(176), T.RandomHorizontalFlip(),
                        T.TrivialAugmentWide(interpolation="bilinear"),
                        T.ToDtype(torch.float32, scale=True),
@@ -85,7 +85,7 @@ class Compose(_Compose):
                            arguments.ArgumentTypeError)
         steps = list(transforms)
         self.steps = steps
-        if seed is not None:  # torch.manual_seed's range; a fraction was truncated silently
+        if seed is not None:  # torch.manual_seed's range; a fraction is refused, not truncated
             seed = arguments.integer("Compose", "seed", seed, low=-(1 << 63), high=(1 << 64) - 1,
                                      expected="None or an int in [-2**63, 2**64)")
         decode = arguments.flag("Compose", "decode", decode)
@@ -117,8 +117,9 @@ def _torchvision_step(where, step):
     if name in _COMPILED:
         return ("prefetch: %s is %s, not prefetch's: Compose compiles its own classes, with "
                 "torchvision's names and arguments. Build the step as "
-                "prefetch.transforms.v2.%s(...) with the same arguments (import prefetch.transforms.v2 "
-                "as T in place of torchvision.transforms.v2)" % (where, origin, name))
+                "prefetch.transforms.v2.%s(...) with the same arguments (import "
+                "prefetch.transforms.v2 as T in place of torchvision.transforms.v2)"
+                % (where, origin, name))
     return ("prefetch: %s is %s, which prefetch does not compile: keep it in the DataLoader's "
             "workers (in the Dataset, before collation) and give Compose the steps it compiles "
             "(%s), built from prefetch.transforms.v2" % (where, origin, ", ".join(_COMPILED)))
