@@ -31,7 +31,7 @@ __all__ = ["StoreBuilder"]
 JPEG_START = b"\xff\xd8"
 
 
-class Table:
+class _Table:
     """A growing array of rows ``[n, *row_shape]`` (capacity doubled as needed): the per-sample
     tables stay in memory, 8 to 24 bytes a sample, while the bytes go to disk."""
 
@@ -76,12 +76,12 @@ class StoreBuilder:
         self.directory, self.on_error, self.encoding = directory, on_error, encoding
         self.values = open(os.path.join(directory, VALUES_FILE), "wb", buffering=0)
         self.values_crc = 0
-        self.offsets = Table(np.int64, ())
+        self.offsets = _Table(np.int64, ())
         self.offsets.extend(np.zeros(1, np.int64))
-        self.sizes = Table(np.int64, (3,))
+        self.sizes = _Table(np.int64, (3,))
         self.labels = None
         self.has_labels = None  # decided by the first sample kept
-        self.fields = None  # name -> (dtype, shape, Table), decided by the first sample kept
+        self.fields = None  # name -> (dtype, shape, _Table), decided by the first sample kept
         self.count = 0
         self.skipped = []
         self.last_bytes = 0
@@ -177,7 +177,7 @@ class StoreBuilder:
         if self.has_labels is None:
             self.has_labels = has[0]
             if has[0]:
-                self.labels = Table(np.int64, ())
+                self.labels = _Table(np.int64, ())
         if not all(h == self.has_labels for h in has):
             k = has.index(not self.has_labels)
             raise ValueError("prefetch: pack: %s has %s, and the samples before it %s"
@@ -211,7 +211,7 @@ class StoreBuilder:
                         raise ValueError("prefetch: pack: field name %r (of %s) must be an "
                                          "identifier other than %s (it names the field's file)"
                                          % (name, item.name, ", ".join(sorted(RESERVED))))
-                    self.fields[name] = (value.dtype, value.shape, Table(value.dtype, value.shape))
+                    self.fields[name] = (value.dtype, value.shape, _Table(value.dtype, value.shape))
             if names != list(self.fields):
                 raise ValueError("prefetch: pack: %s has the fields %s, and the samples before it %s"
                                  % (item.name, names, list(self.fields)))

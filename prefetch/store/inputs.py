@@ -44,8 +44,9 @@ class _Samples:
         self.reads = reads  # the items are paths, read by the pool
 
 
-def collect_samples(source: Any, labels: Optional[Sequence[int]], fields: Optional[Dict[str, Sequence]],
-                    dest: str, encoding: str) -> Tuple["_Samples", Optional[int], Optional[List[str]], List[str]]:
+def collect_samples(source: Any, labels: Optional[Sequence[int]],
+                    fields: Optional[Dict[str, Sequence]], dest: str, encoding: str
+                    ) -> Tuple["_Samples", Optional[int], Optional[List[str]], List[str]]:
     """The samples of any kind of source :func:`prefetch.pack` takes (its docstring says which).
 
     Args:
@@ -279,7 +280,8 @@ def _as_buffer(data, name):
                     "(bytes, fields) or (bytes, label, fields)" % (name, a_type(data)))
 
 
-def a_type(x):
+def a_type(x: object) -> str:
+    """``x``'s type for a message, with its article: ``"a str"``, ``"an int"``."""
     name = type(x).__name__
     return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
@@ -294,9 +296,17 @@ def chunks(iterator: Iterator, size: int) -> Iterator[list]:
 
 
 def load_items(items: Sequence["_Item"], decoder: Optional["RawDecoder"]) -> list:
-    """Each item's bytes (its file's, read here, or its own), or the OSError reading it raised;
-    with a ``decoder``, what it makes of them (pixels, or a :class:`Refused`). Reported by name
-    with its chunk, in the samples' order."""
+    """Loads a run of items, in a thread of the writer's pool.
+
+    Args:
+        items: the items (from :func:`collect_samples`).
+        decoder: a :class:`RawDecoder` with ``encoding="raw"``, else None.
+
+    Returns:
+        One entry per item, in order: its bytes (its file's, read here, or its own), or the
+        OSError reading it raised; with a ``decoder``, what it makes of them (pixels, or a
+        :class:`Refused`). The writer reports each by name with its chunk, in the samples' order.
+    """
     out = []
     for item in items:
         data = item.data
@@ -314,16 +324,27 @@ def load_items(items: Sequence["_Item"], decoder: Optional["RawDecoder"]) -> lis
 
 
 class Refused:
-    """Why a sample cannot be packed, found where it was loaded (the pool's threads)."""
+    """Why a sample cannot be packed, found where it was loaded (the pool's threads).
+
+    Args:
+        reason: the reason, as the refusal's message shows it.
+    """
 
     __slots__ = ("reason",)
 
-    def __init__(self, reason):
+    def __init__(self, reason: str):
         self.reason = reason
 
 
 def pillow() -> Any:
-    """PIL.Image, its plugins registered (once, here, not by the pool's threads racing)."""
+    """PIL.Image, its plugins registered (once, here, not by the pool's threads racing).
+
+    Returns:
+        The ``PIL.Image`` module.
+
+    Raises:
+        ImportError: Pillow cannot be imported (the message says ``pip install pillow``).
+    """
     try:
         from PIL import Image
     except ImportError as exc:
@@ -336,7 +357,17 @@ def pillow() -> Any:
 class RawDecoder:
     """An image's encoded bytes -> its pixels as Pillow decodes them for torchvision's
     ImageFolder (``Image.open(f).convert("RGB")``), HWC uint8, or a :class:`Refused`. Runs in
-    the pool's threads: Pillow's decoders release the GIL."""
+    the pool's threads: Pillow's decoders release the GIL.
+
+    Args:
+        image_module: ``PIL.Image`` (from :func:`pillow`).
+        limit: the most pixels (H * W) an image may have (:func:`prefetch.ops.max_image_pixels`),
+            or None for no limit of prefetch's own.
+
+    Calling it with the encoded bytes (any bytes-like object) returns a C-contiguous uint8
+    ndarray ``[H, W, 3]``, or a :class:`Refused` saying why (empty, not an image Pillow opens,
+    over the limit, corrupt): it never raises for the data's sake.
+    """
 
     def __init__(self, image_module: Any, limit: Optional[int]):
         self.Image, self.limit = image_module, limit

@@ -139,7 +139,7 @@ def pack(source: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], Iter
     writer = None
     try:
         writer = StoreBuilder(partial, on_error, encoding)
-        with Progress(total, bool(progress)) as bar:
+        with _Progress(total, bool(progress)) as bar:
             if samples.reads or decoder is not None:
                 _pack_pooled(samples, writer, bar, workers or os.cpu_count() or 1, chunk, decoder)
             else:
@@ -225,7 +225,7 @@ def _move_into_place(partial, dest, overwrite):
         shutil.rmtree(old, ignore_errors=True)
 
 
-class Progress:
+class _Progress:
     """A progress line on stderr: tqdm's when it is installed, else a ``\\r`` counter redrawn at
     most ten times a second."""
 
