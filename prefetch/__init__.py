@@ -13,8 +13,11 @@ from .prefetcher import Prefetcher
 from .array_loader import ArrayLoader
 from .samples import Samples
 from .ragged import Ragged
-from .store import Store, open_store
-from .pack import pack
+# prefetch.pack (the module) is an alias of prefetch.store's writer; imported before the name is
+# bound to the function below, so that a user's later `import prefetch.pack` finds it loaded and
+# leaves prefetch.pack the function.
+from . import pack as _pack_alias  # noqa: F401
+from .store import Store, open_store, pack
 from ._engine.tree import PassThroughWarning
 from .transforms import FusedAugment
 

@@ -28,7 +28,8 @@ from ._engine.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragg
 from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_size
 from .errors import PrefetchTimeout
 from .ragged import Ragged
-from .store import StoreError, mapped_file, mapped_files
+from .store.format import StoreError
+from .store.mapped import mapped_file, mapped_files
 from .transforms.arguments import flag, number
 from .transforms.contract import (BatchPosition, gathered_keys, get_leaf, load_transform_state,
                          run_transform, save_transform_state)

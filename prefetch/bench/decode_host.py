@@ -39,7 +39,7 @@ import torch
 import prefetch
 from prefetch._engine.tree import Leaf, PreparedBatch, flatten, host_batch, ragged_fields
 from prefetch.ops import gpu_decoders
-from prefetch.store import mapped_file
+from prefetch.store.mapped import mapped_file
 from prefetch.transforms import BatchPosition
 
 from . import text, timing

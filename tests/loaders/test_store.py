@@ -461,8 +461,8 @@ def test_the_progress_line_with_and_without_tqdm(tmp_path, capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "prefetch.pack", *map(str, args)], cwd=ROOT,
+def run_cli(*args, module="prefetch.store"):
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -477,10 +477,32 @@ def test_the_command_line_packs_a_folder(tmp_path):
     out = run_cli(tmp_path / "missing", tmp_path / "t")
     assert out.returncode != 0
     assert "missing does not exist" in out.stderr and "Traceback" not in out.stderr
+    assert out.stderr.startswith("python -m prefetch.store: error: ")
     out = run_cli(tmp_path / "src", tmp_path / "s", "--quiet")
     assert out.returncode != 0 and "exists; pass overwrite=True (--overwrite)" in out.stderr
     assert "Traceback" not in out.stderr
     assert not os.path.exists(tmp_path / "t")
+
+
+def test_prefetch_pack_is_an_alias_of_prefetch_store(tmp_path):
+    # The writer's old names: prefetch.pack stays the function even once a script imports the
+    # module of that name, whose names are prefetch.store's own objects.
+    code = ("import prefetch, prefetch.pack, prefetch.store.writer as writer\n"
+            "from prefetch.pack import JPEG_EXTENSIONS, RAW_EXTENSIONS, pack\n"
+            "assert prefetch.pack is pack is prefetch.store.pack is writer.pack, prefetch.pack\n"
+            "assert (JPEG_EXTENSIONS, RAW_EXTENSIONS) == (writer.JPEG_EXTENSIONS, writer.RAW_EXTENSIONS)\n"
+            "assert RAW_EXTENSIONS is prefetch.store.RAW_EXTENSIONS\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    paths = write_tree(tmp_path / "src")
+    out = run_cli(tmp_path / "src", tmp_path / "s", "--quiet", module="prefetch.pack")
+    assert out.returncode == 0 and out.stdout == "", out.stderr
+    check_store_holds(prefetch.open_store(tmp_path / "s"), [read(p) for p in paths],
+                      [label for _, label in TREE])
+    out = run_cli(tmp_path / "missing", tmp_path / "t", module="prefetch.pack")
+    assert out.returncode == 1
+    assert out.stderr.startswith("python -m prefetch.pack: error: ") and "missing does not exist" in out.stderr
 
 
 

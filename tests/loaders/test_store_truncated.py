@@ -168,7 +168,7 @@ def test_the_mapped_file_is_closed_with_its_mapping(tmp_path):
     from PIL import Image
 
     import prefetch
-    from prefetch import store as store_module
+    from prefetch.store import mapped
 
     out = io.BytesIO()
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(out, "JPEG")
@@ -182,4 +182,4 @@ def test_the_mapped_file_is_closed_with_its_mapping(tmp_path):
         del store, loader
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
-    assert not store_module._MAPPED
+    assert not mapped._MAPPED

@@ -1,12 +1,12 @@
-"""Stores: a dataset of encoded images (JPEGs) packed once into one directory that is opened by
-mapping it, not by reading it — the reader of the format :func:`prefetch.pack` writes.
+"""The store's reader: :func:`open_store` opens a store directory by mapping it, not by reading
+it, and :class:`Store` hands its images, labels and fields to a loader.
 
 A folder of a million JPEGs costs a ``stat``, an ``open`` and a ``read`` per image per epoch, and
 a Python ``__getitem__`` to do them; a store is the same bytes, back to back in one file
 (``values.bin``), with a table of where each lies (``offsets.npy``), each image's size read from
-its header (``sizes.npy``) and the labels and other fixed-size fields as ``.npy`` tables. Opening
-one reads the small tables and maps ``values.bin``; the images are then a
-:class:`prefetch.Ragged` of 1-D uint8 samples over that mapping, which
+its header (``sizes.npy``) and the labels and other fixed-size fields as ``.npy`` tables
+(:mod:`prefetch.store.format`). Opening one reads the small tables and maps ``values.bin``; the
+images are then a :class:`prefetch.Ragged` of 1-D uint8 samples over that mapping, which
 ``prefetch.ArrayLoader(store.as_arrays(), ...)`` gathers and :func:`prefetch.ops.decode_jpeg`
 decodes. A store packed with ``encoding="raw"`` holds decoded pixels instead: its images are
 then HWC uint8 samples (``[H, W, 3]``), which need no decode. The format is plain enough to read
@@ -17,223 +17,36 @@ small tables' checksums, the offsets' order and extent), so that a truncated or 
 refused naming the file instead of yielding wrong images; ``verify=True`` also checks
 ``values.bin``'s checksum, which reads all of it.
 """
-import errno
-import fcntl
 import json
 import os
-import stat
 import sys
-import threading
-import warnings
-import weakref
-import zlib
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 import torch
 
-from ._engine.extension import _C
-from ._engine.tree import ndarray_to_tensor
-from .errors import CollateError
-from .ragged import Ragged
+from .._engine.tree import ndarray_to_tensor
+from ..errors import CollateError
+from ..ragged import Ragged
+from .files import crc32_of_file, open_regular
+from .format import (CRC_CHUNK, FORMAT, HEADER, MAX_SIDE, VALUES_FILE, StoreError,
+                     check_header, check_little_endian)
+from .mapped import register_mapping
 
-__all__ = ["Store", "StoreError", "open_store", "FORMAT", "VERSION", "ENCODINGS"]
-
-FORMAT = "prefetch-store"
-VERSION = 1  # the newest format version this prefetch reads and the one it writes
-HEADER = "header.json"
-# The tables every store has (labels and the other fields are optional), and their files.
-REQUIRED = ("values", "offsets", "sizes")
-VALUES_FILE = "values.bin"
-# What values.bin holds: "jpeg", each sample's file as it is; "raw", each image's pixels, HWC uint8.
-ENCODINGS = ("jpeg", "raw")
-# With "raw", H and W are below this (so that H * W * 3 cannot overflow int64 when checked).
-MAX_SIDE = 1 << 30
-CRC_CHUNK = 1 << 20  # checksums are computed over 1 MiB reads: flat memory for any file size
-
-
-# A class of the extension's (a ValueError): the engine's threads raise it too, for a mapped
-# values.bin that changed size under them (csrc/core/collate.h, check_mapped).
-StoreError = _C.StoreError
-StoreError.__doc__ = ("A store that cannot be opened or read (a ValueError): what is wrong, naming "
-                      "the store and its file.")
-
-
-class NotARegularFile(OSError):
-    """A path that names something other than a regular file (a FIFO, a socket, a device, a
-    directory): never read, since reading a FIFO blocks until a writer comes and a device such as
-    /dev/zero never ends. ``strerror`` says what it is."""
-
-
-# What a path is, by its st_mode's file type, for the messages.
-_FILE_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
-               stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-               stat.S_IFDIR: "a directory"}
-
-
-def _not_regular(path, mode):
-    kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file (mode %o)" % mode)
-    return NotARegularFile(errno.EINVAL, "%s, not a regular file: only regular files are read"
-                           % kind, path)
-
-
-def open_regular(path):
-    """``path`` opened for reading (an unbuffered binary file object) if it is a regular file,
-    symlinks followed. Anything else raises :class:`NotARegularFile` (an OSError) without being
-    read; a path that cannot be opened raises the open's OSError. The file is opened with
-    ``O_NONBLOCK`` (a FIFO that appeared after the ``stat`` would otherwise block the open until a
-    writer comes) and checked again with ``fstat`` on the descriptor: what is read is what was
-    checked. A device is never even opened (opening some has side effects)."""
-    mode = os.stat(path).st_mode  # ELOOP for a symlink loop, ENOENT for a dangling link
-    if not stat.S_ISREG(mode):
-        raise _not_regular(path, mode)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise _not_regular(path, mode)
-        # Plain blocking reads from here on (O_NONBLOCK means nothing to a regular file on
-        # Linux, but a file system may honour it).
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-        return os.fdopen(fd, "rb", buffering=0)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def crc32_of_file(path_or_file):
-    """zlib.crc32 of the file's bytes (a path, or a file object read from its start), read 1 MiB
-    at a time."""
-    if isinstance(path_or_file, (str, bytes, os.PathLike)):
-        with open_regular(path_or_file) as f:
-            return crc32_of_file(f)
-    crc = 0
-    f = path_or_file
-    f.seek(0)
-    while True:
-        block = f.read(CRC_CHUNK)
-        if not block:
-            return crc
-        crc = zlib.crc32(block, crc)
-
-
-def header_crc32(header):
-    """The checksum ``header["header_crc32"]`` holds: zlib.crc32 of the header without that key,
-    as canonical JSON (sorted keys, no spaces), so that the file's own layout does not matter."""
-    rest = {k: v for k, v in header.items() if k != "header_crc32"}
-    return zlib.crc32(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
-
-
-class MappedFile:
-    """A store's ``values.bin`` while it is mapped: the open file (the very inode mapped) and its
-    size when it was mapped. A mapped file cut shorter while it is read (``cp`` or ``rsync
-    --inplace`` over a store in use) makes every read past its new end fault: SIGBUS, the process
-    dies. :meth:`check` is what readers call before each batch's reads."""
-
-    __slots__ = ("file", "path", "size", "__weakref__")
-
-    def __init__(self, file, path, size):
-        self.file, self.path, self.size = file, path, size
-
-    def leaf_guard(self):
-        """A :class:`MappedGuard` ``(fd, size, path)``: a :class:`prefetch._engine.tree.Leaf`'s
-        ``mapped``, which the engine checks as :meth:`check` does, once it has room for the
-        batch and right before its threads read the mapping."""
-        return MappedGuard((self.file.fileno(), self.size, self.path))
-
-    def check(self):
-        """Raises :class:`StoreError` naming the file, the size it was mapped with and its size
-        now, unless they are equal. One ``fstat`` (a microsecond or two). A truncation after this
-        check and before the read still faults: docs/reliability.md, "Stores"."""
-        try:
-            fd = self.file.fileno()
-        except ValueError as exc:  # closed: the mapping is gone too
-            raise StoreError("prefetch: store file %s cannot be checked: %s" % (self.path, exc)) from None
-        check_file_size(fd, self.size, self.path)
-
-
-class MappedGuard(tuple):
-    """``(fd, size, path)`` of a mapped values.bin, as a Leaf carries it to the engine (which reads
-    it as a tuple); :meth:`check` is the same check for Python readers of the leaf."""
-
-    __slots__ = ()
-
-    def check(self):
-        check_file_size(*self)
-
-
-def check_file_size(fd, size, path):
-    """Raises :class:`StoreError` unless the open file ``fd`` (mapped from ``path``) is still
-    ``size`` bytes. The engine's check (csrc/core/collate.cpp, check_mapped) says the same."""
-    try:
-        now = os.fstat(fd).st_size
-    except OSError as exc:
-        raise StoreError("prefetch: store file %s cannot be checked before reading it: %s"
-                         % (path, exc.strerror or exc)) from None
-    if now != size:
-        raise StoreError(
-            "prefetch: store file %s is %d bytes now, %d when it was opened: it was %s while "
-            "mapped (a cp or rsync --inplace over a store in use?); reading it could kill the "
-            "process (SIGBUS), so nothing more is read from it. Open the store again once it is "
-            "whole; to replace a store in use, write the new one beside it and rename it into "
-            "place (prefetch.pack does)" % (path, now, size, "truncated" if now < size else "rewritten"))
-
-
-# The mapped values files by the address of their mapping (a tensor's storage data_ptr), so that
-# a loader given only the tensors (store.as_arrays()) finds the file to check. An entry lives as
-# long as the mapping: it is removed, and the file closed, when the mapped ndarray is freed.
-_MAPPED = {}
-_MAPPED_LOCK = threading.Lock()
-
-
-def _map(tensor, array, file, path, size):
-    mapped = MappedFile(file, path, size)
-    key = tensor.untyped_storage().data_ptr()
-    with _MAPPED_LOCK:
-        _MAPPED[key] = mapped
-    weakref.finalize(array, _unmap, key, mapped)
-    return mapped
-
-
-def _unmap(key, mapped):
-    with _MAPPED_LOCK:
-        if _MAPPED.get(key) is mapped:
-            del _MAPPED[key]
-    mapped.file.close()
-
-
-def mapped_files(tensors):
-    """The distinct :class:`MappedFile` that ``tensors`` read (their ``check()`` is what a
-    reader calls before each batch's reads)."""
-    out = []
-    for t in tensors:
-        m = mapped_file(t)
-        if m is not None and all(m is not o for o in out):
-            out.append(m)
-    return out
-
-
-def mapped_file(tensor):
-    """The :class:`MappedFile` whose mapping ``tensor`` (or any view of it) reads — a store's
-    ``values`` — or None."""
-    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu" or not _MAPPED:
-        return None
-    try:
-        key = tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):  # no ordinary storage: nothing mapped
-        return None
-    return _MAPPED.get(key)
-
-
-def check_little_endian(what):
-    """Stores are little-endian; a big-endian host is refused in one line rather than having its
-    tables byte-swapped silently (nothing tests that path)."""
-    if sys.byteorder != "little":
-        raise StoreError("prefetch: %s: stores are little-endian and this host is %s-endian"
-                         % (what, sys.byteorder))
+__all__ = ["Store", "open_store"]
 
 
 class Store:
-    """A packed store of images, opened (see :func:`open_store`).
+    """A packed store of images, opened: :func:`open_store` is the usual way to make one.
+
+    Args:
+        path: the store's directory.
+        verify: also check ``values.bin``'s checksum (reads all of it).
+        in_memory: read ``values.bin`` into memory instead of mapping it.
+
+    Raises:
+        StoreError: (a ValueError) anything wrong with the store, naming it, the file and what is
+            wrong; also a big-endian host.
 
     Attributes:
         path: the store's directory.
@@ -261,7 +74,8 @@ class Store:
             later.
     """
 
-    def __init__(self, path, *, verify=False, in_memory=False):
+    def __init__(self, path: Union[str, os.PathLike], *, verify: bool = False,
+                 in_memory: bool = False):
         self.path = os.fspath(path)
         check_little_endian("cannot open store %s" % self.path)
         self.header = _read_header(self.path)
@@ -295,8 +109,9 @@ class Store:
                 # (MappedFile.check), since pages past a truncated end fault with SIGBUS.
                 array = np.memmap(values_file, np.uint8, mode="r", shape=(size,))
                 self.values = ndarray_to_tensor(array, "values")
-                self._mapped = _map(self.values, array, values_file,
-                                    os.path.join(self.path, files["values"]["file"]), size)
+                self._mapped = register_mapping(self.values, array, values_file,
+                                                os.path.join(self.path, files["values"]["file"]),
+                                                size)
             else:  # numpy cannot map an empty file
                 values_file.close()
                 self.values = torch.empty(0, dtype=torch.uint8)
@@ -434,12 +249,25 @@ class Store:
 
     # -- access ----------------------------------------------------------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.count
 
-    def __getitem__(self, i):
-        """``(sample i, label or None)``: its bytes as a 1-D uint8 tensor view of values
-        ("jpeg"), or its pixels as an ``[H, W, 3]`` uint8 view ("raw")."""
+    def __getitem__(self, i: int) -> Tuple[torch.Tensor, Optional[int]]:
+        """Sample ``i`` and its label.
+
+        Args:
+            i: an index in ``[-len(store), len(store))`` (anything with ``__index__``).
+
+        Returns:
+            ``(sample, label or None)``: the sample is a view of ``values``, its bytes as a 1-D
+            uint8 tensor ``[nbytes]`` ("jpeg") or its pixels as a uint8 tensor ``[H, W, 3]``
+            ("raw").
+
+        Raises:
+            TypeError: ``i`` is not an int.
+            IndexError: ``i`` is out of range.
+            StoreError: ``values.bin`` changed size since it was opened.
+        """
         try:
             i = int(i.__index__())
         except AttributeError:
@@ -454,23 +282,32 @@ class Store:
             return self.values[start:end].view(*self.image_sizes[i].tolist()), label
         return self.values[start:end], label
 
-    def check_values_file(self):
-        """Raises :class:`StoreError` if ``values.bin`` changed size since the store was opened
-        (truncated or rewritten in place: reading it could kill the process with SIGBUS). The
-        ArrayLoader calls it before each batch, ``store[i]`` before each sample; a reader of
-        ``values`` through another path may call it before its reads."""
+    def check_values_file(self) -> None:
+        """Checks that ``values.bin`` has the size it was opened with. The ArrayLoader calls it
+        before each batch, ``store[i]`` before each sample; a reader of ``values`` through another
+        path may call it before its reads. Nothing to check for a store read ``in_memory``.
+
+        Raises:
+            StoreError: ``values.bin`` was truncated or rewritten in place since the store was
+                opened (reading it could kill the process with SIGBUS).
+        """
         if self._mapped is not None:
             self._mapped.check()
 
-    def as_arrays(self):
-        """``(images, labels, *fields)`` — labels left out when the store has none, fields in
-        the header's order: what ``prefetch.ArrayLoader(store.as_arrays(), ...)`` takes."""
+    def as_arrays(self) -> Tuple[Any, ...]:
+        """What ``prefetch.ArrayLoader(store.as_arrays(), ...)`` takes.
+
+        Returns:
+            ``(images, labels, *fields)``: ``images`` a :class:`prefetch.Ragged` of ``N`` samples,
+            ``labels`` int64 ``[N]`` (left out when the store has none), each field a tensor
+            ``[N, ...]``, in the header's order.
+        """
         out = [self.images]
         if self.labels is not None:
             out.append(self.labels)
         return tuple(out + list(self.fields.values()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         what = "%d JPEGs" % self.count if self.encoding == "jpeg" else "%d raw images" % self.count
         parts = [what, "%.1f MB" % (self.values.numel() / 1e6)]
         if self.classes is not None:
@@ -482,7 +319,8 @@ class Store:
         return "Store(%r, %s)" % (self.path, ", ".join(parts))
 
 
-def open_store(path, *, verify=False, in_memory=False):
+def open_store(path: Union[str, os.PathLike], *, verify: bool = False,
+               in_memory: bool = False) -> Store:
     """Opens the store :func:`prefetch.pack` wrote at ``path`` (a directory).
 
     The header, its checksum, every file's size, the small tables' checksums and the offsets are
@@ -497,11 +335,26 @@ def open_store(path, *, verify=False, in_memory=False):
     it; a cut during the reads themselves still faults (docs/reliability.md, "Stores").
     ``in_memory=True`` reads ``values.bin`` into memory instead (its size in RAM): nothing done
     to the file afterwards can then fault a reader.
+
+    Args:
+        path: the store's directory.
+        verify: also check ``values.bin``'s checksum (reads all of it).
+        in_memory: read ``values.bin`` into memory rather than mapping it.
+
+    Returns:
+        The :class:`Store`: ``images`` (a :class:`prefetch.Ragged` of ``N`` samples: 1-D uint8
+        encoded bytes, or ``[H, W, 3]`` uint8 pixels for a raw store), ``labels`` (int64 ``[N]``
+        or None), ``fields`` and the rest.
+
+    Raises:
+        StoreError: (a ValueError) the store cannot be opened: the message names the store, the
+            file and what is wrong (a missing or non-regular file, a wrong size or checksum, a
+            table of the wrong dtype or shape, offsets out of order, a newer format version).
     """
     return Store(path, verify=verify, in_memory=in_memory)
 
 
-def _read_header(path):
+def _read_header(path: str) -> Dict[str, Any]:
     """header.json, parsed and checked: its format, version, checksum and the shape of its
     entries (so that the rest of the reader can index it without guarding every key)."""
     def fail(what):
@@ -521,80 +374,7 @@ def _read_header(path):
         fail("%s nests its values deeper than Python's recursion limit (%d): not a %s header"
              % (HEADER, sys.getrecursionlimit(), FORMAT))
     try:
-        return _check_header(header, fail)
+        return check_header(header, fail)
     except RecursionError:  # a header_crc32 over values nested just below the parser's limit
         fail("%s nests its values deeper than Python's recursion limit (%d): not a %s header"
              % (HEADER, sys.getrecursionlimit(), FORMAT))
-
-
-def _is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _plain_file_name(name):
-    """A name of a file in the store's directory itself: not empty, no directory part, no NUL,
-    encodable as a file name (json can hold lone surrogates that no file name can)."""
-    if name in ("", ".", "..") or os.path.basename(name) != name or "\0" in name:
-        return False
-    try:
-        os.fsencode(name)
-    except UnicodeError:
-        return False
-    return True
-
-
-def _check_header(header, fail):
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        found = header.get("format") if isinstance(header, dict) else type(header).__name__
-        fail("%s is not a %s header (format %r)" % (HEADER, FORMAT, found))
-    version = header.get("version")
-    if not _is_int(version) or version < 1:
-        fail("%s has version %r, expected an int >= 1" % (HEADER, version))
-    if version > VERSION:
-        from . import __version__
-
-        fail("written in store format version %d; this prefetch (%s) reads version %d: a newer "
-             "prefetch reads it" % (version, __version__, VERSION))
-    if header.get("header_crc32") != header_crc32(header):
-        fail("%s has checksum %d, header_crc32 says %r (edited or corrupt?)"
-             % (HEADER, header_crc32(header), header.get("header_crc32")))
-    if header.get("byteorder") != "little":
-        fail("%s says byteorder %r; this prefetch reads little-endian stores"
-             % (HEADER, header.get("byteorder")))
-    encoding = header.get("encoding")
-    if not isinstance(encoding, str) or encoding not in ENCODINGS:
-        fail("%s says encoding %r, which this prefetch does not know: it reads %s"
-             % (HEADER, encoding, " and ".join(map(repr, ENCODINGS))))
-    count = header.get("count")
-    if not _is_int(count) or count < 0:
-        fail("%s has count %r, expected an int >= 0" % (HEADER, count))
-    classes = header.get("classes")
-    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
-        fail("%s has classes %r, expected a list of names or null" % (HEADER, classes))
-    files = header.get("files")
-    if not isinstance(files, dict) or any(name not in files for name in REQUIRED):
-        fail("%s lists files %r, expected at least %s" % (
-            HEADER, sorted(files) if isinstance(files, dict) else files, ", ".join(REQUIRED)))
-    for name, entry in files.items():
-        ok = (isinstance(entry, dict) and isinstance(entry.get("file"), str)
-              and _is_int(entry.get("bytes")) and _is_int(entry.get("crc32"))
-              and isinstance(entry.get("shape"), list) and isinstance(entry.get("dtype"), str))
-        # A plain file name in the store's directory: a header must not point outside it.
-        if not ok or not _plain_file_name(entry["file"]):
-            fail("%s: the entry of %r is %r, expected {file, dtype, shape, bytes, crc32} naming a "
-                 "file in the store" % (HEADER, name, entry))
-        if not all(_is_int(d) and d >= 0 for d in entry["shape"]):
-            fail("%s: the entry of %r has shape %r, expected a list of ints >= 0"
-                 % (HEADER, name, entry["shape"]))
-        try:
-            with warnings.catch_warnings():  # a deprecated spelling is refused, not warned about
-                warnings.simplefilter("error")
-                np.dtype(entry["dtype"])
-        except (TypeError, ValueError, SyntaxError, Warning) as exc:
-            fail("%s: the entry of %r has dtype %r, not a numpy dtype (%s)"
-                 % (HEADER, name, entry["dtype"], exc))
-    values = files["values"]
-    if values["dtype"] != "|u1" or values["shape"] != [values["bytes"]]:
-        fail("%s: values must be |u1 [%d], the header says %s %s"
-             % (HEADER, values["bytes"], values["dtype"], values["shape"]))
-    return header
