@@ -331,3 +331,30 @@ STALE = ("prefetch._pipeline", "prefetch._resume", "prefetch._tree", "prefetch/_
 def test_no_document_names_a_module_that_no_longer_exists(doc):
     text = open(os.path.join(ROOT, doc)).read()
     assert [name for name in STALE if name in text] == []
+
+
+# --- figures cite their results files; the lab notebook tells the story -------------------------
+def notebook_citations(text):
+    """The lines of `text` that name benchmarks/NOTES.md without calling it the lab notebook in
+    the same sentence (its neighbourhood): a figure's authority is its results file."""
+    found = []
+    for match in re.finditer(r"NOTES\.md", text):
+        around = " ".join(text[max(0, match.start() - 160):match.end() + 80].split())
+        if "lab notebook" not in around:
+            found.append("line %d: NOTES.md cited as a source; cite benchmarks/results/*.json "
+                         "(the lab notebook may tell the story)" % (text.count("\n", 0, match.start()) + 1))
+    return found
+
+
+# docs/custom_ops.md is the ops' page, held to this by its owners when they next edit it.
+@pytest.mark.parametrize("doc", [d for d in LINKED_DOCS if d != "docs/custom_ops.md"])
+def test_no_document_cites_the_lab_notebook_as_a_figures_source(doc):
+    found = notebook_citations(open(os.path.join(ROOT, doc)).read())
+    assert not found, "\n".join(found)
+
+
+def test_the_notebook_check_finds_a_bare_citation():
+    assert notebook_citations("ratio 5.0–6.6 (benchmarks/NOTES.md).\n") == [
+        "line 1: NOTES.md cited as a source; cite benchmarks/results/*.json (the lab notebook may "
+        "tell the story)"]
+    assert notebook_citations("x\n(`a.json`; the lab notebook, benchmarks/NOTES.md, tells it)\n") == []
