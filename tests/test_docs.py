@@ -358,3 +358,17 @@ def test_the_notebook_check_finds_a_bare_citation():
         "line 1: NOTES.md cited as a source; cite benchmarks/results/*.json (the lab notebook may "
         "tell the story)"]
     assert notebook_citations("x\n(`a.json`; the lab notebook, benchmarks/NOTES.md, tells it)\n") == []
+
+
+def test_the_lab_notebooks_topic_index_reaches_every_section():
+    """benchmarks/NOTES.md is in date order; its topic index at the top links every section, and
+    every link lands on a heading."""
+    path = os.path.join(ROOT, "benchmarks", "NOTES.md")
+    text = open(path).read()
+    index = text[text.index("## Topic index"):text.index("\n## ", text.index("## Topic index") + 1)]
+    linked = set(re.findall(r"\]\(#([^)\s]+)\)", index))
+    sections = [h for h in re.findall(r"^## (.*)$", text, re.M) if h != "Topic index"]
+    assert linked <= anchors(path), sorted(linked - anchors(path))
+    slugs = [re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in sections]
+    assert [h for h, s in zip(sections, slugs) if s not in linked] == []
+    assert broken_links("benchmarks/NOTES.md") == []
