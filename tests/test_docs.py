@@ -16,7 +16,7 @@ import torch
 
 from .helpers import ROOT
 
-DOCS = sorted(["README.md"] + glob.glob("docs/*.md", root_dir=ROOT)
+DOCS = sorted(["README.md", "CONTRIBUTING.md"] + glob.glob("docs/*.md", root_dir=ROOT)
               + glob.glob("benchmarks/*.md", root_dir=ROOT))
 SCRIPTS = sorted([".ci/run", "benchmarks/gpu_check.sh"] + glob.glob("scripts/*.sh", root_dir=ROOT)
                  + glob.glob("benchmarks/gpu/*.py", root_dir=ROOT))
@@ -112,7 +112,7 @@ def test_the_check_finds_what_has_rotted():
 # `benchmarks/results/h200-2026-11-27*`, a chart in a Markdown image) or bare in backticks by its
 # machine-date name (`cpu-2core-2026-11-27-recipes.json`, `h200-2026-11-26*`). A sentence's full
 # stop is not part of the name.
-RESULTS_DOCS = sorted(["README.md"] + glob.glob("docs/*.md", root_dir=ROOT))
+RESULTS_DOCS = sorted(["README.md", "CONTRIBUTING.md"] + glob.glob("docs/*.md", root_dir=ROOT))
 RESULT_PATH = re.compile(r"benchmarks/results/([\w*-]+(?:\.[\w*-]+)*)")
 RESULT_BARE = re.compile(r"`([\w-]+-\d{4}-\d\d-\d\d[\w*-]*(?:\.[\w*-]+)*)`")
 
