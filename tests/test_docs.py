@@ -372,3 +372,47 @@ def test_the_lab_notebooks_topic_index_reaches_every_section():
     slugs = [re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in sections]
     assert [h for h, s in zip(sections, slugs) if s not in linked] == []
     assert broken_links("benchmarks/NOTES.md") == []
+
+
+# --- the README's figures are its results files' -------------------------------------------------
+FIGURE_ROW = re.compile(r"^\|(.*)\|(.*)\|\s*\[[^]]*\]\((benchmarks/results/[^)]+\.json)\)(.*)\|\s*$")
+
+
+def figure_mismatches(text):
+    """The README's figures rows whose ratios (each `N×` before any parenthesis, then those inside
+    it, in order) differ from the metrics the row names (`name`, in the results file it links),
+    beyond the rounding of the digits printed."""
+    import json
+
+    found = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        match = FIGURE_ROW.match(line)
+        if not match:
+            continue
+        cell, path, names = match.group(2), match.group(3), re.findall(r"`(\w+)`", match.group(4))
+        shown = re.findall(r"(\d+(?:\.\d+)?)×", re.sub(r"in the run before[^)]*", "", cell))
+        if not names or len(shown) < len(names):
+            found.append("line %d: name a metric for each figure" % line_no)
+            continue
+        metrics = json.load(open(os.path.join(ROOT, path)))["metrics"]
+        for figure, name in zip(shown, names):
+            places = len(figure.split(".")[1]) if "." in figure else 0
+            if name not in metrics or abs(metrics[name] - float(figure)) > 0.5 * 10 ** -places + 1e-9:
+                found.append("line %d: %s× but %s is %s in %s"
+                             % (line_no, figure, name, metrics.get(name), path))
+    return found
+
+
+def test_the_readmes_figures_are_those_of_the_results_files_it_links():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    assert len([l for l in text.splitlines() if FIGURE_ROW.match(l)]) >= 5
+    found = figure_mismatches(text)
+    assert not found, "\n".join(found)
+
+
+def test_the_figures_check_finds_a_figure_its_file_does_not_hold():
+    row = ("| x | %s | [f](benchmarks/results/h200-2026-11-27.json) `h2d_vs_pin_memory` |\n")
+    assert figure_mismatches(row % "0.66×") == []
+    assert figure_mismatches(row % "0.7×") == []
+    assert figure_mismatches(row % "0.64×") == [
+        "line 1: 0.64× but h2d_vs_pin_memory is 0.6557680155777017 in benchmarks/results/h200-2026-11-27.json"]
