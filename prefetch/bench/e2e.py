@@ -33,10 +33,13 @@ import torch
 
 import prefetch
 
+from . import e2e_pipelines as P
 from . import text, timing
+from .constants import CLASSES
+from .datasets import write_jpegs
+from .e2e_loop import Passes, Trainer, run_steps
+from .e2e_models import ROLES, plan
 from .section import Section, SectionResult, Skipped
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 ORDER = ("baseline", "timm", "prefetch", "ceiling")  # the order of every round
 LABELS = {"ceiling": "cached"}
@@ -122,13 +125,6 @@ def measure(config):
     """Trains every model of ``e2e_models.plan`` with every pipeline; returns the section's
     details (``results[model][pipeline]`` rows, ``ratios[model]``, the timed ``order``, what was
     ``skipped``, each pipeline's ``resources`` and the ``config``)."""
-    # (workers.py takes MEAN and STD from this module, and the pipelines come from workers.py:
-    # imported here, when the section runs, so that no module-level import goes round in a cycle.)
-    from . import e2e_pipelines as P
-    from .e2e_loop import Passes, Trainer, run_steps
-    from .e2e_models import ROLES, plan
-    from .workers import CLASSES, write_jpegs
-
     device, n = config.device, config.workers
     s = sizes(config)
     bs, size = s["batch_size"], s["image_size"]

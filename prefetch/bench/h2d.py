@@ -16,7 +16,7 @@ from prefetch import _C
 from prefetch._engine.pipeline import Pipeline, derived_fractions
 
 from . import text, timing
-from .ops import MEAN, STD
+from .constants import MEAN, STD
 from .pinned import cuda_view_of_pinned
 from .section import SINGLE_THREAD, Section, SectionResult, Skipped, resources
 

@@ -22,13 +22,12 @@ import torch.nn.functional as F
 import prefetch
 
 from . import text, timing
+from .constants import MEAN, STD
 from .kernel_rounds import interleaved_kernels
 from .section import SectionResult, Section, resources
 
 # The section's pipelines, as results.json's resources name them.
 PIPELINES = ("fused op", "torch op chain", "copy", "policy kernels")
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def torch_chain(images, draws, padding, dtype, channels_last):
