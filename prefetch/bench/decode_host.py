@@ -1,5 +1,5 @@
 """decode_host: the GPU JPEG path's host work, in main-process CPU time per image, measured on any
-machine with the fake GPU decoder (issue 44 item 4).
+machine with the fake GPU decoder.
 
 What is timed, per batch of a packed store (``prefetch.pack``): what a loader's producer does on
 the host before the copy when ``FusedAugment(decode=True)`` feeds a GPU decoder — the batch's

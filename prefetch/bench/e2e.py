@@ -1,5 +1,5 @@
 """End to end: real training loops fed by the pipelines a user would pick, from JPEG files, in one
-run (issue 44, item 2).
+run.
 
 torchvision's ResNet-18 and ResNet-50 architectures (random init, channels_last, bf16 autocast,
 SGD; ``e2e_models``) train on photo-like JPEG files with torchvision's v2 recipe
@@ -43,7 +43,7 @@ from .section import Section, SectionResult, Skipped
 
 ORDER = ("baseline", "timm", "prefetch", "ceiling")  # the order of every round
 LABELS = {"ceiling": "cached"}
-MIN_GPU_STEPS = 50  # timed steps per pipeline on a GPU, at least (issue 44, item 1)
+MIN_GPU_STEPS = 50  # timed steps per pipeline on a GPU, at least (the section's goal for a GPU run)
 RECIPE_SIZE = 176  # the v2 recipe's train crop
 MODEL_WARMUP_STEPS = 3  # per model, on the cached batches: cuDNN's autotuning, the allocator
 

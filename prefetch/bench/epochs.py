@@ -7,9 +7,10 @@ import gc
 import math
 import os
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import timing
-from .pipelines import EnginePipeline
+from .pipelines import EnginePipeline, Pipeline
 
 # An epoch holds at least this many batches per DataLoader worker (--quick: at least one): with
 # fewer batches than workers, workers sit idle and the epoch is one worker's batch, whatever N
@@ -17,28 +18,54 @@ from .pipelines import EnginePipeline
 BATCHES_PER_WORKER = 2
 
 
-def epoch_batches(batches, workers, per_worker=BATCHES_PER_WORKER):
-    """``batches``, raised to ``per_worker`` for each of the ``workers``."""
+def epoch_batches(batches: int, workers: int, per_worker: int = BATCHES_PER_WORKER) -> int:
+    """Batches an epoch holds.
+
+    Args:
+        batches (int): the batches asked for.
+        workers (int): DataLoader workers.
+        per_worker (int): the fewest batches each worker makes in an epoch.
+
+    Returns:
+        int: ``max(batches, per_worker * workers)``.
+    """
     return max(batches, per_worker * workers)
 
 
-def epoch_files(files, batch_size, workers, per_worker=BATCHES_PER_WORKER):
+def epoch_files(files: Sequence[str], batch_size: int, workers: int,
+                per_worker: int = BATCHES_PER_WORKER) -> List[str]:
     """One epoch's files: ``files`` repeated (the page cache holds them) up to
-    ``epoch_batches`` batches, so that every one of the ``workers`` has batches to make."""
+    ``epoch_batches`` batches, so that every one of the ``workers`` has batches to make.
+
+    Args:
+        files (Sequence[str]): the distinct files (a list: it is repeated by ``*``).
+        batch_size (int): images per batch.
+        workers (int): DataLoader workers.
+        per_worker (int): as :func:`epoch_batches`.
+
+    Returns:
+        list[str]: ``files`` repeated in order, cut to ``epoch_batches(...) * batch_size`` paths
+        (never fewer than ``files``).
+    """
     want = epoch_batches(-(-len(files) // batch_size), workers, per_worker) * batch_size
     return (files * -(-want // len(files)))[:max(want, len(files))]
 
 
 # --- CPU time --------------------------------------------------------------------------------
 
-def children_cpu_s():
+def children_cpu_s() -> Optional[float]:
     """CPU seconds (user + system) of this process's child processes (the DataLoader workers):
     the live ones' from /proc, plus the ended ones' that the process has reaped
     (``os.times()``'s ``children_*``: a worker that ends between two reads — an epoch's
     non-persistent workers — counts its whole time there, its part before the first read having
     been counted live then, so a difference stays that interval's time); None where there is no
     /proc. Idle workers of the other pipelines add nothing. Resolution: 10 ms ticks (a quick run's
-    few images make it coarse per image)."""
+    few images make it coarse per image).
+
+    Returns:
+        float or None: seconds (Linux's ``utime + stime`` of each live child in clock ticks, over
+        ``SC_CLK_TCK``, plus the reaped children's), None without /proc.
+    """
     if not os.path.isdir("/proc/self"):
         return None
     me, ticks = os.getpid(), 0
@@ -67,12 +94,15 @@ class CpuProbe:
         self.records = {}  # name -> [(main CPU s, worker CPU s or None)], in call order
         self._open = None
 
-    def start(self, name):
+    def start(self, name: str) -> None:
+        """Closes the open record (:meth:`stop`) and opens one for pipeline ``name``."""
         self.stop()
         kids = children_cpu_s()
         self._open = (name, kids, time.process_time())
 
-    def stop(self):
+    def stop(self) -> None:
+        """Appends the open record's ``(main CPU s, worker CPU s or None)`` to
+        ``records[name]``; nothing when none is open."""
         if self._open is None:
             return
         name, kids0, cpu0 = self._open
@@ -85,11 +115,25 @@ class CpuProbe:
 
 # --- interleaved epochs, rows and ratios -----------------------------------------------------
 
-def interleave(pipelines, repeats, device, progress=None, label="", warmup=1):
+def interleave(pipelines: Sequence[Pipeline], repeats: int, device: Any,
+               progress: Optional[Callable[[str], None]] = None, label: str = "",
+               warmup: int = 1) -> Dict[str, Dict[str, Any]]:
     """One untimed epoch of each (``warmup``), then ``repeats`` rounds of one timed epoch of
-    each in turn (``timing.interleaved``). Returns per pipeline the lists of every round's
-    seconds, images, main-process and worker CPU seconds (and the engine's collation bytes and
-    seconds)."""
+    each in turn (``timing.interleaved``).
+
+    Args:
+        pipelines (Sequence[Pipeline]): built, with distinct names.
+        repeats (int): timed rounds.
+        device (torch.device): synchronized around each timed epoch (``timing.interleaved``).
+        progress (callable): told each round's start (``"workers: <label>round k/n"``).
+        label (str): the progress lines' prefix.
+        warmup (int): untimed rounds first.
+
+    Returns:
+        dict: per pipeline name, lists with one entry per timed round: ``s`` (seconds),
+        ``images``, ``main_cpu_s``, ``worker_cpu_s`` (None entries without /proc), ``collate``
+        (the engine's ``(bytes, seconds)``, empty for the others), and its ``resources``.
+    """
     probe = CpuProbe()
     images = {p.name: [] for p in pipelines}
     first = pipelines[0].name
@@ -123,9 +167,18 @@ def interleave(pipelines, repeats, device, progress=None, label="", warmup=1):
     return out
 
 
-def interleave_then_close(pipelines, repeats, device, progress=None, label=""):
-    """:func:`interleave`, then every pipeline closed (its workers and Prefetcher gone), whatever
-    happened, so the next measurement starts on idle cores."""
+def interleave_then_close(pipelines: Sequence[Pipeline], repeats: int, device: Any,
+                          progress: Optional[Callable[[str], None]] = None,
+                          label: str = "") -> Dict[str, Dict[str, Any]]:
+    """:func:`interleave` (one warm-up round), then every pipeline closed (its workers and
+    Prefetcher gone), whatever happened, so the next measurement starts on idle cores.
+
+    Args:
+        pipelines, repeats, device, progress, label: as :func:`interleave`.
+
+    Returns:
+        dict: :func:`interleave`'s.
+    """
     try:
         return interleave(pipelines, repeats, device, progress, label)
     finally:
@@ -139,9 +192,22 @@ def _summary(values):
     return {"median": s.median, "low": s.low, "high": s.high}
 
 
-def summarize(raw, batch_size, image_bytes):
+def summarize(raw: Dict[str, Dict[str, Any]], batch_size: int,
+              image_bytes: int) -> Dict[str, Dict[str, Any]]:
     """Rows per pipeline: images/s and batches/s (median, min, max over rounds), images per
-    epoch, CPU microseconds per image in the main process and in the workers (medians)."""
+    epoch, CPU microseconds per image in the main process and in the workers (medians).
+
+    Args:
+        raw (dict): :func:`interleave`'s.
+        batch_size (int): images per batch (an epoch's batches: ``ceil(images / batch_size)``).
+        image_bytes (int): bytes an image (for ``gbps``).
+
+    Returns:
+        dict: per pipeline, ``img_per_s``, ``batches_per_s``, ``gbps`` (GB/s, 1e9 bytes), each
+        ``{"median", "low", "high"}``; ``images_per_epoch`` (the first round's),
+        ``images_per_epoch_all_equal``, ``rounds``, ``main_cpu_us_per_img``, ``resources``, and
+        where measured ``worker_cpu_us_per_img`` and the engine's ``collate_gbps``.
+    """
     rows = {}
     for name, rec in raw.items():
         ips = [n / s for n, s in zip(rec["images"], rec["s"])]
@@ -166,8 +232,21 @@ def summarize(raw, batch_size, image_bytes):
     return rows
 
 
-def ratio(raw, a, b):
-    """a's speed over b's, per round (the same round's epochs, back to back): median, min, max."""
+def ratio(raw: Dict[str, Dict[str, Any]], a: str, b: str) -> Dict[str, float]:
+    """a's speed over b's, per round (the same round's epochs, back to back).
+
+    Args:
+        raw (dict): :func:`interleave`'s.
+        a (str): a pipeline's name.
+        b (str): another's.
+
+    Returns:
+        dict: ``{"median", "low", "high"}`` of the per-round ratios of images/s (above 1: ``a`` is
+        faster).
+
+    Raises:
+        KeyError: ``a`` or ``b`` did not run.
+    """
     ra, rb = raw[a], raw[b]
     return _summary([(na / sa) / (nb / sb) for na, sa, nb, sb in
                      zip(ra["images"], ra["s"], rb["images"], rb["s"])])

@@ -1,5 +1,5 @@
 """The ``recipes`` section: torchvision's ResNet-50 "v2" training recipe from JPEG files to
-normalized float batches, as users run it and through ``prefetch.transforms.v2`` (issue 27's goal:
+normalized float batches, as users run it and through ``prefetch.transforms.v2`` (the goal:
 ≥ 2.5× the usual way).
 
 Every pipeline gets N (``--workers``): the usual pipeline N DataLoader workers, prefetch and DALI

@@ -1,4 +1,4 @@
-"""DataLoader workers (issue 15's goals): whole epochs of pipelines with worker processes, timed
+"""The ``workers`` section, DataLoader workers: whole epochs of pipelines with worker processes, timed
 interleaved (``timing.interleaved``: A, B, C, A, B, C... in one run, at least 5 rounds), each
 pipeline built once with persistent workers and warmed up one epoch, so worker start-up is not
 what is compared. Every pipeline gets N (``--workers``): N DataLoader workers wherever there are
@@ -38,11 +38,16 @@ it), so no worker sits idle.
 
 Ratios are medians of per-repetition ratios (a repetition is one epoch of each pipeline, back to
 back), with their min-max.
+
+The datasets are in ``datasets``, the pipelines in ``pipelines``, the interleaved epochs, their
+CPU time, rows and ratios in ``epochs`` (shared with the ``recipes`` section); this module sizes
+the runs, builds each comparison, and makes the section's results, metrics and table.
 """
 import os
 import shutil
 import tempfile
 import time
+from typing import Any, Dict, List
 
 import torch
 from torch.utils.data import default_collate
@@ -61,10 +66,23 @@ from .section import Section, SectionResult
 
 # --- one worker's stages ---------------------------------------------------------------------
 
-def stage_profile(paths, size, repeats=1):
+def stage_profile(paths: List[str], size: int, repeats: int = 1) -> Dict[str, Any]:
     """Mean CPU microseconds per image of one worker's stages (this thread's CPU time, one
     intra-op thread as in a DataLoader worker): decode, crop+resize, to-tensor, flip, and the
-    float conversion + normalize of torchvision's recipe."""
+    float conversion + normalize of torchvision's recipe.
+
+    Args:
+        paths (list[str]): the JPEG files.
+        size (int): the crop's side in pixels.
+        repeats (int): passes over the files.
+
+    Returns:
+        dict: ``us_per_image`` (per stage), ``worker_us_per_image`` (per pipeline: the stages it
+        runs in a worker, a flip counted half for a random one) and ``images`` (the count).
+
+    Raises:
+        ImportError: Pillow is not installed.
+    """
     from PIL import Image
 
     crop, _ = random_resized_crop(size)
@@ -107,9 +125,17 @@ def stage_profile(paths, size, repeats=1):
 
 # --- the section -------------------------------------------------------------------------------
 
-def sizes(config):
+def sizes(config: Any) -> Dict[str, Any]:
     """Images per epoch and rounds: small in quick mode (but at least 5 interleaved rounds),
-    under ~3 minutes in all on 2 cores."""
+    under ~3 minutes in all on 2 cores.
+
+    Args:
+        config (section.Config): the run's.
+
+    Returns:
+        dict: ``synthetic_batches`` (None: :func:`synthetic_images`'s), ``jpegs`` (distinct
+        files), ``repeats`` and ``jpeg_repeats`` (timed rounds), ``batches_per_worker``.
+    """
     if config.quick:
         return {"synthetic_batches": 2, "jpegs": 2 * jpeg_batch_size(config), "repeats": 5,
                 "jpeg_repeats": 5, "batches_per_worker": 1}
@@ -119,27 +145,38 @@ def sizes(config):
             "batches_per_worker": BATCHES_PER_WORKER}
 
 
-def image_size(config):
+def image_size(config: Any) -> int:
     """The images' side: ``--image-size``, at most 64 with --quick (a twelfth of 224²'s pixels
     keeps the quick run's every pipeline and round affordable)."""
     return min(config.image_size, 64) if config.quick else config.image_size
 
 
-def jpeg_batch_size(config):
+def jpeg_batch_size(config: Any) -> int:
     """The JPEG pipelines' batch: 64 when it is one of ``--batch-size``, else the smallest; at
     most 32 with --quick."""
     size = 64 if 64 in config.batch_sizes else min(config.batch_sizes)
     return min(size, 32) if config.quick else size
 
 
-def synthetic_images(batch_size, image_size):
+def synthetic_images(batch_size: int, image_size: int) -> int:
     """Images per synthetic epoch at default sizes: ~1,000-2,000 images of 224x224 (at least 4
     batches), scaled by the image's area."""
     per_epoch = max(4 * batch_size, int(1536 * (224 * 224) / (image_size * image_size)))
     return -(-per_epoch // batch_size) * batch_size
 
 
-def run_synthetic(config, batch_size, n_sizes):
+def run_synthetic(config: Any, batch_size: int, n_sizes: Dict[str, Any]) -> Dict[str, Any]:
+    """Part (1): the synthetic uint8 pipelines at one batch size, interleaved.
+
+    Args:
+        config (section.Config): the run's (device, N, image size, progress).
+        batch_size (int): images per batch.
+        n_sizes (dict): :func:`sizes`'s.
+
+    Returns:
+        dict: the part's details: its ``pipelines`` rows (``epochs.summarize``), ``ratios``,
+        and the hand-off and engine collation bandwidths (GB/s) and their ratios.
+    """
     device, workers, size = config.device, config.workers, image_size(config)
     threads = workers  # N
     batches = epoch_batches(n_sizes["synthetic_batches"]
@@ -183,7 +220,23 @@ def run_synthetic(config, batch_size, n_sizes):
 
 
 
-def run_jpeg(config, batch_size, n_sizes):
+def run_jpeg(config: Any, batch_size: int, n_sizes: Dict[str, Any]) -> Dict[str, Any]:
+    """Part (2): the JPEG pipelines (and the optional peers that run here), interleaved, on
+    files written to a temporary folder and removed after.
+
+    Args:
+        config (section.Config): the run's (device, N, image size, progress).
+        batch_size (int): images per batch.
+        n_sizes (dict): :func:`sizes`'s.
+
+    Returns:
+        dict: the part's details: its ``pipelines`` rows, ``ratios``, the files' counts and mean
+        size, the crop's implementation, the store's figures, why a peer was skipped, and one
+        worker's stage profile (:func:`stage_profile`).
+
+    Raises:
+        ImportError: Pillow is not installed (:func:`run` checks first).
+    """
     device, workers, size = config.device, config.workers, image_size(config)
     threads = workers  # N
     directory = tempfile.mkdtemp(prefix="prefetch-bench-jpeg-")
@@ -283,7 +336,7 @@ def run_jpeg(config, batch_size, n_sizes):
                                        for k in ("decode", "crop_resize", "to_tensor")}}
 
 
-def slower_reason(config):
+def slower_reason(config: Dict[str, Any]) -> str:
     """Why a prefetch pipeline can trail in this run (the figures are whole epochs on shared
     cores)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -297,7 +350,15 @@ def slower_reason(config):
     return why
 
 
-def table(result):
+def table(result: Dict[str, Any]) -> str:
+    """The section's printed table.
+
+    Args:
+        result (dict): :func:`run`'s details (``synthetic``, ``jpeg``, ``config``).
+
+    Returns:
+        str: its lines.
+    """
     load = result["config"]["loadavg"]
     lines = [] if None in load else [
         "", "workers: load average %.1f before, %.1f after (other work on the machine)" % tuple(load)]
@@ -349,7 +410,17 @@ def table(result):
     return "\n".join(lines)
 
 
-def metrics(result):
+def metrics(result: Dict[str, Any]) -> Dict[str, float]:
+    """The section's flat metrics (results.json's ``metrics``, the names README.md lists).
+
+    Args:
+        result (dict): :func:`run`'s details.
+
+    Returns:
+        dict: each ratio's median per batch size (``<ratio>_b<B>``), images/s, the hand-off and
+        collation GB/s and their ratios; ``jpeg_<ratio>`` and the store's figures when the JPEG
+        part ran.
+    """
     m = {}
     for part in result["synthetic"]:
         b = part["batch_size"]
@@ -375,7 +446,15 @@ def metrics(result):
     return m
 
 
-def run(config):
+def run(config: Any) -> SectionResult:
+    """Runs the section: part (1) at every ``--batch-size``, then part (2) when Pillow imports.
+
+    Args:
+        config (section.Config): the run's.
+
+    Returns:
+        SectionResult: the details, metrics, table, resources and skipped peers.
+    """
     n_sizes = sizes(config)
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     result = {"synthetic": [run_synthetic(config, b, n_sizes) for b in config.batch_sizes]}
@@ -406,7 +485,7 @@ def run(config):
                          skipped=skipped)
 
 
-def used_resources(result):
+def used_resources(result: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
     """results.json's resources of the section: ``synthetic bN: name`` and ``jpeg: name``."""
     parts = [("synthetic b%d" % p["batch_size"], p) for p in result["synthetic"]]
     if result["jpeg"] is not None:
