@@ -194,8 +194,8 @@ def table(r):
     lines.append("  fake GPU decoder calls per batch: %.2f (one batched call, no call per image)"
                  % r["fake_calls_per_batch"])
     lines.append("  producer thread: the thread that runs the host stage (a loader's producer; "
-                 "here the bench's own), its CPU what caps one process's images/s (issue 44's "
-                 "goal for the GPU path: <= 30 µs an image); process: every thread, torch's "
+                 "here the bench's own), its CPU what caps one process's images/s (the GPU "
+                 "path's goal: <= 30 µs an image); process: every thread, torch's "
                  "intra-op threads included (the CPU decoder's, and OpenMP's spin after a "
                  "parallel region)")
     return "\n".join(lines)

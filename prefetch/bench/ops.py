@@ -8,7 +8,7 @@ speed, not a bound the op cannot pass (``ops_fraction_of_copy`` = fused / copy).
 
 The policies' kernels (``policy_kernels``: affine_warp, sharpness, lookup, color_jitter,
 histograms, each image its own parameters) are timed the same way on the same images as NCHW
-uint8, against a copy of as many bytes: the figures NOTES.md's GPU predictions are checked against
+uint8, against a copy of as many bytes: the figures a GPU run's predictions are checked against
 (the GPU check's profile stage runs the same calls under Nsight Compute).
 
 Each comparison is timed in interleaved rounds (copy, fused op, torch chain, copy, ...; a policy
