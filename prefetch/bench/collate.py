@@ -175,7 +175,7 @@ def measure(batch_size, image_size=224, batches=12, num_threads=2, repeats=5, sa
     # make it swing from ~3 GB/s to ~0.02 GB/s between runs (its best round is reported too).
     # Timed with one intra-op thread, as DataLoader workers run it (they call
     # torch.set_num_threads(1)). With 2 threads on the 2-core CI VM, torch.stack after a large
-    # memcpy was seen spinning 0.5 s per batch (benchmarks/NOTES.md), which is not its usual cost.
+    # memcpy was seen spinning 0.5 s per batch, which is not its usual cost.
     def collate_default():
         threads = torch.get_num_threads()
         torch.set_num_threads(1)

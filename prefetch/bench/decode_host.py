@@ -1,5 +1,5 @@
 """decode_host: the GPU JPEG path's host work, in main-process CPU time per image, measured on any
-machine with the fake GPU decoder (issue 44 item 4).
+machine with the fake GPU decoder.
 
 What is timed, per batch of a packed store (``prefetch.pack``): what a loader's producer does on
 the host before the copy when ``FusedAugment(decode=True)`` feeds a GPU decoder — the batch's
@@ -43,9 +43,8 @@ from prefetch.store.mapped import mapped_file
 from prefetch.transforms import BatchPosition
 
 from . import text, timing
+from .constants import MEAN, STD
 from .section import Section, SectionResult, Skipped, resources
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 GPU_PATH = "GPU path, fake decoder (host work)"
 GATHER = "gather alone"
 CPU_DECODER = "CPU decoder in the host stage"
@@ -97,9 +96,9 @@ def measure(n_images=512, batch_size=256, batches=2, repeats=5, scale=1.0, progr
             threads=None, device=None):
     """Main-process CPU µs an image of the pipelines (module docstring), ``repeats`` interleaved
     rounds over ``batches`` batches of ``batch_size`` from a store of ``n_images`` photo-like JPEGs
-    (``workers.write_jpegs``: ~500x375, ~105 kB, times ``scale``); with a CUDA ``device`` and a GPU
+    (``datasets.write_jpegs``: ~500x375, ~105 kB, times ``scale``); with a CUDA ``device`` and a GPU
     decoder installed, that decoder's pipeline too."""
-    from .workers import write_jpegs
+    from .datasets import write_jpegs
 
     if not prefetch.built_with_jpeg():
         raise Skipped("prefetch was built without libjpeg-turbo (the store's headers and the CPU "
@@ -195,8 +194,8 @@ def table(r):
     lines.append("  fake GPU decoder calls per batch: %.2f (one batched call, no call per image)"
                  % r["fake_calls_per_batch"])
     lines.append("  producer thread: the thread that runs the host stage (a loader's producer; "
-                 "here the bench's own), its CPU what caps one process's images/s (issue 44's "
-                 "goal for the GPU path: <= 30 µs an image); process: every thread, torch's "
+                 "here the bench's own), its CPU what caps one process's images/s (the GPU "
+                 "path's goal: <= 30 µs an image); process: every thread, torch's "
                  "intra-op threads included (the CPU decoder's, and OpenMP's spin after a "
                  "parallel region)")
     return "\n".join(lines)

@@ -1,5 +1,5 @@
 """End to end: real training loops fed by the pipelines a user would pick, from JPEG files, in one
-run (issue 44, item 2).
+run.
 
 torchvision's ResNet-18 and ResNet-50 architectures (random init, channels_last, bf16 autocast,
 SGD; ``e2e_models``) train on photo-like JPEG files with torchvision's v2 recipe
@@ -33,14 +33,17 @@ import torch
 
 import prefetch
 
+from . import e2e_pipelines as P
 from . import text, timing
+from .constants import CLASSES
+from .datasets import write_jpegs
+from .e2e_loop import Passes, Trainer, run_steps
+from .e2e_models import ROLES, plan
 from .section import Section, SectionResult, Skipped
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 ORDER = ("baseline", "timm", "prefetch", "ceiling")  # the order of every round
 LABELS = {"ceiling": "cached"}
-MIN_GPU_STEPS = 50  # timed steps per pipeline on a GPU, at least (issue 44, item 1)
+MIN_GPU_STEPS = 50  # timed steps per pipeline on a GPU, at least (the section's goal for a GPU run)
 RECIPE_SIZE = 176  # the v2 recipe's train crop
 MODEL_WARMUP_STEPS = 3  # per model, on the cached batches: cuDNN's autotuning, the allocator
 
@@ -122,13 +125,6 @@ def measure(config):
     """Trains every model of ``e2e_models.plan`` with every pipeline; returns the section's
     details (``results[model][pipeline]`` rows, ``ratios[model]``, the timed ``order``, what was
     ``skipped``, each pipeline's ``resources`` and the ``config``)."""
-    # (workers.py takes MEAN and STD from this module, and the pipelines come from workers.py:
-    # imported here, when the section runs, so that no module-level import goes round in a cycle.)
-    from . import e2e_pipelines as P
-    from .e2e_loop import Passes, Trainer, run_steps
-    from .e2e_models import ROLES, plan
-    from .workers import CLASSES, write_jpegs
-
     device, n = config.device, config.workers
     s = sizes(config)
     bs, size = s["batch_size"], s["image_size"]

@@ -4,7 +4,7 @@ run the tiny CNN alone, with tiny images (the section then exercises its loop fo
 measures nothing a user would train).
 
 ResNet-18 shows what a pipeline gives when the input bounds the step; ResNet-50 whether it costs
-anything when the model does (issue 44, item 2). ``ROLES`` says which is which: the section's
+anything when the model does. ``ROLES`` says which is which: the section's
 headline metrics are named by role, so that they keep their meaning whichever model ran.
 """
 from typing import Callable, Dict, List, NamedTuple

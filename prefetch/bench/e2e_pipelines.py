@@ -29,10 +29,11 @@ from torch.utils.data import DataLoader
 
 import prefetch
 
+from .constants import MEAN, STD
+from .datasets import JpegBytes, random_resized_crop
+from .pipelines import prefetch_pipeline, usual_pipeline
 from .recipes import RecipeInWorkers
 from .section import resources
-from .workers import (MEAN, STD, JpegBytes, prefetch_pipeline, random_resized_crop,
-                      usual_pipeline)
 
 
 class RecipeImages(RecipeInWorkers):
@@ -87,7 +88,7 @@ def _usual_batches(loader, device):
 
 
 def usual(paths, size, batch_size, n, device):
-    """The usual pipeline (``baseline``): ``workers.usual_pipeline``'s DataLoader (N workers,
+    """The usual pipeline (``baseline``): ``pipelines.usual_pipeline``'s DataLoader (N workers,
     shuffled, ``pin_memory`` on CUDA) over :class:`RecipeImages`."""
     pipeline = usual_pipeline("baseline", RecipeImages(paths, size), batch_size, n, device)
     return Pass(_usual_batches(pipeline.loader, device), pipeline.close)
@@ -104,7 +105,7 @@ def recipe(size):
 
 
 def prefetch_pass(paths, size, batch_size, n, device):
-    """prefetch: ``workers.prefetch_pipeline`` (DataLoader of the files' bytes with N workers and
+    """prefetch: ``pipelines.prefetch_pipeline`` (DataLoader of the files' bytes with N workers and
     ``collate.samples``, Prefetcher with ``num_threads=N``) with :func:`recipe`."""
     pipeline = prefetch_pipeline("prefetch", JpegBytes(paths), batch_size, n, device,
                                  prefetch.collate.samples, n, aug=recipe(size))

@@ -16,7 +16,7 @@ from prefetch import _C
 from prefetch._engine.pipeline import Pipeline, derived_fractions
 
 from . import text, timing
-from .ops import MEAN, STD
+from .constants import MEAN, STD
 from .pinned import cuda_view_of_pinned
 from .section import SINGLE_THREAD, Section, SectionResult, Skipped, resources
 
@@ -35,7 +35,7 @@ def measure(device, batch_bytes=256 * 224 * 224 * 3, count=20, threads=1, repeat
     Pipeline with `threads` collation threads), ``pin_memory().to()`` and raw pinned copies,
     interleaved (one of each a round, `repeats` rounds, median and range), after two untimed
     rounds (allocations, the ring's first growth, and torch's pinned-memory cache filled for
-    ``pin_memory()``, whose repeats ran 17–51 GB/s after one warm-up on the H200, 2026-11-27).
+    ``pin_memory()``, whose repeats ran 17–51 GB/s after one warm-up on an H200).
     Also the ring's stage counters over the timed rounds (:func:`ring_stages`) and the copy
     timeline of its last round (:func:`copy_timeline`)."""
     device = torch.device(device)
@@ -115,7 +115,7 @@ def ring_stages(before, after):
     i.e. for the copy engine; ``blocked``: waiting for the consumer; ``handoff``: allocating the
     destination, enqueuing the copy, publishing). The first GPU runs measured the ring at 0.55 of
     raw pinned copies with the sum of the collation's and the copy's times per batch: this says
-    which of the explanations holds (benchmarks/NOTES.md)."""
+    which of the explanations holds."""
     d = {k: after.get(k, 0) - before.get(k, 0) for k in
          ("bytes_collated", "collate_s", "slot_wait_s", "allocate_s", "source_s",
           "producer_blocked_s", "transform_s", "produce_s", "batches", "wait_s", "consumer_s")}

@@ -8,7 +8,7 @@ speed, not a bound the op cannot pass (``ops_fraction_of_copy`` = fused / copy).
 
 The policies' kernels (``policy_kernels``: affine_warp, sharpness, lookup, color_jitter,
 histograms, each image its own parameters) are timed the same way on the same images as NCHW
-uint8, against a copy of as many bytes: the figures NOTES.md's GPU predictions are checked against
+uint8, against a copy of as many bytes: the figures a GPU run's predictions are checked against
 (the GPU check's profile stage runs the same calls under Nsight Compute).
 
 Each comparison is timed in interleaved rounds (copy, fused op, torch chain, copy, ...; a policy
@@ -22,13 +22,12 @@ import torch.nn.functional as F
 import prefetch
 
 from . import text, timing
+from .constants import MEAN, STD
 from .kernel_rounds import interleaved_kernels
 from .section import SectionResult, Section, resources
 
 # The section's pipelines, as results.json's resources name them.
 PIPELINES = ("fused op", "torch op chain", "copy", "policy kernels")
-
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def torch_chain(images, draws, padding, dtype, channels_last):

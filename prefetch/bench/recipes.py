@@ -1,5 +1,5 @@
 """The ``recipes`` section: torchvision's ResNet-50 "v2" training recipe from JPEG files to
-normalized float batches, as users run it and through ``prefetch.transforms.v2`` (issue 27's goal:
+normalized float batches, as users run it and through ``prefetch.transforms.v2`` (the goal:
 ≥ 2.5× the usual way).
 
 Every pipeline gets N (``--workers``): the usual pipeline N DataLoader workers, prefetch and DALI
@@ -35,11 +35,11 @@ import torch
 
 import prefetch
 
+from .constants import CLASSES, MEAN, STD
+from .datasets import JpegBytes, pack_store, random_resized_crop, to_hwc_tensor, write_jpegs
+from .epochs import BATCHES_PER_WORKER, epoch_files, interleave_then_close, ratio, summarize
+from .pipelines import DaliPipeline, dali_available, prefetch_pipeline, store_pipeline, usual_pipeline
 from .section import Section, SectionResult, Skipped
-from .workers import (BATCHES_PER_WORKER, CLASSES, MEAN, STD, DaliPipeline, JpegBytes, _to_tensor, dali_available,
-                      epoch_files, interleave_then_close, pack_store, prefetch_pipeline,
-                      random_resized_crop, ratio, store_pipeline, summarize, usual_pipeline,
-                      write_jpegs)
 
 SIZE = 176  # the recipe's train crop
 
@@ -109,7 +109,7 @@ class RecipeInWorkers(JpegBytes):
         img = self.crop(img)
         if torch.rand(1).item() < 0.5:
             img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        return _to_tensor(self.policy(img)), i % CLASSES
+        return to_hwc_tensor(self.policy(img)), i % CLASSES
 
 
 def _recipe(decode):

@@ -3,7 +3,7 @@
 ``samples`` times repetitions of a call on the host clock, synchronising the device around each,
 and returns every sample (seconds); ``kernel_samples`` does the same for device work, which on a
 GPU is timed between CUDA events around back-to-back calls. ``Summary`` is a list of samples'
-median and spread, the form the NOTES comparisons are written in.
+median and spread, the form every comparison of the bench is written in.
 """
 import statistics
 import time
@@ -93,7 +93,7 @@ def median(values):
 
 
 class Summary(NamedTuple):
-    """A list of samples as NOTES.md reports them: the median and the range around it."""
+    """A list of samples as the bench reports them: the median and the range around it."""
 
     median: float
     low: float

@@ -1,6 +1,10 @@
 """The harness's verdict on the user's pipeline, from the figures it prints alone (no measuring
 here, so every rule is tested on made-up figures).
 
+(Over 500 lines, one job: the rules, the advice each kind gives and :func:`check`, which restates
+the rules, are read and changed together; about 300 of the lines are code, the rest this
+docstring, the functions' docstrings and the comments that give each threshold's reason.)
+
 The question is the one users ask: does the training step wait for data? Each figure is a
 :class:`~prefetch.bench.timing.Summary` over the interleaved rounds (median, low, high), and a
 rule concludes only when a figure's whole range lies on one side of its threshold. Three figures

@@ -1,4 +1,4 @@
-"""DataLoader workers (issue 15's goals): whole epochs of pipelines with worker processes, timed
+"""The ``workers`` section, DataLoader workers: whole epochs of pipelines with worker processes, timed
 interleaved (``timing.interleaved``: A, B, C, A, B, C... in one run, at least 5 rounds), each
 pipeline built once with persistent workers and warmed up one epoch, so worker start-up is not
 what is compared. Every pipeline gets N (``--workers``): N DataLoader workers wherever there are
@@ -38,235 +38,51 @@ it), so no worker sits idle.
 
 Ratios are medians of per-repetition ratios (a repetition is one epoch of each pipeline, back to
 back), with their min-max.
+
+The datasets are in ``datasets``, the pipelines in ``pipelines``, the interleaved epochs, their
+CPU time, rows and ratios in ``epochs`` (shared with the ``recipes`` section); this module sizes
+the runs, builds each comparison, and makes the section's results, metrics and table.
 """
-import gc
-import io
-import math
 import os
 import shutil
 import tempfile
 import time
+from typing import Any, Dict, List
 
-import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import default_collate
 
 import prefetch
 
-from . import timing
-from .e2e import MEAN, STD
-from .section import Section, SectionResult, resources
-
-# Labels are class indices below this (what travels next to each image).
-CLASSES = 1000
-
-
-# --- CPU time --------------------------------------------------------------------------------
-
-def children_cpu_s():
-    """CPU seconds (user + system) of this process's child processes (the DataLoader workers):
-    the live ones' from /proc, plus the ended ones' that the process has reaped
-    (``os.times()``'s ``children_*``: a worker that ends between two reads — an epoch's
-    non-persistent workers — counts its whole time there, its part before the first read having
-    been counted live then, so a difference stays that interval's time); None where there is no
-    /proc. Idle workers of the other pipelines add nothing. Resolution: 10 ms ticks (a quick run's
-    few images make it coarse per image)."""
-    if not os.path.isdir("/proc/self"):
-        return None
-    me, ticks = os.getpid(), 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % pid) as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, ... utime is field 14
-        if int(fields[1]) == me:
-            ticks += int(fields[11]) + int(fields[12])
-    reaped = os.times()
-    return ticks / os.sysconf("SC_CLK_TCK") + reaped.children_user + reaped.children_system
+from .constants import MEAN, STD
+from .datasets import (FreshImages, JpegBytes, JpegImages, StoredImages, pack_store,
+                       random_resized_crop, to_hwc_tensor, write_jpegs)
+from .epochs import (BATCHES_PER_WORKER, epoch_batches, epoch_files, interleave_then_close, ratio,
+                     summarize)
+from .pipelines import (DaliPipeline, EnginePipeline, dali_available, prefetch_pipeline,
+                        store_pipeline, usual_pipeline, webdataset_available, webdataset_pipeline)
+from .section import Section, SectionResult
 
 
-# --- the main process's part of the usual pipeline -------------------------------------------
+# --- one worker's stages ---------------------------------------------------------------------
 
-_NORMALIZE = {}  # device -> (mean, std) [1, 3, 1, 1] on it, made once
-
-
-def usual_to_device(images, device):
-    """What users write after the DataLoader: to the device, NCHW, float, /255, normalize. The
-    mean and std tensors are made once per device: made per batch, torch.tensor(..., device=cuda)
-    is a blocking host-to-device copy that would synchronise the loop at every batch."""
-    x = images.to(device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255)
-    key = torch.device(device)
-    if key not in _NORMALIZE:
-        _NORMALIZE[key] = (torch.tensor(MEAN, device=key).view(1, 3, 1, 1),
-                           torch.tensor(STD, device=key).view(1, 3, 1, 1))
-    mean, std = _NORMALIZE[key]
-    return x.sub_(mean).div_(std)
-
-
-def _random_hflip(x, dim):
-    return torch.flip(x, (dim,)) if torch.rand(()) < 0.5 else x
-
-
-# --- (1) synthetic images --------------------------------------------------------------------
-
-class FreshImages(Dataset):
-    """uint8 HWC images, each ``__getitem__`` a fresh tensor (as a decode makes), and a label;
-    with ``flip`` the usual per-sample random horizontal flip, with ``torch.flip``."""
-
-    def __init__(self, n, size, flip, pool=64, seed=0):
-        g = torch.Generator().manual_seed(seed)
-        self.pool = torch.randint(0, 256, (min(pool, n), size, size, 3), dtype=torch.uint8, generator=g)
-        self.n, self.flip = n, flip
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        x = self.pool[i % len(self.pool)].clone()
-        return (_random_hflip(x, 1) if self.flip else x), i % CLASSES
-
-
-class StoredImages(FreshImages):
-    """The same images, returned as views of the stored array (a dataset decoded into RAM)."""
-
-    def __getitem__(self, i):
-        return self.pool[i % len(self.pool)], i % CLASSES
-
-
-# --- (2) JPEGs ------------------------------------------------------------------------------
-
-def write_jpegs(directory, n, scale=1.0, seed=0, quality=90):
-    """`n` photo-like JPEGs of random sizes around 500x375 (a quarter portrait), times `scale`:
-    colour fields at four scales plus mild noise, so that they compress like photos (~105 kB at
-    500x375 and quality 90, about ImageNet's average; ~1.2 ms to decode on the 2-core VM).
-    Returns their paths."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    octaves = (((6, 8), 0.7), ((24, 32), 0.4), ((96, 128), 0.4), ((190, 250), 0.3))
-    paths = []
-    for k in range(n):
-        h, w = int(rng.integers(300, 451)), int(rng.integers(400, 601))
-        if rng.random() < 0.25:
-            h, w = w, h
-        h, w = max(8, round(h * scale)), max(8, round(w * scale))
-        pixels = 128 + rng.normal(0.0, 8.0, (h, w, 3)).astype(np.float32)
-        for grid, amplitude in octaves:
-            field = Image.fromarray(rng.integers(0, 256, grid + (3,), dtype=np.uint8))
-            pixels += amplitude * (np.asarray(field.resize((w, h), Image.BICUBIC), np.float32) - 128)
-        path = os.path.join(directory, "%05d.jpg" % k)
-        Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(path, quality=quality)
-        paths.append(path)
-    return paths
-
-
-class PilRandomResizedCrop:
-    """torchvision's RandomResizedCrop on a PIL image (its get_params: scale and log-ratio drawn
-    with torch's RNG, 10 attempts, then the centre crop within the ratio bounds), bilinear, for
-    machines without torchvision."""
-
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0)):
-        self.size, self.scale, self.ratio = size, scale, ratio
-
-    def params(self, width, height):
-        area = height * width
-        log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
-        for _ in range(10):
-            target_area = area * torch.empty(1).uniform_(self.scale[0], self.scale[1]).item()
-            aspect = math.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1]).item())
-            w = int(round(math.sqrt(target_area * aspect)))
-            h = int(round(math.sqrt(target_area / aspect)))
-            if 0 < w <= width and 0 < h <= height:
-                i = torch.randint(0, height - h + 1, size=(1,)).item()
-                j = torch.randint(0, width - w + 1, size=(1,)).item()
-                return i, j, h, w
-        in_ratio = float(width) / float(height)
-        if in_ratio < min(self.ratio):
-            w, h = width, int(round(width / min(self.ratio)))
-        elif in_ratio > max(self.ratio):
-            h, w = height, int(round(height * max(self.ratio)))
-        else:
-            w, h = width, height
-        return (height - h) // 2, (width - w) // 2, h, w
-
-    def __call__(self, img):
-        from PIL import Image
-
-        i, j, h, w = self.params(*img.size)
-        return img.resize((self.size, self.size), Image.BILINEAR, box=(j, i, j + w, i + h))
-
-
-def random_resized_crop(size):
-    """torchvision.transforms.RandomResizedCrop(size) when torchvision is importable, else the
-    same algorithm with PIL; returns (callable, which)."""
-    try:
-        from torchvision.transforms import RandomResizedCrop
-        return RandomResizedCrop(size), "torchvision"
-    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
-        return PilRandomResizedCrop(size), "pil"
-
-
-def _to_tensor(img):
-    """An HWC uint8 tensor of a PIL image (a copy, as torchvision's pil_to_tensor makes)."""
-    return torch.from_numpy(np.array(img, dtype=np.uint8, copy=True))
-
-
-class JpegImages(Dataset):
-    """PIL decode + RandomResizedCrop, then per `mode`:
-    "decoded": no crop: the decoded HWC uint8 image of its own size (the window, resize, flip and
-    normalize come later, all in FusedAugment(random_resized_crop=...));
-    "uint8": HWC uint8 (flip and normalize come later, in FusedAugment);
-    "flip": per-sample random flip with torch.flip, HWC uint8 (normalize in the main process);
-    "float": torchvision's recipe in the worker: flip, ToTensor (CHW float /255), Normalize."""
-
-    def __init__(self, paths, size, mode):
-        self.paths, self.mode = paths, mode
-        self.crop, self.crop_impl = random_resized_crop(size)
-        self.mean = torch.tensor(MEAN).view(3, 1, 1)
-        self.std = torch.tensor(STD).view(3, 1, 1)
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        from PIL import Image
-
-        with Image.open(self.paths[i]) as f:
-            img = f.convert("RGB")
-        if self.mode == "decoded":
-            return _to_tensor(img), i % CLASSES
-        x = _to_tensor(self.crop(img))
-        if self.mode == "uint8":
-            return x, i % CLASSES
-        x = _random_hflip(x, 1)
-        if self.mode == "float":
-            x = x.permute(2, 0, 1).float().div_(255).sub_(self.mean).div_(self.std)
-        return x, i % CLASSES
-
-
-class JpegBytes(Dataset):
-    """The files' bytes, read as a dataset of encoded images yields them: prefetch decodes them
-    (FusedAugment(decode=True): only each random window, in C++ threads)."""
-
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        with open(self.paths[i], "rb") as f:
-            return torch.frombuffer(bytearray(f.read()), dtype=torch.uint8), i % CLASSES
-
-
-def stage_profile(paths, size, repeats=1):
+def stage_profile(paths: List[str], size: int, repeats: int = 1) -> Dict[str, Any]:
     """Mean CPU microseconds per image of one worker's stages (this thread's CPU time, one
     intra-op thread as in a DataLoader worker): decode, crop+resize, to-tensor, flip, and the
-    float conversion + normalize of torchvision's recipe."""
+    float conversion + normalize of torchvision's recipe.
+
+    Args:
+        paths (list[str]): the JPEG files.
+        size (int): the crop's side in pixels.
+        repeats (int): passes over the files.
+
+    Returns:
+        dict: ``us_per_image`` (per stage), ``worker_us_per_image`` (per pipeline: the stages it
+        runs in a worker, a flip counted half for a random one) and ``images`` (the count).
+
+    Raises:
+        ImportError: Pillow is not installed.
+    """
     from PIL import Image
 
     crop, _ = random_resized_crop(size)
@@ -285,7 +101,7 @@ def stage_profile(paths, size, repeats=1):
                 t1 = clock()
                 img = crop(img)
                 t2 = clock()
-                x = _to_tensor(img)
+                x = to_hwc_tensor(img)
                 t3 = clock()
                 x = torch.flip(x, (1,))  # every sample flipped: the cost of one flip
                 t4 = clock()
@@ -307,367 +123,19 @@ def stage_profile(paths, size, repeats=1):
     return {"us_per_image": us, "worker_us_per_image": per_pipeline, "images": count}
 
 
-# --- pipelines and the interleaved timing ------------------------------------------------------
-
-class Pipeline:
-    """One pipeline built once (persistent workers, one Prefetcher), iterated epoch by epoch;
-    ``resources`` is what it was built with (``section.resources``: DataLoader workers, threads
-    in the main process)."""
-
-    def __init__(self, name, batches, loader=None, prefetcher=None, *, workers=0, threads):
-        self.name, self._batches = name, batches
-        self.loader, self.prefetcher = loader, prefetcher
-        self.resources = resources(workers=workers, threads=threads)
-
-    def epoch(self):
-        """One epoch; the number of images it delivered."""
-        n = 0
-        for images in self._batches():
-            n += images.shape[0]
-        return n
-
-    def close(self):
-        if self.prefetcher is not None:
-            self.prefetcher.close()
-        self.prefetcher = self.loader = self._batches = None
-
-
-def _loader(ds, batch_size, workers, collate_fn, pin_memory=False):
-    return DataLoader(ds, batch_size=batch_size, shuffle=True, num_workers=workers,
-                      collate_fn=collate_fn, persistent_workers=workers > 0, pin_memory=pin_memory)
-
-
-def usual_pipeline(name, ds, batch_size, workers, device, normalize=True):
-    """The usual pipeline: ``workers`` DataLoader workers; the main process's ``.to``, ToDtype
-    and Normalize on torch's intra-op threads (N during a bench run)."""
-    # pin_memory on CUDA, as users write it for non_blocking copies (the Prefetcher pins itself).
-    loader = _loader(ds, batch_size, workers, default_collate, pin_memory=device.type == "cuda")
-
-    def batches():
-        for images, labels in loader:
-            labels.to(device, non_blocking=True)
-            yield usual_to_device(images, device) if normalize else images.to(device, non_blocking=True)
-    return Pipeline(name, batches, loader=loader, workers=workers, threads=torch.get_num_threads())
-
-
-def prefetch_pipeline(name, ds, batch_size, workers, device, collate_fn, threads, transform=True,
-                      aug=None):
-    loader = _loader(ds, batch_size, workers, collate_fn)
-    if aug is None and transform:
-        aug = prefetch.FusedAugment(MEAN, STD, hflip=0.5, seed=0)
-    pf = prefetch.Prefetcher(loader, device=device, num_threads=threads, transform=aug)
-
-    def batches():
-        for images, _ in pf:
-            yield images
-    return Pipeline(name, batches, loader=loader, prefetcher=pf, workers=workers, threads=threads)
-
-
-def webdataset_available():
-    try:
-        import webdataset  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
-        return False
-    return True
-
-
-def write_shards(paths, directory, shards):
-    """The files as webdataset tar shards (``NNNNNN.jpg`` and ``NNNNNN.cls`` members, the
-    labels JpegBytes gives them), ``shards`` of them so that every worker reads its own."""
-    import tarfile
-
-    urls = []
-    for s in range(shards):
-        url = os.path.join(directory, "shard-%03d.tar" % s)
-        with tarfile.open(url, "w") as tar:
-            for i in range(s, len(paths), shards):
-                tar.add(paths[i], arcname="%06d.jpg" % i)
-                label = str(i % CLASSES).encode()
-                info = tarfile.TarInfo("%06d.cls" % i)
-                info.size = len(label)
-                tar.addfile(info, io.BytesIO(label))
-        urls.append(url)
-    return urls
-
-
-class _WdsDecode:
-    """A webdataset sample as the usual pipeline's JpegImages("flip") makes it: PIL decode,
-    RandomResizedCrop, HWC uint8, a random flip (picklable, for the workers)."""
-
-    def __init__(self, size):
-        self.crop, _ = random_resized_crop(size)
-
-    def __call__(self, sample):
-        from PIL import Image
-
-        with Image.open(io.BytesIO(sample["jpg"])) as f:
-            img = f.convert("RGB")
-        return _random_hflip(_to_tensor(self.crop(img)), 1), int(sample["cls"])
-
-
-def webdataset_pipeline(paths, directory, batch_size, workers, device, size):
-    """webdataset's usual use: tar shards read sequentially by DataLoader workers (a shuffle
-    buffer, one shard list per worker), PIL decode + the same transforms in the workers,
-    default_collate, normalize in the main process."""
-    import webdataset as wds
-
-    urls = write_shards(paths, directory, max(2, 2 * workers))
-    ds = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None, seed=0, empty_check=False)
-          .shuffle(256).map(_WdsDecode(size)))
-    loader = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=default_collate,
-                        persistent_workers=workers > 0, pin_memory=device.type == "cuda")
-
-    def batches():
-        for images, labels in loader:
-            labels.to(device, non_blocking=True)
-            yield usual_to_device(images, device)
-    return Pipeline("webdataset", batches, loader=loader, workers=workers,
-                    threads=torch.get_num_threads())
-
-
-def pack_store(paths, dest):
-    """The files packed into a store (their labels as JpegBytes gives them); returns (what the
-    pack measured, the opened store). The files were just written: they are in the page cache."""
-    t0 = time.perf_counter()
-    store = prefetch.pack(paths, dest, labels=[i % CLASSES for i in range(len(paths))],
-                          progress=False)
-    seconds = time.perf_counter() - t0
-    files_bytes = sum(os.path.getsize(p) for p in paths)
-    store_bytes = sum(os.path.getsize(os.path.join(dest, f)) for f in os.listdir(dest))
-    return {"files": len(paths), "pack_s": seconds, "pack_files_per_s": len(paths) / seconds,
-            "files_bytes": files_bytes, "store_bytes": store_bytes,
-            "store_overhead": store_bytes / files_bytes - 1.0}, store
-
-
-def store_pipeline(store, batch_size, device, threads, aug):
-    loader = prefetch.ArrayLoader(store, batch_size, shuffle=True, seed=0, device=device,
-                                  num_threads=threads, transform=aug)
-
-    def batches():
-        for images, _ in loader:
-            yield images
-    return Pipeline("prefetch_store", batches, prefetcher=loader, threads=threads)
-
-
-class EnginePipeline(Pipeline):
-    """The in-process reference: a Prefetcher over Samples batches made in the main process."""
-
-    def __init__(self, batch_size, image_size, batches, device, threads):
-        from .collate import make_samples
-
-        pool = make_samples(2 * batch_size, image_size)  # two alternating groups, as collate does
-        groups = [prefetch.Samples(pool[i % 2 * batch_size:(i % 2 + 1) * batch_size])
-                  for i in range(batches)]
-        pf = prefetch.Prefetcher(groups, device=device, num_threads=threads)
-        super().__init__("engine", lambda: iter(pf), prefetcher=pf, threads=threads)
-        self.collates = []  # (bytes, seconds) of each epoch's collation, in order
-
-    def epoch(self):
-        before = self.prefetcher.stats()
-        n = super().epoch()
-        after = self.prefetcher.stats()
-        self.collates.append((after["bytes_collated"] - before["bytes_collated"],
-                              after["collate_s"] - before["collate_s"]))
-        return n
-
-
-class DaliPipeline(Pipeline):
-    """NVIDIA DALI's CPU pipeline on the same files: readers.file -> decoders.image_random_crop
-    (libjpeg-turbo, only the window decoded) -> resize -> [DALI's trivial_augment_wide, bilinear,
-    fill 0, when `trivial_augment`] -> crop_mirror_normalize (random mirror, float CHW), on
-    `threads` CPU threads (device_id=None). Needs `pip install nvidia-dali-cuda130` (optional: the
-    sections skip this row without it)."""
-
-    def __init__(self, paths, batch_size, size, threads, trivial_augment=False):
-        from nvidia.dali import fn, pipeline_def, types
-
-        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=None, seed=0,
-                      prefetch_queue_depth=self.QUEUE, enable_conditionals=trivial_augment)
-        def pipe():
-            jpegs, labels = fn.readers.file(files=paths, labels=[i % CLASSES for i in range(len(paths))],
-                                            random_shuffle=True, name="reader")
-            images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
-                                                   random_area=(0.08, 1.0),
-                                                   random_aspect_ratio=(3 / 4, 4 / 3))
-            images = fn.resize(images, resize_x=size, resize_y=size)
-            if trivial_augment:  # its automatic augmentations take CPU samples since DALI 1.25
-                from nvidia.dali.auto_aug import trivial_augment as ta
-
-                images = ta.trivial_augment_wide(images, fill_value=0,
-                                                 interp_type=types.INTERP_LINEAR)
-            images = fn.crop_mirror_normalize(
-                images, dtype=types.FLOAT, output_layout="CHW", mirror=fn.random.coin_flip(),
-                mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD])
-            return images, labels
-
-        self._pipe = pipe()
-        self._pipe.build()
-        self._iterations = -(-len(paths) // batch_size)
-        super().__init__("dali_cpu", self._batches_of_epoch, threads=threads)
-
-    # DALI's prefetch_queue_depth, and the batches an epoch schedules ahead of the one it takes.
-    # 1: at depth 2 DALI's executor still computed one iteration past an epoch's last scheduled
-    # one (a process used 0.13 s of CPU in the 0.1 s after each epoch; none at depth 1).
-    QUEUE = 1
-
-    def _batches_of_epoch(self):
-        # Each epoch schedules its own batches and no more. run() schedules the next iteration
-        # after every batch, so DALI kept computing batches past an epoch's end —
-        # during the next pipeline's timed epoch: it stole CPU from the usual pipeline timed after
-        # it (827 -> 700 images/s) and started its own epochs with half their 4 batches done
-        # (1,050-1,200 images/s interleaved against ~880 alone; benchmarks/NOTES.md, session 16).
-        scheduled = 0
-        while scheduled < min(self.QUEUE, self._iterations):
-            self._pipe.schedule_run()
-            scheduled += 1
-        for _ in range(self._iterations):
-            images, _ = self._pipe.outputs()
-            # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
-            batch = torch.from_numpy(np.array(images.as_tensor()))
-            self._pipe.release_outputs()
-            if scheduled < self._iterations:
-                self._pipe.schedule_run()
-                scheduled += 1
-            yield batch
-
-    def close(self):
-        self._pipe = None
-        super().close()
-
-
-def dali_available():
-    try:
-        import nvidia.dali  # noqa: F401
-    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
-        return False
-    return True
-
-
-class CpuProbe:
-    """CPU seconds of the main process (``time.process_time``: all its threads) and of its
-    worker processes (:func:`children_cpu_s`) between one ``start`` and the next ``start`` (or
-    ``stop``): called from ``timing.interleaved``'s setups, it brackets each timed epoch from
-    outside its sample (reading /proc costs milliseconds that no epoch should carry)."""
-
-    def __init__(self):
-        self.records = {}  # name -> [(main CPU s, worker CPU s or None)], in call order
-        self._open = None
-
-    def start(self, name):
-        self.stop()
-        kids = children_cpu_s()
-        self._open = (name, kids, time.process_time())
-
-    def stop(self):
-        if self._open is None:
-            return
-        name, kids0, cpu0 = self._open
-        cpu1 = time.process_time()
-        kids1 = children_cpu_s()
-        self.records.setdefault(name, []).append(
-            (cpu1 - cpu0, None if kids0 is None else kids1 - kids0))
-        self._open = None
-
-
-def interleave(pipelines, repeats, device, progress=None, label="", warmup=1):
-    """One untimed epoch of each (``warmup``), then ``repeats`` rounds of one timed epoch of
-    each in turn (``timing.interleaved``). Returns per pipeline the lists of every round's
-    seconds, images, main-process and worker CPU seconds (and the engine's collation bytes and
-    seconds)."""
-    probe = CpuProbe()
-    images = {p.name: [] for p in pipelines}
-    first = pipelines[0].name
-    calls_of_first = [0]
-
-    def setup(p):
-        def start():
-            if progress and p.name == first:
-                calls_of_first[0] += 1
-                k = calls_of_first[0] - warmup
-                progress("workers: %s%s" % (label, "warm-up epochs" if k < 1 else
-                                            "round %d/%d" % (k, repeats)))
-            probe.start(p.name)
-        return start
-
-    def epoch(p):
-        return lambda _: images[p.name].append(p.epoch())
-
-    calls = {p.name: (setup(p), epoch(p)) for p in pipelines}
-    try:
-        seconds = timing.interleaved(calls, repeats, device=device, warmup=warmup)
-    finally:
-        probe.stop()
-    out = {}
-    for p in pipelines:
-        cpu = probe.records[p.name][warmup:]
-        out[p.name] = {"s": seconds[p.name], "images": images[p.name][warmup:],
-                       "main_cpu_s": [c for c, _ in cpu], "worker_cpu_s": [k for _, k in cpu],
-                       "collate": p.collates[warmup:] if isinstance(p, EnginePipeline) else [],
-                       "resources": p.resources}
-    return out
-
-
-def interleave_then_close(pipelines, repeats, device, progress=None, label=""):
-    """:func:`interleave`, then every pipeline closed (its workers and Prefetcher gone), whatever
-    happened, so the next measurement starts on idle cores."""
-    try:
-        return interleave(pipelines, repeats, device, progress, label)
-    finally:
-        for p in pipelines:
-            p.close()
-        gc.collect()
-
-
-def _summary(values):
-    s = timing.Summary.of(values)
-    return {"median": s.median, "low": s.low, "high": s.high}
-
-
-def summarize(raw, batch_size, image_bytes):
-    """Rows per pipeline: images/s and batches/s (median, min, max over rounds), images per
-    epoch, CPU microseconds per image in the main process and in the workers (medians)."""
-    rows = {}
-    for name, rec in raw.items():
-        ips = [n / s for n, s in zip(rec["images"], rec["s"])]
-        row = {
-            "img_per_s": _summary(ips),
-            "batches_per_s": _summary([math.ceil(n / batch_size) / s
-                                       for n, s in zip(rec["images"], rec["s"])]),
-            "gbps": _summary([v * image_bytes / 1e9 for v in ips]),
-            "images_per_epoch": rec["images"][0],
-            "rounds": {"s": rec["s"], "images": rec["images"]},
-            "images_per_epoch_all_equal": len(set(rec["images"])) == 1,
-            "main_cpu_us_per_img": timing.median(
-                [1e6 * c / n for c, n in zip(rec["main_cpu_s"], rec["images"])]),
-            "resources": rec["resources"],
-        }
-        if rec["worker_cpu_s"] and None not in rec["worker_cpu_s"]:
-            row["worker_cpu_us_per_img"] = timing.median(
-                [1e6 * c / n for c, n in zip(rec["worker_cpu_s"], rec["images"])])
-        if rec["collate"]:
-            row["collate_gbps"] = _summary([b / s / 1e9 for b, s in rec["collate"] if s > 0])
-        rows[name] = row
-    return rows
-
-
-def ratio(raw, a, b):
-    """a's speed over b's, per round (the same round's epochs, back to back): median, min, max."""
-    ra, rb = raw[a], raw[b]
-    return _summary([(na / sa) / (nb / sb) for na, sa, nb, sb in
-                     zip(ra["images"], ra["s"], rb["images"], rb["s"])])
-
-
 # --- the section -------------------------------------------------------------------------------
 
-# An epoch holds at least this many batches per DataLoader worker (--quick: at least one): with
-# fewer batches than workers, workers sit idle and the epoch is one worker's batch, whatever N
-# is (the usual pipeline would be given N workers and use a few).
-BATCHES_PER_WORKER = 2
-
-
-def sizes(config):
+def sizes(config: Any) -> Dict[str, Any]:
     """Images per epoch and rounds: small in quick mode (but at least 5 interleaved rounds),
-    under ~3 minutes in all on 2 cores."""
+    under ~3 minutes in all on 2 cores.
+
+    Args:
+        config (section.Config): the run's.
+
+    Returns:
+        dict: ``synthetic_batches`` (None: :func:`synthetic_images`'s), ``jpegs`` (distinct
+        files), ``repeats`` and ``jpeg_repeats`` (timed rounds), ``batches_per_worker``.
+    """
     if config.quick:
         return {"synthetic_batches": 2, "jpegs": 2 * jpeg_batch_size(config), "repeats": 5,
                 "jpeg_repeats": 5, "batches_per_worker": 1}
@@ -677,32 +145,38 @@ def sizes(config):
             "batches_per_worker": BATCHES_PER_WORKER}
 
 
-def image_size(config):
+def image_size(config: Any) -> int:
     """The images' side: ``--image-size``, at most 64 with --quick (a twelfth of 224²'s pixels
     keeps the quick run's every pipeline and round affordable)."""
     return min(config.image_size, 64) if config.quick else config.image_size
 
 
-def jpeg_batch_size(config):
+def jpeg_batch_size(config: Any) -> int:
     """The JPEG pipelines' batch: 64 when it is one of ``--batch-size``, else the smallest; at
     most 32 with --quick."""
     size = 64 if 64 in config.batch_sizes else min(config.batch_sizes)
     return min(size, 32) if config.quick else size
 
 
-def epoch_batches(batches, workers, per_worker=BATCHES_PER_WORKER):
-    """``batches``, raised to ``per_worker`` for each of the ``workers``."""
-    return max(batches, per_worker * workers)
-
-
-def synthetic_images(batch_size, image_size):
+def synthetic_images(batch_size: int, image_size: int) -> int:
     """Images per synthetic epoch at default sizes: ~1,000-2,000 images of 224x224 (at least 4
     batches), scaled by the image's area."""
     per_epoch = max(4 * batch_size, int(1536 * (224 * 224) / (image_size * image_size)))
     return -(-per_epoch // batch_size) * batch_size
 
 
-def run_synthetic(config, batch_size, n_sizes):
+def run_synthetic(config: Any, batch_size: int, n_sizes: Dict[str, Any]) -> Dict[str, Any]:
+    """Part (1): the synthetic uint8 pipelines at one batch size, interleaved.
+
+    Args:
+        config (section.Config): the run's (device, N, image size, progress).
+        batch_size (int): images per batch.
+        n_sizes (dict): :func:`sizes`'s.
+
+    Returns:
+        dict: the part's details: its ``pipelines`` rows (``epochs.summarize``), ``ratios``,
+        and the hand-off and engine collation bandwidths (GB/s) and their ratios.
+    """
     device, workers, size = config.device, config.workers, image_size(config)
     threads = workers  # N
     batches = epoch_batches(n_sizes["synthetic_batches"]
@@ -745,14 +219,24 @@ def run_synthetic(config, batch_size, n_sizes):
             "handoff_stored_vs_engine_collate": handoff_stored / engine}
 
 
-def epoch_files(files, batch_size, workers, per_worker=BATCHES_PER_WORKER):
-    """One epoch's files: ``files`` repeated (the page cache holds them) up to
-    ``epoch_batches`` batches, so that every one of the ``workers`` has batches to make."""
-    want = epoch_batches(-(-len(files) // batch_size), workers, per_worker) * batch_size
-    return (files * -(-want // len(files)))[:max(want, len(files))]
 
+def run_jpeg(config: Any, batch_size: int, n_sizes: Dict[str, Any]) -> Dict[str, Any]:
+    """Part (2): the JPEG pipelines (and the optional peers that run here), interleaved, on
+    files written to a temporary folder and removed after.
 
-def run_jpeg(config, batch_size, n_sizes):
+    Args:
+        config (section.Config): the run's (device, N, image size, progress).
+        batch_size (int): images per batch.
+        n_sizes (dict): :func:`sizes`'s.
+
+    Returns:
+        dict: the part's details: its ``pipelines`` rows, ``ratios``, the files' counts and mean
+        size, the crop's implementation, the store's figures, why a peer was skipped, and one
+        worker's stage profile (:func:`stage_profile`).
+
+    Raises:
+        ImportError: Pillow is not installed (:func:`run` checks first).
+    """
     device, workers, size = config.device, config.workers, image_size(config)
     threads = workers  # N
     directory = tempfile.mkdtemp(prefix="prefetch-bench-jpeg-")
@@ -852,7 +336,7 @@ def run_jpeg(config, batch_size, n_sizes):
                                        for k in ("decode", "crop_resize", "to_tensor")}}
 
 
-def slower_reason(config):
+def slower_reason(config: Dict[str, Any]) -> str:
     """Why a prefetch pipeline can trail in this run (the figures are whole epochs on shared
     cores)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -866,7 +350,15 @@ def slower_reason(config):
     return why
 
 
-def table(result):
+def table(result: Dict[str, Any]) -> str:
+    """The section's printed table.
+
+    Args:
+        result (dict): :func:`run`'s details (``synthetic``, ``jpeg``, ``config``).
+
+    Returns:
+        str: its lines.
+    """
     load = result["config"]["loadavg"]
     lines = [] if None in load else [
         "", "workers: load average %.1f before, %.1f after (other work on the machine)" % tuple(load)]
@@ -918,7 +410,17 @@ def table(result):
     return "\n".join(lines)
 
 
-def metrics(result):
+def metrics(result: Dict[str, Any]) -> Dict[str, float]:
+    """The section's flat metrics (results.json's ``metrics``, the names README.md lists).
+
+    Args:
+        result (dict): :func:`run`'s details.
+
+    Returns:
+        dict: each ratio's median per batch size (``<ratio>_b<B>``), images/s, the hand-off and
+        collation GB/s and their ratios; ``jpeg_<ratio>`` and the store's figures when the JPEG
+        part ran.
+    """
     m = {}
     for part in result["synthetic"]:
         b = part["batch_size"]
@@ -944,7 +446,15 @@ def metrics(result):
     return m
 
 
-def run(config):
+def run(config: Any) -> SectionResult:
+    """Runs the section: part (1) at every ``--batch-size``, then part (2) when Pillow imports.
+
+    Args:
+        config (section.Config): the run's.
+
+    Returns:
+        SectionResult: the details, metrics, table, resources and skipped peers.
+    """
     n_sizes = sizes(config)
     load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
     result = {"synthetic": [run_synthetic(config, b, n_sizes) for b in config.batch_sizes]}
@@ -975,7 +485,7 @@ def run(config):
                          skipped=skipped)
 
 
-def used_resources(result):
+def used_resources(result: Dict[str, Any]) -> Dict[str, Dict[str, int]]:
     """results.json's resources of the section: ``synthetic bN: name`` and ``jpeg: name``."""
     parts = [("synthetic b%d" % p["batch_size"], p) for p in result["synthetic"]]
     if result["jpeg"] is not None:

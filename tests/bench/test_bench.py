@@ -322,7 +322,7 @@ def test_workers_section_runs_every_pipeline_over_the_same_images(fair_run):
         want = batches * 8 * (4 if name == "handoff_stored" else 1)
         assert row["rounds"]["images"] == [want] * result["details"]["workers"]["config"]["repeats"], name
     jpeg = details["jpeg"]
-    from prefetch.bench.workers import dali_available, webdataset_available
+    from prefetch.bench.pipelines import dali_available, webdataset_available
 
     assert set(jpeg["pipelines"]) == {"usual", "usual_float", "prefetch", "prefetch_default_collate",
                                       "prefetch_resized"} | (
@@ -369,17 +369,19 @@ def test_workers_pipelines_deliver_the_same_normalized_images():
     batches whose samples are each dataset image, normalized, as it is or mirrored."""
     from torch.utils.data import default_collate
 
-    from prefetch.bench import workers as w
+    from prefetch.bench.constants import MEAN, STD
+    from prefetch.bench.datasets import FreshImages
+    from prefetch.bench.pipelines import prefetch_pipeline, usual_pipeline
 
-    ds = w.FreshImages(6, 5, flip=False, pool=6)
-    mean = torch.tensor(w.MEAN).view(3, 1, 1)
-    std = torch.tensor(w.STD).view(3, 1, 1)
-    for pipeline in (w.usual_pipeline("usual", w.FreshImages(6, 5, flip=True, pool=6), 3, 0,
-                                      torch.device("cpu")),
-                     w.prefetch_pipeline("prefetch", ds, 3, 0, torch.device("cpu"),
-                                         w.prefetch.collate.samples, 2),
-                     w.prefetch_pipeline("prefetch_default_collate", ds, 3, 0, torch.device("cpu"),
-                                         default_collate, 2)):
+    ds = FreshImages(6, 5, flip=False, pool=6)
+    mean = torch.tensor(MEAN).view(3, 1, 1)
+    std = torch.tensor(STD).view(3, 1, 1)
+    for pipeline in (usual_pipeline("usual", FreshImages(6, 5, flip=True, pool=6), 3, 0,
+                                    torch.device("cpu")),
+                     prefetch_pipeline("prefetch", ds, 3, 0, torch.device("cpu"),
+                                       prefetch.collate.samples, 2),
+                     prefetch_pipeline("prefetch_default_collate", ds, 3, 0, torch.device("cpu"),
+                                       default_collate, 2)):
         try:
             batches = list(pipeline._batches())
         finally:
@@ -407,7 +409,7 @@ def test_workers_section_without_pillow_skips_only_the_jpeg_pipelines(tmp_path, 
 
 def test_pil_random_resized_crop_follows_torchvision_get_params():
     pytest.importorskip("PIL")
-    from prefetch.bench.workers import PilRandomResizedCrop
+    from prefetch.bench.datasets import PilRandomResizedCrop
 
     crop = PilRandomResizedCrop(8)
     torch.manual_seed(0)
@@ -435,7 +437,7 @@ def test_recipes_section_compares_the_v2_recipe_with_the_usual_one(fair_run):
     assert m["recipe_prefetch_vs_usual"] > 0 and m["recipe_usual_img_per_s"] > 0
     assert m["recipe_prefetch_store_vs_usual"] > 0
     rows = result["details"]["recipes"]
-    from prefetch.bench.workers import dali_available
+    from prefetch.bench.pipelines import dali_available
     assert set(rows["pipelines"]) == {"usual", "prefetch", "prefetch_store"} | (
         {"dali_cpu"} if dali_available() and not rows["dali_skipped"] else set())
     if "dali_cpu" in rows["pipelines"]:

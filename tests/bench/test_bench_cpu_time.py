@@ -1,4 +1,4 @@
-"""The workers section's CPU time of the DataLoader workers (``workers.children_cpu_s``): a worker
+"""The workers section's CPU time of the DataLoader workers (``epochs.children_cpu_s``): a worker
 that ends between two reads — an epoch's non-persistent workers — still counts (a new user's
 trial saw 0 µs an image for a pipeline with 2 workers: their time left with them).
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="childre
 
 SCENARIO = textwrap.dedent('''
     import multiprocessing, time
-    from prefetch.bench.workers import children_cpu_s
+    from prefetch.bench.epochs import children_cpu_s
 
     def spin(seconds):  # CPU time, not wall
         end = time.process_time() + seconds

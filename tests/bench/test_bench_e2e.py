@@ -188,7 +188,7 @@ def built(monkeypatch):
     torch's intra-op threads when a Prefetcher was built)."""
     from torch.utils.data import DataLoader
 
-    from prefetch.bench import e2e_pipelines, workers
+    from prefetch.bench import e2e_pipelines, pipelines
 
     made = []
 
@@ -202,7 +202,7 @@ def built(monkeypatch):
             super().__init__(*args, **kwargs)
             made.append(("Prefetcher", kwargs.get("num_threads"), torch.get_num_threads()))
 
-    monkeypatch.setattr(workers, "DataLoader", SpyLoader)
+    monkeypatch.setattr(pipelines, "DataLoader", SpyLoader)
     monkeypatch.setattr(e2e_pipelines, "DataLoader", SpyLoader)
     monkeypatch.setattr(prefetch, "Prefetcher", SpyPrefetcher)
     return made
@@ -234,7 +234,8 @@ def fake_timm(monkeypatch):
 def test_every_pipeline_is_built_with_the_same_n(tmp_path, built, fake_timm):
     pytest.importorskip("PIL")
     from prefetch.bench import e2e_pipelines as P
-    from prefetch.bench.workers import write_jpegs
+    from prefetch.bench.constants import MEAN
+    from prefetch.bench.datasets import write_jpegs
 
     n, device = 3, torch.device("cpu")
     paths = write_jpegs(str(tmp_path), 4, scale=0.1)
@@ -244,7 +245,7 @@ def test_every_pipeline_is_built_with_the_same_n(tmp_path, built, fake_timm):
     loaders = [m for m in built if m[0] == "DataLoader"]
     assert len(loaders) == 3 and {w for _, w, _ in loaders} == {n}
     assert [m[1] for m in built if m[0] == "Prefetcher"] == [n]
-    assert [g["mean"] for g in fake_timm] == [E2E.MEAN]
+    assert [g["mean"] for g in fake_timm] == [MEAN]
     # timm's loader and the usual one on CUDA pin their batches; on the CPU only timm's asks.
     assert [pin for _, _, pin in loaders] == [False, True, False]
     resources = P.pipeline_resources(n)

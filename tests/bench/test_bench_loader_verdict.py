@@ -1,6 +1,6 @@
 """The harness's verdict on a user's loader (``python -m prefetch.bench --loader``) as a pure
 function of the figures it prints: every kind on figures made from a model of the pipeline, the
-contradictory figures of issue 43 (the step alone at 84 batches/s, the loader at 15.7/s), ranges
+contradictory figures a user reported (the step alone at 84 batches/s, the loader at 15.7/s), ranges
 that cross a threshold, contention for the cores, advice that fits the pipeline, the PIL probe,
 and one short command-line run whose printed verdict must agree with its printed figures.
 
@@ -110,7 +110,7 @@ def test_the_capacity_thresholds(capacity, kind):
     assert V.judge(f, STAGES, pipeline(device="cuda")).kind == kind
 
 
-# --- issue 43: figures that contradict "compute-bound" ---------------------------------------
+# --- a user's figures that contradicted "compute-bound" ---------------------------------------
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

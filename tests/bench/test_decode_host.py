@@ -1,4 +1,4 @@
-"""The bench's decode_host section (issue 44 item 4): structure, never speed — its pipelines
+"""The bench's decode_host section: structure, never speed — its pipelines
 built with N threads, timed in interleaved rounds (at least 5 after a warm-up), each figure a
 median with its range, and the fake GPU decoder called once a batch. That its batches are the
 ArrayLoader's: tests/ops/test_decode_host_stage.py::test_the_bench_batches_are_the_array_loaders."""

@@ -345,7 +345,7 @@ def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path)
     assert {r["status"] for r in runs} == {"not started (budget)"}
 
 
-# -- the focused plan (issue 44 item 5): what changed, first, in one device call ------------------
+# -- the focused plan: what changed, first, in one device call ------------------
 
 def plan_figures():
     p = subprocess.run(["bash", SCRIPT, "--plan", "focused", "--list"], capture_output=True,
