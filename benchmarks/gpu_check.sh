@@ -59,7 +59,7 @@
 #                   after close under expandable_segments (benchmarks/gpu/memory.py)
 #   ddp         90  torchrun: each rank's CUDA contexts on its own device only (ddp_contexts.py)
 #   bench      360  python -m prefetch.bench, one section per process, merged: $OUT/bench/
-#                   results.json, readme_table.md (the README's GPU tables), e2e.png, ops.png
+#                   results.json, readme_table.md (docs/benchmarks.md's GPU tables), e2e.png, ops.png
 #   bench_fair 360  the fair sections (h2d, e2e, recipes, workers, in that order) that have new
 #                   code or no fair figure yet, --workers = the usable cores: $OUT/bench_fair/ as bench's;
 #                   each finished section is recorded at this commit in gpu_clean_runs.json

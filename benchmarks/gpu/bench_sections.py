@@ -1,5 +1,5 @@
 """`python -m prefetch.bench`, one section per process, each under its own time limit, merged
-into one results.json (with the charts and the README's tables) after every section.
+into one results.json (with the charts and the tables of docs/benchmarks.md) after every section.
 
 A bench run writes results.json only at its end: one section that hangs or outlasts the
 device call would lose every figure. Here a section that fails or runs out of time loses only
@@ -42,12 +42,14 @@ ORDER = ("h2d", "ops", "e2e", "arrays", "collate", "workers", "recipes")
 RESERVE_S = 10  # merging, charts and the table after the last section
 
 # The sections whose fair figures (equal N, interleaved) the README waits for, in the order a
-# GPU run needs them (issue 44: the ring's copy with its timeline, the training loops, the
-# recipe, the workers), and what each measures: its bench module, the bench's shared machinery,
+# GPU run needs them (the ring's copy with its timeline, the training loops, the recipe, the
+# workers), and what each measures: its bench module, the bench's shared machinery,
 # and the product code on its path (git pathspecs; changed.py).
 FAIR = ("h2d", "e2e", "recipes", "workers")
 _BENCH_SHARED = ["prefetch/bench/__main__.py", "prefetch/bench/section.py",
-                 "prefetch/bench/timing.py", "prefetch/bench/target.py"]
+                 "prefetch/bench/timing.py", "prefetch/bench/target.py",
+                 "prefetch/bench/constants.py", "prefetch/bench/datasets.py",
+                 "prefetch/bench/pipelines.py", "prefetch/bench/epochs.py"]
 _ENGINE = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
            "prefetch/_engine", "prefetch/prefetcher.py", "prefetch/collate.py"]
 FAIR_SOURCES = {  # (git pathspecs: "*" matches across folders)

@@ -1,4 +1,4 @@
-"""results.json of `python -m prefetch.bench` -> the README's tables, in markdown.
+"""results.json of `python -m prefetch.bench` -> the tables of docs/benchmarks.md, in markdown.
 
     python benchmarks/gpu/readme_table.py gpu-out/bench/results.json [-o readme_table.md]
 
