@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from . import gpu_decoders
-from .augment import _flips, _size_list, resized_crop
+from .arguments import flips, size_list
+from .geometry import resized_crop
 from .._engine.checks import describe, whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 from ..ragged import Ragged
@@ -190,7 +191,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
     already (the pixel limit is checked on them rather than on the headers read again)."""
     boxes = _boxes(boxes, None)
     device = torch.device(device)
-    hflip, vflip = _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu")
+    hflip, vflip = flips(hflip, "hflip", "cpu"), flips(vflip, "vflip", "cpu")
     if device.type == "cpu":
         r = encoded_batch(data)
         if not torch.compiler.is_compiling():
@@ -203,7 +204,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
         # One pass per sample: each thread decodes a box and resizes it while it is in cache.
         offsets, sizes = r.host_tables()
         return torch.ops.prefetch.decode_resized_crop(
-            r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
+            r.values, offsets, sizes, boxes, size_list(size), [float(m) for m in mean],
             [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
     # resized there; a GPU decoder's windows come with their tables on the host (no Python per
@@ -437,3 +438,22 @@ def _with_cpu_decoder():
     import prefetch
 
     return prefetch.built_with_jpeg()
+
+
+# --- the fake kernels of the JPEG ops (their shapes; the headers are read when the real ones run) ---
+
+@torch.library.register_fake("prefetch::jpeg_sizes")
+def _jpeg_sizes_fake(values, offsets, sizes):
+    return offsets.new_empty((offsets.shape[0], 3))
+
+
+@torch.library.register_fake("prefetch::decode_resized_crop")
+def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
+                              dtype=torch.float32, channels_last=False, antialias=False):
+    # The shape only: the boxes are checked against the headers when the real kernel runs.
+    torch._check(len(mean) == 3, lambda: "decode_resized_crop: the decoded images are RGB: mean "
+                 "and std need 3 values, got %d" % len(mean))
+    torch._check(len(size) == 2, lambda: "resized_crop: size must be (h, w)")
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return values.new_empty((offsets.shape[0], 3, size[0], size[1]), dtype=dtype).contiguous(
+        memory_format=fmt)

@@ -33,7 +33,7 @@ import enum
 
 import torch
 
-from ..ops.augment import normalize_flip
+from ..ops.normalize import normalize_flip
 from .compose import Compose as _Compose
 from .contract import Transform, get_leaf, set_leaf
 from .erasing import RandomErasing as _Erasing
