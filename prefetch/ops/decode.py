@@ -24,7 +24,7 @@ import warnings
 import numpy as np
 import torch
 
-from . import gpu_decoders
+from . import gpu_decoders, gpu_streams, jpeg_headers
 from .arguments import flips, size_list
 from .geometry import resized_crop
 from .._engine.checks import describe, whole
@@ -280,7 +280,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     ``[N]``) and size (int64 ``[N, 3]``) on the CPU.
 
     One call a batch for every step, none an image, while the GPU decodes every image: the
-    encoded bytes' views, the headers (:func:`gpu_decoders.jpeg_layouts`), the screen
+    encoded bytes' views, the headers (:func:`jpeg_headers.jpeg_layouts`), the screen
     (``backend.refused``), the checks of the pixel limit and of the boxes (tensor operations), the
     backend's batched call, and the windows cut and packed (``_pack_windows``); Python per image
     runs only for an image the GPU does not decode, or to say what went wrong.
@@ -295,7 +295,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     lengths = lengths.reshape(-1)
     # Views of the (possibly pinned) values: nothing is copied.
     images = torch.ops.prefetch._ragged_views(r.values, offsets, lengths.view(-1, 1))
-    table = gpu_decoders.jpeg_layouts(images)
+    table = jpeg_headers.jpeg_layouts(images)
     with_cpu = _with_cpu_decoder()
     if header_sizes is not None:
         hw = torch.as_tensor(header_sizes).to(torch.int64)[:, :2]
@@ -306,7 +306,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
             _decode_on_cpu(r, boxes)  # raises the CPU decoder's own error, naming the sample
             raise
     else:
-        hw = table[:, [gpu_decoders.LAYOUT_FIELDS.index("height"), gpu_decoders.LAYOUT_FIELDS.index("width")]]
+        hw = table[:, [jpeg_headers.LAYOUT_FIELDS.index("height"), jpeg_headers.LAYOUT_FIELDS.index("width")]]
         unread = (hw <= 0).any(1)
         if bool(unread.any()):
             n = int(unread.nonzero()[0, 0])
@@ -329,7 +329,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     # One row per image for _pack_windows: where its window goes, its size, its window.
     pack_table = torch.cat([starts[:, None], hw, regions], 1)
 
-    refused = backend.refused(table, lambda n: gpu_decoders.jpeg_layout(memoryview(images[n].numpy())))
+    refused = backend.refused(table, lambda n: jpeg_headers.jpeg_layout(memoryview(images[n].numpy())))
     every = not bool(refused.any())
     on_gpu = None if every else (~refused).nonzero().view(-1)
     if not every:
@@ -351,7 +351,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
                     misfits[k] = None if outputs[k] is None else describe(outputs[k])
         return values
 
-    values, errors = gpu_decoders.decode_on_device(backend, images, device, read)
+    values, errors = gpu_streams.decode_on_device(backend, images, device, read)
     if bool(fits.all()):
         return values, starts, sizes
     on_cpu = (~fits).nonzero().view(-1)
@@ -386,7 +386,7 @@ def _why_not(backend, n, refused, on_gpu, errors, misfits, hw, images, device, r
     """Why image ``n`` did not come from the GPU decoder (for the message of a build without the
     CPU decoder): its refusal, its error, or what the backend returned instead."""
     if bool(refused[n]):
-        return backend.refuses(gpu_decoders.jpeg_layout(memoryview(r.values.numpy()), int(offsets[n]),
+        return backend.refuses(jpeg_headers.jpeg_layout(memoryview(r.values.numpy()), int(offsets[n]),
                                                         int(lengths[n])))
     k = n if on_gpu is None else int((on_gpu == n).nonzero()[0, 0])
     if errors[k] is not None:
