@@ -44,9 +44,19 @@ __all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBack
            "FakeGpuBackend", "fits"]
 
 
-def fits(image, height, width, device, layout="HWC"):
-    """Whether a backend's output is what the header promised: (H, W, 3) uint8 on ``device`` — or
-    (3, H, W) for ``layout="CHW"`` (``_pack_windows`` checks the same for a whole batch in C++)."""
+def fits(image: object, height: int, width: int, device: torch.device, layout: str = "HWC") -> bool:
+    """Whether a backend's output is what the header promised (``_pack_windows`` checks the same
+    for a whole batch in C++).
+
+    Args:
+        image: one image a backend returned (anything: a wrong type is a misfit).
+        height, width: the header's size in pixels.
+        device: the device it must be on.
+        layout: ``"HWC"`` or ``"CHW"``, the backend's layout.
+
+    Returns:
+        True for a uint8 tensor of shape (H, W, 3), or (3, H, W) for ``"CHW"``, on ``device``.
+    """
     shape = (3, height, width) if layout == "CHW" else (height, width, 3)
     return (isinstance(image, torch.Tensor) and image.dtype == torch.uint8 and image.device == device
             and tuple(image.shape) == shape)

@@ -15,6 +15,7 @@ import contextlib
 import os
 import threading
 import warnings
+from typing import Iterator
 
 import torch
 
@@ -33,20 +34,33 @@ BACKENDS = [TorchCodecBackend(), TorchvisionBackend(), CpuBackend()]
 _FALLBACK = CpuBackend()
 
 
-def may_serve(device):
-    """Whether a GPU decoder may decode for ``device``: a CUDA device, or a device type a
-    registered backend names in its ``devices`` (:class:`FakeGpuBackend`'s CPU and meta). Imports
-    nothing: a CPU loader without a fake backend registered pays no import to learn it does not
-    need one."""
+def may_serve(device: torch.device | str) -> bool:
+    """Whether a GPU decoder may decode for ``device``. Imports nothing: a CPU loader without a
+    fake backend registered pays no import to learn it does not need one.
+
+    Args:
+        device: a torch device or its name.
+
+    Returns:
+        True for a CUDA device, or a device type a registered backend names in its ``devices``
+        (:class:`FakeGpuBackend`'s CPU and meta).
+    """
     device = torch.device(device)
     return device.type == "cuda" or any(device.type in b.devices and b.name != "cpu" for b in BACKENDS)
 
 
 @contextlib.contextmanager
-def registered(backend):
+def registered(backend: GpuJpegBackend) -> Iterator[GpuJpegBackend]:
     """Makes ``backend`` the first of :data:`BACKENDS` (the one ``auto`` chooses when it is
     available) while the ``with`` block runs, then restores the list; the cached choice is
-    cleared on entry and exit. For tests and the bench: ``with registered(FakeGpuBackend()):``."""
+    cleared on entry and exit. For tests and the bench: ``with registered(FakeGpuBackend()):``.
+
+    Args:
+        backend: the backend to put first.
+
+    Returns:
+        A context manager whose ``with`` block gets ``backend``.
+    """
     global BACKENDS
     before = BACKENDS
     BACKENDS = [backend] + [b for b in before if b is not backend]
@@ -72,12 +86,22 @@ def _request(name):
     return "auto", None
 
 
-def select_gpu_decoder(name=None):
-    """The backend that decodes JPEGs for a CUDA device: ``name`` (``"auto"``, ``"torchcodec"``,
-    ``"torchvision"`` or ``"cpu"``) or else ``$PREFETCH_GPU_JPEG_DECODER``, else ``"auto"``: the
-    first of :data:`BACKENDS` that is available. A named backend that is not available raises
-    RuntimeError saying why; an unknown name raises ValueError. One that failed on every image of
-    a batch (warned once) is replaced by the CPU decoder. Cached per request."""
+def select_gpu_decoder(name: str | None = None) -> GpuJpegBackend:
+    """The backend that decodes JPEGs for a CUDA device. Cached per request.
+
+    Args:
+        name: ``"auto"``, ``"torchcodec"``, ``"torchvision"`` or ``"cpu"`` (any case); None:
+            ``$PREFETCH_GPU_JPEG_DECODER``, else ``"auto"``, the first of :data:`BACKENDS` that is
+            available.
+
+    Returns:
+        The chosen backend; one that failed on every image of a batch (:func:`disable`, warned
+        once) is replaced by the CPU decoder.
+
+    Raises:
+        ValueError: a name that names no backend.
+        RuntimeError: a named backend that cannot be used here, saying why.
+    """
     request, source = _request(name)
     backends = tuple(BACKENDS)
     key = (request, backends, tuple(sorted(_disabled)))
@@ -105,17 +129,23 @@ def select_gpu_decoder(name=None):
     return chosen
 
 
-def clear_cache():
+def clear_cache() -> None:
     """Forgets the cached choice and the disabled backends (tests; a changed environment)."""
     with _cache_lock:
         _cache.clear()
         _disabled.clear()
 
 
-def disable(backend, error, count):
+def disable(backend: GpuJpegBackend, error: BaseException, count: int) -> None:
     """A backend that failed on every one of ``count`` >= 2 images that the CPU decoder then
     decoded is broken here (a TorchCodec without nvJPEG, a driver it does not support): stop
-    calling it in this process, saying so once."""
+    calling it in this process, saying so once (a RuntimeWarning naming ``error``).
+
+    Args:
+        backend: the backend that failed.
+        error: the exception it raised on the first image.
+        count: how many images it failed on, each alone too.
+    """
     with _cache_lock:
         if backend.name in _disabled:
             return
@@ -128,12 +158,19 @@ def disable(backend, error, count):
                   RuntimeWarning, stacklevel=3)
 
 
-def describe(name=None):
-    """The backend :func:`select_gpu_decoder` would choose, as a line for ``prefetch.info``, e.g.
-    ``torchvision 0.26.0 (nvJPEG)`` or ``cpu (torchcodec is not installed; torchvision is not
-    installed)``: from what is installed (``importlib.util.find_spec`` and the packages' versions),
-    without importing TorchCodec or torchvision and without initialising CUDA. A library that
-    failed to import in this process, or a backend disabled after failing, is named as such."""
+def describe(name: str | None = None) -> str:
+    """The backend :func:`select_gpu_decoder` would choose, as a line for ``prefetch.info``: from
+    what is installed (``importlib.util.find_spec`` and the packages' versions), without importing
+    TorchCodec or torchvision and without initialising CUDA.
+
+    Args:
+        name: as :func:`select_gpu_decoder`'s.
+
+    Returns:
+        e.g. ``torchvision 0.26.0 (nvJPEG)`` or ``cpu (torchcodec is not installed; torchvision
+        is not installed)``; a library that failed to import in this process, a backend disabled
+        after failing, or an unknown name is named as such (never raises for them).
+    """
     request, source = _request(name)
     by_name = {b.name: b for b in BACKENDS}
     if request != "auto":

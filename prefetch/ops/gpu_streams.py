@@ -36,6 +36,7 @@ would also be correct, but it waits for every stream of the device, the training
 The cost: the decode stream's pool keeps about one batch of whole decoded images cached.
 """
 import threading
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -77,19 +78,33 @@ class _CudaStreams:
 _streams = _CudaStreams()
 
 
-def decode_on_device(backend, images, device, read):
-    """``backend``'s decode of ``images`` on ``device``, read by ``read(outputs, errors)``: ``outputs[i]``
-    is the backend's image (in its ``layout``), or None with ``errors[i]`` the exception that the
-    backend raised for image ``i`` alone. One batched call; only if it raises, one call per image
-    (a batch with one image nvJPEG rejects costs one failed call, not one per image). Returns
-    ``(read's result, errors)``.
+def decode_on_device(backend, images: Sequence[torch.Tensor], device: torch.device,
+                     read: Callable[[list, list], Any]) -> tuple[Any, list]:
+    """``backend``'s decode of ``images`` on ``device``, read by ``read``. One batched call; only if
+    it raises, one call per image (a batch with one image nvJPEG rejects costs one failed call, not
+    one per image).
 
     On a CUDA device the calls and ``read`` run on the decode stream (the module docstring says
     why): ``read`` cuts what it needs out of the outputs there, into a tensor it allocates there
     and returns; the caller's stream then waits for the decode stream, and that one tensor is
     protected for the caller's stream (the outputs are dropped once ``read`` has queued its reads:
     their blocks go back to the decode stream's pool in stream order). Elsewhere (the CPU tests'
-    and the bench's fake backend) it is the same without streams."""
+    and the bench's fake backend) it is the same without streams.
+
+    Args:
+        backend (prefetch.ops.gpu_backends.GpuJpegBackend): the decoder.
+        images (list of Tensor[L_i]): the encoded images, 1-D uint8 CPU tensors.
+        device (torch.device): where to decode (CUDA; the fake backend's CPU or meta too).
+        read: called once as ``read(outputs, errors)``: ``outputs[i]`` is the backend's image i
+            (in its ``layout``), or None with ``errors[i]`` the exception the backend raised for
+            image ``i`` alone.
+
+    Returns:
+        ``(read's result, errors)``.
+
+    Raises:
+        Whatever ``read`` raises; the backend's own exceptions are caught and returned per image.
+    """
     images = list(images)
     if not images:
         return read([], []), []

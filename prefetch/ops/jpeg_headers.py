@@ -3,7 +3,7 @@
 csrc/decode/jpeg_layout.cpp), so that a GPU decoder's screen (:mod:`prefetch.ops.gpu_backends`)
 sends what it cannot decode to the CPU decoder without a failed call.
 """
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 
@@ -37,11 +37,19 @@ class JpegLayout(NamedTuple):
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # DHT, JPG and DAC share the range
 
 
-def jpeg_layout(buf, start=0, length=None):
-    """The :class:`JpegLayout` of the JPEG at ``buf[start:start + length]`` (``buf``: anything whose
-    items are byte values, e.g. a memoryview of a numpy array). Reads the segments before the first
-    scan, as TorchCodec looks for the EXIF orientation; a stream it cannot follow gives what was
-    read so far."""
+def jpeg_layout(buf: Sequence[int], start: int = 0, length: Optional[int] = None) -> JpegLayout:
+    """What the segments before the first scan of one JPEG say, read as TorchCodec looks for the
+    EXIF orientation.
+
+    Args:
+        buf: anything whose items are byte values (e.g. a memoryview of a numpy array).
+        start: the offset of the JPEG in ``buf``, in bytes.
+        length: its length in bytes; None: to the end of ``buf``.
+
+    Returns:
+        The :class:`JpegLayout` of ``buf[start:start + length]``: a stream it cannot follow (not a
+        JPEG, cut short) gives what was read so far, never an error.
+    """
     end = len(buf) if length is None else min(len(buf), start + length)
     found = {}
     if end - start < 4 or buf[start] != 0xFF or buf[start + 1] != 0xD8:
@@ -115,20 +123,35 @@ LAYOUT_FIELDS = ("sof", "precision", "height", "width", "components", "jfif", "a
 COLUMNS = {name: k for k, name in enumerate(LAYOUT_FIELDS)}
 
 
-def jpeg_layouts(images):
+def jpeg_layouts(images: Sequence[torch.Tensor]) -> torch.Tensor:
     """What :func:`jpeg_layout` reads, for every image of a batch in one C++ call (no Python per
-    image; csrc/decode/jpeg_layout.cpp reads the markers as :func:`jpeg_layout` does): an int64
-    ``[N, len(LAYOUT_FIELDS)]`` CPU table, one row per image of ``images`` (a list of 1-D uint8 CPU
-    tensors with stride 1, the bytes of each file), its columns :data:`LAYOUT_FIELDS`: -1 where
-    :class:`JpegLayout` has None, 0 or 1 for ``jfif`` and ``rgb_coded``, ``bytes`` the image's
-    length. RuntimeError names an image that is not such a tensor."""
+    image; csrc/decode/jpeg_layout.cpp reads the markers as :func:`jpeg_layout` does).
+
+    Args:
+        images (list of Tensor[L_i]): the bytes of each file, 1-D uint8 CPU tensors with stride 1.
+
+    Returns:
+        Tensor[N, len(LAYOUT_FIELDS)]: int64 on the CPU, one row per image, its columns
+        :data:`LAYOUT_FIELDS`: -1 where :class:`JpegLayout` has None, 0 or 1 for ``jfif`` and
+        ``rgb_coded``, ``bytes`` the image's length in bytes.
+
+    Raises:
+        RuntimeError: an image that is not such a tensor, named.
+    """
     return torch.ops.prefetch._jpeg_layouts(list(images))
 
 
-def layout_of_row(row):
-    """The :class:`JpegLayout` of one row of :func:`jpeg_layouts` (a sequence of ints), for
-    :meth:`GpuJpegBackend.refuses`. ``component_ids`` is not in the table: it is ``("R", "G",
-    "B")``'s ids when the row says RGB-coded by them, else empty — what ``rgb_coded`` reads."""
+def layout_of_row(row: Sequence[int]) -> JpegLayout:
+    """One row of :func:`jpeg_layouts` as a :class:`JpegLayout`, for
+    :meth:`prefetch.ops.gpu_backends.GpuJpegBackend.refuses`.
+
+    Args:
+        row: the row's ints, in the order of :data:`LAYOUT_FIELDS`.
+
+    Returns:
+        Its :class:`JpegLayout`. ``component_ids`` is not in the table: it is ``("R", "G", "B")``'s
+        ids when the row says RGB-coded by them, else empty — what ``rgb_coded`` reads.
+    """
     get = {name: (None if row[k] == -1 else int(row[k])) for name, k in COLUMNS.items()}
     jfif, rgb = bool(get["jfif"]), bool(get["rgb_coded"])
     ids = (82, 71, 66) if rgb and get["adobe_transform"] is None else ()
