@@ -79,35 +79,60 @@ def encoded_batch(data):
     return Ragged.from_tensors(parts)
 
 
-def jpeg_sizes(data):
-    """int64 ``[N, 3]``: ``(H, W, 3)`` of each encoded image, from its header alone (no pixel is
-    decoded): the ``sizes`` of the Ragged :func:`decode_jpeg` returns. A stream that is not a JPEG
-    raises RuntimeError naming the sample."""
+def jpeg_sizes(data) -> torch.Tensor:
+    """Each encoded image's size, from its header alone (no pixel is decoded).
+
+    Args:
+        data (prefetch.Ragged, Tensor[N, L] or list): the encoded images, in any form
+            :func:`encoded_batch` takes.
+
+    Returns:
+        Tensor[N, 3]: int64 ``(H, W, 3)`` per image, in pixels: the ``sizes`` of the Ragged
+        :func:`decode_jpeg` returns.
+
+    Raises:
+        TypeError: ``data`` in no form :func:`encoded_batch` takes.
+        RuntimeError: a stream that is not a JPEG, naming the sample.
+    """
     r = encoded_batch(data)
     offsets, sizes = r.host_tables()
     return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)
 
 
-def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None, header_sizes=None):
+def decode_jpeg(data, boxes=None, *, device: torch.device | str = "cpu",
+                gpu_decoder: str | None = None, header_sizes=None) -> Ragged:
     """Decodes every image (or only the region ``boxes[n]`` = (top, left, height, width) of image
-    ``n``, inside it) to HWC uint8 RGB: a :class:`prefetch.Ragged` of ``N`` images of their own
-    sizes, packed without padding, on ``device``.
+    ``n``, inside it) to HWC uint8 RGB. A stream cut below a box decodes that box (its rows are all
+    there). Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for the
+    CPU. A header that claims more pixels than :func:`max_image_pixels` warns
+    (:class:`DecompressionBombWarning`).
 
-    A stream that is not a JPEG, is truncated before the end of the rows it must decode, or has
-    an unsupported layout raises RuntimeError naming the sample and libjpeg's reason (a stream cut
-    below a box decodes that box: its rows are all there); a box outside its image raises before
-    any pixel is decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``)
-    for the CPU.
+    On a CUDA ``device`` the images are decoded by ``gpu_decoder`` (:func:`gpu_jpeg_decoder`), with
+    the CPU decoder taking every image the GPU decoder refuses or fails on. nvJPEG's pixels differ
+    from libjpeg's by a few levels (its IDCT and chroma upsampling). ``data`` should then be on the
+    CPU (a pinned Ragged is read in place, not copied).
 
-    On a CUDA ``device`` the images are decoded by ``gpu_decoder`` (``"torchcodec"``,
-    ``"torchvision"``, ``"cpu"``; default: ``$PREFETCH_GPU_JPEG_DECODER``, else the first available,
-    see :func:`gpu_jpeg_decoder`), with the CPU decoder taking every image the GPU decoder refuses
-    or fails on. nvJPEG's pixels differ from libjpeg's by a few levels (its IDCT and chroma
-    upsampling). ``data`` should then be on the CPU (a pinned Ragged is read in place, not copied).
+    Args:
+        data (prefetch.Ragged, Tensor[N, L] or list): the encoded images, in any form
+            :func:`encoded_batch` takes.
+        boxes (Tensor[N, 4] or nested lists, optional): integer (top, left, height, width) per
+            image in pixels, each inside its image; None decodes whole images.
+        device: where the images go.
+        gpu_decoder (str, optional): for a CUDA device, ``"torchcodec"``, ``"torchvision"`` or
+            ``"cpu"``; None: ``$PREFETCH_GPU_JPEG_DECODER``, else the first available.
+        header_sizes (Tensor[N, 3], optional): the images' :func:`jpeg_sizes`, when the caller
+            has read them already.
 
-    A header that claims more pixels than :func:`max_image_pixels` warns
-    (:class:`DecompressionBombWarning`), more than twice it raises before anything is decoded.
-    ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them already.
+    Returns:
+        prefetch.Ragged: ``N`` uint8 ``(h, w, 3)`` images of their own sizes, packed without
+        padding, on ``device``.
+
+    Raises:
+        TypeError, ValueError: ``data`` or ``boxes`` in a form not taken, saying what they are.
+        RuntimeError: a stream that is not a JPEG, is truncated before the end of the rows it must
+            decode, or has an unsupported layout (naming the sample and libjpeg's reason); a box
+            outside its image, or a header over twice :func:`max_image_pixels`, before any pixel
+            is decoded.
     """
     device = torch.device(device)
     r = encoded_batch(data)
@@ -181,14 +206,29 @@ def gpu_jpeg_decoder(name=None):
 
 
 def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype=torch.float32, channels_last=False, antialias=True, device="cpu",
-                        gpu_decoder=None, header_sizes=None):
+                        dtype: torch.dtype = torch.float32, channels_last: bool = False,
+                        antialias: bool = True, device: torch.device | str = "cpu",
+                        gpu_decoder: str | None = None, header_sizes=None) -> torch.Tensor:
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
-    outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (on a CUDA device the regions
-    come from :func:`decode_jpeg` with ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of
-    the boxes). ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them
-    already (the pixel limit is checked on them rather than on the headers read again)."""
+    outside the boxes (on a CUDA device the regions come from :func:`decode_jpeg` with
+    ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of the boxes).
+
+    Args:
+        data, boxes, device, gpu_decoder: as :func:`decode_jpeg`'s (boxes required).
+        size, mean, std, hflip, vflip, dtype, channels_last, antialias: as
+            :func:`prefetch.ops.resized_crop`'s; ``mean`` and ``std`` 3 values each (RGB).
+        header_sizes (Tensor[N, 3], optional): the images' :func:`jpeg_sizes`, when the caller
+            has read them already (the pixel limit is checked on them rather than on the headers
+            read again).
+
+    Returns:
+        Tensor[N, 3, h, w] of ``dtype`` on ``device``.
+
+    Raises:
+        TypeError, ValueError, RuntimeError: as :func:`decode_jpeg` and
+            :func:`prefetch.ops.resized_crop` raise them.
+    """
     boxes = _boxes(boxes, None)
     device = torch.device(device)
     hflip, vflip = flips(hflip, "hflip", "cpu"), flips(vflip, "vflip", "cpu")
