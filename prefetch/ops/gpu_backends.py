@@ -34,11 +34,12 @@ import importlib.util
 import inspect
 import re
 import threading
+from typing import Callable, Sequence
 
 import torch
 
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
-from .jpeg_headers import COLUMNS, jpeg_layouts, layout_of_row
+from .jpeg_headers import COLUMNS, JpegLayout, jpeg_layouts, layout_of_row
 
 __all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBackend",
            "FakeGpuBackend", "fits"]
@@ -100,9 +101,14 @@ class GpuJpegBackend:
         self.why = None     # why it is not available, once available() has said no
         self._api = None
 
-    def available(self):
-        """Whether this backend can decode here: its library imports and has the API (any failure
-        while importing means no; ``why`` then says what failed). Checked once."""
+    def available(self) -> bool:
+        """Whether this backend can decode here: its library imports and has the API. Checked
+        once; thread-safe.
+
+        Returns:
+            True, or False for any failure while importing (``why`` then says what failed; the
+            exception is not raised).
+        """
         with self._lock:
             if not self._checked:
                 try:
@@ -121,8 +127,13 @@ class GpuJpegBackend:
             raise RuntimeError("the GPU JPEG decoder %s cannot be used here: %s" % (self.name, self.why))
         return self._api
 
-    def installed(self):
-        """(usable as far as the installed version says, version, why not) without importing."""
+    def installed(self) -> tuple[bool, str | None, str | None]:
+        """What the installed distribution says, without importing it.
+
+        Returns:
+            ``(usable as far as the installed version says, the version or None, why not or
+            None)``; the version is ``"unknown"`` for a package found without metadata.
+        """
         version = _installed_version(self.package)
         if version is None:
             return False, None, "%s is not installed" % self.package
@@ -131,10 +142,17 @@ class GpuJpegBackend:
                 self.package, version, ".".join(map(str, self.min_version)))
         return True, version, None
 
-    def refuses(self, layout):
-        """Why this backend cannot decode an image of this :class:`JpegLayout` (sent to the CPU
-        decoder without trying), or None. nvJPEG decodes 8-bit Huffman-coded baseline, extended and
-        progressive YCbCr or grayscale images; torchvision's tests mark CMYK as failing on CUDA."""
+    def refuses(self, layout: JpegLayout) -> str | None:
+        """Why this backend cannot decode an image (sent to the CPU decoder without trying). nvJPEG
+        decodes 8-bit Huffman-coded baseline, extended and progressive YCbCr or grayscale images;
+        torchvision's tests mark CMYK as failing on CUDA.
+
+        Args:
+            layout: the image's :class:`~prefetch.ops.jpeg_headers.JpegLayout`.
+
+        Returns:
+            The reason, or None when it decodes the image.
+        """
         if layout.sof is None:
             return "no frame header before the scan"
         if layout.sof not in (0xC0, 0xC1, 0xC2):
@@ -148,13 +166,23 @@ class GpuJpegBackend:
             return "colour stored as RGB, not YCbCr"
         return None
 
-    def refused(self, table, layout_of=None):
-        """bool ``[N]``: the images of a :func:`jpeg_layouts` table this backend refuses, as
-        :meth:`refuses` decides for each (True where it would name a reason), computed on the table's
-        columns — a few tensor operations for the batch, none per image. A subclass that changes
-        :meth:`refuses` and not this (the first class of its MRO defining either defines
-        ``refuses`` alone) is asked image by image (``layout_of(n)``: image n's
-        :class:`JpegLayout`, default: from its row); one that changes both keeps them in step."""
+    def refused(self, table: torch.Tensor,
+                layout_of: Callable[[int], JpegLayout] | None = None) -> torch.Tensor:
+        """The images of a batch this backend refuses, as :meth:`refuses` decides for each,
+        computed on the table's columns: a few tensor operations for the batch, none per image. A
+        subclass that changes :meth:`refuses` and not this (the first class of its MRO defining
+        either defines ``refuses`` alone) is asked image by image; one that changes both keeps
+        them in step.
+
+        Args:
+            table (Tensor[N, len(LAYOUT_FIELDS)]): int64, the batch's
+                :func:`~prefetch.ops.jpeg_headers.jpeg_layouts`.
+            layout_of: image n's :class:`~prefetch.ops.jpeg_headers.JpegLayout`, for a subclass
+                asked image by image; None: from its row of ``table``.
+
+        Returns:
+            Tensor[N]: bool, True where :meth:`refuses` would name a reason.
+        """
         if _refuses_is_newer(type(self)):
             rows = table.tolist()
             of = layout_of or (lambda n: layout_of_row(rows[n]))
@@ -164,7 +192,7 @@ class GpuJpegBackend:
 
     @staticmethod
     def _screen(table):
-        """nvJPEG's screen of :meth:`refuses` on a :func:`jpeg_layouts` table: 8-bit baseline,
+        """nvJPEG's screen of :meth:`refuses` on a ``jpeg_layouts`` table: 8-bit baseline,
         extended or progressive Huffman frames of 1 or 3 components not stored as RGB pass."""
         col = lambda name: table[:, COLUMNS[name]]  # noqa: E731
         sof, components = col("sof"), col("components")
@@ -172,14 +200,25 @@ class GpuJpegBackend:
                      & ((components == 1) | (components == 3)) & (col("rgb_coded") == 0))
         return ~decodable
 
-    def decode_batch(self, images, device):
-        """uint8 RGB tensors on ``device`` in :attr:`layout` (``(H, W, 3)`` or ``(3, H, W)``), one per
-        encoded image (1-D uint8 CPU tensors), in order; raises when any image cannot be decoded.
-        Returns once the input bytes are no longer read; the outputs are final on return, or
-        ordered on the current stream."""
+    def decode_batch(self, images: Sequence[torch.Tensor], device: torch.device) -> list:
+        """Decodes a batch, as nvJPEG's batched calls do: all or nothing.
+
+        Args:
+            images (list of Tensor[L_i]): the encoded images, 1-D uint8 CPU tensors.
+            device: where to decode.
+
+        Returns:
+            One uint8 RGB tensor per image, in order, on ``device`` in :attr:`layout`
+            (``(H, W, 3)`` or ``(3, H, W)``), once the input bytes are no longer read; final on
+            return, or ordered on the current stream.
+
+        Raises:
+            Exception: whatever the library raises when any image cannot be decoded;
+                RuntimeError when the backend cannot be used here.
+        """
         raise NotImplementedError
 
-    def serves(self, device):
+    def serves(self, device: torch.device) -> bool:
         """Whether :mod:`prefetch.ops.decode` decodes for ``device`` with this backend (the ``cpu``
         backend never: it leaves every image to the CPU decoder)."""
         return self.name != "cpu" and device.type in self.devices
