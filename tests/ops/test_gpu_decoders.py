@@ -644,7 +644,7 @@ def test_the_side_stream_is_synchronized_when_the_backend_or_the_read_raises(mon
 
     with pytest.raises(KeyboardInterrupt):
         gpu_streams.decode_on_device(Interrupted(), [torch.zeros(3, dtype=torch.uint8)],
-                                      torch.device("cuda", 0), read)
+                                     torch.device("cuda", 0), read)
     assert recorder.log[-2:] == [("exit", "side"), ("synchronize", "side")]
     assert not any(entry[0] in ("wait", "protect") for entry in recorder.log)
 
