@@ -143,14 +143,14 @@ def test_the_gpu_jpeg_decoder_is_named():
     ({}, "cpu (torchcodec is not installed; torchvision is not installed)"),
 ])
 def test_the_gpu_jpeg_decoder_comes_from_what_is_installed_without_importing_it(monkeypatch, versions, line):
-    from prefetch.ops import gpu_decoders
+    from prefetch.ops import gpu_backends, gpu_decoders
 
     imported = []
     for cls in (gpu_decoders.TorchCodecBackend, gpu_decoders.TorchvisionBackend):
         monkeypatch.setattr(cls, "_load", lambda self: imported.append(self.name))
     monkeypatch.setattr(gpu_decoders, "BACKENDS", [gpu_decoders.TorchCodecBackend(),
                                                    gpu_decoders.TorchvisionBackend(), gpu_decoders.CpuBackend()])
-    monkeypatch.setattr(gpu_decoders, "_installed_version", lambda package: versions.get(package))
+    monkeypatch.setattr(gpu_backends, "_installed_version", lambda package: versions.get(package))
     monkeypatch.delenv("PREFETCH_GPU_JPEG_DECODER", raising=False)
     out = io.StringIO()
     assert info.report(out=out)["cuda"]["gpu_jpeg_decoder"] == line

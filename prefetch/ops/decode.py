@@ -24,8 +24,9 @@ import warnings
 import numpy as np
 import torch
 
-from . import gpu_decoders
-from .augment import _flips, _size_list, resized_crop
+from . import gpu_decoders, gpu_streams, jpeg_headers
+from .arguments import flips, size_list
+from .geometry import resized_crop
 from .._engine.checks import describe, whole
 from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
 from ..ragged import Ragged
@@ -78,35 +79,60 @@ def encoded_batch(data):
     return Ragged.from_tensors(parts)
 
 
-def jpeg_sizes(data):
-    """int64 ``[N, 3]``: ``(H, W, 3)`` of each encoded image, from its header alone (no pixel is
-    decoded): the ``sizes`` of the Ragged :func:`decode_jpeg` returns. A stream that is not a JPEG
-    raises RuntimeError naming the sample."""
+def jpeg_sizes(data) -> torch.Tensor:
+    """Each encoded image's size, from its header alone (no pixel is decoded).
+
+    Args:
+        data (prefetch.Ragged, Tensor[N, L] or list): the encoded images, in any form
+            :func:`encoded_batch` takes.
+
+    Returns:
+        Tensor[N, 3]: int64 ``(H, W, 3)`` per image, in pixels: the ``sizes`` of the Ragged
+        :func:`decode_jpeg` returns.
+
+    Raises:
+        TypeError: ``data`` in no form :func:`encoded_batch` takes.
+        RuntimeError: a stream that is not a JPEG, naming the sample.
+    """
     r = encoded_batch(data)
     offsets, sizes = r.host_tables()
     return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)
 
 
-def decode_jpeg(data, boxes=None, *, device="cpu", gpu_decoder=None, header_sizes=None):
+def decode_jpeg(data, boxes=None, *, device: torch.device | str = "cpu",
+                gpu_decoder: str | None = None, header_sizes=None) -> Ragged:
     """Decodes every image (or only the region ``boxes[n]`` = (top, left, height, width) of image
-    ``n``, inside it) to HWC uint8 RGB: a :class:`prefetch.Ragged` of ``N`` images of their own
-    sizes, packed without padding, on ``device``.
+    ``n``, inside it) to HWC uint8 RGB. A stream cut below a box decodes that box (its rows are all
+    there). Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for the
+    CPU. A header that claims more pixels than :func:`max_image_pixels` warns
+    (:class:`DecompressionBombWarning`).
 
-    A stream that is not a JPEG, is truncated before the end of the rows it must decode, or has
-    an unsupported layout raises RuntimeError naming the sample and libjpeg's reason (a stream cut
-    below a box decodes that box: its rows are all there); a box outside its image raises before
-    any pixel is decoded. Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``)
-    for the CPU.
+    On a CUDA ``device`` the images are decoded by ``gpu_decoder`` (:func:`gpu_jpeg_decoder`), with
+    the CPU decoder taking every image the GPU decoder refuses or fails on. nvJPEG's pixels differ
+    from libjpeg's by a few levels (its IDCT and chroma upsampling). ``data`` should then be on the
+    CPU (a pinned Ragged is read in place, not copied).
 
-    On a CUDA ``device`` the images are decoded by ``gpu_decoder`` (``"torchcodec"``,
-    ``"torchvision"``, ``"cpu"``; default: ``$PREFETCH_GPU_JPEG_DECODER``, else the first available,
-    see :func:`gpu_jpeg_decoder`), with the CPU decoder taking every image the GPU decoder refuses
-    or fails on. nvJPEG's pixels differ from libjpeg's by a few levels (its IDCT and chroma
-    upsampling). ``data`` should then be on the CPU (a pinned Ragged is read in place, not copied).
+    Args:
+        data (prefetch.Ragged, Tensor[N, L] or list): the encoded images, in any form
+            :func:`encoded_batch` takes.
+        boxes (Tensor[N, 4] or nested lists, optional): integer (top, left, height, width) per
+            image in pixels, each inside its image; None decodes whole images.
+        device: where the images go.
+        gpu_decoder (str, optional): for a CUDA device, ``"torchcodec"``, ``"torchvision"`` or
+            ``"cpu"``; None: ``$PREFETCH_GPU_JPEG_DECODER``, else the first available.
+        header_sizes (Tensor[N, 3], optional): the images' :func:`jpeg_sizes`, when the caller
+            has read them already.
 
-    A header that claims more pixels than :func:`max_image_pixels` warns
-    (:class:`DecompressionBombWarning`), more than twice it raises before anything is decoded.
-    ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them already.
+    Returns:
+        prefetch.Ragged: ``N`` uint8 ``(h, w, 3)`` images of their own sizes, packed without
+        padding, on ``device``.
+
+    Raises:
+        TypeError, ValueError: ``data`` or ``boxes`` in a form not taken, saying what they are.
+        RuntimeError: a stream that is not a JPEG, is truncated before the end of the rows it must
+            decode, or has an unsupported layout (naming the sample and libjpeg's reason); a box
+            outside its image, or a header over twice :func:`max_image_pixels`, before any pixel
+            is decoded.
     """
     device = torch.device(device)
     r = encoded_batch(data)
@@ -180,17 +206,32 @@ def gpu_jpeg_decoder(name=None):
 
 
 def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype=torch.float32, channels_last=False, antialias=True, device="cpu",
-                        gpu_decoder=None, header_sizes=None):
+                        dtype: torch.dtype = torch.float32, channels_last: bool = False,
+                        antialias: bool = True, device: torch.device | str = "cpu",
+                        gpu_decoder: str | None = None, header_sizes=None) -> torch.Tensor:
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
-    outside the boxes. ``[N, 3, h, w]`` of ``dtype`` on ``device`` (on a CUDA device the regions
-    come from :func:`decode_jpeg` with ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of
-    the boxes). ``header_sizes``: the images' :func:`jpeg_sizes`, when the caller has read them
-    already (the pixel limit is checked on them rather than on the headers read again)."""
+    outside the boxes (on a CUDA device the regions come from :func:`decode_jpeg` with
+    ``gpu_decoder``: nvJPEG, or the CPU decoder and a copy of the boxes).
+
+    Args:
+        data, boxes, device, gpu_decoder: as :func:`decode_jpeg`'s (boxes required).
+        size, mean, std, hflip, vflip, dtype, channels_last, antialias: as
+            :func:`prefetch.ops.resized_crop`'s; ``mean`` and ``std`` 3 values each (RGB).
+        header_sizes (Tensor[N, 3], optional): the images' :func:`jpeg_sizes`, when the caller
+            has read them already (the pixel limit is checked on them rather than on the headers
+            read again).
+
+    Returns:
+        Tensor[N, 3, h, w] of ``dtype`` on ``device``.
+
+    Raises:
+        TypeError, ValueError, RuntimeError: as :func:`decode_jpeg` and
+            :func:`prefetch.ops.resized_crop` raise them.
+    """
     boxes = _boxes(boxes, None)
     device = torch.device(device)
-    hflip, vflip = _flips(hflip, "hflip", "cpu"), _flips(vflip, "vflip", "cpu")
+    hflip, vflip = flips(hflip, "hflip", "cpu"), flips(vflip, "vflip", "cpu")
     if device.type == "cpu":
         r = encoded_batch(data)
         if not torch.compiler.is_compiling():
@@ -203,7 +244,7 @@ def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
         # One pass per sample: each thread decodes a box and resizes it while it is in cache.
         offsets, sizes = r.host_tables()
         return torch.ops.prefetch.decode_resized_crop(
-            r.values, offsets, sizes, boxes, _size_list(size), [float(m) for m in mean],
+            r.values, offsets, sizes, boxes, size_list(size), [float(m) for m in mean],
             [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
     # resized there; a GPU decoder's windows come with their tables on the host (no Python per
@@ -279,7 +320,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     ``[N]``) and size (int64 ``[N, 3]``) on the CPU.
 
     One call a batch for every step, none an image, while the GPU decodes every image: the
-    encoded bytes' views, the headers (:func:`gpu_decoders.jpeg_layouts`), the screen
+    encoded bytes' views, the headers (:func:`jpeg_headers.jpeg_layouts`), the screen
     (``backend.refused``), the checks of the pixel limit and of the boxes (tensor operations), the
     backend's batched call, and the windows cut and packed (``_pack_windows``); Python per image
     runs only for an image the GPU does not decode, or to say what went wrong.
@@ -294,7 +335,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     lengths = lengths.reshape(-1)
     # Views of the (possibly pinned) values: nothing is copied.
     images = torch.ops.prefetch._ragged_views(r.values, offsets, lengths.view(-1, 1))
-    table = gpu_decoders.jpeg_layouts(images)
+    table = jpeg_headers.jpeg_layouts(images)
     with_cpu = _with_cpu_decoder()
     if header_sizes is not None:
         hw = torch.as_tensor(header_sizes).to(torch.int64)[:, :2]
@@ -305,7 +346,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
             _decode_on_cpu(r, boxes)  # raises the CPU decoder's own error, naming the sample
             raise
     else:
-        hw = table[:, [gpu_decoders.LAYOUT_FIELDS.index("height"), gpu_decoders.LAYOUT_FIELDS.index("width")]]
+        hw = table[:, [jpeg_headers.LAYOUT_FIELDS.index("height"), jpeg_headers.LAYOUT_FIELDS.index("width")]]
         unread = (hw <= 0).any(1)
         if bool(unread.any()):
             n = int(unread.nonzero()[0, 0])
@@ -328,7 +369,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
     # One row per image for _pack_windows: where its window goes, its size, its window.
     pack_table = torch.cat([starts[:, None], hw, regions], 1)
 
-    refused = backend.refused(table, lambda n: gpu_decoders.jpeg_layout(memoryview(images[n].numpy())))
+    refused = backend.refused(table, lambda n: jpeg_headers.jpeg_layout(memoryview(images[n].numpy())))
     every = not bool(refused.any())
     on_gpu = None if every else (~refused).nonzero().view(-1)
     if not every:
@@ -350,7 +391,7 @@ def decode_with_backend(r, boxes, device, backend, header_sizes=None):
                     misfits[k] = None if outputs[k] is None else describe(outputs[k])
         return values
 
-    values, errors = gpu_decoders.decode_on_device(backend, images, device, read)
+    values, errors = gpu_streams.decode_on_device(backend, images, device, read)
     if bool(fits.all()):
         return values, starts, sizes
     on_cpu = (~fits).nonzero().view(-1)
@@ -385,7 +426,7 @@ def _why_not(backend, n, refused, on_gpu, errors, misfits, hw, images, device, r
     """Why image ``n`` did not come from the GPU decoder (for the message of a build without the
     CPU decoder): its refusal, its error, or what the backend returned instead."""
     if bool(refused[n]):
-        return backend.refuses(gpu_decoders.jpeg_layout(memoryview(r.values.numpy()), int(offsets[n]),
+        return backend.refuses(jpeg_headers.jpeg_layout(memoryview(r.values.numpy()), int(offsets[n]),
                                                         int(lengths[n])))
     k = n if on_gpu is None else int((on_gpu == n).nonzero()[0, 0])
     if errors[k] is not None:
@@ -437,3 +478,22 @@ def _with_cpu_decoder():
     import prefetch
 
     return prefetch.built_with_jpeg()
+
+
+# --- the fake kernels of the JPEG ops (their shapes; the headers are read when the real ones run) ---
+
+@torch.library.register_fake("prefetch::jpeg_sizes")
+def _jpeg_sizes_fake(values, offsets, sizes):
+    return offsets.new_empty((offsets.shape[0], 3))
+
+
+@torch.library.register_fake("prefetch::decode_resized_crop")
+def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
+                              dtype=torch.float32, channels_last=False, antialias=False):
+    # The shape only: the boxes are checked against the headers when the real kernel runs.
+    torch._check(len(mean) == 3, lambda: "decode_resized_crop: the decoded images are RGB: mean "
+                 "and std need 3 values, got %d" % len(mean))
+    torch._check(len(size) == 2, lambda: "resized_crop: size must be (h, w)")
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return values.new_empty((offsets.shape[0], 3, size[0], size[1]), dtype=dtype).contiguous(
+        memory_format=fmt)

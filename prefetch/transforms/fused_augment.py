@@ -15,7 +15,8 @@ import typing
 import torch
 
 from .._engine.checks import whole
-from ..ops.augment import flip_crop, normalize_flip
+from ..ops.geometry import flip_crop
+from ..ops.normalize import normalize_flip
 from ..ops.gpu_decoders import may_serve
 from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint

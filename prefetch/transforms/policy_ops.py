@@ -34,7 +34,8 @@ import math
 
 import torch
 
-from ..ops.augment import COLOR_STEPS, affine_warp, color_jitter, histograms, lookup, sharpness
+from ..ops.color import COLOR_STEPS, color_jitter, histograms, lookup, sharpness
+from ..ops.geometry import affine_warp
 from .contract import describe_tensor
 from .policies import OPS, op_parameters
 

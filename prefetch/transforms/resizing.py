@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .._engine.checks import describe
-from ..ops.augment import resized_crop
+from ..ops.geometry import resized_crop
 from ..ops.decode import (decode_jpeg, decode_resized_crop, decode_with_backend, encoded_batch,
                           gpu_backend_for, jpeg_sizes)
 from ..ragged import Ragged

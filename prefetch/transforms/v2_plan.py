@@ -23,7 +23,7 @@ from typing import Callable, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..ops.augment import normalize_flip
+from ..ops.normalize import normalize_flip
 from . import arguments
 from .contract import BatchPosition, Transform, get_leaf, set_leaf
 from .fused_augment import FusedAugment

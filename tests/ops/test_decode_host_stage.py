@@ -28,7 +28,8 @@ from prefetch import Ragged
 from prefetch._engine import tree
 from prefetch._engine.tree import host_batch
 from prefetch.ops import decode_jpeg, gpu_decoders
-from prefetch.ops.gpu_decoders import LAYOUT_FIELDS, FakeGpuBackend, jpeg_layout, jpeg_layouts
+from prefetch.ops.gpu_backends import FakeGpuBackend
+from prefetch.ops.jpeg_headers import LAYOUT_FIELDS, jpeg_layout, jpeg_layouts, layout_of_row
 from prefetch.transforms import BatchPosition
 
 from .test_decode import CASES, bad_streams, jpeg
@@ -228,7 +229,7 @@ def test_the_batched_screen_agrees_with_refuses_image_by_image():
     # Its reasons read back from a row: the same as from the stream.
     vision = gpu_decoders.TorchvisionBackend()
     for k, layout in enumerate(layouts):
-        assert vision.refuses(gpu_decoders.layout_of_row(table[k].tolist())) == vision.refuses(layout)
+        assert vision.refuses(layout_of_row(table[k].tolist())) == vision.refuses(layout)
 
 
 # --- _ragged_views and _pack_windows --------------------------------------------------------------

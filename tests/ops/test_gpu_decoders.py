@@ -1,4 +1,5 @@
-"""GPU JPEG decoders (prefetch/ops/gpu_decoders.py) and decode_jpeg's path through them.
+"""GPU JPEG decoders (prefetch/ops/gpu_decoders.py, gpu_backends.py, gpu_streams.py,
+jpeg_headers.py) and decode_jpeg's path through them.
 
 On the CPU, with fake backends: the choice of backend (order, argument, PREFETCH_GPU_JPEG_DECODER,
 cache), the real backends' checks against fake torchvision / TorchCodec modules, the header screen,
@@ -19,9 +20,10 @@ import torch
 
 import prefetch
 from prefetch import Ragged
-from prefetch.ops import decode, gpu_decoders
-from prefetch.ops.gpu_decoders import (CpuBackend, GpuJpegBackend, JpegLayout, TorchCodecBackend,
-                                   TorchvisionBackend, jpeg_layout)
+from prefetch.ops import decode, gpu_backends, gpu_decoders, gpu_streams
+from prefetch.ops.gpu_backends import (CpuBackend, GpuJpegBackend, TorchCodecBackend,
+                                       TorchvisionBackend)
+from prefetch.ops.jpeg_headers import JpegLayout, jpeg_layout
 from prefetch.ops import decode_jpeg, decode_resized_crop, resized_crop
 
 from ..conftest import require_cuda
@@ -557,7 +559,7 @@ def test_one_failing_image_or_a_corrupt_batch_disables_nothing(monkeypatch):
 # --- the streams around a decode ---------------------------------------------------------------
 
 class Recorder:
-    """Stands for gpu_decoders._streams: records each stream operation in order."""
+    """Stands for gpu_streams._streams: records each stream operation in order."""
 
     def __init__(self):
         self.log = []
@@ -597,7 +599,7 @@ class Recorder:
 
 def test_the_backend_runs_on_an_idle_side_stream_read_there_and_one_output_is_protected(monkeypatch):
     recorder = Recorder()
-    monkeypatch.setattr(gpu_decoders, "_streams", recorder)
+    monkeypatch.setattr(gpu_streams, "_streams", recorder)
     cuda1 = torch.device("cuda", 1)
 
     class Seen(Fake):
@@ -612,7 +614,7 @@ def test_the_backend_runs_on_an_idle_side_stream_read_there_and_one_output_is_pr
         return packed
 
     data = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in mixed()]
-    result, errors = gpu_decoders.decode_on_device(Seen(fail=is_cmyk), data, cuda1, read)
+    result, errors = gpu_streams.decode_on_device(Seen(fail=is_cmyk), data, cuda1, read)
     assert result is packed
     assert isinstance(errors[2], RuntimeError) and errors[:2] == [None, None]
     assert recorder.log[:5] == [("current", cuda1), ("side", cuda1), ("synchronize", "side"),
@@ -629,7 +631,7 @@ def test_the_backend_runs_on_an_idle_side_stream_read_there_and_one_output_is_pr
 @pytest.mark.parametrize("where", ["decode", "read"])
 def test_the_side_stream_is_synchronized_when_the_backend_or_the_read_raises(monkeypatch, where):
     recorder = Recorder()
-    monkeypatch.setattr(gpu_decoders, "_streams", recorder)
+    monkeypatch.setattr(gpu_streams, "_streams", recorder)
 
     class Interrupted(Fake):
         def decode_batch(self, images, device):
@@ -641,15 +643,15 @@ def test_the_side_stream_is_synchronized_when_the_backend_or_the_read_raises(mon
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        gpu_decoders.decode_on_device(Interrupted(), [torch.zeros(3, dtype=torch.uint8)],
-                                      torch.device("cuda", 0), read)
+        gpu_streams.decode_on_device(Interrupted(), [torch.zeros(3, dtype=torch.uint8)],
+                                     torch.device("cuda", 0), read)
     assert recorder.log[-2:] == [("exit", "side"), ("synchronize", "side")]
     assert not any(entry[0] in ("wait", "protect") for entry in recorder.log)
 
 
 def test_a_cpu_device_makes_no_stream_operation(monkeypatch):
     recorder = Recorder()
-    monkeypatch.setattr(gpu_decoders, "_streams", recorder)
+    monkeypatch.setattr(gpu_streams, "_streams", recorder)
     through(Fake(), mixed())
     assert recorder.log == []
 
@@ -657,7 +659,7 @@ def test_a_cpu_device_makes_no_stream_operation(monkeypatch):
 # --- prefetch.info's line ------------------------------------------------------------------------
 
 def installed(monkeypatch, **versions):
-    monkeypatch.setattr(gpu_decoders, "_installed_version", lambda package: versions.get(package))
+    monkeypatch.setattr(gpu_backends, "_installed_version", lambda package: versions.get(package))
 
 
 def test_describe_names_the_backend_from_what_is_installed(monkeypatch):
