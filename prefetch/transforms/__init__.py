@@ -11,7 +11,8 @@
   ops, with torchvision's values: one batched call per op kind, run by the fused kernels of
   :mod:`prefetch.ops` (``color_jitter``, ``sharpness``, ``lookup`` with ``histograms``,
   ``affine_warp``; Posterize and Invert are one torch op each); the geometric ops match
-  torchvision's within float32 rounding of the source points, the others exactly;
+  torchvision's within float32 rounding of their source points (:mod:`.policy_ops` says which
+  op matches how);
   :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them;
 - :class:`RandomErasing` (:mod:`.erasing`): each sample's own erased box;
 - :class:`MixUpCutMix` (:mod:`.mixup`): timm's MixUp/CutMix with soft targets, seeded per batch;
