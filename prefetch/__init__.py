@@ -27,12 +27,23 @@ __all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "St
            "built_with_jpeg"]
 
 
-def built_with_cuda():
-    """True when the extension was compiled with its CUDA backend."""
+def built_with_cuda() -> bool:
+    """Whether the extension was compiled with its CUDA backend (``python -m prefetch.info``
+    says why or why not, from setup.py's record of the build).
+
+    Returns:
+        bool: True when CUDA devices are served by prefetch's CUDA kernels; False for a CPU-only
+        build.
+    """
     return _C.built_with_cuda()
 
 
-def built_with_jpeg():
-    """True when the extension was compiled with libjpeg-turbo, so that
-    :func:`prefetch.ops.decode_jpeg` and ``FusedAugment(decode=True)`` decode on the CPU."""
+def built_with_jpeg() -> bool:
+    """Whether the extension was compiled with libjpeg-turbo.
+
+    Returns:
+        bool: True when :func:`prefetch.ops.decode_jpeg` and ``FusedAugment(decode=True)``
+        decode on the CPU (on a GPU they may use nvJPEG through torchvision or TorchCodec
+        either way).
+    """
     return bool(torch.ops.prefetch._jpeg_decoder_built())

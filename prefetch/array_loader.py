@@ -9,12 +9,18 @@ crop + flip + normalize kernel; see :mod:`prefetch.transforms`) — so no batch 
 during the epoch (one upload of the epoch's indices, and each batch's few bytes of draws).
 
 The order of an epoch is a function of ``(seed, epoch)`` sharded across ranks as in
-:mod:`prefetch.sharding`; the augmentation draws are a function of ``(seed, rank, epoch,
+:mod:`prefetch._engine.sharding`; the augmentation draws are a function of ``(seed, rank, epoch,
 batch index)``. So both paths yield the same batches, and a run resumed from :meth:`state_dict` yields
 exactly the batches the interrupted run had not consumed.
+
+Length: over 500 lines because the public class documents every argument and error (about 140
+lines of docstrings; under 450 of code).
 """
+from __future__ import annotations
+
 import logging
 import re
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -229,42 +235,59 @@ class ArrayLoader(ClosesOnExit):
     device, with no Python per sample.
 
     Args:
-        arrays: a tuple/list or dict of numpy arrays (memmaps work without reading the whole
-            file) or tensors, e.g. ``(images [N, H, W, C] uint8, labels [N])``; a single array
-            works too. Batches have the same structure. A field whose samples differ in size is a
-            :class:`prefetch.Ragged` (its ``values`` may be a memmap too: only each batch's
-            samples are read, by the engine's threads) and arrives as a Ragged of the batch's
-            samples; a :class:`prefetch.Store` (see :func:`prefetch.pack`) stands for its
-            ``as_arrays()``: ``(encoded images, labels, ...)``, for
-            ``FusedAugment(decode=True)`` or ``prefetch.transforms.v2``'s ``decode=True``.
-        batch_size: samples per batch.
-        shuffle: a new order every epoch, a function of ``(seed, epoch)``; otherwise in order.
-        seed: the shuffling order's seed (a transform's draws use the transform's own seed).
-        drop_last: drop the partial last batch, and cut the dataset to a multiple of
-            ``world_size`` instead of padding it (see :mod:`prefetch.sharding`).
-        rank, world_size: this process's shard; default from ``torch.distributed`` when it is
-            initialised, else one shard.
-        resident: ``"host"`` (gather in C++ threads into the pinned ring, then copy),
-            ``"device"`` (upload once, gather on the device) or ``"auto"``: on CUDA the device
-            when the arrays fit in ``memory_fraction`` of its free memory, else the host; on the
-            CPU the host (the arrays are in host memory already, and the host path runs ahead of
-            the consumer in threads). The choice is logged (logger ``"prefetch"``, INFO) and kept
-            in ``.resident``.
-        device: where batches go; default the current CUDA device (each DDP rank's own, once it
-            called ``torch.cuda.set_device``), else the CPU.
-        depth, num_threads, timeout: the host path's, as in :class:`Prefetcher`.
-        transform: applied to every batch on the device — typically a
+        arrays (tuple, list, dict, array, Ragged or Store): a tuple/list or dict of numpy arrays
+            (memmaps work without reading the whole file) or tensors, e.g. ``(images [N, H, W, C]
+            uint8, labels [N])``; a single array works too. Batches have the same structure. A
+            field whose samples differ in size is a :class:`prefetch.Ragged` (its ``values`` may be
+            a memmap too: only each batch's samples are read, by the engine's threads) and arrives
+            as a Ragged of the batch's samples; a :class:`prefetch.Store` (see
+            :func:`prefetch.pack`) stands for its ``as_arrays()``: ``(encoded images, labels,
+            ...)``, for ``FusedAugment(decode=True)`` or ``prefetch.transforms.v2``'s
+            ``decode=True``.
+        batch_size (int): samples per batch, >= 1.
+        shuffle (bool): a new order every epoch, a function of ``(seed, epoch)``; otherwise in
+            order.
+        seed (int): the shuffling order's seed (a transform's draws use the transform's own seed).
+        drop_last (bool): drop the partial last batch, and cut the dataset to a multiple of
+            ``world_size`` instead of padding it (see :mod:`prefetch._engine.sharding`).
+        rank, world_size (int, optional): this process's shard; default from ``torch.distributed``
+            when it is initialised, else one shard.
+        resident (str): ``"host"`` (gather in C++ threads into the pinned ring, then copy),
+            ``"device"`` (upload once, gather on the device) or ``"auto"``: on CUDA the device when
+            the arrays fit in ``memory_fraction`` of its free memory, else the host; on the CPU the
+            host (the arrays are in host memory already, and the host path runs ahead of the
+            consumer in threads). The choice is logged (logger ``"prefetch"``, INFO) and kept in
+            ``.resident``.
+        device (torch.device or str, optional): where batches go; default the current CUDA device
+            (each DDP rank's own, once it called ``torch.cuda.set_device``), else the CPU.
+        depth (int), num_threads (int, optional), timeout (float, optional, seconds): the host
+            path's, as in :class:`Prefetcher`.
+        transform (callable, optional): applied to every batch on the device — typically a
             :class:`prefetch.FusedAugment`, whose draws are keyed by ``(seed, rank, epoch, batch
-            index)`` (this loader's rank: ranks with the same seed draw differently) and which
-            the device path fuses with the gather; any :class:`prefetch.transforms.Transform`
-            receives the same positions, and one that declares ``gathers`` gathers its leaves
-            itself on the device path. Its seed is saved by :meth:`state_dict`.
-        memory_fraction: the share of free device memory ``resident="auto"`` may fill.
+            index)`` (this loader's rank: ranks with the same seed draw differently) and which the
+            device path fuses with the gather; any :class:`prefetch.transforms.Transform` receives
+            the same positions, and one that declares ``gathers`` gathers its leaves itself on the
+            device path. Its seed is saved by :meth:`state_dict`.
+        memory_fraction (float): the share of free device memory ``resident="auto"`` may fill, in
+            (0, 1].
+
+    Raises:
+        ValueError: a bad ``batch_size``, ``resident``, ``memory_fraction``, ``seed`` (outside
+            ``[-2**63, 2**64)``), ``rank``/``world_size`` or ``device`` (neither CPU nor CUDA);
+            empty or 0-D arrays, arrays of different lengths, a ragged field whose ``values`` is
+            not 1-D; ``resident="host"`` with arrays off the host.
+        TypeError: a field that is not a numpy array, tensor or Ragged; a transform that is not
+            callable; a ``seed`` that is not a whole number; ``shuffle``/``drop_last`` not a
+            bool (an :class:`~prefetch.transforms.arguments.ArgumentTypeError`).
+        CollateError: a tensor without ordinary strided CPU memory (naming it).
     """
 
-    def __init__(self, arrays, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None,
-                 world_size=None, resident="host", device=None, depth=3, num_threads=None,
-                 transform=None, timeout=None, memory_fraction=0.5):
+    def __init__(self, arrays: Any, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, resident: str = "host",
+                 device: Union[torch.device, str, None] = None, depth: int = 3,
+                 num_threads: Optional[int] = None, transform: Optional[Callable] = None,
+                 timeout: Optional[float] = None, memory_fraction: float = 0.5) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError("prefetch: ArrayLoader batch_size must be an int >= 1, got %r"
                              % (batch_size,))
@@ -364,14 +387,27 @@ class ArrayLoader(ClosesOnExit):
         per_rank = shard_size(self.num_samples, self.world_size, self.drop_last)
         return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
 
-    def epoch_indices(self, epoch):
-        """The sample indices this rank reads in ``epoch``, in order (before batching)."""
+    def epoch_indices(self, epoch: int) -> torch.Tensor:
+        """The sample indices this rank reads in an epoch, in order (before batching): a
+        function of ``(seed, epoch)`` sharded as :func:`prefetch._engine.sharding.epoch_indices`
+        shards it.
+
+        Args:
+            epoch (int): the epoch.
+
+        Returns:
+            Tensor[M], int64: indices into the arrays' first dimension.
+        """
         return epoch_indices(self.num_samples, epoch=epoch, seed=self.seed, shuffle=self.shuffle,
                              rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
 
-    def set_epoch(self, epoch):
-        """The epoch the next ``iter()`` runs (otherwise they count from 0, one per ``iter()``).
-        Setting the epoch a loaded state stopped in keeps its resume position."""
+    def set_epoch(self, epoch: int) -> None:
+        """Sets the epoch the next ``iter()`` runs (otherwise they count from 0, one per
+        ``iter()``). Setting the epoch a loaded state stopped in keeps its resume position.
+
+        Args:
+            epoch (int): the epoch.
+        """
         self._cursor.set_epoch(epoch)
 
     def __iter__(self):
@@ -451,9 +487,15 @@ class ArrayLoader(ClosesOnExit):
 
     # -- resume ----------------------------------------------------------------------------------
 
-    def state_dict(self):
-        """The consumer's position: the epoch and how many of its batches were received (batches
-        prefetched but not consumed are not counted), and the layout it applies to."""
+    def state_dict(self) -> dict:
+        """The consumer's position, for an exact resume.
+
+        Returns:
+            dict: ``epoch`` and ``batches_consumed`` (batches received by the consumer; those
+            prefetched but not consumed are not counted), the layout it applies to
+            (``num_samples``, ``batch_size``, ``world_size``, ``seed``, ``shuffle``,
+            ``drop_last``), and the transform's state under ``"transform"`` when it has one.
+        """
         pending = self._latest.pending()
         if pending is not None:  # iter() was called, no batch asked for: that epoch starts now
             pending.ensure_started()
@@ -462,11 +504,22 @@ class ArrayLoader(ClosesOnExit):
         state.update({k: getattr(self, k) for k in _LAYOUT_KEYS})
         return save_transform_state(self.transform, state)
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resumes from :meth:`state_dict`: the next ``iter()`` continues that epoch after the
         batches already consumed, with the same order and augmentation draws (a FusedAugment
         built with ``seed=None`` adopts the saved seed; one with another explicit seed refuses).
-        An epoch still running is stopped (host) and no longer moves the position (either path)."""
+        An epoch still running is stopped (host) and no longer moves the position (either path).
+
+        Args:
+            state (dict): what :meth:`state_dict` returned.
+
+        Raises:
+            ValueError: the state was saved by a loader of another layout (``num_samples``,
+                ``batch_size``, ``world_size``, ``seed``, ``shuffle`` or ``drop_last``), its
+                ``batches_consumed`` is outside ``[0, len(self)]``, or the transform refuses its
+                state (another explicit seed).
+            KeyError: the state lacks ``epoch`` or ``batches_consumed``.
+        """
         mismatched = ["%s: saved %r, this loader %r" % (k, state[k], getattr(self, k))
                       for k in _LAYOUT_KEYS if k in state and state[k] != getattr(self, k)]
         if mismatched:
@@ -483,18 +536,25 @@ class ArrayLoader(ClosesOnExit):
 
     # -- lifetime --------------------------------------------------------------------------------
 
-    def close(self):
-        """Stops the current epoch and joins the host path's threads."""
+    def close(self) -> None:
+        """Stops the current epoch and joins the host path's threads. Iterating a closed loader
+        raises RuntimeError."""
         self._closed = True
         if self._pipeline is not None:
             self._pipeline.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (or the host path's pipeline closed)."""
         return self._closed or (self._pipeline is not None and self._pipeline.closed)
 
-    def stats(self):
-        """The host path's :meth:`Prefetcher.stats`; on the device path, only ``resident``."""
+    def stats(self) -> dict:
+        """The loader's counters.
+
+        Returns:
+            dict: the host path's :meth:`Prefetcher.stats`, plus ``"resident"``; on the device
+            path only ``"resident"``.
+        """
         out = self._pipeline.stats() if self._pipeline is not None else {}
         out["resident"] = self.resident
         return out

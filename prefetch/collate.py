@@ -6,8 +6,11 @@ become tensors) that leaves every tensor/ndarray field as a :class:`prefetch.Sam
 stacking it. The Prefetcher then stacks those samples once, in C++ threads with the GIL released,
 straight into its pinned ring, instead of into fresh memory that is copied again to be pinned.
 """
+from __future__ import annotations
+
 import collections.abc
 import os
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -199,16 +202,30 @@ def _field_of(batch, values):
     return "a field"
 
 
-def samples(batch):
+def samples(batch: Sequence[Any]) -> Any:
     """``collate_fn`` for ``DataLoader(..., collate_fn=prefetch.collate.samples)``.
 
     Iterating ``Prefetcher(DataLoader(ds, collate_fn=prefetch.collate.samples))`` yields exactly
     what ``DataLoader(ds)`` yields, with every tensor on the Prefetcher's device. Numpy arrays
     become tensors sharing their memory (``torch.from_numpy``; a copy only for negative strides
-    or another byte order), as ``default_collate``'s ``torch.as_tensor`` does. A field that makes
-    no tensor — an int beyond int64, numbers torch cannot stack, arrays of strings, objects or a
-    dtype torch lacks — raises :class:`prefetch.CollateError` naming the field, and for an int
-    the sample and the value.
+    or another byte order), as ``default_collate``'s ``torch.as_tensor`` does
+    (torch/utils/data/_utils/collate.py).
+
+    Args:
+        batch (sequence): the samples a DataLoader's sampler picked, each a tensor, ndarray,
+            number, string, or a tuple/list/dict/namedtuple of them.
+
+    Returns:
+        The batch's structure as ``default_collate`` builds it, with every tensor or ndarray
+        field a :class:`prefetch.Samples` of per-sample tensors (stacked later, by the
+        Prefetcher's C++ threads) and numbers as tensors.
+
+    Raises:
+        CollateError: a field that makes no tensor — an int beyond int64, numbers torch cannot
+            stack, arrays of strings, objects or a dtype torch lacks — naming the field, and for
+            an int the sample and the value.
+        SharedMemoryError: in a DataLoader worker, the samples do not fit in shared memory.
+        TypeError: what ``default_collate`` raises for a type it does not know.
     """
     try:
         return _torch_collate.collate(batch, collate_fn_map=_SAMPLES_FN_MAP)

@@ -10,6 +10,8 @@ Like ``python -m torch.utils.collect_env``.
 
 :func:`report` returns the same as a dict (and prints it unless ``out=None``).
 """
+from __future__ import annotations
+
 import json
 import os
 import platform
@@ -17,6 +19,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from typing import Optional, Sequence, TextIO
 
 import torch
 
@@ -193,8 +196,15 @@ def _host():
     }
 
 
-def collect():
-    """Everything :func:`report` prints, as a dict (nothing printed)."""
+def collect() -> dict:
+    """Everything :func:`report` prints, nothing printed. It never initialises CUDA when
+    nvidia-smi answers, and never imports TorchCodec or torchvision.
+
+    Returns:
+        dict: sections ``prefetch``, ``build``, ``torch``, ``cuda``, ``host``, ``python``,
+        ``os``, ``env``, ``env_prefetch`` and ``packages``, each a dict of strings, numbers,
+        bools or None (JSON-serialisable).
+    """
     recorded = _build_info()
     return {
         "prefetch": {"version": prefetch.__version__,
@@ -221,8 +231,18 @@ def _show(value):
     return str(value)
 
 
-def format_report(info):
-    """The human-readable text of a :func:`collect` dict."""
+def format_report(info: dict) -> str:
+    """The human-readable text of a report.
+
+    Args:
+        info (dict): what :func:`collect` returned.
+
+    Returns:
+        str: the report, lines ending with a newline.
+
+    Raises:
+        KeyError: ``info`` lacks a section or field :func:`collect` writes.
+    """
     b, c, h = info["build"], info["cuda"], info["host"]
     lines = [
         "prefetch %s at %s" % (info["prefetch"]["version"], info["prefetch"]["location"]),
@@ -271,10 +291,17 @@ def format_report(info):
     return "\n".join(lines) + "\n"
 
 
-def report(out=sys.stdout):
-    """Collects what a bug report needs, prints it to ``out`` (unless ``None``) and returns it as
-    a dict: prefetch, build (``cuda``/``jpeg`` as the loaded extension says, the rest as setup.py
-    recorded it, ``"unknown"`` without its record), torch, cuda, host, python, os, env, packages."""
+def report(out: Optional[TextIO] = sys.stdout) -> dict:
+    """Collects what a bug report needs, prints it and returns it.
+
+    Args:
+        out (file, optional): where the text goes (default ``sys.stdout``); None prints nothing.
+
+    Returns:
+        dict: :func:`collect`'s sections: prefetch, build (``cuda``/``jpeg`` as the loaded
+        extension says, the rest as setup.py recorded it, ``"unknown"`` without its record),
+        torch, cuda, host, python, os, env, packages.
+    """
     info = collect()
     if out is not None:
         out.write(format_report(info))
@@ -282,7 +309,18 @@ def report(out=sys.stdout):
     return info
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m prefetch.info [--json]``.
+
+    Args:
+        argv (sequence of str, optional): the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        int: the exit status, 0.
+
+    Raises:
+        SystemExit: an unknown argument (argparse's usage error, status 2) or ``--help``.
+    """
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m prefetch.info", description=__doc__.split("\n\n")[0])

@@ -13,6 +13,8 @@ its DistributedSampler first (``use_distributed_sampler``), forwards the epoch t
 to both that sampler and the transform's draws, and Lightning's own transfer to the device then
 finds every tensor already there (a no-op).
 """
+from __future__ import annotations
+
 try:
     import lightning.pytorch as pl
     from lightning.pytorch.trainer.states import RunningStage
@@ -28,6 +30,7 @@ except ImportError:  # the standalone package
         ) from exc
 
 import collections.abc
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -167,17 +170,20 @@ class PrefetchDataModule(pl.LightningDataModule):
     Prefetchers on the LightningModule's device, transformed there on the copy stream.
 
     Args:
-        datamodule: the DataModule whose ``*_dataloader()`` to wrap (its ``prepare_data``,
-            ``setup``, ``teardown`` and state are delegated to it); or None with ``train`` /
-            ``val`` / ``test`` / ``predict``.
-        train, val, test, predict: loaders (any iterable of batches) or zero-argument callables
-            returning one, used when there is no datamodule.
-        train_transform, val_transform: e.g. :class:`prefetch.FusedAugment`; applied on the
-            device. The training draws follow the Trainer's epoch.
-        test_transform: for ``trainer.test``; by default the ``val_transform`` (evaluation sees
-            what validation sees). Pass None for none.
-        predict_transform: for ``trainer.predict``; by default the ``test_transform`` (so, if
-            that is not given either, the ``val_transform``). Pass None for none.
+        datamodule (LightningDataModule, optional): the DataModule whose ``*_dataloader()`` to
+            wrap (its ``prepare_data``, ``setup``, ``teardown`` and state are delegated to it);
+            or None with ``train`` / ``val`` / ``test`` / ``predict``.
+        train, val, test, predict (iterable or callable, optional): loaders (any iterable of
+            batches) or zero-argument callables returning one, used when there is no
+            datamodule.
+        train_transform, val_transform (callable, optional): e.g.
+            :class:`prefetch.FusedAugment`; applied on the device. The training draws follow
+            the Trainer's epoch.
+        test_transform (callable, optional): for ``trainer.test``; by default the
+            ``val_transform`` (evaluation sees what validation sees). Pass None for none.
+        predict_transform (callable, optional): for ``trainer.predict``; by default the
+            ``test_transform`` (so, if that is not given either, the ``val_transform``). Pass
+            None for none.
         **prefetcher_kwargs: passed to every :class:`prefetch.Prefetcher` (depth, num_threads,
             timeout, max_batch_bytes, device_transform).
 
@@ -192,11 +198,19 @@ class PrefetchDataModule(pl.LightningDataModule):
     A loader that is already an :class:`prefetch.ArrayLoader` is only adapted to the Trainer
     (its epoch, a lazy start, checkpoints): build it in your DataModule with
     ``device=self.trainer.strategy.root_device``; it shards itself under DDP.
+
+    Raises:
+        ValueError: neither a datamodule nor a loader.
+        TypeError: ``device=`` among the Prefetcher's arguments (the Trainer gives the device).
     """
 
-    def __init__(self, datamodule=None, *, train=None, val=None, test=None, predict=None,
-                 train_transform=None, val_transform=None, test_transform=_SAME_AS_VAL,
-                 predict_transform=_SAME_AS_TEST, **prefetcher_kwargs):
+    def __init__(self, datamodule: Optional[pl.LightningDataModule] = None, *,
+                 train: Any = None, val: Any = None, test: Any = None, predict: Any = None,
+                 train_transform: Optional[Callable] = None,
+                 val_transform: Optional[Callable] = None,
+                 test_transform: Optional[Callable] = _SAME_AS_VAL,
+                 predict_transform: Optional[Callable] = _SAME_AS_TEST,
+                 **prefetcher_kwargs: Any) -> None:
         super().__init__()
         explicit = {"train": train, "val": val, "test": test, "predict": predict}
         if datamodule is None and all(v is None for v in explicit.values()):
@@ -227,11 +241,17 @@ class PrefetchDataModule(pl.LightningDataModule):
 
     # -- delegated to the wrapped DataModule -----------------------------------------------------
 
-    def prepare_data(self):
+    def prepare_data(self) -> None:
+        """The wrapped DataModule's ``prepare_data`` (nothing without one)."""
         if self.datamodule is not None:
             self.datamodule.prepare_data()
 
-    def setup(self, stage=None):
+    def setup(self, stage: Optional[str] = None) -> None:
+        """The wrapped DataModule's ``setup``, after handing it the Trainer.
+
+        Args:
+            stage (str, optional): Lightning's stage (``"fit"``, ``"validate"``, ...).
+        """
         if self.datamodule is not None:
             if getattr(self.datamodule, "trainer", None) is None and self.trainer is not None:
                 self.datamodule.trainer = self.trainer
@@ -242,29 +262,51 @@ class PrefetchDataModule(pl.LightningDataModule):
         while self._open:
             self._open.pop().close()
 
-    def teardown(self, stage=None):
+    def teardown(self, stage: Optional[str] = None) -> None:
+        """Closes every Prefetcher the stages opened, then the wrapped DataModule's
+        ``teardown``.
+
+        Args:
+            stage (str, optional): Lightning's stage.
+        """
         self._close_all()
         if self.datamodule is not None:
             self.datamodule.teardown(stage)
 
-    def on_exception(self, exception):
-        # A stage that raised ends without the teardown hook: close its Prefetchers here.
+    def on_exception(self, exception: BaseException) -> None:
+        """Closes every Prefetcher (a stage that raised ends without the teardown hook), then
+        calls the wrapped DataModule's ``on_exception`` when it has one.
+
+        Args:
+            exception (BaseException): what the stage raised.
+        """
         self._close_all()
         if self.datamodule is not None and callable(getattr(self.datamodule, "on_exception", None)):
             self.datamodule.on_exception(exception)
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
+        """The wrapped DataModule's state (the loaders' positions are the Trainer's to save).
+
+        Returns:
+            dict: the wrapped DataModule's ``state_dict()``; ``{}`` without one.
+        """
         return self.datamodule.state_dict() if self.datamodule is not None else {}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restores the wrapped DataModule's state.
+
+        Args:
+            state_dict (dict): what :meth:`state_dict` returned.
+        """
         if self.datamodule is not None:
             self.datamodule.load_state_dict(state_dict)
 
     # -- the loaders -------------------------------------------------------------------------------
 
     @property
-    def device(self):
-        """The LightningModule's device, as the Trainer's strategy placed it (each rank's own)."""
+    def device(self) -> torch.device:
+        """The LightningModule's device, as the Trainer's strategy placed it (each rank's own).
+        Raises RuntimeError before a Trainer has attached this DataModule."""
         if self.trainer is None:
             raise RuntimeError("prefetch: PrefetchDataModule's loaders are built by a Trainer "
                                "(trainer.fit/validate/test/predict(model, datamodule=...))")

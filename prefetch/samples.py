@@ -6,9 +6,13 @@ class Samples(list):
     first dimension by the Prefetcher's C++ pool (as ``default_collate`` would stack them).
 
     Produced by :func:`prefetch.collate.samples`; outside a Prefetcher it is an ordinary list.
+
+    Args:
+        iterable (optional): the samples, as ``list()`` takes them: tensors ``[*S]`` of one
+            shape and dtype (stacked into ``Tensor[N, *S]``), ndarrays, or numbers.
     """
 
     __slots__ = ()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Samples(%d items)" % len(self)

@@ -6,9 +6,13 @@
   one kernel on the device), with its resizing path in :mod:`.resizing` and RandomResizedCrop's
   window draws in :mod:`.crop_boxes`;
 - :mod:`.policies`: each sample's draws of TrivialAugmentWide, RandAugment, AutoAugment and
-  ColorJitter, with torchvision's distributions (the table the augment ops of issue 27 read);
+  ColorJitter, with torchvision's distributions, as one table of ops and magnitudes;
   :mod:`.policy_ops` applies such a table to a uint8 batch on any device, each sample its own
-  ops, bit for bit torchvision's (batched torch ops, until the fused kernels replace them);
+  ops, with torchvision's values: one batched call per op kind, run by the fused kernels of
+  :mod:`prefetch.ops` (``color_jitter``, ``sharpness``, ``lookup`` with ``histograms``,
+  ``affine_warp``; Posterize and Invert are one torch op each); the geometric ops match
+  torchvision's within float32 rounding of their source points (:mod:`.policy_ops` says which
+  op matches how);
   :class:`PolicyAugment` (:mod:`.policy_augment`) is the Transform a loader runs with them;
 - :class:`RandomErasing` (:mod:`.erasing`): each sample's own erased box;
 - :class:`MixUpCutMix` (:mod:`.mixup`): timm's MixUp/CutMix with soft targets, seeded per batch;

@@ -1,7 +1,7 @@
-"""The checks of transform arguments, made when a transform is built (issue 43): one definition
-each, for every transform of prefetch.transforms and every step of its v2 front end, so all of
-them refuse a bad argument the same way, before the first batch, with a message naming the class,
-the argument, what it must be and what it got::
+"""The checks of transform arguments, made when a transform is built: one definition each, for
+every transform of prefetch.transforms and every step of its v2 front end, so all of them refuse
+a bad argument the same way, before the first batch, with a message naming the class, the
+argument, what it must be and what it got::
 
     prefetch: RandomErasing ratio must be finite, got (1, inf)
 
@@ -24,9 +24,12 @@ flips do). An int: ``int`` or a numpy integer, not a float (``2.0`` included: to
 ``range(num_ops)`` refuses it too). The ops' and loaders' integer arguments, which take a whole
 float, are :func:`prefetch._engine.checks.whole`'s.
 """
+from __future__ import annotations
+
 import contextlib
 import math
 import numbers
+from typing import Any, Iterator, NoReturn, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import torch
@@ -48,16 +51,37 @@ def _message(cls, name, expected, value):
     return "prefetch: %s %s must be %s, got %r" % (cls, name, expected, value)
 
 
-def fail(cls, name, expected, value, error=ArgumentError):
-    """Raise ``error`` (:class:`ArgumentError`, or :class:`ArgumentTypeError` for a wrong type)
-    with the one message shape: ``prefetch: <cls> <name> must be <expected>, got <value!r>``."""
+def fail(cls: str, name: str, expected: str, value: Any,
+         error: Type[ArgumentError] = ArgumentError) -> NoReturn:
+    """Raises a refusal with the one message shape:
+    ``prefetch: <cls> <name> must be <expected>, got <value!r>``.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        expected (str): what it must be, in words.
+        error (type): :class:`ArgumentError`, or :class:`ArgumentTypeError` for a wrong type.
+
+    Raises:
+        ArgumentError: always (``error``).
+    """
     raise error(_message(cls, name, expected, value))
 
 
 @contextlib.contextmanager
-def reworded(cls, name, expected, value):
+def reworded(cls: str, name: str, expected: str, value: Any) -> Iterator[None]:
     """A refusal of one part of ``value`` (checked inside the ``with``) raised as a refusal of the
-    whole value, with ``expected`` words: the same class (a wrong type stays a TypeError)."""
+    whole value, with ``expected`` words: the same class (a wrong type stays a TypeError).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        expected (str): what the whole value must be, in words.
+
+    Yields:
+        None.
+
+    Raises:
+        ArgumentError: reworded from one raised inside the ``with``.
+    """
     try:
         yield
     except ArgumentError as error:
@@ -68,15 +92,37 @@ def _is_bool(value):
     return isinstance(value, (bool, np.bool_))
 
 
-def is_number(value):
-    """A real number that is not a bool (Python's or numpy's)."""
+def is_number(value: Any) -> bool:
+    """Whether a value is a number here.
+
+    Args:
+        value: anything.
+
+    Returns:
+        bool: True for a real number (``numbers.Real``: int, float, numpy's) that is not a bool
+        (Python's or numpy's).
+    """
     return isinstance(value, numbers.Real) and not _is_bool(value)
 
 
-def number(cls, name, value, *, low=None, high=None, low_open=False, high_open=False,
-           expected=None):
-    """``value`` as a finite float in ``[low, high]`` (an end ``None``: unbounded; ``*_open``:
-    that end excluded). ``expected`` words the message (default: from the bounds)."""
+def number(cls: str, name: str, value: Any, *, low: Optional[float] = None,
+           high: Optional[float] = None, low_open: bool = False, high_open: bool = False,
+           expected: Optional[str] = None) -> float:
+    """A finite number within bounds.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        low, high (float, optional): the bounds (None: unbounded).
+        low_open, high_open (bool): that end excluded.
+        expected (str, optional): words for the message (default: from the bounds).
+
+    Returns:
+        float: ``value``.
+
+    Raises:
+        ArgumentTypeError: not a number (:func:`is_number`).
+        ArgumentError: not finite, or outside the bounds.
+    """
     if expected is None:
         expected = _range_words(low, high, low_open, high_open)
     if not is_number(value):
@@ -87,9 +133,23 @@ def number(cls, name, value, *, low=None, high=None, low_open=False, high_open=F
     return v
 
 
-def integer(cls, name, value, *, low=None, high=None, expected=None):
-    """``value`` as an int in ``[low, high]``: ``int`` or a numpy integer, never a bool or a
-    float (no silent truncation)."""
+def integer(cls: str, name: str, value: Any, *, low: Optional[int] = None,
+            high: Optional[int] = None, expected: Optional[str] = None) -> int:
+    """An int in ``[low, high]``: ``int`` or a numpy integer, never a bool or a float (no silent
+    truncation).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        low, high (int, optional): the inclusive bounds (None: unbounded).
+        expected (str, optional): words for the message.
+
+    Returns:
+        int: ``value``.
+
+    Raises:
+        ArgumentTypeError: not an integer (a bool or a float included).
+        ArgumentError: outside the bounds.
+    """
     if expected is None:
         expected = "an int" + _int_bounds(low, high)
     if _is_bool(value) or not isinstance(value, numbers.Integral):
@@ -100,17 +160,44 @@ def integer(cls, name, value, *, low=None, high=None, expected=None):
     return v
 
 
-def probability(cls, name, value):
+def probability(cls: str, name: str, value: Any) -> float:
     """A probability: a finite number in [0, 1] (a 0-d tensor too, as torchvision's
-    ``RandomHorizontalFlip(p=torch.tensor(0.5))``), as a float."""
+    ``RandomHorizontalFlip(p=torch.tensor(0.5))``).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring);
+            ``value`` a number or a 0-d tensor.
+
+    Returns:
+        float: the probability.
+
+    Raises:
+        ArgumentTypeError: not a number (a bool, a string, a tensor of another shape).
+        ArgumentError: outside [0, 1] or not finite.
+    """
     if isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool:
         value = value.item()
     return number(cls, name, value, low=0.0, high=1.0, expected="a probability in [0, 1]")
 
 
-def number_pair(cls, name, value, *, low=None, high=None, low_open=False, ordered=True):
-    """``value`` as a pair ``(min, max)`` of finite floats in ``[low, high]`` (``low_open``: above
-    ``low``), ``min <= max`` when ``ordered``."""
+def number_pair(cls: str, name: str, value: Any, *, low: Optional[float] = None,
+                high: Optional[float] = None, low_open: bool = False,
+                ordered: bool = True) -> Tuple[float, float]:
+    """A pair ``(min, max)`` of finite numbers in ``[low, high]``.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        low, high (float, optional): the bounds (None: unbounded).
+        low_open (bool): ``low`` excluded.
+        ordered (bool): ``min <= max`` required.
+
+    Returns:
+        tuple[float, float]: ``value``.
+
+    Raises:
+        ArgumentTypeError: not a sequence of two numbers (a string included).
+        ArgumentError: not finite, outside the bounds, or unordered.
+    """
     words = "(min, max) of finite numbers%s%s" % (
         "" if low is None and high is None else " in " + _interval(low, high, low_open, False),
         " with min <= max" if ordered else "")
@@ -129,9 +216,25 @@ def number_pair(cls, name, value, *, low=None, high=None, low_open=False, ordere
     return a, b
 
 
-def numbers_list(cls, name, value, *, low=None, high=None, low_open=False, expected=None):
-    """A non-empty list or tuple of finite numbers in ``[low, high]`` (``low_open``: above
-    ``low``), as a list of floats; the message shows the whole value."""
+def numbers_list(cls: str, name: str, value: Any, *, low: Optional[float] = None,
+                 high: Optional[float] = None, low_open: bool = False,
+                 expected: Optional[str] = None) -> list:
+    """A non-empty list or tuple of finite numbers in ``[low, high]``; the message shows the
+    whole value.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        low, high (float, optional): the bounds (None: unbounded).
+        low_open (bool): ``low`` excluded.
+        expected (str, optional): words for the message.
+
+    Returns:
+        list[float]: ``value``.
+
+    Raises:
+        ArgumentTypeError: not a non-empty list or tuple of numbers.
+        ArgumentError: a value not finite or outside the bounds.
+    """
     expected = expected or "a non-empty list of finite numbers" + (
         "" if low is None and high is None else " in " + _interval(low, high, low_open, False))
     if not isinstance(value, (list, tuple)) or not value or not all(is_number(v) for v in value):
@@ -142,23 +245,56 @@ def numbers_list(cls, name, value, *, low=None, high=None, low_open=False, expec
     return out
 
 
-def flag(cls, name, value):
-    """A bool (Python's or numpy's): ``bool("False")`` would be True."""
+def flag(cls: str, name: str, value: Any) -> bool:
+    """A bool (Python's or numpy's), checked because ``bool("False")`` would be True.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+
+    Returns:
+        bool: ``value``.
+
+    Raises:
+        ArgumentTypeError: anything but a bool.
+    """
     if not _is_bool(value):
         fail(cls, name, "True or False", value, ArgumentTypeError)
     return bool(value)
 
 
-def one_of(cls, name, value, options, expected=None):
-    """``value`` if it is one of ``options`` (of the same type: ``1`` is not ``True``)."""
+def one_of(cls: str, name: str, value: Any, options: Sequence[Any],
+           expected: Optional[str] = None) -> Any:
+    """One of a set of options, of the same type (``1`` is not ``True``).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        options (sequence): the values allowed.
+        expected (str, optional): words for the message (default: the options).
+
+    Returns:
+        ``value``.
+
+    Raises:
+        ArgumentError: not one of ``options``.
+    """
     if not any(type(value) is type(o) and value == o for o in options):
         fail(cls, name, expected or "one of " + ", ".join(repr(o) for o in options), value)
     return value
 
 
-def leaf_key(cls, name, value):
+def leaf_key(cls: str, name: str, value: Any) -> Any:
     """A batch leaf's key (``get_leaf``): an int index (not a bool: ``True`` would pick leaf 1)
-    or a mapping's key (a str or another hashable that is not a number)."""
+    or a mapping's key (a str or another hashable that is not a number).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+
+    Returns:
+        ``value`` (an int for an integer index).
+
+    Raises:
+        ArgumentTypeError: a bool, a non-integer number, or an unhashable value.
+    """
     expected = "an int index or a mapping key (a str)"
     if _is_bool(value) or (is_number(value) and not isinstance(value, numbers.Integral)):
         fail(cls, name, expected, value, ArgumentTypeError)
@@ -169,10 +305,25 @@ def leaf_key(cls, name, value):
     return int(value) if isinstance(value, numbers.Integral) else value
 
 
-def fill_value(cls, name, value, *, low=0.0, high=255.0, allow_none=True, channels=None):
-    """A fill: None (when allowed), a number in ``[low, high]``, or one per channel (a list or
-    tuple of them; ``channels``: the channel counts it may have, e.g. ``(1, 3)`` for the
-    policies' ops, which take 1 or 3); returned as a float or a list of floats."""
+def fill_value(cls: str, name: str, value: Any, *, low: float = 0.0, high: float = 255.0,
+               allow_none: bool = True,
+               channels: Optional[Sequence[int]] = None) -> Union[float, list, None]:
+    """A fill: None (when allowed), a number in ``[low, high]``, or one per channel.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        low, high (float): the bounds (default a uint8 pixel's, [0, 255]).
+        allow_none (bool): None allowed.
+        channels (sequence of int, optional): the channel counts a per-channel fill may have,
+            e.g. ``(1, 3)`` for the policies' ops, which take 1 or 3.
+
+    Returns:
+        float, list[float] or None: ``value``.
+
+    Raises:
+        ArgumentTypeError: not a number or a list or tuple of numbers.
+        ArgumentError: a value outside the bounds or not finite, or another channel count.
+    """
     per_channel = "one per channel" if channels is None else "one per channel (%s values)" % (
         " or ".join(map(str, channels)))
     expected = "%sa number in [%g, %g] or %s" % ("None, " if allow_none else "", low, high,
@@ -187,10 +338,22 @@ def fill_value(cls, name, value, *, low=0.0, high=255.0, allow_none=True, channe
     return values
 
 
-def size(cls, name, value, *, pair_allowed=True):
+def size(cls: str, name: str, value: Any, *,
+         pair_allowed: bool = True) -> Union[int, Tuple[int, int]]:
     """An output size as torchvision's ``_setup_size`` takes it (torchvision/transforms/v2/
-    _utils.py): an int, or a list or tuple of one or two ints, each >= 1; returned as an int
-    (a square, or the shorter side) or ``(h, w)``. ``pair_allowed=False``: an int only."""
+    _utils.py): an int, or a list or tuple of one or two ints, each >= 1.
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        pair_allowed (bool): False: an int only.
+
+    Returns:
+        int or tuple[int, int]: an int (a square, or the shorter side) or ``(h, w)``.
+
+    Raises:
+        ArgumentTypeError: not an int or a list or tuple of ints.
+        ArgumentError: a size below 1, more than two, or a pair where only an int is allowed.
+    """
     expected = "an int >= 1 or (h, w) of them" if pair_allowed else "an int >= 1"
     given = value
     if isinstance(value, (list, tuple)) and len(value) == 1:
@@ -203,13 +366,27 @@ def size(cls, name, value, *, pair_allowed=True):
         return integer(cls, name, value, low=1)
 
 
-def jitter_range(cls, name, value, *, center=1.0, bound=None):
+def jitter_range(cls: str, name: str, value: Any, *, center: float = 1.0,
+                 bound: Optional[Tuple[float, float]] = None) -> Tuple[float, float]:
     """ColorJitter's ``(min, max)`` for one of its arguments (torchvision's
     ``ColorJitter._check_input``, torchvision/transforms/v2/_color.py): None is the identity
     ``(center, center)``; a number v gives ``[max(0, center - v), center + v]`` (hue, with
     ``bound=(-0.5, 0.5)``: ``[-v, v]``), v finite and at least 0 (and at most ``bound``'s upper
     end); a pair is taken as it is, finite, ``min <= max``, inside ``bound`` (brightness,
-    contrast and saturation: at least 0; hue: [-0.5, 0.5])."""
+    contrast and saturation: at least 0; hue: [-0.5, 0.5]).
+
+    Args:
+        cls, name, value: the class, the argument and its value (see the module docstring).
+        center (float): the identity's value (1 for factors, 0 for hue).
+        bound (tuple[float, float], optional): the range a pair must lie in (None: at least 0).
+
+    Returns:
+        tuple[float, float]: ``(min, max)``.
+
+    Raises:
+        ArgumentTypeError: not None, a number or a pair of numbers.
+        ArgumentError: a value not finite, negative, beyond ``bound`` or unordered.
+    """
     low_bound, high_bound = bound if bound is not None else (0.0, None)
     if value is None:
         return center, center

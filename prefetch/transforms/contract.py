@@ -49,9 +49,12 @@ device already).
 Leaves are addressed by key (:func:`get_leaf`): an index into a tuple/list batch, a key of a dict
 batch, or 0 for a batch that is a single tensor.
 """
+from __future__ import annotations
+
 import secrets
 import threading
 import typing
+from typing import Any, Callable, Hashable, Optional, Union
 
 import torch
 
@@ -65,22 +68,50 @@ __all__ = ["Transform", "SeededTransform", "BatchPosition", "get_leaf", "set_lea
 # The epoch of a direct call's position (no epoch/index given): never an epoch a loader passes.
 DIRECT_EPOCH = -1
 
+#: A batch: a tensor, a :class:`~prefetch.Ragged`, or a tuple/list/dict (namedtuples and dict
+#: subclasses included) of such leaves, as a loader hands it over.
+Batch = Any
+#: A leaf's key (:func:`get_leaf`): an index of a tuple/list batch, a key of a mapping batch.
+LeafKey = Hashable
+
 
 class BatchPosition(typing.NamedTuple):
     """Where a batch sits: the epoch, its index in the epoch (counting the batches of a resumed
-    epoch from the epoch's start, not from the resume) and the DDP rank that loads it."""
+    epoch from the epoch's start, not from the resume) and the DDP rank that loads it.
+
+    Args:
+        epoch (int): the epoch (:data:`DIRECT_EPOCH`, -1, for a direct call without one).
+        index (int): the batch's index in the epoch, from 0.
+        rank (int): the DDP rank that loads the batch (default 0).
+    """
 
     epoch: int
     index: int
     rank: int = 0
 
-    def seed(self, seed):
+    def seed(self, seed: int) -> int:
         """A 63-bit seed for this position, a pure function of ``(seed, rank, epoch, index)``:
-        neighbouring positions get independent seeds (splitmix64)."""
+        neighbouring positions get independent seeds (splitmix64, Steele, Lea and Flood,
+        "Fast splittable pseudorandom number generators", OOPSLA 2014, folded over the four
+        values: :func:`prefetch._engine.checks.mix64`).
+
+        Args:
+            seed (int): the transform's seed.
+
+        Returns:
+            int: a seed in ``[0, 2**63)``.
+        """
         return mix64(seed, self.rank, self.epoch, self.index)
 
-    def generator(self, seed):
-        """A CPU ``torch.Generator`` seeded with :meth:`seed`: the batch's own random stream."""
+    def generator(self, seed: int) -> torch.Generator:
+        """The batch's own random stream.
+
+        Args:
+            seed (int): the transform's seed.
+
+        Returns:
+            torch.Generator: a CPU generator seeded with :meth:`seed`.
+        """
         return torch.Generator().manual_seed(self.seed(seed))
 
 
@@ -92,7 +123,8 @@ class Transform:
     docstring for when and where loaders run them).
 
     Subclasses implement :meth:`apply`; those that can gather samples from a dataset resident on
-    the device list the keys of those leaves in ``gathers`` and implement :meth:`gather`.
+    the device list the keys of those leaves in ``gathers`` and implement :meth:`gather`. The
+    base class takes no constructor argument.
     """
 
     #: Keys of the leaves that :meth:`gather` reads whole and gathers itself; empty: the loader
@@ -106,29 +138,72 @@ class Transform:
     #: Direct calls so far (calls without a position); the next one's batch index.
     direct_calls = 0
 
-    def apply(self, batch, position):
-        """Transforms one batch at ``position`` and returns the result."""
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Transforms one batch.
+
+        Args:
+            batch: the batch on the loader's device (tensors, :class:`~prefetch.Ragged`, a
+                tuple/list/dict of them); the transform may modify its tensors in place.
+            position (BatchPosition): where the batch sits; random draws are a function of it.
+
+        Returns:
+            The transformed batch, what the consumer receives.
+
+        Raises:
+            NotImplementedError: the base class has no ``apply``; subclasses define it.
+        """
         raise NotImplementedError("%s must implement apply(batch, position)" % type(self).__name__)
 
-    def host_apply(self, batch, position, device):
-        """The host stage (see the module docstring): the batch at ``position`` on the host,
-        before it is collated and copied to ``device``; returns what the loader copies. The base
-        class defines none (loaders skip it unless a subclass overrides it)."""
+    def host_apply(self, batch: Batch, position: BatchPosition,
+                   device: Union[torch.device, str]) -> Batch:
+        """The host stage (see the module docstring): the batch before it is collated and copied.
+        The base class defines none (it returns the batch; loaders skip it unless a subclass
+        overrides it).
+
+        Args:
+            batch: the batch on the host, as the source gave it.
+            position (BatchPosition): the position :meth:`apply` will get for this batch.
+            device (torch.device or str): where the loader copies the batch.
+
+        Returns:
+            What the loader collates, copies and hands to :meth:`apply`.
+        """
         return batch
 
-    def gather(self, batch, indices, position):
+    def gather(self, batch: Batch, indices: torch.Tensor, position: BatchPosition) -> Batch:
         """Gathers and transforms one batch of a device-resident dataset
-        (``ArrayLoader(resident="device")``): the leaves named in ``gathers`` are the whole
-        dataset's tensors, every other leaf already holds rows ``indices`` (a 1-D int64 tensor on
-        the device); returns what :meth:`apply` would return for the gathered batch."""
+        (``ArrayLoader(resident="device")``).
+
+        Args:
+            batch: the leaves named in ``gathers`` are the whole dataset's tensors; every other
+                leaf already holds rows ``indices``.
+            indices (Tensor[B], int64): the batch's rows of the dataset, on the device.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            What :meth:`apply` would return for the gathered batch.
+
+        Raises:
+            NotImplementedError: a subclass declares ``gathers`` without defining ``gather``.
+        """
         raise NotImplementedError("%s declares gathers=%r but does not implement gather()"
                                   % (type(self).__name__, self.gathers))
 
-    def direct_position(self, epoch=None, index=None, rank=None):
-        """The position of a direct call: the given parts; without ``index`` call ``k`` of this
-        transform (counting from 0) is batch ``k`` of epoch ``DIRECT_EPOCH`` (or ``epoch``), so
-        successive calls draw afresh and as reproducibly as the seed; ``rank`` defaults to
-        torch.distributed's (0 when not initialised)."""
+    def direct_position(self, epoch: Optional[int] = None, index: Optional[int] = None,
+                        rank: Optional[int] = None) -> BatchPosition:
+        """The position of a direct call (a call outside a loader).
+
+        Args:
+            epoch (int, optional): the epoch; default :data:`DIRECT_EPOCH` without ``index``,
+                0 with one.
+            index (int, optional): the batch index; None: call ``k`` of this transform
+                (counting from 0, thread-safe) is batch ``k``, so successive calls draw afresh
+                and as reproducibly as the seed.
+            rank (int, optional): default torch.distributed's rank (0 when not initialised).
+
+        Returns:
+            BatchPosition: the position.
+        """
         if index is None:
             with _DIRECT_CALLS_LOCK:
                 index = self.direct_calls
@@ -139,9 +214,21 @@ class Transform:
             epoch = 0
         return BatchPosition(int(epoch), int(index), distributed_rank() if rank is None else int(rank))
 
-    def __call__(self, batch, position=None, *, epoch=None, index=None, rank=None):
-        """Applies the transform outside a loader: at ``position``, or at
-        :meth:`direct_position` of the parts given."""
+    def __call__(self, batch: Batch, position: Optional[BatchPosition] = None, *,
+                 epoch: Optional[int] = None, index: Optional[int] = None,
+                 rank: Optional[int] = None) -> Batch:
+        """Applies the transform outside a loader.
+
+        Args:
+            batch: the batch, as :meth:`apply` takes it.
+            position (BatchPosition, optional): where the batch sits; None: the
+                :meth:`direct_position` of ``epoch``, ``index`` and ``rank``.
+            epoch, index, rank (int, optional): the parts of a position, as
+                :meth:`direct_position` takes them.
+
+        Returns:
+            What :meth:`apply` returns.
+        """
         if position is None:
             position = self.direct_position(epoch, index, rank)
         return self.apply(batch, position)
@@ -150,7 +237,11 @@ class Transform:
 class SeededTransform(Transform):
     """A Transform whose draws are a function of ``(seed, rank, epoch, index)``: its seed (drawn
     when built with ``seed=None``) is its state, saved in a loader's ``state_dict()`` and required
-    back by ``load_state_dict()``. ``what_draws`` words the refusal of another seed."""
+    back by ``load_state_dict()``. ``what_draws`` words the refusal of another seed.
+
+    Subclasses take ``seed`` in their constructor and pass it to ``_set_seed`` (None draws 63
+    random bits from :mod:`secrets`); the base class takes no constructor argument.
+    """
 
     state_required = True
     what_draws = "augmentation draws"
@@ -161,14 +252,28 @@ class SeededTransform(Transform):
         else:
             self.seed, self.seed_given = check_seed(seed, "%s seed" % type(self).__name__), True
 
-    def state_dict(self):
-        """The seed in use (drawn when built with ``seed=None``) and the number of direct calls:
-        what a resumed run needs to draw as the interrupted one would have."""
+    def state_dict(self) -> dict:
+        """What a resumed run needs to draw as the interrupted one would have.
+
+        Returns:
+            dict: ``{"seed": int, "seed_given": bool, "calls": int}``: the seed in use (drawn
+            when built with ``seed=None``), whether it was given, and the number of direct calls.
+        """
         return {"seed": self.seed, "seed_given": self.seed_given, "calls": self.direct_calls}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Optional[dict]) -> None:
         """Restores :meth:`state_dict`. A transform built with ``seed=None`` adopts the saved
-        seed; one built with another explicit seed refuses the state (its draws would differ)."""
+        seed; one built with another explicit seed refuses the state (its draws would differ).
+
+        Args:
+            state (dict or None): what :meth:`state_dict` returned; None (a loader's state
+                without a ``"transform"`` entry) keeps an explicit seed.
+
+        Raises:
+            ValueError: the state has no seed and this transform's seed was drawn
+                (``seed=None``), or the state's seed differs from the explicit seed this
+                transform was built with.
+        """
         name = type(self).__name__
         saved = state.get("seed") if state is not None else None
         if saved is None:
@@ -188,18 +293,37 @@ class SeededTransform(Transform):
         self.direct_calls = int(state.get("calls", 0))
 
 
-def run_transform(transform, batch, position):
-    """What every loader does with its transform for one batch at ``position``."""
+def run_transform(transform: Callable, batch: Batch, position: BatchPosition) -> Batch:
+    """What every loader does with its transform for one batch.
+
+    Args:
+        transform: a :class:`Transform` (called as ``apply(batch, position)``) or any callable
+            ``fn(batch) -> batch``.
+        batch: the batch on the device.
+        position (BatchPosition): where the batch sits.
+
+    Returns:
+        The transformed batch.
+    """
     if isinstance(transform, Transform):
         return transform.apply(batch, position)
     return transform(batch)
 
 
-def has_host_stage(transform, device=None):
-    """Whether a loader calls ``transform.host_apply`` before the copy (to ``device``, when
-    given): a Transform whose ``host_stage_for(device)`` says so, else whose ``host_stage`` says
-    so, else whose class overrides ``host_apply``. Without a host stage a loader hands the batch
-    to the engine as the source made it (an ArrayLoader's gathers stay in C++)."""
+def has_host_stage(transform: Any, device: Union[torch.device, str, None] = None) -> bool:
+    """Whether a loader calls ``transform.host_apply`` before the copy. Without a host stage a
+    loader hands the batch to the engine as the source made it (an ArrayLoader's gathers stay in
+    C++).
+
+    Args:
+        transform: the loader's transform (a callable that is not a :class:`Transform` has none).
+        device (torch.device or str, optional): where the loader copies; given, a Transform's
+            ``host_stage_for(device)`` decides.
+
+    Returns:
+        bool: what ``host_stage_for(device)`` says, else what ``host_stage`` says, else whether
+        the transform's class overrides ``host_apply``.
+    """
     if not isinstance(transform, Transform):
         return False
     for_device = getattr(transform, "host_stage_for", None)
@@ -211,41 +335,91 @@ def has_host_stage(transform, device=None):
     return type(transform).host_apply is not Transform.host_apply
 
 
-def gathered_keys(transform):
-    """The keys of the leaves ``transform`` gathers itself from a resident dataset (may be empty)."""
+def gathered_keys(transform: Any) -> tuple:
+    """The keys of the leaves a transform gathers itself from a device-resident dataset.
+
+    Args:
+        transform: the loader's transform (any callable).
+
+    Returns:
+        tuple: the Transform's ``gathers``; empty for anything else.
+    """
     return tuple(transform.gathers) if isinstance(transform, Transform) else ()
 
 
-def check_image_layout(layout):
-    """``"auto"``, ``"NCHW"`` or ``"NHWC"``, or a ValueError naming the value."""
+def check_image_layout(layout: str) -> str:
+    """Checks an image-layout argument.
+
+    Args:
+        layout (str): ``"auto"``, ``"NCHW"`` or ``"NHWC"``.
+
+    Returns:
+        str: ``layout``.
+
+    Raises:
+        ValueError: any other value, named.
+    """
     if layout not in ("auto", "NCHW", "NHWC"):
         raise ValueError("prefetch: layout must be 'auto', 'NCHW' or 'NHWC', got %r" % (layout,))
     return layout
 
 
-def as_nchw(images, layout):
-    """An image batch as an NCHW view, and the layout it was in (``"auto"``: NHWC when the last
-    dimension is 1 or 3 and the second is not). :func:`from_nchw` puts a result back."""
+def as_nchw(images: torch.Tensor, layout: str) -> tuple:
+    """An image batch as an NCHW view; :func:`from_nchw` puts a result back.
+
+    Args:
+        images (Tensor[N, C, H, W] or Tensor[N, H, W, C]): the batch, any dtype.
+        layout (str): ``"NCHW"``, ``"NHWC"`` or ``"auto"`` (NHWC when the last dimension is 1
+            or 3 and the second is not).
+
+    Returns:
+        tuple: ``(Tensor[N, C, H, W] view, the layout it was in: "NCHW" or "NHWC")``.
+    """
     if layout == "auto":
         layout = "NHWC" if images.shape[-1] in (1, 3) and images.shape[1] not in (1, 3) else "NCHW"
     return (images.permute(0, 3, 1, 2) if layout == "NHWC" else images), layout
 
 
-def from_nchw(x, layout):
-    """An NCHW result in ``layout`` (contiguous)."""
+def from_nchw(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """An NCHW result back in the layout its input had.
+
+    Args:
+        x (Tensor[N, C, H, W]): the result.
+        layout (str): ``"NCHW"`` or ``"NHWC"`` (as :func:`as_nchw` returned it).
+
+    Returns:
+        Tensor: ``x`` itself (NCHW), or a contiguous ``[N, H, W, C]`` copy.
+    """
     return x.permute(0, 2, 3, 1).contiguous() if layout == "NHWC" else x
 
 
-def describe_tensor(x):
-    """A leaf for an error message: "a torch.uint8 tensor of shape [2, 3]", "a list"."""
+def describe_tensor(x: Any) -> str:
+    """A leaf in words, for an error message.
+
+    Args:
+        x: any value.
+
+    Returns:
+        str: ``"a torch.uint8 tensor of shape [2, 3]"`` for a tensor, ``"a list"`` otherwise.
+    """
     if isinstance(x, torch.Tensor):
         return "a %s tensor of shape %s" % (x.dtype, list(x.shape))
     return "a %s" % type(x).__name__
 
 
-def get_leaf(batch, key):
-    """The leaf ``key`` of a batch: an index of a tuple/list, a key of a mapping, or 0 for a
-    single tensor (or a single Ragged); KeyError naming the batch's type otherwise."""
+def get_leaf(batch: Batch, key: LeafKey) -> Any:
+    """One leaf of a batch.
+
+    Args:
+        batch: a tuple/list, a mapping, or a single tensor or :class:`~prefetch.Ragged`.
+        key: an index of a tuple/list, a key of a mapping, or 0 for a single tensor (or Ragged).
+
+    Returns:
+        The leaf (the batch itself for a single tensor).
+
+    Raises:
+        KeyError: the batch has no such leaf (naming the batch's type and the key).
+    """
     if isinstance(batch, (torch.Tensor, Ragged)):
         if key != 0:
             raise KeyError("prefetch: the batch is a single %s; key %r does not apply"
@@ -258,9 +432,22 @@ def get_leaf(batch, key):
                        % (type(batch).__name__, key)) from None
 
 
-def set_leaf(batch, key, value):
-    """A batch like ``batch`` with leaf ``key`` replaced by ``value`` (namedtuples and dict
-    subclasses keep their type; the input is not modified)."""
+def set_leaf(batch: Batch, key: LeafKey, value: Any) -> Batch:
+    """A batch like ``batch`` with one leaf replaced; the input is not modified.
+
+    Args:
+        batch: a tuple/list (namedtuples keep their type), a mapping (dict subclasses keep
+            theirs, other mappings become a dict), or a single tensor or Ragged.
+        key: the leaf's key, as :func:`get_leaf` takes it.
+        value: the new leaf.
+
+    Returns:
+        The new batch (``value`` itself for a single tensor or Ragged).
+
+    Raises:
+        IndexError: ``key`` is out of range of a tuple/list batch.
+        TypeError: ``key`` is not an int for a tuple/list batch.
+    """
     if isinstance(batch, (torch.Tensor, Ragged)):
         return value
     if isinstance(batch, tuple):
@@ -276,18 +463,36 @@ def set_leaf(batch, key, value):
     return batch
 
 
-def save_transform_state(transform, state):
+def save_transform_state(transform: Any, state: dict) -> dict:
     """Adds a stateful transform's state (a FusedAugment's seed, drawn when built with
-    ``seed=None``) to a loader's ``state`` under ``"transform"``; returns ``state``."""
+    ``seed=None``) to a loader's state.
+
+    Args:
+        transform: the loader's transform; one with ``state_dict()`` and ``load_state_dict()``
+            is saved.
+        state (dict): the loader's state, modified in place.
+
+    Returns:
+        dict: ``state``, with ``transform.state_dict()`` under ``"transform"`` when it has one.
+    """
     if is_stateful(transform):
         state["transform"] = transform.state_dict()
     return state
 
 
-def load_transform_state(transform, state):
+def load_transform_state(transform: Any, state: dict) -> None:
     """Restores what :func:`save_transform_state` saved. A Transform with ``state_required``
     (a FusedAugment) is asked even when the state has none, with ``None``: it refuses a state
-    that cannot resume its draws."""
+    that cannot resume its draws.
+
+    Args:
+        transform: the loader's transform.
+        state (dict): the loader's saved state.
+
+    Raises:
+        ValueError: what the transform's ``load_state_dict`` raises (a
+            :class:`SeededTransform` refuses another seed, or a missing one it needs).
+    """
     if is_stateful(transform) and ("transform" in state
                                  or getattr(transform, "state_required", False)):
         transform.load_state_dict(state.get("transform"))

@@ -12,8 +12,11 @@
 Boxes are int64 ``[N, 4]`` rows ``(top, left, height, width)``; draws come from a
 ``torch.Generator``, so they are as reproducible as its seed.
 """
+from __future__ import annotations
+
 import math
 import numbers
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -65,12 +68,32 @@ def _pair(value, name, positive=True):
     return lo, hi
 
 
-def random_resized_boxes(heights, widths, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), *,
-                         generator=None):
-    """Boxes ``[N, 4]`` (top, left, height, width) drawn as torchvision's RandomResizedCrop draws
-    them, for images of ``heights[i] x widths[i]``. Every image consumes the same random numbers
+def random_resized_boxes(heights: Union[torch.Tensor, Sequence[int]],
+                         widths: Union[torch.Tensor, Sequence[int]],
+                         scale: Tuple[float, float] = (0.08, 1.0),
+                         ratio: Tuple[float, float] = (3 / 4, 4 / 3), *,
+                         generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """Boxes drawn as torchvision's ``RandomResizedCrop.get_params`` draws them
+    (torchvision/transforms/v2/_geometry.py). Every image consumes the same random numbers
     whatever happens (``ATTEMPTS`` area and ratio draws and two placement draws), so the boxes of
-    one image do not depend on the others'."""
+    one image do not depend on the others'.
+
+    Args:
+        heights, widths (Tensor[N] or sequence of int): the images' sizes in pixels, whole
+            numbers >= 1.
+        scale (tuple[float, float]): the window's area as a fraction of the image's,
+            ``0 < lo <= hi``; torchvision's default ``(0.08, 1.0)``.
+        ratio (tuple[float, float]): the window's aspect ratio (width / height), drawn
+            log-uniformly, ``0 < lo <= hi``; torchvision's default ``(3/4, 4/3)``.
+        generator (torch.Generator, optional): the random stream (None: torch's default).
+
+    Returns:
+        Tensor[N, 4], int64: top, left, height, width of each window, in its image's pixels.
+
+    Raises:
+        ValueError: sizes that are not whole numbers >= 1 or differ in count, or a ``scale`` /
+            ``ratio`` that is not a finite pair with ``0 < lo <= hi``.
+    """
     h, w = _sizes(heights, widths)
     lo_scale, hi_scale = _pair(scale, "scale")
     lo_ratio, hi_ratio = _pair(ratio, "ratio")
@@ -105,26 +128,44 @@ def random_resized_boxes(heights, widths, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3
                         torch.where(found, bh, fh), torch.where(found, bw, fw)], dim=1)
 
 
-def center_anchor(extent, crop):
+def center_anchor(extent: int, crop: int) -> int:
     """Where torchvision's ``CenterCrop`` starts a window of ``crop`` pixels in an image ``extent``
     pixels long (one axis; torchvision/transforms/v2/functional/_geometry.py): inside the image,
     ``_center_crop_compute_crop_anchor``'s ``int(round((extent - crop) / 2))`` — Python's round,
     half to even, so 35 - 24 = 11 gives 6, 13 gives 6 —; a window larger than the image starts
     ``(crop - extent) // 2`` pixels before it (``_center_crop_compute_padding``'s fill before the
     image; the rest goes after). The kernels' ``center_start`` (csrc/kernels/common/geometry.h)
-    is the same function."""
+    is the same function.
+
+    Args:
+        extent (int): the image's length along the axis, in pixels.
+        crop (int): the window's length, in pixels.
+
+    Returns:
+        int: the window's first pixel (negative: before the image, in the fill).
+    """
     extent, crop = int(extent), int(crop)
     if crop > extent:
         return -((crop - extent) // 2)
     return int(round((extent - crop) / 2.0))
 
 
-def resized_output_size(height, width, size, max_size=None):
+def resized_output_size(height: int, width: int, size: int,
+                        max_size: Optional[int] = None) -> Tuple[int, int]:
     """``(new_height, new_width)`` of ``Resize(size, max_size=max_size)`` for an int ``size``:
     torchvision's ``_compute_resized_output_size`` (torchvision/transforms/functional.py): the
     shorter side becomes ``size``, the longer ``int(size * long / short)`` (truncated, in float64);
     then, when that exceeds ``max_size``, the longer side becomes ``max_size`` and the shorter
-    ``int(max_size * size / new_long)``."""
+    ``int(max_size * size / new_long)``.
+
+    Args:
+        height, width (int): the image's size in pixels.
+        size (int): the shorter side after the resize.
+        max_size (int, optional): the most the longer side may be.
+
+    Returns:
+        tuple[int, int]: ``(new_height, new_width)`` in pixels.
+    """
     height, width = int(height), int(width)
     short, long = (width, height) if width <= height else (height, width)
     new_short, new_long = size, int(size * long / short)
@@ -141,7 +182,9 @@ def _nearest_span(start, end, extent):
     return a, b - a
 
 
-def center_boxes(heights, widths, size, resize=None, max_size=None):
+def center_boxes(heights: Union[torch.Tensor, Sequence[int]],
+                 widths: Union[torch.Tensor, Sequence[int]], size: Union[int, Tuple[int, int]],
+                 resize: Optional[int] = None, max_size: Optional[int] = None) -> torch.Tensor:
     """The window of each image that ``Resize(resize, max_size=max_size)`` then
     ``CenterCrop(size)`` keep, in the original image's pixels, as int64 ``[N, 4]`` rows
     (top, left, height, width).
@@ -158,8 +201,21 @@ def center_boxes(heights, widths, size, resize=None, max_size=None):
     ``resize=None``: the largest window of ``size``'s aspect ratio, centred as ``CenterCrop``
     centres (a resize straight to ``size`` without distortion).
 
-    Raises ValueError when an image's resized size (with ``max_size``) is smaller than ``size``:
-    torchvision would pad it, which a window of the original cannot hold."""
+    Args:
+        heights, widths (Tensor[N] or sequence of int): the images' sizes in pixels.
+        size (int or tuple[int, int]): ``CenterCrop``'s output ``(h, w)`` (an int: square).
+        resize (int, optional): ``Resize``'s shorter side, >= the crop.
+        max_size (int, optional): ``Resize``'s ``max_size``, > ``resize``.
+
+    Returns:
+        Tensor[N, 4], int64: top, left, height, width of each window in its image's pixels.
+
+    Raises:
+        ValueError: an image's resized size (with ``max_size``) is smaller than ``size``
+            (torchvision would pad it, which a window of the original cannot hold); sizes that
+            are not whole numbers >= 1; a non-positive ``size``; ``resize`` below the crop or
+            not whole; ``max_size`` without ``resize`` or not above it.
+    """
     h, w = _sizes(heights, widths)
     if isinstance(size, numbers.Integral):
         size = (size, size)

@@ -7,10 +7,16 @@ reproducible whatever the number of DataLoader workers and every DDP rank draws 
 applies :func:`prefetch.ops.normalize_flip` to the image leaf (and the same geometry, through
 :func:`prefetch.ops.flip_crop`, to a mask leaf) in one pass. On a device-resident dataset
 (``ArrayLoader(resident="device")``) it gathers the image and mask rows in the same pass.
+
+Length: over 500 lines because the public class documents every argument, shape and error
+(about 260 lines of docstrings; under 500 of code). Its resizing path is in :mod:`.resizing`.
 """
+from __future__ import annotations
+
 import math
 import numbers
 import typing
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -21,7 +27,7 @@ from ..ops.gpu_decoders import may_serve
 from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
 from ..ragged import Ragged
-from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
+from .contract import Batch, BatchPosition, LeafKey, SeededTransform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]
 
@@ -31,8 +37,19 @@ _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
 
 class Draws(typing.NamedTuple):
     """One batch's geometry, as :meth:`FusedAugment.draws` returns it (CPU tensors) and the ops
-    take it: ``hflip``/``vflip`` bool ``[N]``, ``crop`` the output ``(h, w)``, ``offsets`` int64
-    ``[N, 2]`` (top, left of each window; None: centred). ``d["offsets"]`` reads a field too."""
+    take it. ``d["offsets"]`` reads a field too.
+
+    Args:
+        hflip (Tensor[N], bool): which samples are mirrored left-right.
+        vflip (Tensor[N], bool): which samples are mirrored top-bottom.
+        crop (tuple[int, int]): the output ``(h, w)`` in pixels.
+        offsets (Tensor[N, 2], int64, optional): top, left of each window in the image's
+            pixels (negative: inside the padding); None: centred.
+        boxes (Tensor[N, 4], int64, optional): the resizing path's windows (top, left, height,
+            width in each image's own pixels), kept on the CPU.
+        host (Draws, optional): the CPU draws these were moved from (None: these are on the
+            CPU); what host code reads.
+    """
 
     hflip: torch.Tensor
     vflip: torch.Tensor
@@ -45,9 +62,18 @@ class Draws(typing.NamedTuple):
     def __getitem__(self, key):
         return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
 
-    def to(self, device, non_blocking=False):
-        """The same draws on ``device`` (CUDA: through pinned memory, no host synchronisation),
-        keeping the CPU draws in ``host`` for whatever the host must read of them."""
+    def to(self, device: Union[torch.device, str], non_blocking: bool = False) -> "Draws":
+        """The same draws on another device, keeping the CPU draws in ``host`` for whatever the
+        host must read of them.
+
+        Args:
+            device (torch.device or str): where ``hflip``, ``vflip`` and ``offsets`` go; on CUDA
+                through pinned memory, without host synchronisation (``boxes`` stay on the CPU).
+            non_blocking (bool): passed to ``Tensor.to`` for a non-CUDA device.
+
+        Returns:
+            Draws: the moved draws.
+        """
         def move(t):
             if not isinstance(t, torch.Tensor):
                 return t
@@ -150,76 +176,102 @@ def _per_image(value, n):
 class FusedAugment(ResizingPath, SeededTransform):
     """Random crop (with padding), flips, normalization and cast in one kernel, on the device.
 
+    The image leaf is a uint8 batch ``Tensor[N, H, W, C]`` or ``Tensor[N, C, H, W]`` (or a
+    :class:`prefetch.Ragged` / list of ``[H, W, C]`` samples for the resizing path); the output is
+    ``Tensor[N, C, h, w]`` of ``dtype`` (``channels_last``: that shape in NHWC memory order),
+    ``(x / 255 - mean) / std`` per channel, flipped and cropped as drawn.
+
     Args:
-        mean, std: per-channel, torchvision's convention (fractions of 1).
-        hflip, vflip: probability of mirroring each sample horizontally / vertically. ``hflip``
-            defaults to 0.5 for training and to 0 with ``center_crop=True`` (evaluation, as
-            torchvision's evaluation transforms have no flip); pass a value to choose.
-        crop: output ``(h, w)`` (an int means square); None keeps the input size.
-        center_crop: take the centred window instead of a random one (validation), where
-            torchvision's ``CenterCrop`` takes it: at ``int(round((H - h) / 2))`` (Python's
-            round, half to even) inside the image, and a crop larger than the image gets
-            ``(h - H) // 2`` fill pixels before it and the rest after
+        mean, std (sequence of float): per-channel, torchvision's ``Normalize`` convention
+            (fractions of 1: ``(x / 255 - mean) / std``); ``std`` > 0, as many values as ``mean``.
+        hflip, vflip (float): probability of mirroring each sample horizontally / vertically.
+            ``hflip`` defaults to 0.5 for training and to 0 with ``center_crop=True`` (evaluation,
+            as torchvision's evaluation transforms have no flip); pass a value to choose.
+        crop (int or tuple[int, int], optional): output ``(h, w)`` in pixels (an int means square);
+            None keeps the input size.
+        center_crop (bool): take the centred window instead of a random one (validation), where
+            torchvision's ``CenterCrop`` takes it: at ``int(round((H - h) / 2))`` (Python's round,
+            half to even) inside the image, and a crop larger than the image gets ``(h - H) // 2``
+            fill pixels before it and the rest after
             (:func:`~prefetch.transforms.crop_boxes.center_anchor`).
-        padding: as torchvision's ``RandomCrop(padding=...)``: the window is drawn from the image
-            padded by ``fill`` pixels — an int on every side, ``(left/right, top/bottom)`` or
-            ``(left, top, right, bottom)``. With ``crop=None`` and no padding the window is the
-            whole image.
-        pad_if_needed: as torchvision's ``RandomCrop(pad_if_needed=True)``: a (padded) side
+        padding (int or sequence of int): as torchvision's ``RandomCrop(padding=...)``: the window
+            is drawn from the image padded by ``fill`` pixels — an int on every side,
+            ``(left/right, top/bottom)`` or ``(left, top, right, bottom)``. With ``crop=None`` and
+            no padding the window is the whole image.
+        pad_if_needed (bool): as torchvision's ``RandomCrop(pad_if_needed=True)``: a (padded) side
             shorter than the crop is padded by the difference at both ends before the draw.
-        fill: uint8 value of padding pixels; ``mask_fill`` the mask's.
-        dtype: float32, float16 or bfloat16 output, or uint8: the normalized values rounded half
-            to even and saturated (``mean=0, std=1/255`` gives the resampled pixels, as a
-            policy that follows takes them); ``channels_last`` its memory format.
-        seed: the draws are a function of ``(seed, rank, epoch, batch index)`` — the loader
-            passes its DDP rank, so ranks given the same seed draw differently; None picks a
-            fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
-        image_key, mask_key: which leaf of the batch is the uint8 image batch (index or dict
-            key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]`` with
-            the images' N, H and W (anything else is refused, naming both shapes). Each leaf
-            may come in any form a collate makes of it: a tensor, a ``prefetch.Ragged``, a list
-            or tuple of per-sample tensors (stacked when the path takes one size); a batch of
-            one or of none. Images without a channel dimension (``[N, H, W]``) are one-channel
-            images when ``mean`` and ``std`` have one value.
-        layout: ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels); a
-            forced layout whose channel dimension does not hold ``len(mean)`` channels while the
+        fill (int): uint8 value of padding pixels, in [0, 255]; ``mask_fill`` (int) the mask's.
+        dtype (torch.dtype): float32, float16 or bfloat16 output, or uint8: the normalized values
+            rounded half to even and saturated (``mean=0, std=1/255`` gives the resampled pixels,
+            as a policy that follows takes them); ``channels_last`` (bool) its memory format.
+        seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)`` —
+            the loader passes its DDP rank, so ranks given the same seed draw differently; None
+            picks a fresh seed, which :meth:`state_dict` saves and a resumed loader restores.
+        image_key, mask_key (int or str): which leaf of the batch is the uint8 image batch (index
+            or dict key) and, optionally, the integer mask batch ``[N, H, W]`` or ``[N, 1, H, W]``
+            with the images' N, H and W (anything else is refused, naming both shapes). Each leaf
+            may come in any form a collate makes of it: a tensor, a ``prefetch.Ragged``, a list or
+            tuple of per-sample tensors (stacked when the path takes one size); a batch of one or
+            of none. Images without a channel dimension (``[N, H, W]``) are one-channel images when
+            ``mean`` and ``std`` have one value.
+        layout (str): ``"NHWC"``, ``"NCHW"`` or ``"auto"`` (NHWC unless dim 1 looks like channels);
+            a forced layout whose channel dimension does not hold ``len(mean)`` channels while the
             other one does is refused as looking wrong.
-        random_resized_crop: output ``(h, w)`` (an int means square): each image's window is
-            drawn as torchvision's ``RandomResizedCrop(size, scale, ratio)`` draws it, in the
-            image's own pixels, and resampled to the output in the same pass
-            (:func:`prefetch.ops.resized_crop`, bilinear, ``antialias``). Takes images of their
-            own sizes (a :class:`prefetch.Ragged`, what a ``Samples`` of different sizes becomes)
-            or an NHWC batch. Training only: it takes no ``center_crop``.
-        scale, ratio: RandomResizedCrop's area fraction and aspect ratio ranges.
-        resize: validation's ``Resize(resize) + CenterCrop(crop)`` as one resample, with
-            ``center_crop=True`` and ``crop`` the output size (``resize >= crop``): the window
-            of each image those two steps keep (torchvision's resized size and crop corner), to
-            the nearest whole pixel of the original, resampled to ``crop``
-            (:func:`~prefetch.transforms.crop_boxes.center_boxes`: each edge within half a pixel
-            of the original from torchvision's window).
-        max_size: torchvision's ``Resize(resize, max_size=)``: the longer side after the resize
-            at most this (an image whose resized size is then below the crop is refused when it
-            arrives: torchvision would pad it).
-        antialias: for the resizing path: average every input pixel a downscale covers (as
+        random_resized_crop (int or tuple[int, int], optional): output ``(h, w)`` (an int means
+            square): each image's window is drawn as torchvision's ``RandomResizedCrop(size, scale,
+            ratio)`` draws it, in the image's own pixels, and resampled to the output in the same
+            pass (:func:`prefetch.ops.resized_crop`, bilinear, ``antialias``). Takes images of
+            their own sizes (a :class:`prefetch.Ragged`, what a ``Samples`` of different sizes
+            becomes) or an NHWC batch. Training only: it takes no ``center_crop``.
+        scale, ratio (tuple[float, float]): RandomResizedCrop's area fraction and aspect ratio
+            (width / height) ranges; defaults ``(0.08, 1.0)`` and ``(3/4, 4/3)`` are torchvision's
+            (from the Inception paper, Szegedy et al., "Going deeper with convolutions", 2015).
+        resize (int, optional): validation's ``Resize(resize) + CenterCrop(crop)`` as one resample,
+            with ``center_crop=True`` and ``crop`` the output size (``resize >= crop``): the window
+            of each image those two steps keep (torchvision's resized size and crop corner), to the
+            nearest whole pixel of the original, resampled to ``crop``
+            (:func:`~prefetch.transforms.crop_boxes.center_boxes`: each edge within half a pixel of
+            the original from torchvision's window).
+        max_size (int, optional): torchvision's ``Resize(resize, max_size=)``: the longer side
+            after the resize at most this (an image whose resized size is then below the crop is
+            refused when it arrives: torchvision would pad it).
+        antialias (bool): for the resizing path: average every input pixel a downscale covers (as
             torchvision's default, and PIL), instead of sampling four.
-        decode: the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
-            samples: a ``Samples`` of the files' bytes), decoded here for the resizing path:
-            each window is drawn from the image's header and only the window is decoded
-            (:func:`prefetch.ops.decode_resized_crop`; libjpeg-turbo in C++ threads on the
-            CPU, nvJPEG through torchvision on a GPU when it is installed). Needs
+        decode (bool): the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
+            samples: a ``Samples`` of the files' bytes), decoded here for the resizing path: each
+            window is drawn from the image's header and only the window is decoded
+            (:func:`prefetch.ops.decode_resized_crop`; libjpeg-turbo in C++ threads on the CPU,
+            nvJPEG through torchvision on a GPU when it is installed). Needs
             ``random_resized_crop`` or ``resize`` + ``center_crop``; takes no masks.
 
     Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
     draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
+
+    Raises:
+        ValueError: an argument out of range or two that conflict (``center_crop`` with
+            ``padding``, ``pad_if_needed`` without ``crop``, ``random_resized_crop`` with
+            ``crop``/``padding``/``center_crop``, ``resize`` without ``center_crop`` and
+            ``crop`` or below the crop, ``max_size <= resize``, ``decode`` without a resizing
+            path or with ``mask_key``), naming it; a wrong type (a bool ``center_crop`` given
+            ``"yes"``, a string in ``mean``) raises its TypeError subclass
+            (:class:`~prefetch.transforms.arguments.ArgumentTypeError`).
+        TypeError: ``fill`` or ``mask_fill`` is not a whole number.
     """
 
     what_draws = "flips and crops"
 
-    def __init__(self, mean, std, *, hflip=None, vflip=0.0, crop=None, center_crop=False,
-                 padding=0, fill=0, dtype=torch.float32, channels_last=False, seed=None,
-                 image_key=0, mask_key=None, mask_fill=0, layout="auto",
-                 random_resized_crop=None, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), resize=None,
-                 antialias=True, decode=False, pad_if_needed=False, max_size=None):
+    def __init__(self, mean: Sequence[float], std: Sequence[float], *,
+                 hflip: Optional[float] = None, vflip: float = 0.0,
+                 crop: Union[int, Tuple[int, int], None] = None, center_crop: bool = False,
+                 padding: Union[int, Sequence[int]] = 0, fill: int = 0,
+                 dtype: torch.dtype = torch.float32, channels_last: bool = False,
+                 seed: Optional[int] = None, image_key: LeafKey = 0,
+                 mask_key: Optional[LeafKey] = None, mask_fill: int = 0, layout: str = "auto",
+                 random_resized_crop: Union[int, Tuple[int, int], None] = None,
+                 scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), resize: Optional[int] = None,
+                 antialias: bool = True, decode: bool = False, pad_if_needed: bool = False,
+                 max_size: Optional[int] = None) -> None:
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
@@ -386,9 +438,31 @@ class FusedAugment(ResizingPath, SeededTransform):
             return "NCHW"
         return "NHWC"
 
-    def draws(self, n, height, width, epoch=0, index=0, rank=0):
-        """The geometry of batch `index` of `epoch` on DDP rank `rank`: :class:`Draws` (hflip, vflip, crop,
-        offsets), on the CPU; a pure function of ``(seed, rank, epoch, index)``."""
+    def draws(self, n: int, height: Union[int, Sequence[int], torch.Tensor],
+              width: Union[int, Sequence[int], torch.Tensor], epoch: int = 0, index: int = 0,
+              rank: int = 0) -> Draws:
+        """The geometry of one batch, a pure function of ``(seed, rank, epoch, index)``: each
+        sample's flips (Bernoulli ``hflip`` / ``vflip``) and window, drawn as torchvision's
+        ``RandomCrop.make_params`` draws it (torchvision/transforms/v2/_geometry.py: uniform
+        over the padded image's positions) or ``RandomResizedCrop``'s
+        (:func:`~prefetch.transforms.crop_boxes.random_resized_boxes`).
+
+        Args:
+            n (int): the number of samples.
+            height, width (int): the images' size in pixels; on the resizing path one per image
+                (a sequence or 1-D tensor of ``n``) or one for all.
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            Draws: on the CPU; ``offsets`` None for a centred or whole-image window, ``boxes``
+            set on the resizing path.
+
+        Raises:
+            ValueError: the crop is larger than the padded image (without ``pad_if_needed``),
+                the padding leaves more than ``2**62`` window positions on a side, or the
+                resizing path gets ``height``/``width`` of another count than ``n`` or an image
+                its ``resize``/``max_size`` make smaller than the crop.
+        """
         g = BatchPosition(epoch, index, rank).generator(self.seed)
         hflip = torch.rand(n, generator=g) < self.hflip
         vflip = torch.rand(n, generator=g) < self.vflip
@@ -422,13 +496,23 @@ class FusedAugment(ResizingPath, SeededTransform):
         left = torch.randint(0, span_w + 1, (n,), generator=g) - pad_left
         return Draws(hflip, vflip, (h, w), torch.stack([top, left], dim=1))
 
-    def draws_for(self, batch, position):
-        """The :class:`Draws` that :meth:`apply` makes for ``batch`` at ``position`` (a
-        :class:`~prefetch.transforms.BatchPosition`, or ``(epoch, index[, rank])``), on the CPU:
-        each sample's flips and crop offsets, or, on the resizing path, each image's window
-        (``boxes``: top, left, height, width in its own pixels; for ``decode=True`` read from the
-        JPEG headers). What a loader's batch ``index`` of ``epoch`` was augmented with, to log,
-        test or replay it."""
+    def draws_for(self, batch: Batch, position: Union[BatchPosition, Sequence[int]]) -> Draws:
+        """The :class:`Draws` that :meth:`apply` makes for a batch: what a loader's batch
+        ``index`` of ``epoch`` was augmented with, to log, test or replay it.
+
+        Args:
+            batch: the batch as :meth:`apply` would get it (its image leaf gives the sizes).
+            position (BatchPosition or tuple): the position, or ``(epoch, index[, rank])``.
+
+        Returns:
+            Draws: on the CPU: each sample's flips and crop offsets, or, on the resizing path,
+            each image's window (``boxes``: top, left, height, width in its own pixels; for
+            ``decode=True`` read from the JPEG headers).
+
+        Raises:
+            TypeError, ValueError: the image leaf is not what :meth:`apply` takes (as
+                :meth:`apply` raises them).
+        """
         if not isinstance(position, BatchPosition):
             position = BatchPosition(*position)
         images = get_leaf(batch, self.image_key)
@@ -446,8 +530,21 @@ class FusedAugment(ResizingPath, SeededTransform):
                                                len(self.mean)).shapes()]
         return self.draws(len(shapes), [h for h, _ in shapes], [w for _, w in shapes], *position)
 
-    def image_size(self, images):
-        """(height, width) of a uint8 image batch in this transform's layout."""
+    def image_size(self, images: torch.Tensor) -> Tuple[int, int]:
+        """The size of the images of a batch.
+
+        Args:
+            images (Tensor[N, H, W, C] or Tensor[N, C, H, W], uint8): in this transform's
+                layout (``"auto"``: as :meth:`apply` reads it).
+
+        Returns:
+            tuple[int, int]: ``(height, width)`` in pixels.
+
+        Raises:
+            TypeError: ``images`` is not a uint8 tensor.
+            ValueError: ``images`` is not 4-D, or a forced layout looks wrong (its channel
+                dimension does not hold ``len(mean)`` channels while the other one does).
+        """
         layout = self._layout(images)
         return (images.shape[1], images.shape[2]) if layout == "NHWC" else tuple(images.shape[2:])
 
@@ -457,8 +554,31 @@ class FusedAugment(ResizingPath, SeededTransform):
         over whole and :meth:`gather` gathers their rows inside the kernels."""
         return (self.image_key,) if self.mask_key is None else (self.image_key, self.mask_key)
 
-    def apply(self, batch, position):
-        """Draws the geometry of the batch at ``position`` and applies it."""
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Draws the geometry of the batch at ``position`` (:meth:`draws`) and applies it with
+        :func:`prefetch.ops.normalize_flip` (the mask leaf with :func:`prefetch.ops.flip_crop`)
+        or, on the resizing path, :func:`prefetch.ops.resized_crop` /
+        :func:`prefetch.ops.decode_resized_crop`.
+
+        Args:
+            batch: the batch; its image leaf a uint8 ``Tensor[N, H, W, C]`` or
+                ``Tensor[N, C, H, W]`` (or a list / Ragged of samples, see the class), its mask
+                leaf (``mask_key``) an integer ``Tensor[N, H, W]`` or ``Tensor[N, 1, H, W]``.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch with the image leaf replaced by ``Tensor[N, C, h, w]`` of ``dtype`` and
+            the mask leaf by the cropped and flipped masks (same dtype, ``[N, h, w]`` or
+            ``[N, 1, h, w]``).
+
+        Raises:
+            KeyError: the batch has no ``image_key`` / ``mask_key`` leaf.
+            TypeError: the image leaf is not uint8 images (or images of several sizes without a
+                resizing path); the mask leaf is not an integer tensor.
+            ValueError: the images' channels differ from ``len(mean)``, a 3-D or 5-D image
+                leaf, masks whose N, H, W differ from the images', a crop larger than the padded
+                image.
+        """
         images = get_leaf(batch, self.image_key)
         if self.resizes:
             return self.apply_resizing(batch, images, position)
@@ -472,24 +592,62 @@ class FusedAugment(ResizingPath, SeededTransform):
         alone (a ``Compose`` may put other transforms ahead of one that has none)."""
         return self.decode
 
-    def host_stage_for(self, device):
-        """Decoding before the copy is for a GPU only (or a device a registered fake GPU decoder
-        serves, ``prefetch.ops.gpu_decoders.FakeGpuBackend``: the GPU path run on a CPU): on the
-        CPU a loader hands the encoded batch to the engine as it is (an ArrayLoader's byte ranges
-        are gathered in C++) and :meth:`apply` decodes it."""
+    def host_stage_for(self, device: Union[torch.device, str]) -> bool:
+        """Whether a loader runs :meth:`host_apply` before copying to ``device``. Decoding
+        before the copy is for a GPU only (or a device a registered fake GPU decoder serves,
+        ``prefetch.ops.gpu_decoders.FakeGpuBackend``: the GPU path run on a CPU): on the CPU a
+        loader hands the encoded batch to the engine as it is (an ArrayLoader's byte ranges are
+        gathered in C++) and :meth:`apply` decodes it.
+
+        Args:
+            device (torch.device): where the loader copies.
+
+        Returns:
+            bool: True with ``decode=True`` and such a device.
+        """
         return self.decode and may_serve(device)
 
-    def host_apply(self, batch, position, device):
-        """The host stage (prefetch.transforms): with ``decode=True`` and a CUDA ``device``, the
-        drawn windows are decoded here, before the copy, so that the encoded bytes never cross to
-        the device and back; otherwise nothing (the device kernels do all the work)."""
+    def host_apply(self, batch: Batch, position: BatchPosition,
+                   device: Union[torch.device, str]) -> Batch:
+        """The host stage (:mod:`prefetch.transforms.contract`): with ``decode=True`` and a CUDA
+        ``device``, the drawn windows are decoded here, before the copy, so that the encoded
+        bytes never cross to the device and back; otherwise nothing (the device kernels do all
+        the work).
+
+        Args:
+            batch: the batch on the host; its image leaf the encoded JPEGs.
+            position (BatchPosition): where the batch sits (the draws :meth:`apply` would make).
+            device (torch.device or str): where the loader copies.
+
+        Returns:
+            The batch, its image leaf replaced by the decoded windows
+            (:class:`~prefetch.transforms.resizing.DecodedWindows`) when decoding here.
+
+        Raises:
+            TypeError: the image leaf is not encoded bytes (a Ragged of 1-D uint8 samples or
+                an ``[N, L]`` uint8 tensor).
+            ValueError: ``mean`` has not 3 values (decoding gives RGB).
+            RuntimeError: a sample is not a JPEG the decoder reads (naming the sample).
+        """
         if not self.host_stage_for(torch.device(device)):
             return batch
         return self.decode_on_host(batch, position, device)
 
-    def gather(self, batch, indices, position):
+    def gather(self, batch: Batch, indices: torch.Tensor, position: BatchPosition) -> Batch:
         """:meth:`apply` on rows ``indices`` of the whole image (and mask) leaf, gathered by the
-        kernels in the same pass; the loader gathered the other leaves."""
+        kernels in the same pass; the loader gathered the other leaves.
+
+        Args:
+            batch: the image (and mask) leaf the whole dataset's tensor, on the device.
+            indices (Tensor[B], int64): the batch's rows, on the device.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            What :meth:`apply` returns for the gathered batch.
+
+        Raises:
+            TypeError, ValueError: as :meth:`apply`.
+        """
         images = get_leaf(batch, self.image_key)
         if self.resizes:  # the windows differ per image: gather the rows, then resize them
             batch = set_leaf(batch, self.image_key, images.index_select(0, indices))

@@ -1,6 +1,6 @@
 """The label forms the mixing transforms (:class:`~prefetch.transforms.RollMix`,
-:class:`~prefetch.transforms.MixUpCutMix`) take, and what each becomes before it is mixed
-(issue 43): one reading of a label leaf for both, so they accept and refuse the same forms.
+:class:`~prefetch.transforms.MixUpCutMix`) take, and what each becomes before it is mixed: one
+reading of a label leaf for both, so they accept and refuse the same forms.
 
 - class indices: an integer tensor ``[N]`` of any integer dtype (uint8 to int64), each in
   ``[0, num_classes)`` — ``num_classes`` required; one-hot float32 targets ``[N, num_classes]``
@@ -18,19 +18,39 @@ indices, which torchvision would take for probabilities of one class: ``labels.v
 ``[N]`` labels (class indices must be integers: ``labels.long()``), bool ``[N]``, complex labels,
 any other shape.
 """
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
 import torch
 
-from .contract import describe_tensor
+from .contract import LeafKey, describe_tensor
 
 __all__ = ["mixable_labels"]
 
 
-def mixable_labels(labels, n, num_classes, who, key):
-    """``labels`` (leaf ``key`` of a batch of ``n`` images) read as the mixing transform ``who``
-    takes them: ``("index", int64 [n])`` for class indices (checked in ``[0, num_classes)``
-    where they are on the CPU: reading a device's would synchronise), or ``("dense",
-    y [n, K] float, dtype)`` for one-hot and soft labels, ``y`` in the dtype the mixing computes
-    in and ``dtype`` the targets' dtype. ValueError naming the form otherwise."""
+def mixable_labels(labels: torch.Tensor, n: int, num_classes: Optional[int], who: str,
+                   key: LeafKey) -> Tuple[str, torch.Tensor, torch.dtype]:
+    """A label leaf read as the mixing transforms take it (the forms: the module docstring).
+
+    Args:
+        labels (Tensor[N] integer, or Tensor[N, K]): the label leaf.
+        n (int): the batch's number of images.
+        num_classes (int, optional): the label space; needed for class indices.
+        who (str): the transform, for an error message.
+        key: the label leaf's key, for an error message.
+
+    Returns:
+        tuple: ``("index", Tensor[n] int64, torch.float32)`` for class indices (checked in
+        ``[0, num_classes)`` where they are on the CPU: reading a device's would synchronise), or
+        ``("dense", y, dtype)`` for one-hot and soft labels: ``y`` ``Tensor[n, K]`` in the float
+        dtype the mixing computes in, ``dtype`` the targets' dtype.
+
+    Raises:
+        ValueError: any other form (naming it and what to pass instead), class indices
+            without ``num_classes`` or outside ``[0, num_classes)``, ``[N, K]`` labels whose K
+            differs from ``num_classes``.
+    """
     forms = ("integer class indices [%d] (with num_classes), or one-hot or soft labels [%d, K]"
              % (n, n))
     if not isinstance(labels, torch.Tensor):

@@ -1,5 +1,5 @@
-"""MixUp and CutMix with timm's semantics (``timm.data.Mixup``, 1.0), on the device, seeded like
-every prefetch draw (issue 27).
+"""MixUp and CutMix with timm's semantics (``timm.data.Mixup``, timm/data/mixup.py, 1.0), on the
+device, seeded like every prefetch draw.
 
 timm draws from numpy's global generator in the training loop; here the draws come from a numpy
 generator seeded with the batch's position ``(seed, rank, epoch, index)``, so a resumed run, any
@@ -14,20 +14,38 @@ with timm's float arithmetic. Labels become timm's smoothed one-hot targets, mix
 λ: ``[N, num_classes]`` float32 (one-hot and soft labels ``[N, K]`` are smoothed and mixed the
 same way, see :class:`MixUpCutMix`).
 """
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
 import numpy as np
 import torch
 
 from . import arguments
-from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
-                       describe_tensor, from_nchw, get_leaf, set_leaf)
+from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, as_nchw,
+                       check_image_layout, describe_tensor, from_nchw, get_leaf, set_leaf)
 from .mix_labels import mixable_labels
 
 __all__ = ["MixUpCutMix", "mixup_target"]
 
 
-def mixup_target(labels, num_classes, lam, smoothing=0.0):
-    """timm's ``mixup_target``: smoothed one-hot targets of ``labels`` mixed with those of the
-    flipped batch, ``lam`` a number or ``[N, 1]``."""
+def mixup_target(labels: torch.Tensor, num_classes: int, lam: Union[float, torch.Tensor],
+                 smoothing: float = 0.0) -> torch.Tensor:
+    """timm's ``mixup_target`` (timm/data/mixup.py): smoothed one-hot targets of ``labels``
+    mixed with those of the flipped batch, ``y * lam + y.flip(0) * (1 - lam)``; a one-hot row is
+    ``1 - smoothing + smoothing / num_classes`` at its class and ``smoothing / num_classes``
+    elsewhere.
+
+    Args:
+        labels (Tensor[N], integer): class indices in ``[0, num_classes)``.
+        num_classes (int): the label space.
+        lam (float or Tensor[N, 1]): each sample's weight of its own label.
+        smoothing (float): label smoothing, in [0, 1].
+
+    Returns:
+        Tensor[N, num_classes]: float32 targets (type-promoted with ``lam`` when it is a
+        tensor), on the labels' device.
+    """
     off = smoothing / num_classes
     on = 1.0 - smoothing + off
     y1 = torch.full((labels.shape[0], num_classes), off, device=labels.device).scatter_(
@@ -49,9 +67,27 @@ def _on(weight, device):
 
 
 class MixUpCutMix(SeededTransform):
-    """MixUp and/or CutMix on the batch's float image leaf (``[N, C, H, W]`` or ``[N, H, W, C]``)
-    and its label leaf, timm's ``Mixup`` arguments and defaults. The batch size must be even, as
-    timm requires (``drop_last=True``).
+    """MixUp and/or CutMix on the batch's float image leaf (``Tensor[N, C, H, W]`` or
+    ``Tensor[N, H, W, C]``) and its label leaf, timm's ``Mixup`` arguments and defaults. The
+    batch size must be even, as timm requires (``drop_last=True``).
+
+    Args:
+        num_classes (int, optional): the label space (needed for class indices).
+        mixup_alpha (float): MixUp's Beta(α, α), >= 0 (0: no MixUp). Zhang et al., "mixup:
+            Beyond Empirical Risk Minimization", ICLR 2018.
+        cutmix_alpha (float): CutMix's Beta(α, α), >= 0 (0: no CutMix). Yun et al., "CutMix",
+            ICCV 2019.
+        cutmix_minmax (tuple[float, float], optional): draw the box's sides between these
+            fractions of the image's (turns CutMix on, as timm).
+        prob (float): the probability that a batch / pair / sample is mixed.
+        switch_prob (float): the probability of CutMix when both are enabled.
+        mode (str): ``"batch"``, ``"pair"`` (samples ``i`` and ``N - 1 - i``) or ``"elem"``.
+        correct_lam (bool): λ corrected to the area a clipped CutMix box kept.
+        label_smoothing (float): in [0, 1], timm's default 0.1.
+        seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)``;
+            None picks a fresh seed, which the loader's ``state_dict()`` saves.
+        image_key, label_key (int or str): which leaves are the images and the labels.
+        layout (str): ``"NCHW"``, ``"NHWC"`` or ``"auto"``; the result keeps the layout.
 
     Labels (:mod:`.mix_labels`): integer class indices ``[N]`` (any integer dtype) become timm's
     smoothed one-hot float32 targets ``[N, num_classes]``, exactly; one-hot, multi-hot or soft
@@ -63,13 +99,22 @@ class MixUpCutMix(SeededTransform):
 
     Every argument is checked when it is built (:mod:`.arguments`), naming it: the alphas finite
     and >= 0 (``mixup_alpha=inf`` would give NaN batches), the probabilities in [0, 1],
-    ``correct_lam`` a bool, ``cutmix_minmax`` ``0 < min < max <= 1``."""
+    ``correct_lam`` a bool, ``cutmix_minmax`` ``0 < min < max <= 1``.
+
+    Raises:
+        ValueError: a bad argument, naming it (its TypeError subclass
+            :class:`~prefetch.transforms.arguments.ArgumentTypeError` for a wrong type), or
+            neither MixUp nor CutMix enabled.
+    """
 
     what_draws = "mixing draws"
 
-    def __init__(self, *, num_classes=None, mixup_alpha=1.0, cutmix_alpha=0.0, cutmix_minmax=None,
-                 prob=1.0, switch_prob=0.5, mode="batch", correct_lam=True, label_smoothing=0.1,
-                 seed=None, image_key=0, label_key=1, layout="auto"):
+    def __init__(self, *, num_classes: Optional[int] = None, mixup_alpha: float = 1.0,
+                 cutmix_alpha: float = 0.0,
+                 cutmix_minmax: Optional[Tuple[float, float]] = None, prob: float = 1.0,
+                 switch_prob: float = 0.5, mode: str = "batch", correct_lam: bool = True,
+                 label_smoothing: float = 0.1, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, label_key: LeafKey = 1, layout: str = "auto") -> None:
         cls = "MixUpCutMix"
         if num_classes is not None:
             num_classes = arguments.integer(cls, "num_classes", num_classes, low=1,
@@ -160,11 +205,21 @@ class MixUpCutMix(SeededTransform):
             lam = 1.0 - (yh - yl) * (xh - xl) / float(h * w)
         return (int(yl), int(yh), int(xl), int(xh)), lam
 
-    def params(self, n, height, width, epoch=0, index=0, rank=0):
-        """The draws of batch ``index`` of ``epoch`` on ``rank`` for ``n`` images: per sample,
-        λ (float64 [n], the targets' weight of each sample's own label), whether it is a CutMix,
-        and its box (int64 [n, 4]: top, bottom, left, right; empty where none), as timm's mode
-        applies them."""
+    def params(self, n: int, height: int, width: int, epoch: int = 0, index: int = 0,
+               rank: int = 0) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The draws of one batch, timm's calls in timm's order (``_params_per_batch`` /
+        ``_params_per_elem`` and ``cutmix_bbox_and_lam``), as its ``mode`` applies them.
+
+        Args:
+            n (int): the number of images.
+            height, width (int): their size in pixels.
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            tuple: per sample, ``lam`` (ndarray[n], float64: the targets' weight of each
+            sample's own label), ``cut`` (ndarray[n], bool: a CutMix) and ``boxes``
+            (ndarray[n, 4], int64: top, bottom, left, right; zeros where none).
+        """
         rng = np.random.default_rng(BatchPosition(epoch, index, rank).seed(self.seed))
         lam = np.ones(n, dtype=np.float64)
         cut = np.zeros(n, dtype=bool)
@@ -197,7 +252,26 @@ class MixUpCutMix(SeededTransform):
 
     # --- the mixing ---------------------------------------------------------------------------
 
-    def apply(self, batch, position):
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Mixes each sample with sample ``N - 1 - i`` (timm's ``flip(0)``) by the draws of
+        :meth:`params`.
+
+        Args:
+            batch: the batch; its image leaf a float ``Tensor[N, C, H, W]`` or
+                ``Tensor[N, H, W, C]`` with N even, its label leaf as :mod:`.mix_labels` takes
+                it.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch with mixed images (same shape, dtype, layout) and targets: timm's smoothed
+            one-hot ``Tensor[N, num_classes]`` float32 for class indices, or ``[N, K]`` in the
+            labels' float dtype.
+
+        Raises:
+            KeyError: the batch has no such leaf.
+            ValueError: the image leaf is not a 4-D float tensor, N is odd, or the labels are
+                of a form :func:`~prefetch.transforms.mix_labels.mixable_labels` refuses.
+        """
         images, labels = get_leaf(batch, self.image_key), get_leaf(batch, self.label_key)
         if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
             raise ValueError("prefetch: MixUpCutMix takes a float image batch (after normalisation: "

@@ -1,7 +1,10 @@
 """Per-sample draws of torchvision's automatic augmentation policies — TrivialAugmentWide,
 RandAugment, AutoAugment (ImageNet) — and of ColorJitter: for each sample of a batch, the ops it
 gets, in order, with their signed magnitudes, as one table (:class:`OpTable`) that
-:mod:`prefetch.transforms.policy_ops` applies with the fused kernels.
+:mod:`prefetch.transforms.policy_ops` applies with the fused kernels of :mod:`prefetch.ops`.
+The policies: Müller and Hutter, "TrivialAugment", ICCV 2021; Cubuk et al., "RandAugment",
+CVPR Workshops 2020; Cubuk et al., "AutoAugment: Learning Augmentation Policies from Data",
+CVPR 2019.
 
 torchvision draws one image at a time from the global generator; here a whole batch is drawn from
 one generator, the batch's own (``BatchPosition(epoch, index, rank).generator(seed)``, as every
@@ -16,8 +19,11 @@ Magnitudes are torchvision's, in the units its ``_apply_image_or_video_transform
 Brightness, Color, Contrast and Sharpness; the shear angle ``degrees(atan(m))``; ``int(m)`` pixels
 of translation and bits of Posterize; Solarize's threshold ``255 * m`` on uint8 images).
 """
+from __future__ import annotations
+
 import dataclasses
 import math
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -99,9 +105,14 @@ _WIDE, _NARROW = _space(True), _space(False)
 
 @dataclasses.dataclass(frozen=True)
 class OpTable:
-    """Each sample's ops, applied in column order: ``ops`` int64 ``[N, K]`` codes into
-    :data:`OPS` (Identity where a sample's step does nothing), ``magnitudes`` float32 ``[N, K]``,
-    torchvision's signed magnitudes (0 for ops without one)."""
+    """Each sample's ops, applied in column order.
+
+    Args:
+        ops (Tensor[N, K], int64): codes into :data:`OPS` (Identity where a sample's step does
+            nothing).
+        magnitudes (Tensor[N, K], float32): torchvision's signed magnitudes (0 for ops without
+            one), in the units of ``_apply_image_or_video_transform``.
+    """
 
     ops: torch.Tensor
     magnitudes: torch.Tensor
@@ -109,8 +120,15 @@ class OpTable:
     def __len__(self):
         return self.ops.shape[0]
 
-    def steps(self, i):
-        """Sample ``i``'s ops as ``[(name, magnitude), ...]``, Identity steps left out."""
+    def steps(self, i: int) -> list:
+        """One sample's ops in words.
+
+        Args:
+            i (int): the sample.
+
+        Returns:
+            list[tuple[str, float]]: ``[(op name, magnitude), ...]``, Identity steps left out.
+        """
         return [(OPS[int(o)], float(m)) for o, m in zip(self.ops[i], self.magnitudes[i])
                 if int(o) != OP_CODES["Identity"]]
 
@@ -153,11 +171,28 @@ def _check_bins(cls, num_magnitude_bins):
                              expected="an int >= 2")
 
 
-def trivial_augment_wide(n, generator, *, height, width, num_magnitude_bins=31):
+def trivial_augment_wide(n: int, generator: Optional[torch.Generator], *,
+                         height: Union[float, Sequence[float], torch.Tensor],
+                         width: Union[float, Sequence[float], torch.Tensor],
+                         num_magnitude_bins: int = 31) -> OpTable:
     """TrivialAugmentWide for ``n`` samples: one op each, uniform over its 14 ops, a uniform
-    magnitude bin, the sign of a signed op negative with probability 1/2. ``height`` and
-    ``width``: the images' size (a number or one per sample; its translations do not depend on
-    it, but the signature is every policy's)."""
+    magnitude bin, the sign of a signed op negative with probability 1/2 (torchvision's
+    ``TrivialAugmentWide``, its default ``num_magnitude_bins=31``).
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        height, width (float or Tensor[n]): the images' size in pixels, one or one per sample
+            (its translations do not depend on it, but the signature is every policy's).
+        num_magnitude_bins (int): >= 2.
+
+    Returns:
+        OpTable: ``[n, 1]``.
+
+    Raises:
+        ValueError: ``num_magnitude_bins`` below 2 or not an int (its TypeError subclass), or a
+            size that is not positive or not one per sample.
+    """
     num_magnitude_bins = _check_bins("TrivialAugmentWide", num_magnitude_bins)
     ops = torch.randint(len(_RAND_AUGMENT_OPS), (n,), generator=generator)
     bins = torch.randint(num_magnitude_bins, (n,), generator=generator)
@@ -169,9 +204,30 @@ def trivial_augment_wide(n, generator, *, height, width, num_magnitude_bins=31):
                    mags.view(n, 1))
 
 
-def rand_augment(n, generator, *, height, width, num_ops=2, magnitude=9, num_magnitude_bins=31):
+def rand_augment(n: int, generator: Optional[torch.Generator], *,
+                 height: Union[float, Sequence[float], torch.Tensor],
+                 width: Union[float, Sequence[float], torch.Tensor], num_ops: int = 2,
+                 magnitude: int = 9, num_magnitude_bins: int = 31) -> OpTable:
     """RandAugment for ``n`` samples: ``num_ops`` ops each, uniform over its 14 ops (repeats
-    allowed), all at bin ``magnitude``, each signed op's sign negative with probability 1/2."""
+    allowed), all at bin ``magnitude``, each signed op's sign negative with probability 1/2
+    (torchvision's ``RandAugment`` and its defaults).
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        height, width (float or Tensor[n]): the images' size in pixels (the translations' bins
+            are ``150 / 331`` of it, as torchvision's).
+        num_ops (int): ops per sample, >= 0.
+        magnitude (int): the bin, in ``[0, num_magnitude_bins)``.
+        num_magnitude_bins (int): >= 2.
+
+    Returns:
+        OpTable: ``[n, num_ops]``.
+
+    Raises:
+        ValueError: an option out of range or not an int (its TypeError subclass), or a size
+            that is not positive or not one per sample.
+    """
     num_magnitude_bins = _check_bins("RandAugment", num_magnitude_bins)
     num_ops = arguments.integer("RandAugment", "num_ops", num_ops, low=0, expected="an int >= 0")
     magnitude = arguments.integer(
@@ -188,14 +244,31 @@ def rand_augment(n, generator, *, height, width, num_ops=2, magnitude=9, num_mag
     return OpTable(codes.view(n, num_ops), mags.view(n, num_ops))
 
 
-def auto_augment(n, generator, *, height, width, policy=AUTO_AUGMENT_IMAGENET):
+def auto_augment(n: int, generator: Optional[torch.Generator], *,
+                 height: Union[float, Sequence[float], torch.Tensor],
+                 width: Union[float, Sequence[float], torch.Tensor],
+                 policy: Sequence = AUTO_AUGMENT_IMAGENET) -> OpTable:
     """AutoAugment for ``n`` samples: a uniform sub-policy each; each of its steps applied with
     its probability (else Identity), at its bin of 10, a signed op's sign negative with
-    probability 1/2. ``policy``: sub-policies of ``(op name, probability, bin or None)`` steps
-    (default torchvision's ImageNet policy, two steps each); the table has as many columns as the
-    longest sub-policy has steps (a shorter one ends with Identity), none for a policy with no
-    step (no sub-policy, or only empty ones): the identity, as in torchvision a policy whose
-    steps all do nothing."""
+    probability 1/2.
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        height, width (float or Tensor[n]): the images' size in pixels.
+        policy (sequence): sub-policies of ``(op name, probability, bin or None)`` steps
+            (default torchvision's ImageNet policy, ``AutoAugmentPolicy.IMAGENET``, two steps
+            each).
+
+    Returns:
+        OpTable: as many columns as the longest sub-policy has steps (a shorter one ends with
+        Identity), none for a policy with no step (no sub-policy, or only empty ones): the
+        identity, as in torchvision a policy whose steps all do nothing.
+
+    Raises:
+        ValueError: a malformed custom policy (:func:`check_auto_augment_policy`), or a size
+            that is not positive or not one per sample.
+    """
     if policy is not AUTO_AUGMENT_IMAGENET:
         policy = check_auto_augment_policy(policy)
     steps = max((len(sub) for sub in policy), default=0)
@@ -218,11 +291,21 @@ def auto_augment(n, generator, *, height, width, policy=AUTO_AUGMENT_IMAGENET):
     return OpTable(ops, mags)
 
 
-def check_auto_augment_policy(policy):
-    """An AutoAugment policy as a tuple of sub-policies of ``(name, probability, bin)`` steps:
-    ``name`` one of the ops RandAugment's space has (and Invert), ``probability`` in [0, 1],
-    ``bin`` None or an int in [0, 10) (AutoAugment's 10 bins); anything else a ValueError naming
-    the sub-policy and step."""
+def check_auto_augment_policy(policy: Sequence) -> tuple:
+    """Checks a custom AutoAugment policy.
+
+    Args:
+        policy (sequence): sub-policies of ``(name, probability, bin)`` steps: ``name`` one of
+            the ops RandAugment's space has (and Invert), ``probability`` in [0, 1], ``bin``
+            None or an int in [0, 10) (AutoAugment's 10 bins).
+
+    Returns:
+        tuple: the policy as a tuple of tuples of ``(str, float, int or None)``.
+
+    Raises:
+        ValueError: anything else, naming the sub-policy and step (its TypeError subclass
+            :class:`~prefetch.transforms.arguments.ArgumentTypeError` for a wrong type).
+    """
     expected = "a sequence of sub-policies, each a sequence of (op name, probability, bin) steps"
     if isinstance(policy, (str, bytes)) or not isinstance(policy, (list, tuple)):
         arguments.fail("AutoAugment", "policy", expected, policy, arguments.ArgumentTypeError)
@@ -249,14 +332,35 @@ def check_auto_augment_policy(policy):
     return tuple(out)
 
 
-def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0):
+def color_jitter(n: int, generator: Optional[torch.Generator], *,
+                 brightness: Union[float, Tuple[float, float], None] = 0,
+                 contrast: Union[float, Tuple[float, float], None] = 0,
+                 saturation: Union[float, Tuple[float, float], None] = 0,
+                 hue: Union[float, Tuple[float, float], None] = 0) -> OpTable:
     """ColorJitter for ``n`` samples: each sample its own random order of the four adjustments
     (torchvision draws ``randperm(4)`` per image) and its own factors, uniform in each range.
     Brightness, contrast and saturation are stored as magnitudes ``factor - 1`` (Brightness,
     Contrast and Color ops, as the policies'), hue as its factor in [-0.5, 0.5] (Hue). An
     adjustment whose range is the identity (None, 0, or (1, 1); hue (0, 0)) is left out
     (Identity), as torchvision leaves it out; with all four left out every sample's chain is
-    Identity: the images come back as they are."""
+    Identity: the images come back as they are.
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        brightness, contrast, saturation (float or (min, max), optional): a number v is the
+            factor range ``[max(0, 1 - v), 1 + v]``, as torchvision's ``ColorJitter``.
+        hue (float or (min, max), optional): v in [0, 0.5] is ``[-v, v]``; a pair inside
+            [-0.5, 0.5].
+
+    Returns:
+        OpTable: ``[n, 4]``.
+
+    Raises:
+        ValueError: a range that is negative, not finite, unordered or (hue) outside
+            [-0.5, 0.5] (its TypeError subclass for a wrong type), named by ColorJitter's
+            argument.
+    """
     ranges = [arguments.jitter_range("ColorJitter", "brightness", brightness),
               arguments.jitter_range("ColorJitter", "contrast", contrast),
               arguments.jitter_range("ColorJitter", "saturation", saturation),
@@ -277,14 +381,21 @@ def color_jitter(n, generator, *, brightness=0, contrast=0, saturation=0, hue=0)
     return OpTable(ops, mags)
 
 
-def op_parameters(table):
-    """What each step's functional op takes, from its magnitude (float64 ``[N, K]``, torchvision's
+def op_parameters(table: OpTable) -> torch.Tensor:
+    """What each step's functional op takes, from its magnitude (torchvision's
     ``_apply_image_or_video_transform`` on uint8 images): the factor ``1 + m`` (Brightness, Color,
     Contrast, Sharpness), degrees (Rotate as m, ShearX/Y as ``degrees(atan(m))``), whole pixels
     (TranslateX/Y: ``int(m)``, towards zero), bits (Posterize: ``int(m)``), the threshold ``255 * m``
     (Solarize), the hue factor (Hue), 0 (the rest). Computed with Python's ``math`` on each
     magnitude as a Python float, as torchvision computes them (a vectorised atan may differ from
-    libm's in the last bit, and so move a sheared pixel)."""
+    libm's in the last bit, and so move a sheared pixel).
+
+    Args:
+        table (OpTable): the steps.
+
+    Returns:
+        Tensor[N, K], float64: each step's parameter, on the CPU.
+    """
     rules = {"Brightness": lambda m: 1.0 + m, "Color": lambda m: 1.0 + m,
              "Contrast": lambda m: 1.0 + m, "Sharpness": lambda m: 1.0 + m,
              "ShearX": lambda m: math.degrees(math.atan(m)),

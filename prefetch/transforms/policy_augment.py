@@ -1,5 +1,5 @@
 """PolicyAugment: an automatic augmentation policy (TrivialAugmentWide, RandAugment, AutoAugment)
-or ColorJitter with each sample's own draw, applied to a batch on its device (issue 27).
+or ColorJitter with each sample's own draw, applied to a batch on its device.
 
 torchvision's v2 transforms applied to a batch draw one set of parameters for the whole batch
 (pytorch/vision issue 8484); applied per image they cost a Python call per image. Here every
@@ -9,16 +9,20 @@ epoch, index)``) and the batch is augmented by :mod:`.policy_ops`, bit for bit t
 Where it goes: torchvision's recipes apply a policy to the uint8 image after the crop and flip and
 before ``ToDtype``/``Normalize``, so PolicyAugment takes uint8 batches already at the training
 size (an ArrayLoader over fixed-size images, a DataLoader whose workers crop) and returns uint8;
-the float conversion follows (in the training step, or FusedAugment on the next loader). Fusing it
-with FusedAugment's crop and normalisation into one pass is the next part of issue 27.
+the float conversion follows (in the training step, or FusedAugment on the next loader). It is a
+pass of its own, not fused with FusedAugment's crop and normalisation: the policies' ops run
+between the two (after the crop, before the float conversion), as torchvision's recipes order them.
 """
+from __future__ import annotations
+
 import inspect
+from typing import Optional, Sequence, Union
 
 import torch
 
 from . import arguments, policies
-from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
-                       describe_tensor, from_nchw, get_leaf, set_leaf)
+from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, as_nchw,
+                       check_image_layout, describe_tensor, from_nchw, get_leaf, set_leaf)
 from .policy_ops import apply_table
 
 __all__ = ["PolicyAugment"]
@@ -34,17 +38,19 @@ class PolicyAugment(SeededTransform):
     """Each sample of the batch's uint8 image leaf augmented by its own draw of ``policy``.
 
     Args:
-        policy: ``"trivial_augment_wide"`` (``num_magnitude_bins=31``), ``"rand_augment"``
+        policy (str): ``"trivial_augment_wide"`` (``num_magnitude_bins=31``), ``"rand_augment"``
             (``num_ops=2, magnitude=9, num_magnitude_bins=31``), ``"auto_augment"`` (the ImageNet
             policy) or ``"color_jitter"`` (``brightness, contrast, saturation, hue``), with
-            torchvision's options as keywords.
-        interpolation, fill: the geometric ops' resampling (``"nearest"``, torchvision's
-            default, or ``"bilinear"``) and the value (or one per channel) where they leave the
-            image, in [0, 255] (None: zeros, as torchvision's default).
-        seed: the draws are a function of ``(seed, rank, epoch, batch index)``; None picks a
-            fresh seed, which the loader's ``state_dict()`` saves.
-        image_key: which leaf is the uint8 image batch (see ``get_leaf``).
-        layout: ``"NCHW"``, ``"NHWC"`` or ``"auto"`` (NHWC when the last dimension is 1 or 3
+            torchvision's options as keywords (``**options``: ``num_magnitude_bins``, ``num_ops``,
+            ``magnitude``, ``brightness``, ...; see :mod:`prefetch.transforms.policies`).
+        interpolation (str), fill (float or sequence of float, optional): the geometric ops'
+            resampling (``"nearest"``, torchvision's default, or ``"bilinear"``) and the value (or
+            one per channel) where they leave the image, in [0, 255] (None: zeros, as torchvision's
+            default).
+        seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)``;
+            None picks a fresh seed, which the loader's ``state_dict()`` saves.
+        image_key (int or str): which leaf is the uint8 image batch (see ``get_leaf``).
+        layout (str): ``"NCHW"``, ``"NHWC"`` or ``"auto"`` (NHWC when the last dimension is 1 or 3
             and the second is not); the result keeps the layout.
 
     Every argument is checked when it is built (:mod:`.arguments`): a bad one raises ValueError
@@ -52,12 +58,18 @@ class PolicyAugment(SeededTransform):
     torchvision name for its options (``"prefetch: RandAugment num_ops must be an int >= 0, got
     1.5"``). A policy with no step (``num_ops=0``; ColorJitter with every argument None or 0)
     returns the images as they are, as torchvision does; so does an empty batch.
+
+    Raises:
+        ValueError: a bad argument, naming it (its TypeError subclass
+            :class:`~prefetch.transforms.arguments.ArgumentTypeError` for a wrong type).
+        TypeError: an option the policy does not take.
     """
 
     what_draws = "policy draws"
 
-    def __init__(self, policy, *, interpolation="nearest", fill=None, seed=None, image_key=0,
-                 layout="auto", **options):
+    def __init__(self, policy: str, *, interpolation: str = "nearest",
+                 fill: Union[float, Sequence[float], None] = None, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, layout: str = "auto", **options: object) -> None:
         arguments.one_of("PolicyAugment", "policy", policy, tuple(sorted(_DRAWS)))
         arguments.one_of("PolicyAugment", "interpolation", interpolation, ("nearest", "bilinear"))
         fill = arguments.fill_value("PolicyAugment", "fill", fill, channels=(1, 3))
@@ -75,7 +87,7 @@ class PolicyAugment(SeededTransform):
         self.interpolation, self.fill = interpolation, fill
         self.image_key, self.layout = image_key, layout
         self._set_seed(seed)
-        self.draws(0, 8, 8)  # the options checked now (named by the policy's class), not at the
+        self.draws(0, 8, 8)  # checks the options now (naming the policy's class), not at the
         # first batch
 
     def __repr__(self):
@@ -83,9 +95,21 @@ class PolicyAugment(SeededTransform):
         return "PolicyAugment(%r%s, interpolation=%r, seed=%d)" % (
             self.policy, extra, self.interpolation, self.seed)
 
-    def draws(self, n, height, width, epoch=0, index=0, rank=0):
-        """The :class:`~prefetch.transforms.policies.OpTable` of batch ``index`` of ``epoch`` on
-        rank ``rank`` for ``n`` images of ``height`` x ``width``."""
+    def draws(self, n: int, height: int, width: int, epoch: int = 0, index: int = 0,
+              rank: int = 0) -> policies.OpTable:
+        """Each sample's ops and magnitudes for one batch (:mod:`prefetch.transforms.policies`).
+
+        Args:
+            n (int): the number of images.
+            height, width (int): their size in pixels (the translations' bins depend on it).
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            OpTable: ``ops`` ``Tensor[n, K]`` int64, ``magnitudes`` ``Tensor[n, K]`` float32.
+
+        Raises:
+            ValueError: a policy option out of range (named by the policy's torchvision class).
+        """
         g = BatchPosition(epoch, index, rank).generator(self.seed)
         draw = _DRAWS[self.policy]
         if self.policy in _SIZED:
@@ -104,7 +128,23 @@ class PolicyAugment(SeededTransform):
                                  self.image_key, x.shape[1], layout))
         return x, layout
 
-    def apply(self, batch, position):
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Each sample through its own draw of the policy
+        (:func:`~prefetch.transforms.policy_ops.apply_table`).
+
+        Args:
+            batch: the batch; its image leaf a uint8 ``Tensor[N, C, H, W]`` or
+                ``Tensor[N, H, W, C]`` with C 1 or 3.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch with the image leaf replaced (uint8, same shape and layout).
+
+        Raises:
+            KeyError: the batch has no ``image_key`` leaf.
+            ValueError: the leaf is not a 4-D uint8 tensor of 1 or 3 channels, or ``fill`` has
+                neither 1 nor C values.
+        """
         images = get_leaf(batch, self.image_key)
         x, layout = self._nchw(images)
         if isinstance(self.fill, list) and len(self.fill) not in (1, x.shape[1]):

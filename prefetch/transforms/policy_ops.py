@@ -1,8 +1,11 @@
 """The ops of the augmentation policies, applied to a batch with each sample's own op and
-parameter (issue 27): the photometric ones (Brightness, Color, Contrast, Sharpness, Hue,
+parameter: the photometric ones (Brightness, Color, Contrast, Sharpness, Hue,
 Posterize, Solarize, AutoContrast, Equalize, Invert) and the geometric ones (ShearX/Y,
 TranslateX/Y, Rotate, nearest or bilinear, with a fill), on uint8 ``[N, C, H, W]`` images
 (C = 1 or 3) on any device.
+
+Every op takes ``images`` as a uint8 ``Tensor[N, C, H, W]`` with C 1 or 3, on any device, and
+returns a uint8 ``Tensor[N, C, H, W]`` on that device; other images raise ValueError.
 
 Each op is torchvision v2's functional op on uint8 tensors (``torchvision.transforms.v2
 .functional``, 0.29) with its scalar parameter made per sample, run by a fused kernel where one
@@ -29,15 +32,28 @@ already on the images' device unread (reading them back would synchronise the lo
 thread with the device). The geometric ops compute each image's matrix with Python's ``math``, as
 torchvision does, so their angles, shears and translations are read on the host (``apply_table``
 passes host parameters: the loader never synchronises).
+
+Length: over 500 lines because each of its 13 public ops documents its arguments, shapes and
+errors (about 280 lines of docstrings; under 400 of code), and the ops belong together: the
+table's applier dispatches to each of them.
 """
+from __future__ import annotations
+
 import math
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
 from ..ops.color import COLOR_STEPS, color_jitter, histograms, lookup, sharpness
 from ..ops.geometry import affine_warp
 from .contract import describe_tensor
-from .policies import OPS, op_parameters
+from .policies import OPS, OpTable, op_parameters
+
+#: A per-sample parameter: one number for every image, or one per image (a sequence or a 1-D
+#: tensor of N; on the images' device it is used unread).
+PerImage = Union[float, Sequence[float], torch.Tensor]
+#: A fill where a geometric op leaves the image: a number, or one per channel, in [0, 255].
+Fill = Union[float, Sequence[float], None]
 
 __all__ = ["adjust_brightness", "adjust_saturation", "adjust_contrast", "adjust_sharpness",
            "adjust_hue", "posterize", "solarize", "autocontrast", "equalize", "invert",
@@ -104,18 +120,44 @@ def _by_tables(images, tables):
     return lookup(images, tables.reshape(images.shape[0], tables.shape[1], 256))
 
 
-def adjust_brightness(images, factor):
+def adjust_brightness(images: torch.Tensor, factor: PerImage) -> torch.Tensor:
+    """Each image's values times its factor, clamped to [0, 255] (torchvision's
+    ``adjust_brightness``: a blend with black), through a 256-entry table per image read by the
+    fused :func:`prefetch.ops.lookup`: torchvision's values exactly.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        factor (float or Tensor[N]): >= 0 (0: black, 1: unchanged), one or one per image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each image scaled by its factor.
+
+    Raises:
+        ValueError: not such images, or ``factor`` is neither one number nor one per image.
+    """
     _check(images, "adjust_brightness")
     table = _ramp(images).float().mul_(_per_sample(factor, images, "factor"))
     return _by_tables(images, table.clamp_(0, 255).to(torch.uint8))
 
 
-def adjust_saturation(images, factor):
+def adjust_saturation(images: torch.Tensor, factor: PerImage) -> torch.Tensor:
     """One saturation step on every image (a blend with its grey, torchvision's float32
-    operations): :func:`prefetch.ops.color_jitter` with chains of one step. Measured on 64 images
-    of 176x176, one thread, interleaved: 106 us an image against 118 for torch's batched blend
-    since the kernel's loops vectorise in its AVX2 build (0.94x before: benchmarks/NOTES.md). A
-    grey image is returned as it is (as PIL and torchvision: it has no saturation)."""
+    operations): :func:`prefetch.ops.color_jitter` with chains of one step, one pass over the
+    pixels instead of torch's several for a batched blend. A grey image is returned as it is (as
+    PIL and torchvision: it has no saturation).
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        factor (float or Tensor[N]): the saturation factor, >= 0 (0: grey, 1: unchanged), one
+            or one per image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each image blended with its grey.
+
+    Raises:
+        ValueError: not such images, or ``factor`` is neither one number nor one per image
+            (a host factor out of range: as :func:`prefetch.ops.color_jitter` refuses it).
+    """
     _check(images, "adjust_saturation")
     return _color_steps(images, "saturation", factor, "factor")
 
@@ -141,12 +183,24 @@ def _color_steps(images, step, factors, name):
 _EXACT_MEAN_PIXELS = (1 << 24) // 255
 
 
-def adjust_contrast(images, factor):
-    """Each image blended with its mean grey. Up to 65,793 pixels an image (any training size):
-    :func:`prefetch.ops.color_jitter`'s one-step chain, one pass for the grey sums and one for the
-    blend (measured on 64 images of 176x176, one thread: 32-42 us an image against 54-58 for a
-    table built from torch's mean, benchmarks/NOTES.md); larger images: a table per image from
-    torch's float32 mean, as torchvision computes it."""
+def adjust_contrast(images: torch.Tensor, factor: PerImage) -> torch.Tensor:
+    """Each image blended with its mean grey (torchvision's ``adjust_contrast``). Up to 65,793
+    pixels an image (any training size): :func:`prefetch.ops.color_jitter`'s one-step chain, one
+    pass for the grey sums and one for the blend (no table to build); larger images: a table per
+    image from torch's float32 mean, as torchvision computes it (past ``2**24 / 255`` pixels the
+    kernel's exact grey sum and torch's float32 mean may differ).
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        factor (float or Tensor[N]): >= 0 (0: the mean grey, 1: unchanged), one or one per
+            image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each image blended with its mean grey.
+
+    Raises:
+        ValueError: not such images, or ``factor`` is neither one number nor one per image.
+    """
     _check(images, "adjust_contrast")
     if images.shape[-2] * images.shape[-1] <= _EXACT_MEAN_PIXELS:
         return _color_steps(images, "contrast", factor, "factor")
@@ -155,10 +209,22 @@ def adjust_contrast(images, factor):
     return _by_tables(images, _blend(_ramp(images), mean, factor))
 
 
-def adjust_sharpness(images, factor):
+def adjust_sharpness(images: torch.Tensor, factor: PerImage) -> torch.Tensor:
     """Each image blended with its 3x3 smoothing (1s around a 5, over 13; rounded to whole
     values), the one-pixel border kept as it is; images of 2 pixels or fewer a side unchanged:
-    the fused :func:`prefetch.ops.sharpness` kernel, torchvision's values exactly."""
+    the fused :func:`prefetch.ops.sharpness` kernel, torchvision's values exactly.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        factor (float or Tensor[N]): >= 0 (0: the smoothing, 1: unchanged), one or one per
+            image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each image blended with its smoothing.
+
+    Raises:
+        ValueError: not such images, or ``factor`` is neither one number nor one per image.
+    """
     _check(images, "adjust_sharpness")
     factors = torch.as_tensor(factor, dtype=torch.float64)
     if factors.device != images.device:
@@ -170,8 +236,21 @@ def adjust_sharpness(images, factor):
     return sharpness(images, factors.to(images.device, non_blocking=True))
 
 
-def adjust_hue(images, factor):
-    """Each image's hue turned by its factor in [-0.5, 0.5] (HSV, as torchvision and PIL)."""
+def adjust_hue(images: torch.Tensor, factor: PerImage) -> torch.Tensor:
+    """Each image's hue turned by its factor (HSV, as torchvision and PIL), through
+    :func:`prefetch.ops.color_jitter`.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        factor (float or Tensor[N]): in [-0.5, 0.5] (a fraction of the hue circle), one or one
+            per image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each image with its hue turned.
+
+    Raises:
+        ValueError: not such images, or a host factor lies outside [-0.5, 0.5].
+    """
     _check(images, "adjust_hue")
     given = torch.as_tensor(factor, dtype=torch.float64)
     if _on_host(given) and bool(((given < -0.5) | (given > 0.5)).any()):
@@ -179,19 +258,43 @@ def adjust_hue(images, factor):
     return _color_steps(images, "hue", given, "factor")
 
 
-def posterize(images, bits):
-    """Each image's values kept to their top ``bits`` bits (0 to 8, one per image)."""
+def posterize(images: torch.Tensor, bits: Union[int, Sequence[int], torch.Tensor]) -> torch.Tensor:
+    """Each image's values kept to their top ``bits`` bits (torchvision's ``posterize``): one
+    masked uint8 pass.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        bits (int or Tensor[N]): in [0, 8], one or one per image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each value masked to its top bits.
+
+    Raises:
+        ValueError: not such images, or host ``bits`` lie outside [0, 8].
+    """
     _check(images, "posterize")
     b = torch.as_tensor(bits, dtype=torch.int64).expand(images.shape[0])
     if _on_host(b) and bool(((b < 0) | (b > 8)).any()):
         raise ValueError("prefetch: posterize's bits must lie in [0, 8], got %s" % b.tolist())
     mask = ((1 << b) - 1) << (8 - b)  # bits 8: 0xff, 0: 0
-    # (one uint8 pass already: a table would add its building, measured 62 -> 116 us a sample)
+    # One uint8 pass already: a lookup table would add the cost of building it.
     return images & mask.to(device=images.device, dtype=torch.uint8).view(-1, 1, 1, 1)
 
 
-def solarize(images, threshold):
-    """Each image's values at or above its threshold inverted."""
+def solarize(images: torch.Tensor, threshold: PerImage) -> torch.Tensor:
+    """Each image's values at or above its threshold inverted (torchvision's ``solarize``),
+    through a table per image read by :func:`prefetch.ops.lookup`.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        threshold (float or Tensor[N]): at most 255, one or one per image.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: values at or above the threshold inverted.
+
+    Raises:
+        ValueError: not such images, or a host threshold is above 255.
+    """
     _check(images, "solarize")
     given = torch.as_tensor(threshold, dtype=torch.float64)
     if _on_host(given) and bool((given > 255).any()):
@@ -201,13 +304,36 @@ def solarize(images, threshold):
     return _by_tables(images, torch.where(ramp >= t, ramp.bitwise_not(), ramp))
 
 
-def invert(images):
+def invert(images: torch.Tensor) -> torch.Tensor:
+    """Each value ``255 - x`` (torchvision's ``invert``: a ``bitwise_not``).
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: ``255 - images``.
+
+    Raises:
+        ValueError: ``images`` is not what every op here takes.
+    """
     _check(images, "invert")
     return images.bitwise_not()
 
 
-def autocontrast(images):
-    """Each channel of each image stretched to [0, 255] (a constant channel kept)."""
+def autocontrast(images: torch.Tensor) -> torch.Tensor:
+    """Each channel of each image stretched to [0, 255] (a constant channel kept), as
+    torchvision's ``autocontrast``, through a table per channel read by
+    :func:`prefetch.ops.lookup`.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each channel spanning [0, 255].
+
+    Raises:
+        ValueError: ``images`` is not what every op here takes.
+    """
     _check(images, "autocontrast")
     if images.numel() == 0:
         return images.clone()
@@ -221,13 +347,25 @@ def autocontrast(images):
     return _by_tables(images, x.sub_(low).div_(inv_scale).clamp_(0, 255).to(torch.uint8))
 
 
-def equalize(images):
+def equalize(images: torch.Tensor) -> torch.Tensor:
     """Each channel of each image equalized by its histogram (PIL's and torchvision's rule: a
-    channel whose values but its most frequent one number fewer than 255 is kept)."""
+    channel whose values but its most frequent one number fewer than 255 is kept): the
+    histograms by :func:`prefetch.ops.histograms`, the tables read by
+    :func:`prefetch.ops.lookup`.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: each channel equalized.
+
+    Raises:
+        ValueError: ``images`` is not what every op here takes.
+    """
     _check(images, "equalize")
     if images.numel() == 0:
         return images.clone()
-    hist = histograms(images)  # int32 [N, C, 256] (torch's scatter_add_ cost ~400 us an image)
+    hist = histograms(images)  # int32 [N, C, 256], one fused pass (torch's scatter_add_ is slower)
     cum = hist.cumsum(dim=-1)
     index = cum.argmax(dim=-1, keepdim=True)  # the last non-empty bin
     others = images.shape[-2] * images.shape[-1] - hist.gather(-1, index)
@@ -256,11 +394,31 @@ def _inverse_affine(angle, translate, shear, center):
     return m
 
 
-def pixel_maps(n, height, width, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None):
-    """The maps :func:`affine` samples by, float64 ``[n, 6]``: torchvision's inverse matrices
-    (scale 1, computed as it computes them) turned from its centred coordinates (about
-    ``((w - 1) / 2, (h - 1) / 2)``) into pixel indices, as :func:`prefetch.ops.affine_warp`
-    takes them (output pixel ``(x, y)`` reads ``(m0 x + m1 y + m2, m3 x + m4 y + m5)``)."""
+def pixel_maps(n: int, height: int, width: int, *, angle: PerImage = 0.0,
+               translate: Tuple[PerImage, PerImage] = (0.0, 0.0),
+               shear: Tuple[PerImage, PerImage] = (0.0, 0.0),
+               center: Optional[Tuple[float, float]] = None) -> torch.Tensor:
+    """The maps :func:`affine` samples by: torchvision's inverse matrices
+    (``_get_inverse_affine_matrix``, scale 1, computed as it computes them) turned from its
+    centred coordinates (about ``((w - 1) / 2, (h - 1) / 2)``) into pixel indices, as
+    :func:`prefetch.ops.affine_warp` takes them (output pixel ``(x, y)`` reads
+    ``(m0 x + m1 y + m2, m3 x + m4 y + m5)``).
+
+    Args:
+        n (int): the number of images.
+        height, width (int): their size in pixels.
+        angle (float or Tensor[n]): counter-clockwise rotation in degrees (torchvision's
+            ``affine`` convention).
+        translate (pair of float or Tensor[n]): ``(tx, ty)`` in pixels.
+        shear (pair of float or Tensor[n]): ``(sx, sy)`` in degrees.
+        center (tuple[float, float], optional): ``(x, y)`` in pixels; default the centre.
+
+    Returns:
+        Tensor[n, 6], float64: on the CPU.
+
+    Raises:
+        ValueError: a parameter that is neither one number nor one per image.
+    """
     def per(v, name):  # Python floats, as torchvision computes its matrix
         t = torch.as_tensor(v, dtype=torch.float64).cpu()
         t = t.expand(n) if t.dim() == 0 else t
@@ -280,15 +438,35 @@ def pixel_maps(n, height, width, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0,
     return torch.tensor(maps, dtype=torch.float64).view(n, 6)
 
 
-def affine(images, *, angle=0.0, translate=(0.0, 0.0), shear=(0.0, 0.0), center=None,
-           interpolation="nearest", fill=None):
+def affine(images: torch.Tensor, *, angle: PerImage = 0.0,
+           translate: Tuple[PerImage, PerImage] = (0.0, 0.0),
+           shear: Tuple[PerImage, PerImage] = (0.0, 0.0),
+           center: Optional[Tuple[float, float]] = None, interpolation: str = "nearest",
+           fill: Fill = None) -> torch.Tensor:
     """torchvision's ``affine`` (scale 1; ``rotate`` is ``affine`` with ``-angle``) with each
-    image's own angle, translation and shear (numbers or one per image): torchvision's inverse
-    matrix (:func:`pixel_maps`), sampled at every output pixel by the fused
+    image's own angle, translation and shear: torchvision's inverse matrix
+    (:func:`pixel_maps`), sampled at every output pixel by the fused
     :func:`prefetch.ops.affine_warp` (``grid_sample``'s rule, ``align_corners=False``, zeros
-    outside), nearest or bilinear, ``fill`` (a number or one per channel in [0, 255]) where the
-    map leaves the image, rounded back to uint8. ``center``: (x, y) in pixels (default the image's
-    centre), one for every image."""
+    outside), rounded back to uint8.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        angle (float or Tensor[N]): degrees, one or one per image.
+        translate (pair of float or Tensor[N]): ``(tx, ty)`` in pixels.
+        shear (pair of float or Tensor[N]): ``(sx, sy)`` in degrees.
+        center (tuple[float, float], optional): ``(x, y)`` in pixels, one for every image;
+            default the image's centre.
+        interpolation (str): ``"nearest"`` or ``"bilinear"``.
+        fill (float or sequence of float, optional): where the map leaves the image, a number
+            or one per channel in [0, 255]; None: zeros.
+
+    Returns:
+        Tensor[N, C, H, W], uint8 (a copy for an empty batch).
+
+    Raises:
+        ValueError: not such images, another ``interpolation``, or a parameter that is
+            neither one number nor one per image.
+    """
     _check(images, "affine")
     if interpolation not in ("nearest", "bilinear"):
         raise ValueError("prefetch: interpolation must be 'nearest' or 'bilinear', got %r"
@@ -324,17 +502,29 @@ def _rotate(images, angles, interpolation, fill):
     return out
 
 
-def apply_table(images, table, *, interpolation="nearest", fill=None):
-    """Every sample's steps of ``table`` (a :class:`~prefetch.transforms.policies.OpTable`) in
-    column order, as torchvision's policies apply them (``_apply_image_or_video_transform``):
-    uint8 ``[N, C, H, W]`` in, uint8 out, on the images' device.
+def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "nearest",
+                fill: Fill = None) -> torch.Tensor:
+    """Every sample's steps of ``table`` in column order, as torchvision's policies apply them
+    (``_apply_image_or_video_transform``), on the images' device.
 
     Each op kind of a column on all the samples that draw it at once: on a GPU a handful of
     launches instead of several per image; on the CPU one call of each fused kernel (its C++
-    threads) instead of a Python call per sample. Measured on 64 images of 176x176, interleaved:
-    130 us an image against 275 for a sample at a time on a pool of two threads (the per-sample
-    Python held the GIL), 222 against 294 on one thread (benchmarks/NOTES.md). A table with no
-    column, or an empty batch, returns a copy of the images (the identity)."""
+    threads) instead of a Python call per sample, which would hold the GIL. A table with no
+    column, or an empty batch, returns a copy of the images (the identity).
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): as every op here takes them.
+        table (OpTable): ``[N, K]`` steps (:mod:`prefetch.transforms.policies`).
+        interpolation (str): the geometric ops' resampling, ``"nearest"`` or ``"bilinear"``.
+        fill (float or sequence of float, optional): where a geometric op leaves the image, in
+            [0, 255]; None: zeros.
+
+    Returns:
+        Tensor[N, C, H, W], uint8: never aliasing ``images``.
+
+    Raises:
+        ValueError: not such images, or the table has another number of samples.
+    """
     _check(images, "apply_table")
     if table.ops.shape[0] != images.shape[0]:
         raise ValueError("prefetch: the table has %d samples, the images %d"
@@ -405,10 +595,9 @@ def _as_words(*tensors):
 # Why the row gathers view rows as words on the CPU: each ``copy_`` of a row is an OpenMP region of
 # its own, and so is each row of ``index_select`` on a 4-D batch, and when the main thread runs
 # OpenMP work too (any model on the CPU) libgomp stops its threads spinning between regions, so
-# every region waits for a thread to wake — ~50 us on this 2-core VM. One ``index_copy_`` or
-# ``index_select`` over word rows is one region (``index_copy_`` copies element by element: on
-# bytes 126 us for 5 rows of 3x176x176, as int64 22). Measured, 5 such rows, threads spinning /
-# not: 5 ``copy_`` 18 / 278 us, one int64 ``index_copy_`` 22 / 60 (benchmarks/NOTES.md).
+# every region waits for a thread to wake (tens of microseconds each). One ``index_copy_`` or
+# ``index_select`` over word rows is one region, and ``index_copy_`` copies element by element,
+# so the widest word that tiles a row moves the fewest elements.
 
 def _take_rows(x, idx):
     """``x.index_select(0, idx)``; on the CPU over word rows (one OpenMP region, not one a row)."""

@@ -8,7 +8,10 @@ then :func:`prefetch.ops.resized_crop` crops, resamples, flips, normalizes and c
 one pass. A mask gets the same windows and flips with nearest-neighbour resampling (per sample,
 in torch: masks are small and integer).
 """
+from __future__ import annotations
+
 import dataclasses
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -18,7 +21,7 @@ from ..ops.geometry import resized_crop
 from ..ops.decode import (decode_jpeg, decode_resized_crop, decode_with_backend, encoded_batch,
                           gpu_backend_for, jpeg_sizes)
 from ..ragged import Ragged
-from .contract import get_leaf, set_leaf
+from .contract import Batch, BatchPosition, get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
 
 __all__ = ["ResizingPath", "DecodedWindows", "as_ragged", "as_samples", "uint8_hint", "channel_hint",
@@ -31,9 +34,13 @@ MASK_DTYPES = (torch.uint8, torch.int16, torch.int32, torch.int64)
 @dataclasses.dataclass
 class DecodedWindows:
     """What FusedAugment(decode=True)'s host stage puts in place of the encoded image leaf: each
-    image's drawn window, decoded (``windows``: a Ragged of HWC uint8 RGB), and the batch's flips.
-    The loader copies it to the device like any dataclass of tensors; ``apply`` resizes the
-    windows there. Only the windows' pixels cross, never the encoded bytes.
+    image's drawn window, decoded, and the batch's flips. The loader copies it to the device
+    like any dataclass of tensors; ``apply`` resizes the windows there. Only the windows' pixels
+    cross, never the encoded bytes.
+
+    Args:
+        windows (Ragged): each window's pixels, ``[h_i, w_i, 3]`` uint8 RGB samples.
+        hflip, vflip (Tensor[N], bool): the batch's drawn flips.
 
     ``host_tables``, not a field (so the loader leaves it where it is: it carries a dataclass's
     other attributes over as they are): the windows' ``(offsets, sizes)`` as int64 CPU tensors,
@@ -47,8 +54,16 @@ class DecodedWindows:
     host_tables = None  # not annotated: not a field
 
 
-def uint8_hint(dtype):
-    """What to do with images of ``dtype`` for transforms that take uint8 pixels."""
+def uint8_hint(dtype: torch.dtype) -> str:
+    """What to do with images of another dtype, for transforms that take uint8 pixels.
+
+    Args:
+        dtype (torch.dtype): the images' dtype.
+
+    Returns:
+        str: advice for an error message (16-bit: keep the top 8 bits, as torchvision's
+        ``ToDtype(torch.uint8, scale=True)``; float: convert to 0-255 pixels).
+    """
     if dtype == torch.uint16:
         return ("convert 16-bit images to 8 bits first, e.g. (images.to(torch.int32) >> 8)"
                 ".to(torch.uint8) (the top 8 bits, as torchvision's ToDtype(torch.uint8, "
@@ -59,16 +74,33 @@ def uint8_hint(dtype):
     return "convert them to uint8 pixels (0-255) in the dataset or before the loader"
 
 
-def channel_hint(channels):
-    """What to do with images that have no channel dimension, for ``channels`` values of mean/std."""
+def channel_hint(channels: int) -> str:
+    """What to do with images that have no channel dimension.
+
+    Args:
+        channels (int): the number of values of mean/std.
+
+    Returns:
+        str: advice for an error message.
+    """
     return ("one-channel images are taken as they are with mean and std of one value; for %d "
             "channels add the dimension yourself: images.unsqueeze(-1) (NHWC, one channel), "
             "then .expand(-1, -1, -1, %d) to repeat it" % (channels, channels))
 
 
-def as_samples(items, what):
-    """A list or tuple of samples (a user's collate, a ``Samples`` before collation) as tensors:
-    numpy arrays are viewed as tensors; anything else is refused, naming the sample."""
+def as_samples(items: Sequence[Any], what: str) -> list:
+    """A list or tuple of samples (a user's collate, a ``Samples`` before collation) as tensors.
+
+    Args:
+        items (sequence): tensors or numpy arrays (viewed as tensors; a read-only one copied).
+        what (str): the leaf's name, for an error message.
+
+    Returns:
+        list[Tensor]: one tensor per sample.
+
+    Raises:
+        TypeError: a sample is neither a tensor nor a numpy array (naming it).
+    """
     out = []
     for k, item in enumerate(items):
         if isinstance(item, np.ndarray):  # a read-only one (np.frombuffer) is copied
@@ -79,12 +111,26 @@ def as_samples(items, what):
     return out
 
 
-def as_ragged(images, what, channels=None):
+def as_ragged(images: Union[Ragged, torch.Tensor, Sequence[torch.Tensor]], what: str,
+              channels: Optional[int] = None) -> Ragged:
     """The image leaf as a Ragged whose offsets and sizes are on the CPU (the op checks the boxes
-    there; from the host's knowledge when it has it, so nothing waits for the device). An NHWC
-    uint8 batch is viewed as one, without a copy; a list or tuple of HWC uint8 tensors (a user's
-    collate) is packed into one. With ``channels=1``, images without a channel dimension
-    (``[N, H, W]``, a Ragged of ``[H, W]``, a list of them) are one-channel images."""
+    there; from the host's knowledge when it has it, so nothing waits for the device).
+
+    Args:
+        images: a Ragged of ``[H, W, C]`` uint8 samples; an NHWC uint8 ``Tensor[N, H, W, C]``
+            (viewed as one, without a copy); a list or tuple of ``[H, W, C]`` uint8 tensors (a
+            user's collate; packed into one).
+        what (str): the leaf's name, for an error message.
+        channels (int, optional): the number of values of mean/std; 1: images without a
+            channel dimension (``[N, H, W]``, a Ragged of ``[H, W]``, a list of them) are
+            one-channel images.
+
+    Returns:
+        Ragged: rank-3 uint8 samples, offsets and sizes on the CPU.
+
+    Raises:
+        TypeError: anything else (another dtype, rank or type; mixed samples), naming the leaf.
+    """
     if isinstance(images, (list, tuple)):
         items = as_samples(images, what)
         if not items:  # an empty batch: no image, the output has no sample either
@@ -133,18 +179,50 @@ class ResizingPath:
     """The resizing path's methods; :class:`prefetch.FusedAugment` inherits them and holds what
     they read: ``output_size``, ``center_crop``, ``resize``, ``scale``, ``ratio``, ``antialias``,
     ``mean``, ``std``, ``dtype``, ``channels_last``, ``image_key``, ``mask_key``, ``decode`` and
-    :meth:`draws`."""
+    :meth:`draws`. It takes no constructor argument."""
 
-    def draw_boxes(self, heights, widths, generator):
-        """Each image's window (images of ``heights[i] x widths[i]``: int64 tensors or sequences):
-        drawn as RandomResizedCrop draws it, or centred (validation)."""
+    def draw_boxes(self, heights: Union[torch.Tensor, Sequence[int]],
+                   widths: Union[torch.Tensor, Sequence[int]],
+                   generator: Optional[torch.Generator]) -> torch.Tensor:
+        """Each image's window: drawn as RandomResizedCrop draws it
+        (:func:`~prefetch.transforms.crop_boxes.random_resized_boxes`), or centred (validation:
+        :func:`~prefetch.transforms.crop_boxes.center_boxes`).
+
+        Args:
+            heights, widths (Tensor[N] or sequence of int): the images' sizes in pixels.
+            generator (torch.Generator, optional): the batch's random stream.
+
+        Returns:
+            Tensor[N, 4], int64: top, left, height, width of each window in its image's pixels.
+
+        Raises:
+            ValueError: sizes that are not whole numbers >= 1, or (centred) an image whose
+                resized size is smaller than the crop.
+        """
         if self.center_crop:
             return center_boxes(heights, widths, self.output_size, self.resize, self.max_size)
         return random_resized_boxes(heights, widths, self.scale, self.ratio, generator=generator)
 
-    def apply_resizing(self, batch, images, position):
+    def apply_resizing(self, batch: Batch, images: Any, position: BatchPosition) -> Batch:
         """``apply`` of the resizing path: the image leaf (and the mask leaf) through the draws
-        at ``position``; encoded JPEGs decoded (decode=True), or windows the host stage decoded."""
+        at ``position``; encoded JPEGs decoded (decode=True), or windows the host stage decoded.
+
+        Args:
+            batch: the batch.
+            images: its image leaf (Ragged, NHWC uint8 tensor, list of samples, encoded JPEGs or
+                :class:`DecodedWindows`).
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch, its image leaf ``Tensor[N, C, h, w]`` of ``dtype`` (and its mask leaf
+            ``[N, h, w]``, the masks' dtype).
+
+        Raises:
+            TypeError: the image or mask leaf is not a form this path takes.
+            ValueError: the images' channels differ from ``len(mean)``; masks of another count
+                or size than their images.
+            RuntimeError: an encoded sample the JPEG decoder cannot read.
+        """
         if isinstance(images, DecodedWindows):
             return self._apply_decoded_windows(batch, images)
         if self.decode:
@@ -167,7 +245,8 @@ class ResizingPath:
             batch = set_leaf(batch, self.mask_key, self.resize_masks(masks, r, d))
         return batch
 
-    def decode_on_host(self, batch, position, device):
+    def decode_on_host(self, batch: Batch, position: BatchPosition,
+                       device: Union[torch.device, str]) -> Batch:
         """The host stage of decode=True for a CUDA ``device`` (or one a registered fake GPU
         decoder serves): the windows are drawn from the JPEG headers (the same draws ``apply``
         would make at this position) and decoded here, on the host's bytes — by the GPU decoder
@@ -175,7 +254,21 @@ class ResizingPath:
         the CPU decoder (the windows then cross as uint8 pixels). The encoded bytes never go to the
         device. With a GPU decoder every step is one call a batch, none an image
         (``prefetch.ops.decode.decode_with_backend``; counted by
-        tests/ops/test_decode_host_stage.py)."""
+        tests/ops/test_decode_host_stage.py).
+
+        Args:
+            batch: the batch on the host; its image leaf the encoded JPEGs.
+            position (BatchPosition): where the batch sits.
+            device (torch.device or str): where the loader copies.
+
+        Returns:
+            The batch, its image leaf a :class:`DecodedWindows`.
+
+        Raises:
+            TypeError: the image leaf is not encoded bytes.
+            ValueError: ``mean`` has not 3 values.
+            RuntimeError: a sample the JPEG decoder cannot read.
+        """
         data = _encoded(get_leaf(batch, self.image_key))
         sizes = jpeg_sizes(data)
         d = self._decode_draws(data, position, sizes)
@@ -224,12 +317,27 @@ class ResizingPath:
         return self.draws(len(data), sizes[:, 0], sizes[:, 1], position.epoch, position.index,
                           position.rank)
 
-    def resize_masks(self, masks, images, d):
+    def resize_masks(self, masks: Any, images: Ragged, d: Any) -> torch.Tensor:
         """Each mask cropped to its image's window and resampled to the output size with nearest
-        neighbours, flipped as its image: ``[N, h, w]``. "Nearest" is torch's and torchvision's
-        default for masks (``InterpolationMode.NEAREST``, ``F.interpolate(mode="nearest")``):
-        output pixel ``x`` reads input ``floor(x * in / out)``, not ``nearest-exact``'s centre
-        rule, so a mask resized here equals torchvision's ``Resize`` of it."""
+        neighbours, flipped as its image. "Nearest" is torch's and torchvision's default for
+        masks (``InterpolationMode.NEAREST``, ``F.interpolate(mode="nearest")``): output pixel
+        ``x`` reads input ``floor(x * in / out)``, not ``nearest-exact``'s centre rule, so a mask
+        resized here equals torchvision's ``Resize`` of it.
+
+        Args:
+            masks: a Ragged or list of ``[H, W]`` / ``[H, W, 1]`` masks, or a ``Tensor[N, H, W]``,
+                ``[N, 1, H, W]`` or ``[N, H, W, 1]``; uint8, int16, int32 or int64.
+            images (Ragged): the image leaf (each mask must have its image's H and W).
+            d (Draws): the batch's draws (``boxes``, flips, ``crop``).
+
+        Returns:
+            Tensor[N, h, w]: the masks' dtype, on their device.
+
+        Raises:
+            TypeError: another form or dtype.
+            ValueError: another count of masks than images, or a mask of another size than
+                its image.
+        """
         what = "the mask leaf %r" % (self.mask_key,)
         if isinstance(masks, Ragged):
             samples = masks.tensors()

@@ -1,5 +1,7 @@
 """MixUp and CutMix with torchvision's ``transforms.v2`` semantics (``v2.MixUp``, ``v2.CutMix`` and
-``v2.RandomChoice`` of them, torchvision 0.16+), seeded like every prefetch draw (issue 27).
+``v2.RandomChoice`` of them, torchvision 0.16+), seeded like every prefetch draw. MixUp: Zhang et
+al., "mixup: Beyond Empirical Risk Minimization", ICLR 2018; CutMix: Yun et al., "CutMix:
+Regularization Strategy to Train Strong Classifiers with Localizable Features", ICCV 2019.
 
 What differs from timm's (:class:`~prefetch.transforms.MixUpCutMix`): sample ``i`` mixes with
 sample ``i - 1`` (``roll(1, 0)``), one λ for the whole batch, no label smoothing, any batch size.
@@ -10,14 +12,17 @@ box of half-sides ``int(0.5 * sqrt(1 - λ) * side)``, clipped, and λ corrected 
 The pixel and label arithmetic are torchvision's own calls in its order (``roll``, ``mul_``,
 ``add_``; a box copied from the rolled batch), so with the same λ and box the output is the same.
 """
+from __future__ import annotations
+
 import math
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from . import arguments
-from .contract import (BatchPosition, SeededTransform, as_nchw, check_image_layout,
-                       describe_tensor, from_nchw, get_leaf, set_leaf)
+from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, as_nchw,
+                       check_image_layout, describe_tensor, from_nchw, get_leaf, set_leaf)
 from .mix_labels import mixable_labels
 
 __all__ = ["RollMix"]
@@ -34,21 +39,31 @@ class RollMix(SeededTransform):
     :mod:`.mix_labels`).
 
     Args:
-        choices: ``[(kind, alpha), ...]``, kind ``"mixup"`` or ``"cutmix"``, alpha a finite
-            number > 0 (torchvision's Beta(α, α)); one is chosen per batch with probabilities
-            ``p`` (default uniform), as ``v2.RandomChoice`` does.
-        num_classes: the label space: needed for class indices, optional for ``[N, K]`` labels
-            (checked against K when given), as torchvision's.
-        p: one finite weight >= 0 per choice, not all 0 (normalised to sum to 1).
+        choices (sequence of (str, float)): ``[(kind, alpha), ...]``, kind ``"mixup"`` or
+            ``"cutmix"``, alpha a finite number > 0 (torchvision's Beta(α, α)); one is chosen per
+            batch with probabilities ``p`` (default uniform), as ``v2.RandomChoice`` does.
+        num_classes (int, optional): the label space: needed for class indices, optional for ``[N,
+            K]`` labels (checked against K when given), as torchvision's.
+        p (sequence of float, optional): one finite weight >= 0 per choice, not all 0 (normalised
+            to sum to 1).
+        seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)``;
+            None picks a fresh seed, which the loader's ``state_dict()`` saves.
+        image_key, label_key (int or str): which leaves are the images and the labels.
+        layout (str): ``"NCHW"``, ``"NHWC"`` or ``"auto"``; the result keeps the layout.
 
     Every argument is checked when it is built (:mod:`.arguments`), naming it: an ``alpha`` of
     ``inf`` (Beta(inf, inf) draws NaN) or a ``p`` of ``[inf, 1]`` is refused there.
+
+    Raises:
+        ValueError: a bad argument, naming it (its TypeError subclass
+            :class:`~prefetch.transforms.arguments.ArgumentTypeError` for a wrong type).
     """
 
     what_draws = "mixing draws"
 
-    def __init__(self, choices, *, num_classes=None, p=None, seed=None, image_key=0, label_key=1,
-                 layout="auto"):
+    def __init__(self, choices: Sequence[Tuple[str, float]], *, num_classes: Optional[int] = None,
+                 p: Optional[Sequence[float]] = None, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, label_key: LeafKey = 1, layout: str = "auto") -> None:
         if not isinstance(choices, (list, tuple)) or not choices:
             raise ValueError("prefetch: RollMix choices must be a non-empty list of (kind, alpha) "
                              "with kind 'mixup' or 'cutmix', got %r" % (choices,))
@@ -88,9 +103,20 @@ class RollMix(SeededTransform):
             ", ".join("%s(alpha=%g)" % c for c in self.choices), self.num_classes,
             [round(v, 6) for v in self.p], self.seed)
 
-    def params(self, height, width, epoch=0, index=0, rank=0):
-        """The draws of batch ``index`` of ``epoch`` on ``rank``: (kind, λ the targets' weight of
-        each sample's own label, box ``(y1, y2, x1, x2)`` of CutMix or None)."""
+    def params(self, height: int, width: int, epoch: int = 0, index: int = 0,
+               rank: int = 0) -> Tuple[str, float, Optional[Tuple[int, int, int, int]]]:
+        """The draws of one batch, as torchvision's ``_BaseMixUpCutMix`` subclasses draw them
+        (torchvision/transforms/v2/_augment.py): λ ~ Beta(α, α); for CutMix a uniform centre
+        and half-sides ``int(0.5 * sqrt(1 - λ) * side)``, clipped, λ corrected to the area kept.
+
+        Args:
+            height, width (int): the images' size in pixels.
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            tuple: ``(kind, lam, box)``: ``"mixup"`` or ``"cutmix"``; λ, the targets' weight of
+            each sample's own label; CutMix's box ``(y1, y2, x1, x2)`` in pixels, or None.
+        """
         rng = np.random.default_rng(BatchPosition(epoch, index, rank).seed(self.seed))
         kind, alpha = self.choices[int(rng.choice(len(self.choices), p=self.p))]
         lam = float(rng.beta(alpha, alpha))
@@ -104,7 +130,24 @@ class RollMix(SeededTransform):
         lam = float(1.0 - (x2 - x1) * (y2 - y1) / (width * height))
         return kind, lam, (y1, y2, x1, x2)
 
-    def apply(self, batch, position):
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Mixes each sample with the previous one (``roll(1, 0)``) with one λ for the batch.
+
+        Args:
+            batch: the batch; its image leaf a float ``Tensor[N, C, H, W]`` or
+                ``Tensor[N, H, W, C]``, its label leaf as :mod:`.mix_labels` takes it.
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch with mixed images (same shape, dtype, layout) and targets
+            ``Tensor[N, num_classes]`` float32 for class indices, or ``[N, K]`` in the labels'
+            float dtype.
+
+        Raises:
+            KeyError: the batch has no such leaf.
+            ValueError: the image leaf is not a 4-D float tensor; labels of a form
+                :func:`~prefetch.transforms.mix_labels.mixable_labels` refuses.
+        """
         images, labels = get_leaf(batch, self.image_key), get_leaf(batch, self.label_key)
         if not isinstance(images, torch.Tensor) or images.dim() != 4 or not images.is_floating_point():
             raise ValueError("prefetch: MixUp/CutMix take a float image batch (after ToDtype and "
