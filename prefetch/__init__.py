@@ -4,9 +4,8 @@ Wrap any DataLoader (or iterable of batches) in :class:`Prefetcher`; batches are
 threads into a reused ring of pinned buffers, copied on a side stream and handed over on the
 device while the previous training step still runs.
 """
-import torch
-
-from ._engine.extension import _C
+from ._core.extension import C as _C  # noqa: F401  (prefetch._C, loaded or explained)
+from ._core.extension import built_with_cuda, built_with_jpeg
 from . import collate, ops, ray, sources, transforms  # prefetch.ray imports no Ray (a Ray dataset brings it)
 from .errors import CollateError, PrefetchTimeout, SharedMemoryError
 from .prefetcher import Prefetcher
@@ -15,21 +14,10 @@ from .samples import Samples
 from .ragged import Ragged
 from .store import Store, open_store
 from .pack import pack
-from ._engine.tree import PassThroughWarning
+from ._core.tree import PassThroughWarning
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
 __all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "Store", "open_store", "pack", "CollateError", "PrefetchTimeout", "SharedMemoryError", "PassThroughWarning", "collate", "built_with_cuda",
            "built_with_jpeg"]
-
-
-def built_with_cuda():
-    """True when the extension was compiled with its CUDA backend."""
-    return _C.built_with_cuda()
-
-
-def built_with_jpeg():
-    """True when the extension was compiled with libjpeg-turbo, so that
-    :func:`prefetch.ops.decode_jpeg` and ``FusedAugment(decode=True)`` decode on the CPU."""
-    return bool(torch.ops.prefetch._jpeg_decoder_built())

@@ -21,7 +21,7 @@ import sys
 import torch
 
 import prefetch
-from prefetch._engine.versions import installed_versions
+from prefetch._core.versions import installed_versions
 from prefetch.ops import gpu_decoders
 
 UNKNOWN = "unknown"

@@ -31,8 +31,8 @@ import zlib
 import numpy as np
 import torch
 
-from ._engine.extension import _C
-from ._engine.tree import ndarray_to_tensor
+from ._core.extension import C as _C
+from ._core.tree import ndarray_to_tensor
 from .errors import CollateError
 from .ragged import Ragged
 

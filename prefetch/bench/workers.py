@@ -54,7 +54,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 import prefetch
 
 from . import timing
-from .e2e import MEAN, STD
+from .ops import MEAN, STD
 from .section import Section, SectionResult, resources
 
 # Labels are class indices below this (what travels next to each image).

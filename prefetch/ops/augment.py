@@ -20,8 +20,8 @@ fake kernels are in
 """
 import torch
 
-from .._engine.checks import whole
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.checks import whole
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
            "color_jitter", "COLOR_STEPS", "histograms"]
@@ -109,7 +109,7 @@ def _size_list(size):
 
 
 def _ragged(images):
-    from ..ragged import Ragged
+    from .._core.ragged import Ragged
 
     if isinstance(images, (list, tuple)):
         if not images:  # no sample to take a dtype, a device or C from: an empty batch
@@ -136,7 +136,7 @@ def _pack(images):
     back the tables it makes from the images' shapes to check them (a graph cannot branch on
     tensor values, and tables made from shapes cannot be wrong). The samples are checked as
     ``from_tensors`` checks them, by dtype, rank and device."""
-    from ..ragged import Ragged, check_samples
+    from .._core.ragged import Ragged, check_samples
 
     check_samples(images, "images")
     shapes = [tuple(t.shape) for t in images]

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (the ops must exist before their fakes)
+from .._core.extension import C as _C  # noqa: F401  (the ops must exist before their fakes)
 
 _OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
 _OUT_DTYPES_MESSAGE = ("dtype must be torch.float32, torch.float16, torch.bfloat16 or torch.uint8 (the "

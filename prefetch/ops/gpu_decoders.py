@@ -82,7 +82,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBackend",
            "FakeGpuBackend", "BACKENDS", "ENV_VAR", "select_gpu_decoder", "describe",

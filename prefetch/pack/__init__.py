@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from .._engine.samples_to_tensors import INT64, show_int
-from .._engine.tree import ndarray_to_tensor
+from .._core.samples_to_tensors import INT64, show_int
+from .._core.tree import ndarray_to_tensor
 from ..ops.decode import jpeg_sizes, max_image_pixels
 from ..ragged import Ragged
 from ..errors import CollateError

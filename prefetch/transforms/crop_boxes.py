@@ -17,7 +17,7 @@ import numbers
 
 import torch
 
-from .._engine.checks import whole
+from .._core.checks import whole
 
 __all__ = ["random_resized_boxes", "center_boxes", "center_anchor", "resized_output_size"]
 

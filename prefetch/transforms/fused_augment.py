@@ -14,12 +14,12 @@ import typing
 
 import torch
 
-from .._engine.checks import whole
+from .._core.checks import whole
 from ..ops.augment import flip_crop, normalize_flip
 from ..ops.gpu_decoders import may_serve
 from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
-from ..ragged import Ragged
+from .._core.ragged import Ragged
 from .contract import BatchPosition, SeededTransform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]

@@ -25,8 +25,8 @@ import torch
 
 import prefetch
 from prefetch import Ragged
-from prefetch._engine import tree
-from prefetch._engine.tree import host_batch
+from prefetch._core import tree
+from prefetch._core.tree import host_batch
 from prefetch.ops import decode_jpeg, gpu_decoders
 from prefetch.ops.gpu_decoders import LAYOUT_FIELDS, FakeGpuBackend, jpeg_layout, jpeg_layouts
 from prefetch.transforms import BatchPosition

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import prefetch
-from prefetch._engine.checks import mix64
+from prefetch._core.checks import mix64
 from prefetch._engine.resume import ResumeCursor
 from prefetch.transforms import (DIRECT_EPOCH, BatchPosition, Transform, get_leaf, run_transform,
                                  set_leaf)
