@@ -87,9 +87,9 @@ class EpochRun:
         if status == _BATCH:
             self.delivered += 1
             self._counters.add(wait_s=waited, consumer_s=span, batches=1)  # one lock a batch
-            batch, protect = state.results.pop(seq)
-            if protect is not None:  # the packed block itself was protected by next()
-                protect(protect, torch.cuda.current_stream(self._device))
+            batch, to_protect = state.results.pop(seq)
+            if to_protect is not None:  # the packed block itself was protected by next()
+                protect(to_protect, torch.cuda.current_stream(self._device))
             if self._on_batch is not None:
                 source_state = None
                 if state.snapshots is not None:

@@ -31,7 +31,6 @@ import copy
 import os
 import queue
 import threading
-import time
 import warnings
 import weakref
 
