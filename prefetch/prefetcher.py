@@ -81,7 +81,7 @@ class Prefetcher(ClosesOnExit):
                 "prefetch: %s() needs a source with state_dict() and load_state_dict() (e.g. "
                 "torchdata.stateful_dataloader.StatefulDataLoader, or use prefetch.ArrayLoader); "
                 "this Prefetcher's source is a %s, so it has no %s()"
-                % (name, type(self.__dict__.get("source")).__name__, name))
+                % (name, self.__dict__.get("_source_name", "?"), name))
         if name in _SOURCE_ATTRIBUTES:  # a property that raised: Python asks here; say it again
             return self._source_attribute(name)
         raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
@@ -118,6 +118,7 @@ class Prefetcher(ClosesOnExit):
         self.source = adapt(source, Reader(self.device, depth, max_batch_bytes, register_host,
                                            bool(worker_ring)))
         self._owned_source = self.source if self.source is not source else None
+        self._source_name = type(source).__name__  # what the user passed, for the messages
         self._cursor = ResumeCursor()
         self._latest = LatestEpoch()  # the latest iter()'s epoch (prefetch._engine.lazy_epoch)
 
@@ -154,7 +155,7 @@ class Prefetcher(ClosesOnExit):
             return len(self.source)
         except TypeError:
             raise TypeError(
-                "prefetch: the source (%s) has no len()" % type(self.source).__name__
+                "prefetch: the source (%s) has no len()" % self._source_name
             ) from None
 
     # The source's DataLoader attributes, for training scripts that read them off the loader
@@ -164,7 +165,7 @@ class Prefetcher(ClosesOnExit):
             return getattr(self.source, name)
         except AttributeError:
             raise AttributeError("prefetch: the source (%s) has no %r"
-                                 % (type(self.source).__name__, name)) from None
+                                 % (self._source_name, name)) from None
 
     dataset = property(lambda self: self._source_attribute("dataset"),
                        doc="The source's ``dataset`` (AttributeError if it has none).")
