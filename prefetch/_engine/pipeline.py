@@ -22,7 +22,10 @@ resume bookkeeping is not its job (prefetch._engine.resume).
 import numbers
 import os
 import threading
+import typing
 import weakref
+
+import torch
 
 from .._core.extension import C as _C
 from .counters import Counters, derived_fractions
@@ -70,8 +73,14 @@ class Pipeline:
     first run); tests and debugging reach it there, loaders never need to.
     """
 
-    def __init__(self, device, *, depth=3, num_threads=None, max_batch_bytes=None, transform=None,
-                 device_transform=None, rank=None, timeout=None, owner="Prefetcher", abandon=None):
+    def __init__(self, device: torch.device, *, depth: int = 3,
+                 num_threads: typing.Optional[int] = None,
+                 max_batch_bytes: typing.Optional[int] = None,
+                 transform: typing.Optional[typing.Callable] = None,
+                 device_transform: typing.Optional[typing.Callable] = None,
+                 rank: typing.Optional[int] = None, timeout: typing.Optional[float] = None,
+                 owner: str = "Prefetcher",
+                 abandon: typing.Optional[typing.Callable] = None) -> None:
         # (bool is an int to Python: depth=True would be a depth of 1.)
         if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
             raise ValueError("prefetch: %s depth must be an int >= 1, got %r" % (owner, depth))
@@ -137,8 +146,11 @@ class Pipeline:
         if not self._finalizer.alive:
             raise RuntimeError("prefetch: this %s is closed" % self.owner)
 
-    def run(self, source, *, epoch, first_index=0, track_source_state=False, length=None,
-            on_batch=None, on_end=None):
+    def run(self, source: typing.Iterable, *, epoch: int, first_index: int = 0,
+            track_source_state: bool = False,
+            length: typing.Optional[typing.Callable[[], int]] = None,
+            on_batch: typing.Optional[typing.Callable] = None,
+            on_end: typing.Optional[typing.Callable] = None) -> EpochRun:
         """Starts a run of ``source`` (stopping the live one) and returns its :class:`EpochRun`.
 
         Args:
@@ -152,6 +164,13 @@ class Pipeline:
                 delivered batch: ``index_after`` is the index of the batch after it.
             on_end(epoch, source_state): called on the consumer's thread when the source is
                 exhausted, with its ``state_dict()`` after its end (None: not tracked).
+
+        Returns:
+            EpochRun: the consumer's iterator of the run's finished batches.
+
+        Raises:
+            RuntimeError: the Pipeline is closed, or is a CUDA Pipeline inherited by a forked
+                child.
         """
         self._after_fork()
         with self._lock:

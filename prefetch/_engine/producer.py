@@ -160,7 +160,7 @@ def produce(engine, source, state, counters, stage, abandon=None):
         if it is not None and not ended and abandon is not None and state.pid == os.getpid():
             try:  # broken off: the source's own clean-up (a Prefetcher's: prefetch.sources.abandon)
                 abandon(it, source)
-            except Exception:  # noqa: BLE001 - what is at stake is later epochs' order, or when workers go
+            except Exception:  # noqa: BLE001 - at stake: later epochs' order, when workers go
                 pass
         state.started.set()
         state.noted(producer_exited=True)

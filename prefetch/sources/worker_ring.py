@@ -38,8 +38,8 @@ import torch
 
 from .._core.extension import C as _C
 from .._core.errors import CollateError
-from .._core.tree import (DATACLASS_NODE, LEAF_NODE, LIST_NODE, MAP_NODE, MOVE_NODE, NAMEDTUPLE_NODE,
-                          RAGGED_NODE, TUPLE_NODE, Packed, PreparedBatch, flatten)
+from .._core.tree import (DATACLASS_NODE, LEAF_NODE, LIST_NODE, MAP_NODE, MOVE_NODE,
+                          NAMEDTUPLE_NODE, RAGGED_NODE, TUPLE_NODE, Packed, PreparedBatch, flatten)
 from ..collate import samples as samples_collate
 from .shared_block import SharedBlock
 
