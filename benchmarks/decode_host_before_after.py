@@ -32,7 +32,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
 import prefetch
-from prefetch._engine.tree import Leaf, PreparedBatch, flatten, host_batch, ragged_fields
+from prefetch._core.tree import Leaf, PreparedBatch, flatten, host_batch, ragged_fields
 from prefetch.ops import decode, gpu_decoders
 from prefetch.store import mapped_file
 from prefetch.transforms import BatchPosition

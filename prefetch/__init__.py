@@ -4,9 +4,8 @@ Wrap any DataLoader (or iterable of batches) in :class:`Prefetcher`; batches are
 threads into a reused ring of pinned buffers, copied on a side stream and handed over on the
 device while the previous training step still runs.
 """
-import torch
-
-from ._engine.extension import _C
+from ._core.extension import C as _C  # noqa: F401  (prefetch._C, loaded or explained)
+from ._core.extension import built_with_cuda, built_with_jpeg
 from . import collate, ops, ray, sources, transforms  # prefetch.ray imports no Ray (a Ray dataset brings it)
 from .errors import CollateError, PrefetchTimeout, SharedMemoryError
 from .prefetcher import Prefetcher
@@ -18,32 +17,10 @@ from .ragged import Ragged
 # leaves prefetch.pack the function.
 from . import pack as _pack_alias  # noqa: F401
 from .store import Store, open_store, pack
-from ._engine.tree import PassThroughWarning
+from ._core.tree import PassThroughWarning
 from .transforms import FusedAugment
 
 __version__ = "0.1.0"
 
 __all__ = ["Prefetcher", "ArrayLoader", "FusedAugment", "Samples", "Ragged", "Store", "open_store", "pack", "CollateError", "PrefetchTimeout", "SharedMemoryError", "PassThroughWarning", "collate", "built_with_cuda",
            "built_with_jpeg"]
-
-
-def built_with_cuda() -> bool:
-    """Whether the extension was compiled with its CUDA backend (``python -m prefetch.info``
-    says why or why not, from setup.py's record of the build).
-
-    Returns:
-        bool: True when CUDA devices are served by prefetch's CUDA kernels; False for a CPU-only
-        build.
-    """
-    return _C.built_with_cuda()
-
-
-def built_with_jpeg() -> bool:
-    """Whether the extension was compiled with libjpeg-turbo.
-
-    Returns:
-        bool: True when :func:`prefetch.ops.decode_jpeg` and ``FusedAugment(decode=True)``
-        decode on the CPU (on a GPU they may use nvJPEG through torchvision or TorchCodec
-        either way).
-    """
-    return bool(torch.ops.prefetch._jpeg_decoder_built())

@@ -25,11 +25,11 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from ._engine.checks import check_seed, resolve_device
+from ._core.checks import check_seed, resolve_device
 from ._engine.lazy_epoch import LatestEpoch, LazyEpoch
 from ._engine.pipeline import ClosesOnExit, Pipeline
 from ._engine.resume import ResumeCursor
-from ._engine.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragged_fields,
+from ._core.tree import (Leaf, PreparedBatch, flatten, ndarray_to_tensor, ragged_fields,
                            unflatten)
 from ._engine.sharding import distributed_rank_and_size, epoch_indices, shard_size
 from .errors import PrefetchTimeout
@@ -56,7 +56,7 @@ def _as_tensor(array, name):
             # The engine's own check, once: a CollateError naming the array for anything without
             # ordinary strided CPU memory (subclasses, meta, nested, sparse, resized storages);
             # zero tensors materialised, conj/neg views resolved.
-            from ._engine.extension import _C
+            from ._core.extension import C as _C
 
             return _C.readable(array, name)
         return array

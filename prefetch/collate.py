@@ -17,9 +17,9 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils import collate as _torch_collate
 
-from ._engine.samples_to_tensors import ndarrays_to_tensors, numbers_to_tensor
-from .errors import CollateError
-from .samples import Samples
+from ._core.samples_to_tensors import ndarrays_to_tensors, numbers_to_tensor
+from ._core.errors import CollateError
+from ._core.samples import Samples
 
 __all__ = ["samples"]
 
@@ -90,7 +90,7 @@ def _samples_from_block(block, layout):
 
 
 def _sending_error(e, tensors):
-    from .errors import SharedMemoryError
+    from ._core.errors import SharedMemoryError
 
     asked = sum(t.numel() * t.element_size() for t in tensors)
     if isinstance(e, OSError):
@@ -123,7 +123,7 @@ def _share(tensors):
     except RuntimeError as e:
         if "shared memory" not in str(e) and "No space left" not in str(e):
             raise
-        from .errors import SharedMemoryError, shared_memory_advice
+        from ._core.errors import SharedMemoryError, shared_memory_advice
 
         raise SharedMemoryError("prefetch: a DataLoader worker could not put a batch's %d samples "
                                 "into shared memory (%s): %s"

@@ -24,7 +24,7 @@ from typing import Optional, Sequence, TextIO
 import torch
 
 import prefetch
-from prefetch._engine.versions import installed_versions
+from prefetch._core.versions import installed_versions
 from prefetch.ops import gpu_decoders
 
 UNKNOWN = "unknown"

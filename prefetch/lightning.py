@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ._engine.checks import is_stateful
+from ._core.checks import is_stateful
 from .array_loader import ArrayLoader
 from .prefetcher import Prefetcher
 

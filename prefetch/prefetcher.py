@@ -6,20 +6,21 @@ transform on the copy stream, delivery in order); the engine lives as long as th
 and serves every epoch. Where the consumer stands, for ``state_dict()``, is kept by a
 :class:`prefetch._engine.resume.ResumeCursor`.
 """
-import os
+import typing
 import weakref
 
-from ._engine.checks import is_stateful, resolve_device, whole
+import torch
+
+from ._core.checks import is_stateful, resolve_device, whole
 from ._engine.lazy_epoch import LatestEpoch, LazyEpoch
 from ._engine.pipeline import ClosesOnExit, Pipeline
 from ._engine.resume import FinishOpenEpoch, ResumeCursor
-from .sources import adapt
-from .sources import worker_ring as _worker_ring
-from .sources.worker_ring import WorkerRing, ring_source
-from .sources.worker_ring import usable as worker_ring_usable
+from .sources import Reader, abandon, adapt
 from .transforms.contract import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
+
+DeviceLike = typing.Union[torch.device, str, int, None]
 
 # The source's attributes a Prefetcher forwards (properties below).
 _SOURCE_ATTRIBUTES = ("dataset", "sampler", "batch_sampler", "batch_size")
@@ -56,6 +57,11 @@ class Prefetcher(ClosesOnExit):
             a block of shared memory the Prefetcher owns, and send only a descriptor (the fast
             path with workers; docs/engine.md). ``False`` keeps the per-sample hand-off.
 
+    Raises:
+        TypeError: ``transform`` or ``device_transform`` not callable, ``rank`` not an int.
+        ValueError: ``rank`` < 0, ``depth``/``num_threads`` not an int >= 1, ``timeout`` not
+            > 0 seconds, ``max_batch_bytes`` not an int >= 1.
+
     ``dataset``, ``sampler``, ``batch_sampler`` and ``batch_size`` are the source's (a
     DataLoader's), so ``loader.sampler.set_epoch(e)`` reaches its sampler. A forked child (CPU)
     iterates an inherited Prefetcher with an engine of its own.
@@ -75,23 +81,24 @@ class Prefetcher(ClosesOnExit):
                 "prefetch: %s() needs a source with state_dict() and load_state_dict() (e.g. "
                 "torchdata.stateful_dataloader.StatefulDataLoader, or use prefetch.ArrayLoader); "
                 "this Prefetcher's source is a %s, so it has no %s()"
-                % (name, type(self.__dict__.get("source")).__name__, name))
+                % (name, self.__dict__.get("_source_name", "?"), name))
         if name in _SOURCE_ATTRIBUTES:  # a property that raised: Python asks here; say it again
             return self._source_attribute(name)
         raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
 
-    def __init__(self, source, *, device=None, depth=3, num_threads=None, transform=None,
-                 device_transform=None, timeout=None, max_batch_bytes=None, rank=None,
-                 worker_ring=True):
+    def __init__(self, source: typing.Iterable, *, device: DeviceLike = None, depth: int = 3,
+                 num_threads: typing.Optional[int] = None,
+                 transform: typing.Optional[typing.Callable] = None,
+                 device_transform: typing.Optional[typing.Callable] = None,
+                 timeout: typing.Optional[float] = None, max_batch_bytes: typing.Optional[int] = None,
+                 rank: typing.Optional[int] = None, worker_ring: bool = True) -> None:
         for name, fn in (("transform", transform), ("device_transform", device_transform)):
             if fn is not None and not callable(fn):
                 raise TypeError("prefetch: %s must be callable, got %r" % (name, fn))
-        source = adapt(source)  # a Ray dataset becomes a RaySource (prefetch.sources)
         if rank is not None:
             rank = whole(rank, "rank")
             if rank < 0:
                 raise ValueError("prefetch: rank must be an int >= 0, got %r" % (rank,))
-        self.source = source
         self.device = resolve_device(device)
         self.depth = depth
         self.transform, self.device_transform = transform, device_transform
@@ -99,42 +106,21 @@ class Prefetcher(ClosesOnExit):
         self._pipeline = Pipeline(self.device, depth=depth, num_threads=num_threads,
                                   max_batch_bytes=max_batch_bytes, transform=transform,
                                   device_transform=device_transform, rank=rank, timeout=timeout,
-                                  owner="Prefetcher")
+                                  owner="Prefetcher", abandon=abandon)
+        pipeline = weakref.ref(self._pipeline)  # a source must not keep the Prefetcher alive
+
+        def register_host(block):
+            p = pipeline()
+            return None if p is None else p.engine.register_host(block)
+
+        # A Ray dataset becomes a RaySource, a DataLoader the worker ring serves a RingLoader
+        # (prefetch.sources.adapt); a source made here is the Prefetcher's to close.
+        self.source = adapt(source, Reader(self.device, depth, max_batch_bytes, register_host,
+                                           bool(worker_ring)))
+        self._owned_source = self.source if self.source is not source else None
+        self._source_name = type(source).__name__  # what the user passed, for the messages
         self._cursor = ResumeCursor()
         self._latest = LatestEpoch()  # the latest iter()'s epoch (prefetch._engine.lazy_epoch)
-        self._max_batch_bytes = max_batch_bytes
-        self._ring = None  # the WorkerRing, made at the first epoch over a DataLoader it can serve
-        self._ring_wanted = bool(worker_ring)
-
-    def _source_for_epoch(self):
-        """The source itself, or its epochs through the worker ring."""
-        ring = self._worker_ring()
-        return self.source if ring is None else ring_source(ring)
-
-    def _stateful_source(self):
-        """Whose ``state_dict()`` is the source's: the ring's copy of the DataLoader (it owns
-        the iterator the epochs run) where the ring serves the source, else the source."""
-        ring = self._worker_ring()
-        return self.source if ring is None else ring.loader
-
-    def _worker_ring(self):
-        """The WorkerRing of this process (made on first use), or None where it cannot serve."""
-        if not self._ring_wanted or not worker_ring_usable(self.source):
-            return None
-        if self._ring is None or self._ring.pid != os.getpid():
-            lease = self.device.type == "cpu" and _worker_ring.LEASE_ON_CPU
-            pipeline = weakref.ref(self._pipeline)  # the ring must not keep the Prefetcher alive
-
-            def pin(block):
-                p = pipeline()
-                return None if p is None or lease else p.engine.register_host(block)
-
-            self._ring = WorkerRing(self.source, self.depth, self._max_batch_bytes, lease=lease,
-                                    pin=pin)
-            # Dropped without close(): the ring's persistent workers are shut down too (they
-            # would hold its block while the ring's copy of the DataLoader waits for the GC).
-            weakref.finalize(self, self._ring.close).atexit = False
-        return self._ring
 
     def __iter__(self):
         """This epoch's batches. The epoch starts at the first ``next()`` (its number, its run,
@@ -151,7 +137,7 @@ class Prefetcher(ClosesOnExit):
         """Starts the next epoch on the Pipeline and returns its EpochRun."""
         stateful = is_stateful(self.source)
         epoch, first = self._cursor.next_epoch, self._cursor.resume_index
-        source = self._source_for_epoch()
+        source = self.source
         if stateful and self._cursor.source_epoch_open:
             # The loaded state ends the source's epoch without its StopIteration: finish it
             # first, or this epoch would be its empty remainder (prefetch._engine.resume).
@@ -169,7 +155,7 @@ class Prefetcher(ClosesOnExit):
             return len(self.source)
         except TypeError:
             raise TypeError(
-                "prefetch: the source (%s) has no len()" % type(self.source).__name__
+                "prefetch: the source (%s) has no len()" % self._source_name
             ) from None
 
     # The source's DataLoader attributes, for training scripts that read them off the loader
@@ -179,7 +165,7 @@ class Prefetcher(ClosesOnExit):
             return getattr(self.source, name)
         except AttributeError:
             raise AttributeError("prefetch: the source (%s) has no %r"
-                                 % (type(self.source).__name__, name)) from None
+                                 % (self._source_name, name)) from None
 
     dataset = property(lambda self: self._source_attribute("dataset"),
                        doc="The source's ``dataset`` (AttributeError if it has none).")
@@ -201,8 +187,9 @@ class Prefetcher(ClosesOnExit):
         """Stops the current epoch and joins every thread the Prefetcher started (and shuts down
         persistent DataLoader workers that write into its shared ring)."""
         self._pipeline.close()
-        if self._ring is not None and self._ring.pid == os.getpid():
-            self._ring.close()
+        close = getattr(self._owned_source, "close", None)
+        if close is not None:
+            close()
 
     @property
     def closed(self):
@@ -255,8 +242,9 @@ class Prefetcher(ClosesOnExit):
         ``prefetch_factor``, made before the ring opened), ``worker_ring_slots`` and
         ``worker_ring_bytes``."""
         out = self._pipeline.stats()
-        if self._ring is not None:
-            out.update(self._ring.stats())
+        stats = getattr(self._owned_source, "stats", None)
+        if stats is not None:
+            out.update(stats())
         return out
 
     def __repr__(self):
@@ -309,7 +297,7 @@ class _Resumable:
         except TypeError:
             length = None  # no len(): the resumed epoch ends at once and the next one follows
         epoch, consumed, source_state, source_open = self._cursor.save_point(
-            length, self._stateful_source().state_dict)
+            length, self.source.state_dict)
         state = {"epoch": epoch, "batches_consumed": consumed, "source": source_state}
         if source_open:
             state["source_epoch_open"] = True
@@ -325,6 +313,6 @@ class _Resumable:
         self._pipeline.stop()
         # The transform's seed first: it refuses a state of another explicit seed.
         load_transform_state(self.transform, state)
-        self._stateful_source().load_state_dict(state["source"])
+        self.source.load_state_dict(state["source"])
         self._cursor.load(state["epoch"], state["batches_consumed"], state["source"],
                           state.get("source_epoch_open", False))

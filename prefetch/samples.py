@@ -1,18 +1,5 @@
-"""`Samples`: per-sample tensors that the engine collates, once, straight into pinned memory."""
+"""`Samples`: per-sample tensors that the engine collates, once, straight into pinned memory
+(defined in :mod:`prefetch._core.samples`, the bottom layer, where the batch tree reaches it)."""
+from ._core.samples import Samples
 
-
-class Samples(list):
-    """A list of equal-shaped per-sample tensors, ndarrays or numbers, to be stacked along a new
-    first dimension by the Prefetcher's C++ pool (as ``default_collate`` would stack them).
-
-    Produced by :func:`prefetch.collate.samples`; outside a Prefetcher it is an ordinary list.
-
-    Args:
-        iterable (optional): the samples, as ``list()`` takes them: tensors ``[*S]`` of one
-            shape and dtype (stacked into ``Tensor[N, *S]``), ndarrays, or numbers.
-    """
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "Samples(%d items)" % len(self)
+__all__ = ["Samples"]

@@ -87,7 +87,7 @@ def gpus():
 def packages():
     # prefetch's own helper, loaded by path: this runs before prefetch is built.
     spec = importlib.util.spec_from_file_location(
-        "prefetch_versions", os.path.join(ROOT, "prefetch", "_engine", "versions.py"))
+        "prefetch_versions", os.path.join(ROOT, "prefetch", "_core", "versions.py"))
     versions = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(versions)
     return versions.installed_versions(PACKAGES)

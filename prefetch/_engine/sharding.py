@@ -9,7 +9,7 @@ together cover the dataset and at most ``world_size - 1`` samples appear twice i
 """
 import torch
 
-from .checks import mix64, whole
+from .._core.checks import mix64, whole
 
 __all__ = ["shard_size", "epoch_indices", "distributed_rank_and_size"]
 

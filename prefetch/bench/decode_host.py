@@ -37,7 +37,7 @@ import time
 import torch
 
 import prefetch
-from prefetch._engine.tree import Leaf, PreparedBatch, flatten, host_batch, ragged_fields
+from prefetch._core.tree import Leaf, PreparedBatch, flatten, host_batch, ragged_fields
 from prefetch.ops import gpu_decoders
 from prefetch.store.mapped import mapped_file
 from prefetch.transforms import BatchPosition

@@ -12,7 +12,7 @@ import time
 import torch
 
 import prefetch
-from prefetch import _C
+from prefetch._core.extension import C as _C
 from prefetch._engine.pipeline import Pipeline, derived_fractions
 
 from . import text, timing

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from .._engine.checks import whole
+from .._core.checks import whole
 
 # The output dtypes of normalize_flip and resized_crop (and their message).
 OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.uint8)
@@ -33,7 +33,7 @@ _GEOMETRY_ARGS = ("hflip", "vflip", "offsets", "indices")
 
 def crop_list(crop):
     """``crop`` as the schemas take it: None, or ``[h, w]`` of whole numbers (an int: square).
-    TypeError (from :func:`prefetch._engine.checks.whole`) for a fractional value."""
+    TypeError (from :func:`prefetch._core.checks.whole`) for a fractional value."""
     if crop is None:
         return None
     if isinstance(crop, (list, tuple)):

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 from .arguments import DTYPE_NAMES, check_output_size, check_uint8_images
 
 __all__ = ["color_jitter", "COLOR_STEPS", "sharpness", "lookup", "histograms"]

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 
 BUILDS = ("avx512", "avx2", "baseline")
 ENV_VAR = "PREFETCH_CPU_CAPABILITY"

@@ -27,9 +27,9 @@ import torch
 from . import gpu_decoders, gpu_streams, jpeg_headers
 from .arguments import flips, size_list
 from .geometry import resized_crop
-from .._engine.checks import describe, whole
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
-from ..ragged import Ragged
+from .._core.checks import describe, whole
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.ragged import Ragged
 
 __all__ = ["decode_jpeg", "jpeg_sizes", "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels",
            "set_max_image_pixels", "check_image_pixels", "DecompressionBombWarning"]
@@ -475,9 +475,9 @@ def _regions(boxes, hw, n_images):
 
 
 def _with_cpu_decoder():
-    import prefetch
+    from .._core.extension import built_with_jpeg
 
-    return prefetch.built_with_jpeg()
+    return built_with_jpeg()
 
 
 # --- the fake kernels of the JPEG ops (their shapes; the headers are read when the real ones run) ---

@@ -9,8 +9,8 @@ from typing import Sequence
 
 import torch
 
-from .._engine.checks import whole
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.checks import whole
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 from .arguments import (DTYPE_NAMES, MAX_CROP, OUT_DTYPES, OUT_DTYPES_MESSAGE, check_devices,
                         check_flips, check_geometry, check_normalization, check_output_size,
                         check_uint8_images, crop_list, flips, integer, size_list)
@@ -73,7 +73,7 @@ def _flip_crop_fake(masks, hflip=None, vflip=None, crop=None, offsets=None, fill
 # --- resized_crop ---------------------------------------------------------------------------------
 
 def _ragged(images):
-    from ..ragged import Ragged
+    from .._core.ragged import Ragged
 
     if isinstance(images, (list, tuple)):
         if not images:  # no sample to take a dtype, a device or C from: an empty batch
@@ -100,7 +100,7 @@ def _pack(images):
     back the tables it makes from the images' shapes to check them (a graph cannot branch on
     tensor values, and tables made from shapes cannot be wrong). The samples are checked as
     ``from_tensors`` checks them, by dtype, rank and device."""
-    from ..ragged import Ragged, check_samples
+    from .._core.ragged import Ragged, check_samples
 
     check_samples(images, "images")
     shapes = [tuple(t.shape) for t in images]

@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 from .jpeg_headers import COLUMNS, JpegLayout, jpeg_layouts, layout_of_row
 
 __all__ = ["GpuJpegBackend", "TorchCodecBackend", "TorchvisionBackend", "CpuBackend",

@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import torch
 
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["JpegLayout", "jpeg_layout", "jpeg_layouts", "layout_of_row", "LAYOUT_FIELDS", "COLUMNS"]
 

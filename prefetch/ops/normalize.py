@@ -10,8 +10,8 @@ from typing import Sequence
 
 import torch
 
-from .._engine.checks import whole
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.checks import whole
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 from .arguments import (OUT_DTYPES, OUT_DTYPES_MESSAGE, check_devices, check_geometry,
                         check_normalization, check_output_size, crop_list, flips)
 

@@ -4,8 +4,8 @@ when it dies (torch's allocator would page-fault a fresh block on every call). d
 "Where prefetch's CPU outputs come from"."""
 import torch
 
-from .._engine.checks import whole
-from .._engine.extension import _C  # noqa: F401  (loading the extension registers the ops)
+from .._core.checks import whole
+from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 
 __all__ = ["output_pool_stats", "release_output_pool", "set_output_pool_limit"]
 

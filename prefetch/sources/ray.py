@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from ..errors import CollateError
+from .._core.errors import CollateError
 
 __all__ = ["RaySource", "is_ray_dataset"]
 

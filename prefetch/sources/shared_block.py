@@ -68,7 +68,7 @@ def _torch_shared(nbytes):
     except RuntimeError as e:
         if "shared memory" not in str(e) and "No space left" not in str(e):
             raise
-        from ..errors import SharedMemoryError, shared_memory_advice
+        from .._core.errors import SharedMemoryError, shared_memory_advice
 
         raise SharedMemoryError("prefetch: the worker ring's shared block could not be made (%s): %s"
                                 % (e, shared_memory_advice(nbytes))) from None

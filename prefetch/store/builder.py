@@ -15,11 +15,11 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._engine.samples_to_tensors import INT64, show_int
-from .._engine.tree import ndarray_to_tensor
-from ..errors import CollateError
+from .._core.samples_to_tensors import INT64, show_int
+from .._core.tree import ndarray_to_tensor
+from .._core.errors import CollateError
 from ..ops.decode import jpeg_sizes
-from ..ragged import Ragged
+from .._core.ragged import Ragged
 from .files import fsync_directory
 from .format import FORMAT, HEADER, RESERVED, VALUES_FILE, VERSION, header_crc32, header_text
 from .inputs import Refused, a_type

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, NoReturn
 
 import numpy as np
 
-from .._engine.extension import _C
+from .._core.extension import C as _C
 
 __all__ = ["FORMAT", "VERSION", "HEADER", "REQUIRED", "VALUES_FILE", "ENCODINGS", "MAX_SIDE",
            "CRC_CHUNK", "RESERVED", "StoreError", "header_crc32", "header_text",

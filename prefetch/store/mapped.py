@@ -37,7 +37,7 @@ class MappedFile:
         self.file, self.path, self.size = file, path, size
 
     def leaf_guard(self) -> "MappedGuard":
-        """The guard a :class:`prefetch._engine.tree.Leaf` carries as its ``mapped``, which the
+        """The guard a :class:`prefetch._core.tree.Leaf` carries as its ``mapped``, which the
         engine checks as :meth:`check` does, once it has room for the batch and right before its
         threads read the mapping.
 

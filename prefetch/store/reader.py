@@ -25,9 +25,9 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from .._engine.tree import ndarray_to_tensor
-from ..errors import CollateError
-from ..ragged import Ragged
+from .._core.tree import ndarray_to_tensor
+from .._core.errors import CollateError
+from .._core.ragged import Ragged
 from .files import crc32_of_file, open_regular
 from .format import (CRC_CHUNK, FORMAT, HEADER, MAX_SIDE, VALUES_FILE, StoreError,
                      check_header, check_little_endian)

@@ -22,7 +22,7 @@ What counts as a number: ``int``, ``float`` and numpy's numbers (``numbers.Real`
 (nor numpy's), not a string, not a tensor (a probability takes a 0-d tensor, as torchvision's
 flips do). An int: ``int`` or a numpy integer, not a float (``2.0`` included: torchvision's
 ``range(num_ops)`` refuses it too). The ops' and loaders' integer arguments, which take a whole
-float, are :func:`prefetch._engine.checks.whole`'s.
+float, are :func:`prefetch._core.checks.whole`'s.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .._engine.checks import whole
+from .._core.checks import whole
 
 __all__ = ["random_resized_boxes", "center_boxes", "center_anchor", "resized_output_size"]
 

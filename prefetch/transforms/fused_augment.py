@@ -20,13 +20,13 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .._engine.checks import whole
+from .._core.checks import whole
 from ..ops.geometry import flip_crop
 from ..ops.normalize import normalize_flip
 from ..ops.gpu_decoders import may_serve
 from . import arguments
 from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
-from ..ragged import Ragged
+from .._core.ragged import Ragged
 from .contract import Batch, BatchPosition, LeafKey, SeededTransform, get_leaf, set_leaf
 
 __all__ = ["FusedAugment", "Draws"]

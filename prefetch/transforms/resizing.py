@@ -16,11 +16,11 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from .._engine.checks import describe
+from .._core.checks import describe
 from ..ops.geometry import resized_crop
 from ..ops.decode import (decode_jpeg, decode_resized_crop, decode_with_backend, encoded_batch,
                           gpu_backend_for, jpeg_sizes)
-from ..ragged import Ragged
+from .._core.ragged import Ragged
 from .contract import Batch, BatchPosition, get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
 

@@ -8,7 +8,7 @@ import torch
 
 import prefetch
 from prefetch import _C
-from prefetch._engine.tree import Leaf, flatten, ndarray_to_tensor
+from prefetch._core.tree import Leaf, flatten, ndarray_to_tensor
 
 
 @pytest.fixture

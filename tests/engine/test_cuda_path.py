@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import prefetch
-from prefetch._engine import pipeline as _pipeline
+from prefetch._engine import device_stage as _pipeline
 from prefetch.transforms.resizing import DecodedWindows
 from prefetch.transforms.fused_augment import Draws
 from prefetch.transforms import BatchPosition, Transform, has_host_stage
@@ -109,7 +109,7 @@ def _device_stage(monkeypatch, device_transform):
     monkeypatch.setattr(torch.cuda, "ExternalStream", lambda handle, device: ("copy stream", handle))
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
     monkeypatch.setattr(_pipeline, "unflatten", lambda spec, tensors, moved, device: ("unflattened", tensors, moved))
-    return _pipeline._DeviceStage(torch.device("cuda", 0), 7, None, device_transform, rank=0)
+    return _pipeline.DeviceStage(torch.device("cuda", 0), 7, None, device_transform, rank=0)
 
 
 def test_with_a_transform_the_consumer_is_protected_for_what_the_transform_made(monkeypatch):

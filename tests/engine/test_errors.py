@@ -342,7 +342,7 @@ def test_nonsense_timeouts_are_refused(timeout):
 
 
 def test_engine_next_treats_an_unrepresentable_deadline_as_forever():
-    from prefetch._engine.tree import Leaf
+    from prefetch._core.tree import Leaf
 
     # The binding itself: a huge or non-finite timeout must not become a deadline in the past.
     engine = prefetch._C.Engine("cpu", -1, 2, 1, 0)

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, default_collate
 
 import prefetch
 from prefetch import CollateError, Samples
-from prefetch._engine.tree import flatten
+from prefetch._core.tree import flatten
 
 VALUES = [True, 0, -1, 2 ** 63 - 1, -(2 ** 63), 2 ** 63, -(2 ** 63) - 1, 2 ** 70, 10 ** 400, 1.5,
           float("inf"), float("nan"), 1 + 2j, np.bool_(True), np.int8(-3), np.uint8(200),
@@ -254,7 +254,7 @@ def test_numpy_samples_of_one_dtype_cost_no_python_per_sample(monkeypatch):
     """The common path converts a field with one map of torch.from_numpy: ndarray_to_tensor,
     the per-sample careful path, is not called for arrays from_numpy takes as they are — and is
     for a sample it refuses (negative strides), which still arrives right."""
-    from prefetch._engine import samples_to_tensors
+    from prefetch._core import samples_to_tensors
 
     calls = []
     real = samples_to_tensors.ndarray_to_tensor

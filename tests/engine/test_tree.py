@@ -111,8 +111,8 @@ def test_known_immutables_never_warn():
 
 
 def test_prepared_batches_are_untouched():
-    from prefetch._engine.tree import flatten
-    from prefetch._engine.tree import PreparedBatch
+    from prefetch._core.tree import flatten
+    from prefetch._core.tree import PreparedBatch
 
     spec, leaves, moves = flatten({"x": torch.arange(4)})
     with prefetch.Prefetcher([PreparedBatch(spec, leaves, moves)], device="cpu") as pf:

@@ -9,7 +9,7 @@ import torch
 
 import prefetch
 from prefetch import ArrayLoader, FusedAugment, Ragged
-from prefetch._engine.tree import ndarray_to_tensor
+from prefetch._core.tree import ndarray_to_tensor
 
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
 

@@ -144,7 +144,7 @@ def test_the_host_stage_reads_check_the_file_too(tmp_path):
     are read from the mapping in Python (tree.host_batch), not by the engine. That read checks
     the file first, as the engine does (the leaf's MappedGuard)."""
     run(tmp_path, """
-from prefetch._engine.tree import Leaf, PreparedBatch, flatten, host_batch
+from prefetch._core.tree import Leaf, PreparedBatch, flatten, host_batch
 from prefetch.store import mapped_file
 guard = mapped_file(used.values).leaf_guard()
 spans = torch.tensor([[int(used.offsets[3]), int(used.offsets[4] - used.offsets[3])]])

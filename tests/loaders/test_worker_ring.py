@@ -19,8 +19,8 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 
 import prefetch
 from prefetch.sources import worker_ring as _worker_ring
-from prefetch._engine.extension import _C
-from prefetch._engine.tree import flatten
+from prefetch._core.extension import _C
+from prefetch._core.tree import flatten
 
 from ..conftest import SANITIZED, require_cuda
 
@@ -201,7 +201,7 @@ def test_what_a_worker_sends_holds_no_tensor():
     sent = pickle.dumps(stripped)
     assert len(sent) < 2000 and b"_rebuild_tensor" not in sent
     # The stripped spec rebuilds the same batch from the slot's tensors.
-    from prefetch._engine.tree import unflatten
+    from prefetch._core.tree import unflatten
     tensors = [torch.stack(leaf.value) if isinstance(leaf.value, list) else leaf.value
                for leaf in leaves]
     rebuilt = unflatten(stripped, tensors, [], torch.device("cpu"))
@@ -379,20 +379,20 @@ def test_a_forked_child_closing_an_inherited_epoch_does_not_pause_the_parents_ri
         streamed(pf)  # the block exists: every batch of the next epoch can take the ring
         it = iter(pf)
         got = [copy.deepcopy(next(it))]
-        epoch = pf._ring._batches()
-        serial = pf._ring.iterator._prefetch_ring_serial
-        assert epoch is not None and pf._ring.table.accepting(serial) is not None
+        epoch = pf.source.ring._batches()
+        serial = pf.source.ring.iterator._prefetch_ring_serial
+        assert epoch is not None and pf.source.ring.table.accepting(serial) is not None
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             code = 1
             try:
                 epoch.close()
-                code = 0 if pf._ring.table.accepting(serial) is not None else 2
+                code = 0 if pf.source.ring.table.accepting(serial) is not None else 2
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert pf._ring.table.accepting(serial) is not None
+        assert pf.source.ring.table.accepting(serial) is not None
         before = pf.stats()["worker_ring_fallbacks"]
         got += [copy.deepcopy(b) for b in it]
         assert_same(got, reference(ds))
@@ -434,7 +434,7 @@ def test_close_shuts_down_persistent_workers_holding_the_ring():
     dl = loader(ds, persistent_workers=True)
     pf = prefetch.Prefetcher(dl, device="cpu")
     list(pf)
-    ring = pf._ring
+    ring = pf.source.ring
     workers = list(ring.loader._iterator._workers)  # the ring's copy of the DataLoader's
     assert dl._iterator is None  # the user's DataLoader started none
     pf.close()
@@ -463,7 +463,7 @@ def test_cuda_device_through_the_ring():
                         want)
         stats = pf.stats()
         assert ring_batches(pf) > 0 and stats["packed_bytes"] > 0, stats
-        assert all(p is not None for p in pf._ring.pins.values())  # the block is page-locked
+        assert all(p is not None for p in pf.source.ring.pins.values())  # the block is page-locked
         assert _C._testing.packed_in_flight(pf._pipeline.engine) <= 2 + 1
 
 
@@ -561,7 +561,7 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
         while not taken or _slot_of(pf, taken[-1][0]) is None:
             taken.append(next(it))
         slot = _slot_of(pf, taken[-1][0])
-        leased = _C._testing.slot_words(pf._ring.table)[slot]
+        leased = _C._testing.slot_words(pf.source.ring.table)[slot]
         assert leased[2] == _C._testing.LEASED, leased
         pid = os.fork()
         if pid == 0:  # the child drops its copy of the batch and exits normally
@@ -570,7 +570,7 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
             gc.collect()
             os._exit(0)
         os.waitpid(pid, 0)
-        assert _C._testing.slot_words(pf._ring.table)[slot] == leased  # not freed by the child
+        assert _C._testing.slot_words(pf.source.ring.table)[slot] == leased  # not freed by the child
         assert_same(taken, want[:len(taken)])
         n = len(taken)
         del taken
@@ -579,13 +579,13 @@ def test_a_forked_child_dropping_a_batch_does_not_free_the_parents_slot():
 
 
 def _slot_states(pf):
-    return [state for _, _, state in _C._testing.slot_words(pf._ring.table)]
+    return [state for _, _, state in _C._testing.slot_words(pf.source.ring.table)]
 
 
 def _slot_of(pf, tensor):
     """The slot of the ring's current block that `tensor` (a leaf of a batch on the CPU device)
     views, or None (a batch that went the usual way)."""
-    ring = pf._ring
+    ring = pf.source.ring
     block = ring.blocks[ring.version]
     offset = tensor.data_ptr() - block.data_ptr()
     if not 0 <= offset < block.numel():
@@ -597,7 +597,7 @@ def _slots_not_free(pf):
     """The slot words that are not FREE in the table's current generation: slots lost to every
     later batch, when the caller holds no batch (on the CPU device a batch is its slot)."""
     gc.collect()
-    table = pf._ring.table
+    table = pf.source.ring.table
     free = (_C._testing.slot_generation(table), 0, _C._testing.FREE)
     return [(i, w) for i, w in enumerate(_C._testing.slot_words(table)) if w != free]
 
@@ -696,7 +696,7 @@ def test_copy_from_slot_never_reads_a_rewritten_slot(copy_from_slot):
         stats = pf.stats()
         assert stats["worker_ring_fallbacks"] == fallbacks, stats
         assert stats["packed_bytes"] > 0 and stats["worker_ring_slots"] == 2 + 1 + 2
-        assert set(pf._ring.pins) == set(pf._ring.blocks)  # each block registered (a no-op here)
+        assert set(pf.source.ring.pins) == set(pf.source.ring.blocks)  # each block registered (a no-op here)
 
 
 @pytest.mark.parametrize("context", ["spawn", pytest.param(
@@ -712,8 +712,8 @@ def test_copy_from_slot_through_break_growth_and_close(copy_from_slot, context):
         assert_same([b for _, b in zip(range(k), it)], want[:k])
         del it
         assert_same(streamed(pf), want)
-    assert ring_batches(pf) > 0 and len(pf._ring.pins) == 1
-    pins = [p for p in pf._ring.pins.values()]
+    assert ring_batches(pf) > 0 and len(pf.source.ring.pins) == 1
+    pins = [p for p in pf.source.ring.pins.values()]
     engine = pf._pipeline.engine
     it = iter(pf)
     next(it)

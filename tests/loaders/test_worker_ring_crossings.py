@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import prefetch
-from prefetch._engine.extension import _C
+from prefetch._core.extension import _C
 from prefetch.sources import worker_ring as _worker_ring
 
 BATCHES, BATCH = 24, 8

@@ -130,10 +130,10 @@ def assert_every_slot_free(pf):
     drop every batch first."""
     import gc
 
-    from prefetch._engine.extension import _C
+    from prefetch._core.extension import _C
 
     gc.collect()  # a batch in a reference cycle (an exception's traceback) holds its slot
-    table = pf._ring.table
+    table = pf.source.ring.table
     generation = _C._testing.slot_generation(table)
     words = _C._testing.slot_words(table)
     lost = [(i, w) for i, w in enumerate(words) if w != (generation, 0, _C._testing.FREE)]
@@ -197,7 +197,7 @@ def good_epoch(pf, expected=expected, require_ring=True):
     used = ring_batches(pf) - before
     if require_ring:
         assert used > 0, "RING NOT USED: %s" % pf.stats()
-    if pf._ring is not None:
+    if getattr(pf.source, "ring", None) is not None:
         assert_every_slot_free(pf)
     return used
 """
@@ -295,7 +295,7 @@ def test_a_persistent_worker_killed_between_epochs_is_replaced(when):
     from prefetch.sources import worker_ring
     pf = prefetch.Prefetcher(loader(Samples(), persistent_workers=True), device="cpu")
     good_epoch(pf, require_ring=False)
-    workers = list(pf._ring.loader._iterator._workers)
+    workers = list(pf.source.ring.loader._iterator._workers)
     os.kill(workers[0].pid, 9)
     if {when!r} != "dying":
         workers[0].join(timeout=10)
@@ -308,7 +308,7 @@ def test_a_persistent_worker_killed_between_epochs_is_replaced(when):
         worker_ring.WorkerRing._drop_dead_persistent_workers = misses_once
     for _ in range(2):
         good_epoch(pf)
-    assert pf._ring.loader._iterator._workers[0] is not workers[0]
+    assert pf.source.ring.loader._iterator._workers[0] is not workers[0]
     assert {when!r} != "unseen" or len(calls) == 3, calls  # missed, after the reset, epoch 3
     pf.close()
     print("OK")

@@ -25,8 +25,8 @@ import torch
 
 import prefetch
 from prefetch import Ragged
-from prefetch._engine import tree
-from prefetch._engine.tree import host_batch
+from prefetch._core import tree
+from prefetch._core.tree import host_batch
 from prefetch.ops import decode_jpeg, gpu_decoders
 from prefetch.ops.gpu_backends import FakeGpuBackend
 from prefetch.ops.jpeg_headers import LAYOUT_FIELDS, jpeg_layout, jpeg_layouts, layout_of_row

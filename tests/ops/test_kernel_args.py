@@ -12,7 +12,7 @@ completeness check names any field left unset.
 import pytest
 import torch
 
-from prefetch._engine.extension import _C
+from prefetch._core.extension import _C
 from prefetch.ragged import Ragged
 
 TARGETS = ["cpu", "cuda"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import prefetch
-from prefetch._engine.checks import mix64
+from prefetch._core.checks import mix64
 from prefetch._engine.resume import ResumeCursor
 from prefetch.transforms import (DIRECT_EPOCH, BatchPosition, Transform, get_leaf, run_transform,
                                  set_leaf)
@@ -35,7 +35,7 @@ def arrays(n=40):
 
 
 def test_batch_position_seed_is_splitmix_of_seed_rank_epoch_index():
-    def splitmix(*values):  # written out independently of prefetch._engine.checks
+    def splitmix(*values):  # written out independently of prefetch._core.checks
         h, m = 0x9E3779B97F4A7C15, (1 << 64) - 1
         for v in values:
             h = ((h ^ (v & m)) + 0x9E3779B97F4A7C15) & m

@@ -142,7 +142,7 @@ def test_a_bad_argument_is_refused_when_built_naming_the_class_and_argument(cls,
 # Arguments whose right values are strings: a wrong string is a ValueError only.
 STRING_ARGUMENTS = {"layout", "interpolation", "policy", "padding_mode", "value"}
 # FusedAugment's whole-number arguments take a whole float, as the ops' do
-# (prefetch._engine.checks.whole: a plain TypeError, or a ValueError naming the range).
+# (prefetch._core.checks.whole: a plain TypeError, or a ValueError naming the range).
 WHOLE_NUMBER_ARGUMENTS = {("FusedAugment", "padding"), ("FusedAugment", "mask_fill"),
                           ("FusedAugment", "fill")}
 

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..errors import CollateError
+from .errors import CollateError
 
 __all__ = ["INT64", "show_int", "ndarray_to_tensor", "numbers_to_tensor", "ndarrays_to_tensors"]
 

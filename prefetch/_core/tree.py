@@ -20,12 +20,16 @@ import numpy as np
 import torch
 
 from .extension import _C
+from .errors import CollateError
+from .ragged import Ragged
+from .samples import Samples
 from .samples_to_tensors import ndarray_to_tensor, ndarrays_to_tensors, numbers_to_tensor
-from ..errors import CollateError
-from ..ragged import Ragged
-from ..samples import Samples
+from .spans import gather_spans
 
-_LEAF, _MOVE, _CONST, _MAP, _NAMEDTUPLE, _TUPLE, _LIST, _DATACLASS, _RAGGED = range(9)
+# The kinds of a spec's nodes (``node[0]``): public, for a source that reads or rewrites a spec
+# (the worker ring strips a spec to what a worker sends, and turns its leaves into moves).
+(LEAF_NODE, MOVE_NODE, CONST_NODE, MAP_NODE, NAMEDTUPLE_NODE, TUPLE_NODE, LIST_NODE, DATACLASS_NODE,
+ RAGGED_NODE) = range(9)
 
 
 class Leaf(typing.NamedTuple):
@@ -174,8 +178,8 @@ def _ragged_samples(tensors, name, leaves):
     children = []
     for suffix, value in ((".values", tuple(tensors)), (".offsets", offsets), (".sizes", sizes)):
         leaves.append(Leaf(name + suffix, value))
-        children.append((_LEAF, len(leaves) - 1))
-    return (_RAGGED, children, shapes, True)
+        children.append((LEAF_NODE, len(leaves) - 1))
+    return (RAGGED_NODE, children, shapes, True)
 
 
 def flatten(batch, name="batch"):
@@ -194,9 +198,9 @@ def _flatten(obj, name, leaves, moves):
                                "with data can be moved to a device" % (name, list(obj.shape)))
         if obj.device.type == "cpu":
             leaves.append(Leaf(name, obj))
-            return (_LEAF, len(leaves) - 1)
+            return (LEAF_NODE, len(leaves) - 1)
         moves.append(obj)
-        return (_MOVE, len(moves) - 1)
+        return (MOVE_NODE, len(moves) - 1)
     if isinstance(obj, Samples):
         value = _samples_leaf(obj, name)
         # Samples of different sizes that can be packed become a Ragged; any other mismatch
@@ -204,33 +208,33 @@ def _flatten(obj, name, leaves, moves):
         if isinstance(value, list) and not _C.same_shapes(value) and _can_be_ragged(value):
             return _ragged_samples(value, name, leaves)
         leaves.append(Leaf(name, value))
-        return (_LEAF, len(leaves) - 1)
+        return (LEAF_NODE, len(leaves) - 1)
     if isinstance(obj, Ragged):
         children = [_flatten(getattr(obj, k), "%s.%s" % (name, k), leaves, moves)
                     for k in ("values", "offsets", "sizes")]
-        return (_RAGGED, children, obj._shapes, obj._dense)
+        return (RAGGED_NODE, children, obj._shapes, obj._dense)
     if isinstance(obj, np.ndarray):
         leaves.append(Leaf(name, ndarray_to_tensor(obj, name)))
-        return (_LEAF, len(leaves) - 1)
+        return (LEAF_NODE, len(leaves) - 1)
     if isinstance(obj, collections.abc.Mapping):
         keys = list(obj.keys())
         children = [_flatten(obj[k], "%s[%r]" % (name, k), leaves, moves) for k in keys]
         # A plain dict is rebuilt directly; other mappings are cloned (which needs the original).
-        return (_MAP, None if type(obj) is dict else obj, keys, children)
+        return (MAP_NODE, None if type(obj) is dict else obj, keys, children)
     if isinstance(obj, tuple):
         children = [_flatten(v, "%s[%d]" % (name, i), leaves, moves) for i, v in enumerate(obj)]
-        kind = _NAMEDTUPLE if hasattr(obj, "_fields") else _TUPLE
+        kind = NAMEDTUPLE_NODE if hasattr(obj, "_fields") else TUPLE_NODE
         return (kind, type(obj), children)
     if isinstance(obj, list):
         children = [_flatten(v, "%s[%d]" % (name, i), leaves, moves) for i, v in enumerate(obj)]
-        return (_LIST, type(obj), children)
+        return (LIST_NODE, type(obj), children)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         # Every field, init=False ones too (one never set is left out, and stays unset).
         names = [f.name for f in dataclasses.fields(obj) if hasattr(obj, f.name)]
         children = [_flatten(getattr(obj, n), "%s.%s" % (name, n), leaves, moves) for n in names]
-        return (_DATACLASS, obj, names, children)
+        return (DATACLASS_NODE, obj, names, children)
     _warn_pass_through(obj, name)
-    return (_CONST, obj)
+    return (CONST_NODE, obj)
 
 
 def host_batch(batch):
@@ -261,34 +265,6 @@ def host_batch(batch):
     return unflatten(batch.spec, tensors, batch.moves, None)
 
 
-def gather_spans(values, spans, name="values"):
-    """Element ranges ``spans`` (int64 ``[n, 2]`` of ``(start, count)``) of the 1-D ``values``,
-    one after another (any device; the engine's C++ copy does this for the host path). Ranges
-    outside ``values`` raise an IndexError naming ``name`` and the first such range."""
-    if values.device.type == "cpu" and values.dim() == 1 and values.is_contiguous() \
-            and spans.dtype == torch.int64 and spans.device.type == "cpu":
-        # One C++ call a batch, the GIL released (a transform's host stage on a store's encoded
-        # bytes: csrc/torch/ops/jpeg_host_ops.cpp, the core's span copies), not a narrow a range.
-        return torch.ops.prefetch._gather_spans(values, spans, name)
-    starts, counts = spans[:, 0], spans[:, 1]
-    bad = (starts < 0) | (counts < 0) | (starts > values.numel() - counts)
-    if bool(bad.any()):
-        k = int(bad.nonzero()[0, 0])
-        raise IndexError("prefetch: %s: range %d + %d (position %d of the batch) is out of range "
-                         "for %d elements" % (name, int(starts[k]), int(counts[k]), k,
-                                              values.numel()))
-    total = int(counts.sum())
-    if total == 0:
-        return values.new_empty(0)
-    if values.device.type == "cpu":
-        # One memcpy a range (an index a byte would be 8 times the batch's bytes).
-        return torch.cat([values.narrow(0, s, c) for s, c in spans.tolist()])
-    first = torch.cumsum(counts, 0) - counts  # each range's first position in the output
-    positions = torch.arange(total, device=values.device) + (starts - first).repeat_interleave(
-        counts, output_size=total)
-    return values[positions]
-
-
 def ragged_fields(spec):
     """The spec with every Ragged's host shapes and packing flag dropped (a batch gathered from
     a ragged field is a different set of samples), and the leaf indices of each Ragged's
@@ -297,17 +273,17 @@ def ragged_fields(spec):
 
     def walk(node):
         kind = node[0]
-        if kind == _RAGGED:
+        if kind == RAGGED_NODE:
             children = node[1]
-            if all(c[0] == _LEAF for c in children):
+            if all(c[0] == LEAF_NODE for c in children):
                 groups.append(tuple(c[1] for c in children))
-            return (_RAGGED, children, None, False)
-        if kind == _MAP:
-            return (_MAP, node[1], node[2], [walk(c) for c in node[3]])
-        if kind in (_NAMEDTUPLE, _TUPLE, _LIST):
+            return (RAGGED_NODE, children, None, False)
+        if kind == MAP_NODE:
+            return (MAP_NODE, node[1], node[2], [walk(c) for c in node[3]])
+        if kind in (NAMEDTUPLE_NODE, TUPLE_NODE, LIST_NODE):
             return (kind, node[1], [walk(c) for c in node[2]])
-        if kind == _DATACLASS:
-            return (_DATACLASS, node[1], node[2], [walk(c) for c in node[3]])
+        if kind == DATACLASS_NODE:
+            return (DATACLASS_NODE, node[1], node[2], [walk(c) for c in node[3]])
         return node
 
     return walk(spec), groups
@@ -317,14 +293,14 @@ def unflatten(spec, tensors, moves, device):
     """The batch ``flatten`` split: its structure from ``spec``, leaf k from ``tensors[k]``, move k
     from ``moves[k]`` sent to ``device`` (None: as it is)."""
     kind = spec[0]
-    if kind == _LEAF:
+    if kind == LEAF_NODE:
         return tensors[spec[1]]
-    if kind == _MOVE:
+    if kind == MOVE_NODE:
         m = moves[spec[1]]
         return m if device is None else m.to(device, non_blocking=True)
-    if kind == _CONST:
+    if kind == CONST_NODE:
         return spec[1]
-    if kind == _RAGGED:
+    if kind == RAGGED_NODE:
         # Dense when the flatten made the offsets (_ragged_samples); a Ragged passed in a batch
         # keeps the packing it had, which only its own flag can vouch for.
         dense = spec[3] if len(spec) > 3 else False
@@ -332,7 +308,7 @@ def unflatten(spec, tensors, moves, device):
         # read here.
         return Ragged(*(unflatten(c, tensors, moves, device) for c in spec[1]), shapes=spec[2],
                       dense=dense, check=False)
-    if kind == _DATACLASS:
+    if kind == DATACLASS_NODE:
         # A shallow copy of the source's object with the delivered fields: no __init__ or
         # __post_init__ runs again, frozen dataclasses included, and the original is untouched.
         _, original, names, children = spec
@@ -340,7 +316,7 @@ def unflatten(spec, tensors, moves, device):
         for n, c in zip(names, children):
             object.__setattr__(clone, n, unflatten(c, tensors, moves, device))
         return clone
-    if kind == _MAP:
+    if kind == MAP_NODE:
         _, original, keys, children = spec
         values = {k: unflatten(c, tensors, moves, device) for k, c in zip(keys, children)}
         if original is None:
@@ -356,11 +332,11 @@ def unflatten(spec, tensors, moves, device):
             return values
     _, typ, children = spec
     values = [unflatten(c, tensors, moves, device) for c in children]
-    if kind == _NAMEDTUPLE:
+    if kind == NAMEDTUPLE_NODE:
         return typ(*values)
     if typ is tuple or typ is list:
         return typ(values)
     try:
         return typ(values)
     except TypeError:
-        return tuple(values) if kind == _TUPLE else values
+        return tuple(values) if kind == TUPLE_NODE else values
