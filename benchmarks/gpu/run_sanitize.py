@@ -53,7 +53,8 @@ _OP_SHARED = ["csrc/kernels/common", "csrc/torch/ops/ops_cuda.cpp", "csrc/torch/
 _NOT_DEVICE = [":(exclude,glob)csrc/kernels/**/*_cpu*", ":(exclude,glob)csrc/kernels/common/cpu_*",
                ":(exclude)csrc/kernels/common/float16_store_f16c.h"]
 _KERNEL_OF = {"histograms": "histogram"}  # the op's name where its kernel's folder differs
-_COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
+_COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/module.cpp",
+                "csrc/torch/cuda_support.cpp",
                 "csrc/torch/slot_table_binding.cpp", "csrc/torch/readable.cpp",
                 "csrc/torch/packed_layout.cpp", "prefetch/_engine", "benchmarks/gpu/sanitize_copy.py"]
 _COPY_OWN = {"prefetcher": ["prefetch/prefetcher.py"],
