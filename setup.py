@@ -109,8 +109,28 @@ SECTIONS = SOURCE_SECTIONS + ("include_core", "include_torch", "standard", "warn
                               "sanitize_address", "sanitize_thread")
 
 
+# The ops' own folders, found by their place rather than listed (csrc/build_config.txt's top):
+# (folder whose every subfolder but common/ is an op's, section of its C++, section of its CUDA
+# sources: .cu files, and .cpp files named *_cuda.cpp).
+OP_FOLDERS = (("csrc/kernels", "kernels_cpu", "kernels_cuda"), ("csrc/torch/ops", "torch", "torch_cuda"))
+
+
+def op_folder_sources():
+    """{section: [sources]} of every op's folders, each list sorted."""
+    found = {}
+    for parent, cpu_section, cuda_section in OP_FOLDERS:
+        for folder in sorted(glob.glob(os.path.join(ROOT, parent, "*", ""))):
+            if os.path.basename(os.path.dirname(folder)) == "common":
+                continue
+            for path in sorted(glob.glob(os.path.join(folder, "*.cpp")) + glob.glob(os.path.join(folder, "*.cu"))):
+                cuda = path.endswith(".cu") or path.endswith("_cuda.cpp")
+                found.setdefault(cuda_section if cuda else cpu_section, []).append(os.path.relpath(path, ROOT))
+    return found
+
+
 def read_build_config(path=os.path.join(ROOT, "csrc", "build_config.txt")):
-    """csrc/build_config.txt as {section: [items]} (its format is described at its top)."""
+    """csrc/build_config.txt as {section: [items]} (its format is described at its top), with the
+    sources of the ops' folders added to their sections."""
     config, section = {}, None
     with open(path) as f:
         for n, line in enumerate(f, 1):
@@ -128,13 +148,19 @@ def read_build_config(path=os.path.join(ROOT, "csrc", "build_config.txt")):
                 config[section].append(line)
     listed = {src for s in SOURCE_SECTIONS for src in config.get(s, [])}
     missing = sorted(src for src in listed if not os.path.isfile(os.path.join(ROOT, src)))
+    in_op_folders = op_folder_sources()
+    found = {src for sources in in_op_folders.values() for src in sources}
+    twice = sorted(listed & found)
     on_disk = {os.path.relpath(p, ROOT) for ext in ("cpp", "cu")
                for p in glob.glob(os.path.join(ROOT, "csrc", "**", "*." + ext), recursive=True)}
-    unlisted = sorted(on_disk - listed)
-    if missing or unlisted:
-        sys.exit("%s does not match csrc/:%s%s" % (
+    unlisted = sorted(on_disk - listed - found)
+    if missing or unlisted or twice:
+        sys.exit("%s does not match csrc/:%s%s%s" % (
             path, "".join("\n  listed but missing: " + m for m in missing),
-            "".join("\n  on disk but listed in no section: " + u for u in unlisted)))
+            "".join("\n  on disk but listed in no section (and in no op's folder): " + u for u in unlisted),
+            "".join("\n  listed, but an op's folder is found without a list: " + t for t in twice)))
+    for section, sources in in_op_folders.items():
+        config.setdefault(section, []).extend(sources)
     return config
 
 

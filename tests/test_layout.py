@@ -3,8 +3,8 @@ functions and TYPE_CHECKING blocks too, reaches the importer's layer or a lower 
 name crossing a package boundary, no import cycle (read statically with every import, and every
 module imported in a fresh interpreter in sorted and in reverse order, so no cycle hides behind
 the order prefetch/__init__ happens to import in); the documented module paths keep working;
-importing prefetch imports none of its optional integrations; docs/custom_ops.md's list of an
-op's files matches csrc/.
+importing prefetch imports none of its optional integrations (docs/custom_ops.md's list of an
+op's files: tests/test_op_files.py).
 
 ``PREFETCH_LAYOUT_ROOT=<a checkout>`` points the static checks at another tree (the layer and
 private-name tests fail on a tree whose layers run both ways)."""
@@ -304,39 +304,6 @@ def test_import_prefetch_pulls_in_neither_ray_nor_lightning():
             "if m in sys.modules]; print(heavy); assert not heavy")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-
-
-def _adding_an_op_section():
-    text = (ROOT / "docs" / "custom_ops.md").read_text()
-    start = text.index("## Adding an op to prefetch itself")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
-
-
-def test_the_files_of_an_op_are_the_ones_docs_custom_ops_lists():
-    # normalize_flip has every kind of file an op can have; its names, with the op's name replaced
-    # by <op>, must be the documented ones, and every documented file must exist.
-    op = "normalize_flip"
-    ops = [d.name for d in (ROOT / "csrc" / "kernels").iterdir()
-           if d.is_dir() and d.name != "common"]
-    named = set(re.findall(r"`([^`\s]+)`", _adding_an_op_section()))
-
-    def documented(path):
-        name = path.name
-        for o in ops:
-            name = name.replace(o, "<op>")
-        stem = name.rsplit(".", 1)[0]
-        return bool({name, stem + ".h", path.relative_to(ROOT).as_posix()} & named)
-
-    in_tree = [*(ROOT / "csrc" / "kernels" / op).iterdir(), *(ROOT / "csrc" / "torch" / "ops").iterdir()]
-    assert [f.relative_to(ROOT).as_posix() for f in in_tree if not documented(f)] == []
-    places = [ROOT, ROOT / "csrc" / "kernels", ROOT / "csrc" / "kernels" / op,
-              ROOT / "csrc" / "kernels" / "common", ROOT / "csrc" / "torch" / "ops", ROOT / "tests" / "cpp"]
-    # Paths and file names only: not the prose's "`_cpu_impl.h`" or "`.cu` file".
-    files = [n.replace("<op>", op).rstrip("/") for n in named
-             if re.search(r"^[A-Za-z<].*(\.(h|cpp|cu|py|txt)|/)$", n)]
-    assert [n for n in files if not any((p / n).exists() for p in places)] == []
-
 
 
 def _standard_headers(text, search, seen):

@@ -41,9 +41,10 @@ SKIP = 77
 
 # What each target's device code and the host code that launches it are built from (git
 # pathspecs): a change to any of them makes the target's clean run stale. A kernel's folder and
-# the shared device code, its op's plan (sizes and pointers the launch gets), the launch and
+# the shared device code, its op's folder in the torch layer (its plan: sizes and pointers the
+# launch gets; its CUDA registration), the launch and
 # argument code every op shares, and the sanitize script's own cases (a new case is new ground).
-_OP_SHARED = ["csrc/kernels/common", "csrc/torch/ops/ops_cuda.cpp", "csrc/torch/ops/plan_common.cpp",
+_OP_SHARED = ["csrc/kernels/common", "csrc/torch/ops/cuda_registration.h", "csrc/torch/ops/plan_common.cpp",
               "csrc/torch/ops/plan_common.h", "csrc/torch/ops/kernel_args.cpp",
               "csrc/torch/ops/kernel_args.h", "csrc/torch/ops/geometry_inputs.cpp",
               "csrc/torch/ops/geometry_inputs.h", "csrc/torch/ops/output_pool.cpp",
@@ -53,7 +54,8 @@ _OP_SHARED = ["csrc/kernels/common", "csrc/torch/ops/ops_cuda.cpp", "csrc/torch/
 _NOT_DEVICE = [":(exclude,glob)csrc/kernels/**/*_cpu*", ":(exclude,glob)csrc/kernels/common/cpu_*",
                ":(exclude)csrc/kernels/common/float16_store_f16c.h"]
 _KERNEL_OF = {"histograms": "histogram"}  # the op's name where its kernel's folder differs
-_COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
+_COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/module.cpp",
+                "csrc/torch/cuda_support.cpp",
                 "csrc/torch/slot_table_binding.cpp", "csrc/torch/readable.cpp",
                 "csrc/torch/packed_layout.cpp", "prefetch/_engine", "benchmarks/gpu/sanitize_copy.py"]
 _COPY_OWN = {"prefetcher": ["prefetch/prefetcher.py"],
@@ -68,8 +70,7 @@ for _op in OPS:
                         "prefetch/ops/decode.py", "prefetch/ops/gpu_decoders.py"] + _OP_SHARED + _NOT_DEVICE
     else:
         _k = _KERNEL_OF.get(_op, _op)
-        SOURCES[_op] = ["csrc/kernels/%s" % _k, "csrc/torch/ops/%s_plan.cpp" % _k,
-                        "csrc/torch/ops/%s_plan.h" % _k] + _OP_SHARED + _NOT_DEVICE
+        SOURCES[_op] = ["csrc/kernels/%s" % _k, "csrc/torch/ops/%s" % _k] + _OP_SHARED + _NOT_DEVICE
 for _path in PATHS:
     SOURCES[_path] = _COPY_OWN[_path] + _COPY_SHARED
 

@@ -1,6 +1,8 @@
 // prefetch._C: the engine as a Python object. Turns tensors into the core's raw host views (with
 // the GIL held), runs every blocking call with the GIL released, and turns delivered batches back
-// into tensors that share one packed storage.
+// into tensors that share one packed storage. bind_engine adds the class (and its NextStatus and
+// test-only entry points) to the module that module.cpp defines. One job, the engine's Python
+// face, past ~500 lines: its leaf planning and delivery are the methods' own helpers.
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -23,12 +25,6 @@
 #include "packed_layout.h"
 
 namespace py = pybind11;
-
-void bind_kernel_args(py::module_& m);  // kernel_args_binding.cpp
-namespace prefetch {
-void bind_slot_table(py::module_& m);                // slot_table_binding.cpp
-void bind_slot_table_testing(py::module_& testing);  // slot_table_binding.cpp
-}  // namespace prefetch
 
 namespace prefetch {
 namespace {
@@ -672,57 +668,14 @@ class PyEngine {
 };
 
 }  // namespace
-}  // namespace prefetch
 
-PYBIND11_MODULE(_C, m) {
-  using prefetch::PyEngine;
-  m.doc() = "prefetch's C++ engine (pinned ring, collation pool, copy stream)";
-  py::register_exception<prefetch::CollateError>(m, "CollateError", PyExc_ValueError);
-  py::register_exception<prefetch::Cancelled>(m, "Cancelled", PyExc_RuntimeError);
-  py::register_exception<prefetch::BackendError>(m, "BackendError", PyExc_RuntimeError);
-  // prefetch.store.StoreError is this class: the engine raises it for a mapped file that changed.
-  py::register_exception<prefetch::MappedFileChanged>(m, "StoreError", PyExc_ValueError);
-  m.def(
-      "readable",
-      [](py::handle tensor, const std::string& name) {
-        if (!THPVariable_Check(tensor.ptr())) {
-          throw prefetch::CollateError("prefetch: " + name + " is not a tensor");
-        }
-        return prefetch::readable(THPVariable_Unpack(tensor.ptr()), name, tensor);
-      },
-      py::arg("tensor"), py::arg("name"),
-      "The CPU tensor the engine would read for a leaf `name` (zero tensors materialised, conj/neg "
-      "views resolved), or a CollateError naming it.");
-  prefetch::bind_slot_table(m);
-  prefetch::bind_packed_layout(m);
-  bind_kernel_args(m);
-  m.def(
-      "same_shapes",
-      [](const py::list& samples) {
-        // Read per batch on the producer's path (prefetch/_engine/tree.py): a Python loop over the
-        // samples' shapes cost ~9 us for 64 of them, this ~1.
-        const at::Tensor* first = nullptr;
-        for (py::handle item : samples) {
-          if (!THPVariable_Check(item.ptr())) return false;
-          const at::Tensor& t = THPVariable_Unpack(item.ptr());
-          if (t.is_nested()) return false;
-          if (first == nullptr) {
-            first = &t;
-          } else if (t.sizes() != first->sizes()) {
-            return false;
-          }
-        }
-        return true;
-      },
-      py::arg("samples"),
-      "True when every item of `samples` is a (non-nested) tensor of the first one's shape.");
-  m.def("built_with_cuda", [] { return prefetch::built_with_cuda() && prefetch::cuda_support_built(); });
+void bind_engine(py::module_& m, py::module_& testing) {
   // The names of what Engine.next returns first: the core's NextStatus, returned as an int and
   // named by a Python IntEnum (an IntEnum member equals its int, and comparing one is no call
   // into C++: the producer compares a status once a batch; a pybind11 enum's == would cross, and
   // under pybind11 3 it no longer equals the int). Built here from the C++ values, one list.
   {
-    using prefetch::NextStatus;
+
     const std::pair<const char*, NextStatus> members[] = {
         {"BATCH", NextStatus::kBatch},         // the next batch of the epoch, in order
         {"END", NextStatus::kEnd},             // the producer finished the epoch; nothing is left
@@ -742,9 +695,9 @@ PYBIND11_MODULE(_C, m) {
         "CANCELLED: the epoch was cancelled (close(), cancel(token), or a newer epoch).";
     m.attr("NextStatus") = status;
   }
-  py::class_<prefetch::HostPin, std::shared_ptr<prefetch::HostPin>>(
+  py::class_<HostPin, std::shared_ptr<HostPin>>(
       m, "HostPin", "A host block registered with an engine's copy stream while this object lives")
-      .def_property_readonly("block", &prefetch::HostPin::block);
+      .def_property_readonly("block", &HostPin::block);
   py::class_<PyEngine>(m, "Engine")
       .def(py::init<const std::string&, int, int, int, int64_t>(), py::arg("device_type"),
            py::arg("device_index"), py::arg("depth"), py::arg("num_threads"),
@@ -786,11 +739,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("num_threads", &PyEngine::num_threads)
       .def_property_readonly("backend", &PyEngine::backend_name);
 
-  // What only tests call: kept off the engine's own methods, so nothing in the product can come
-  // to depend on them.
-  py::module_ testing = m.def_submodule(
-      "_testing", "Test-only entry points: the engine's submit, injected copy-stream delays and "
-                  "counts of what it holds; the slot table's words and a bare lease.");
+
   testing.def("submit", &PyEngine::submit, py::arg("engine"), py::arg("token"), py::arg("leaves"),
               "Collates and copies a batch, a list of prefetch._engine.tree.Leaf; returns its "
               "sequence number (the core's one-call path, which the product runs as stage + "
@@ -808,5 +757,6 @@ PYBIND11_MODULE(_C, m) {
               "Makes a CPU engine a model of the CUDA path: its batches go through the ring and a "
               "copy on the host copy stream, which moves bytes_per_s (0: memcpy's speed), one copy "
               "at a time, as a GPU's copy engine does. Between epochs.");
-  prefetch::bind_slot_table_testing(testing);
 }
+
+}  // namespace prefetch

@@ -38,7 +38,7 @@ TEST(ColorJitterThreadWork, EveryThreadInAnyOrderWritesWhatTheCpuKernelWrites) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> byte(0, 255), step(0, kColorSteps - 1);
   std::uniform_real_distribution<double> factor(0.0, 2.0), hue(-0.5, 0.5);
-  for (CpuBuild build : cpu_builds()) {
+  for (IsaBuild build : cpu_builds()) {
     const ScopedCpuBuild selected(build);
     for (const auto& shape : std::vector<std::vector<int64_t>>{{5, 3, 9, 13}, {3, 1, 7, 5}, {4, 3, 2, 70}}) {
       const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
@@ -125,7 +125,7 @@ TEST(ColorJitterCpu, HueOfEveryRedGreenPairMatchesTheThreadWorkInEveryBuild) {
         for (int64_t x = 0; x < W; ++x) cj_pixel(a, n, y, x);
       }
     }
-    for (CpuBuild build : cpu_builds()) {
+    for (IsaBuild build : cpu_builds()) {
       const ScopedCpuBuild selected(build);
       std::vector<uint8_t> cpu(images.size());
       a.out = cpu.data();

@@ -9,18 +9,18 @@
 
 namespace cpu_builds_test {
 
-enum class CpuBuild { kBaseline, kAvx2, kAvx512 };
+enum class IsaBuild { kBaseline, kAvx2, kAvx512 };
 
-inline const char* build_name(CpuBuild b) {
-  return b == CpuBuild::kBaseline ? "baseline" : b == CpuBuild::kAvx2 ? "AVX2" : "AVX-512";
+inline const char* build_name(IsaBuild b) {
+  return b == IsaBuild::kBaseline ? "baseline" : b == IsaBuild::kAvx2 ? "AVX2" : "AVX-512";
 }
 
 // Those this CPU runs (the AVX2 build needs AVX2, FMA and F16C: where they are missing, its
 // dispatch falls back to the baseline, which then runs twice).
-inline std::vector<CpuBuild> cpu_builds() {
-  std::vector<CpuBuild> builds{CpuBuild::kBaseline, CpuBuild::kAvx2};
+inline std::vector<IsaBuild> cpu_builds() {
+  std::vector<IsaBuild> builds{IsaBuild::kBaseline, IsaBuild::kAvx2};
   if (prefetch::kernels::cpu_has_avx512()) {
-    builds.push_back(CpuBuild::kAvx512);
+    builds.push_back(IsaBuild::kAvx512);
   } else {
     std::printf("[ NOTE     ] this CPU has no AVX-512 VBMI: the kernels' AVX-512 builds are not run\n");
   }
@@ -30,9 +30,9 @@ inline std::vector<CpuBuild> cpu_builds() {
 // Selects one build until the end of the scope (the previous settings restored then).
 class ScopedCpuBuild {
  public:
-  explicit ScopedCpuBuild(CpuBuild b)
-      : avx2_(prefetch::kernels::set_cpu_avx2_allowed(b != CpuBuild::kBaseline)),
-        avx512_(prefetch::kernels::set_cpu_avx512_allowed(b == CpuBuild::kAvx512)) {}
+  explicit ScopedCpuBuild(IsaBuild b)
+      : avx2_(prefetch::kernels::set_cpu_avx2_allowed(b != IsaBuild::kBaseline)),
+        avx512_(prefetch::kernels::set_cpu_avx512_allowed(b == IsaBuild::kAvx512)) {}
   ~ScopedCpuBuild() {
     prefetch::kernels::set_cpu_avx512_allowed(avx512_);
     prefetch::kernels::set_cpu_avx2_allowed(avx2_);

@@ -24,9 +24,9 @@ TEST(LookupThreadWork, EveryThreadInAnyOrderWritesTheTablesEntriesAsTheCpuKernel
   using plane_rows_test::kGuard;
   std::mt19937 rng(4);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (CpuBuild build : cpu_builds()) {
+  for (IsaBuild build : cpu_builds()) {
     const ScopedCpuBuild selected(build);
-    ASSERT_EQ(use_avx512_build(), build == CpuBuild::kAvx512);
+    ASSERT_EQ(use_avx512_build(), build == IsaBuild::kAvx512);
     for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 3, 11, 13}, {2, 1, 7, 5}, {5, 4, 2, 9}, {2, 3, 5, 32}, {3, 3, 4, 77}, {2, 1, 3, 160}, {2, 3, 3, 64}, {2, 1, 2, 63}, {2, 1, 2, 65}, {2, 3, 2, 200}}) {
       const int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
       for (int64_t T : {int64_t{1}, C}) {

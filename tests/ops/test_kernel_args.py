@@ -2,8 +2,9 @@
 
 A CUDA registration once carried its own copy of this assembly and left the per-channel constants
 unset: a certain crash at the first batch on a GPU that nothing run without one could see. The
-assembly now lives in code the CPU build compiles (csrc/torch/ops/kernel_args.cpp), and the test
-hooks ``_C._*_kernel_args`` run it for either target (the CUDA upload replaced by a copy into CPU
+assembly lives in code the CPU build compiles (csrc/torch/ops/kernel_args.h's complete_args, each
+op's check in its csrc/torch/ops/<op>/<op>.cpp), and the test hooks ``_C._*_kernel_args``
+(csrc/torch/ops/kernel_args_hook.h) run it for either target (the CUDA upload replaced by a copy into CPU
 memory). These tests assert, for every op and for both channel paths (constants inline up to 64
 channels, uploaded beyond), that every pointer the kernel reads is set, that every size and stride
 agrees with the output, and that the constants are the float64 formula's — and that the

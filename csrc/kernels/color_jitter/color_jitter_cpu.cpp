@@ -11,17 +11,20 @@
 namespace prefetch {
 namespace kernels {
 
-#if PREFETCH_AVX2_BUILD
+// The other builds (color_jitter_cpu_avx2.cpp, color_jitter_cpu_avx512.cpp), compiled where PREFETCH_AVX2_BUILD is 1.
 void color_jitter_cpu_avx2(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end);
 void color_jitter_cpu_avx512(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end);
-#endif
+
+namespace {
+
+void color_jitter_cpu_baseline(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end) {
+  color_jitter_images<struct BaselineIsa>(args, image_begin, image_end);
+}
+
+}  // namespace
 
 void color_jitter_cpu(const ColorJitterArgs& args, int64_t image_begin, int64_t image_end) {
-#if PREFETCH_AVX2_BUILD
-  if (use_avx512_build()) return color_jitter_cpu_avx512(args, image_begin, image_end);
-  if (use_avx2_build()) return color_jitter_cpu_avx2(args, image_begin, image_end);
-#endif
-  color_jitter_images<struct BaselineIsa>(args, image_begin, image_end);
+  run_cpu_build(args, image_begin, image_end, &color_jitter_cpu_baseline, PREFETCH_ISA_BUILD(color_jitter_cpu_avx2), PREFETCH_ISA_BUILD(color_jitter_cpu_avx512));
 }
 
 }  // namespace kernels

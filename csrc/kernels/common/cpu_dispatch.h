@@ -4,6 +4,7 @@
 // A kernel that gains from AVX-512 (a whole 256-entry table read by two instructions with VBMI)
 // also has a *_cpu_avx512.cpp build, a tier above AVX2: it runs when use_avx512_build() says so.
 #pragma once
+#include <cstdint>
 
 // Whether this compiler and target build the AVX2 + FMA + F16C bodies (GCC or Clang on x86-64,
 // where `#pragma GCC target` compiles a function for them): the one condition every
@@ -44,5 +45,29 @@ const char* cpu_kernel_build();
 // other name.
 bool limit_cpu_kernel_build(const char* highest);
 
+// Every *_cpu.cpp's dispatch, the one template: the op's AVX-512 build when it has one and
+// use_avx512_build() says so, else its AVX2 build when use_avx2_build() says so, else its baseline
+// body, each over the same range of the kernel's items. A null build is one the op lacks; an op's
+// file names its builds with PREFETCH_ISA_BUILD, null where PREFETCH_AVX2_BUILD is 0 (the builds
+// are then not compiled).
+template <typename Args>
+struct CpuBuild {
+  using Body = void (*)(const Args& args, int64_t begin, int64_t end);
+};
+
+template <typename Args>
+inline void run_cpu_build(const Args& args, int64_t begin, int64_t end, typename CpuBuild<Args>::Body baseline,
+                          typename CpuBuild<Args>::Body avx2, typename CpuBuild<Args>::Body avx512 = nullptr) {
+  if (avx512 != nullptr && use_avx512_build()) return avx512(args, begin, end);
+  if (avx2 != nullptr && use_avx2_build()) return avx2(args, begin, end);
+  baseline(args, begin, end);
+}
+
 }  // namespace kernels
 }  // namespace prefetch
+
+#if PREFETCH_AVX2_BUILD
+#define PREFETCH_ISA_BUILD(body) (&body)
+#else
+#define PREFETCH_ISA_BUILD(body) nullptr
+#endif

@@ -11,16 +11,14 @@
 namespace prefetch {
 namespace kernels {
 
-#if PREFETCH_AVX2_BUILD
+// The other builds (lookup_cpu_avx2.cpp, lookup_cpu_avx512.cpp), compiled where PREFETCH_AVX2_BUILD is 1.
 void lookup_cpu_avx2(const LookupArgs& args, int64_t row_begin, int64_t row_end);
 void lookup_cpu_avx512(const LookupArgs& args, int64_t row_begin, int64_t row_end);
-#endif
 
-void lookup_cpu(const LookupArgs& a, int64_t row_begin, int64_t row_end) {
-#if PREFETCH_AVX2_BUILD
-  if (use_avx512_build()) return lookup_cpu_avx512(a, row_begin, row_end);
-  if (use_avx2_build()) return lookup_cpu_avx2(a, row_begin, row_end);
-#endif
+namespace {
+
+void lookup_cpu_baseline(const LookupArgs& args, int64_t row_begin, int64_t row_end) {
+  const LookupArgs& a = args;
   const int64_t C = a.C, H = a.H, W = a.W, sW = a.sW;
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
@@ -33,6 +31,12 @@ void lookup_cpu(const LookupArgs& a, int64_t row_begin, int64_t row_end) {
       for (int64_t x = 0; x < W; ++x) dst[x] = table[p[x * sW]];
     }
   }
+}
+
+}  // namespace
+
+void lookup_cpu(const LookupArgs& args, int64_t row_begin, int64_t row_end) {
+  run_cpu_build(args, row_begin, row_end, &lookup_cpu_baseline, PREFETCH_ISA_BUILD(lookup_cpu_avx2), PREFETCH_ISA_BUILD(lookup_cpu_avx512));
 }
 
 }  // namespace kernels

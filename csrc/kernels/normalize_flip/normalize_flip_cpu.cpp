@@ -8,15 +8,19 @@
 namespace prefetch {
 namespace kernels {
 
-#if PREFETCH_AVX2_BUILD
+// The other builds (normalize_flip_cpu_avx2.cpp), compiled where PREFETCH_AVX2_BUILD is 1.
 void normalize_flip_cpu_avx2(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end);
-#endif
+
+namespace {
+
+void normalize_flip_cpu_baseline(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end) {
+  normalize_flip_impl<StoreFloat16Software>(args, row_begin, row_end);
+}
+
+}  // namespace
 
 void normalize_flip_cpu(const NormalizeFlipArgs& args, int64_t row_begin, int64_t row_end) {
-#if PREFETCH_AVX2_BUILD
-  if (use_avx2_build()) return normalize_flip_cpu_avx2(args, row_begin, row_end);
-#endif
-  normalize_flip_impl<StoreFloat16Software>(args, row_begin, row_end);
+  run_cpu_build(args, row_begin, row_end, &normalize_flip_cpu_baseline, PREFETCH_ISA_BUILD(normalize_flip_cpu_avx2));
 }
 
 }  // namespace kernels

@@ -8,15 +8,19 @@
 namespace prefetch {
 namespace kernels {
 
-#if PREFETCH_AVX2_BUILD
+// The other builds (resized_crop_cpu_avx2.cpp), compiled where PREFETCH_AVX2_BUILD is 1.
 void resized_crop_cpu_avx2(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end);
-#endif
+
+namespace {
+
+void resized_crop_cpu_baseline(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end) {
+  resized_crop_impl<StoreFloat16Software>(args, row_begin, row_end);
+}
+
+}  // namespace
 
 void resized_crop_cpu(const ResizedCropArgs& args, int64_t row_begin, int64_t row_end) {
-#if PREFETCH_AVX2_BUILD
-  if (use_avx2_build()) return resized_crop_cpu_avx2(args, row_begin, row_end);
-#endif
-  resized_crop_impl<StoreFloat16Software>(args, row_begin, row_end);
+  run_cpu_build(args, row_begin, row_end, &resized_crop_cpu_baseline, PREFETCH_ISA_BUILD(resized_crop_cpu_avx2));
 }
 
 }  // namespace kernels

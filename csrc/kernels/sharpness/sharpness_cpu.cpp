@@ -7,18 +7,22 @@
 namespace prefetch {
 namespace kernels {
 
-#if PREFETCH_AVX2_BUILD
+// The other builds (sharpness_cpu_avx2.cpp), compiled where PREFETCH_AVX2_BUILD is 1.
 void sharpness_cpu_avx2(const SharpnessArgs& args, int64_t row_begin, int64_t row_end);
-#endif
 
-void sharpness_cpu(const SharpnessArgs& args, int64_t row_begin, int64_t row_end) {
-#if PREFETCH_AVX2_BUILD
-  if (use_avx2_build()) return sharpness_cpu_avx2(args, row_begin, row_end);
-#endif
+namespace {
+
+void sharpness_cpu_baseline(const SharpnessArgs& args, int64_t row_begin, int64_t row_end) {
   sharpness_rows<struct BaselineIsa>(args, row_begin, row_end,
                                      [](const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, int64_t, float) {
                                        return int64_t{1};
                                      });
+}
+
+}  // namespace
+
+void sharpness_cpu(const SharpnessArgs& args, int64_t row_begin, int64_t row_end) {
+  run_cpu_build(args, row_begin, row_end, &sharpness_cpu_baseline, PREFETCH_ISA_BUILD(sharpness_cpu_avx2));
 }
 
 }  // namespace kernels

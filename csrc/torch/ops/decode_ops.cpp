@@ -16,7 +16,7 @@
 #include "ops/kernel_args.h"
 #include "ops/output_pool.h"
 #include "ops/plan_common.h"  // shape_of
-#include "ops/resized_crop_plan.h"
+#include "ops/resized_crop/resized_crop_plan.h"
 #include "resized_crop/resized_crop.h"
 
 namespace prefetch {

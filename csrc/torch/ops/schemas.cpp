@@ -1,9 +1,8 @@
-// The prefetch ops library (TORCH_LIBRARY, defined once per library): the augment ops' schemas,
-// which prefetch/ops/ wraps and prefetch/ops/fakes.py mirrors, and two sets of controls without
-// tensors: the output pool's and the CPU kernels' build selection. Their registrations are
-// ops_cpu.cpp and ops_cuda.cpp. The JPEG ops define theirs next to their CPU kernels
-// (decode_ops.cpp, a TORCH_LIBRARY_FRAGMENT): they have no CUDA registration and no plan shared
-// with one.
+// The prefetch ops library (TORCH_LIBRARY, defined once per library) and what belongs to no op:
+// two sets of controls without tensors, the output pool's and the CPU kernels' build selection.
+// Every op defines its own schema in its own folder (ops/<op>/<op>.cpp, a TORCH_LIBRARY_FRAGMENT,
+// next to its CPU registration; its CUDA one is ops/<op>/<op>_cuda.cpp), as do the JPEG ops
+// (decode_ops.cpp, jpeg_host_ops.cpp), which have no CUDA registration.
 #include <torch/library.h>
 
 #include <string>
@@ -29,23 +28,6 @@ std::string set_cpu_kernel_build(const std::string& highest) {
 }  // namespace
 
 TORCH_LIBRARY(prefetch, m) {
-  m.def(
-      "normalize_flip(Tensor images, float[] mean, float[] std, Tensor? hflip=None, "
-      "Tensor? vflip=None, int[]? crop=None, Tensor? offsets=None, int fill=0, "
-      "ScalarType dtype=float, str layout=\"NHWC\", bool channels_last=False, "
-      "Tensor? indices=None) -> Tensor");
-  m.def(
-      "flip_crop(Tensor masks, Tensor? hflip=None, Tensor? vflip=None, int[]? crop=None, "
-      "Tensor? offsets=None, int fill=0, Tensor? indices=None) -> Tensor");
-  m.def(
-      "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
-      "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
-      "bool channels_last=False, bool antialias=True) -> Tensor");
-  m.def("sharpness(Tensor images, Tensor factors) -> Tensor");
-  m.def("lookup(Tensor images, Tensor tables) -> Tensor");
-  m.def("color_jitter(Tensor images, Tensor steps, Tensor factors) -> Tensor");
-  m.def("histograms(Tensor images) -> Tensor");
-  m.def("affine_warp(Tensor images, Tensor matrices, bool bilinear=False, float[]? fill=None) -> Tensor");
   // The CPU output pool's controls (no tensors: one kernel for every backend). Private names;
   // prefetch/ops/output_pool.py wraps them.
   m.def("_output_pool_stats() -> int[]", &output_pool_stats);

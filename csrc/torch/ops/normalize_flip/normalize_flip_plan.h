@@ -14,6 +14,7 @@
 namespace prefetch {
 
 struct NormalizeFlipPlan {
+  static constexpr const char* kName = "normalize_flip";  // in errors
   GeometryInputs geometry;
   std::vector<kernels::Affine> affine;  // host copy; the CUDA path uploads it
   at::Tensor out;
@@ -29,5 +30,9 @@ NormalizeFlipPlan plan_normalize_flip(const at::Tensor& images, at::ArrayRef<dou
                                       bool channels_last,
                                       const std::optional<at::Tensor>& indices,
                                       const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const NormalizeFlipPlan& plan, bool cuda);
 
 }  // namespace prefetch

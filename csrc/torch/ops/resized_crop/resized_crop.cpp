@@ -1,7 +1,19 @@
-// The plans of resized_crop_plan.h.
-#include "ops/resized_crop_plan.h"
+// The op resized_crop, its own file: its schema (a fragment of the prefetch library), its plan (the
+// arguments checked and turned into its kernel's, kernels' resized_crop/resized_crop.h, the output allocated),
+// the completeness check of its kernel's arguments, its CPU registration, and its kernel-argument
+// test hook. Its CUDA registration is resized_crop_cuda.cpp.
+#include "ops/resized_crop/resized_crop_plan.h"
+
+#include <torch/library.h>
+
+#include "ops/cpu_registration.h"
+#include "ops/kernel_args.h"
+#include "ops/kernel_args_hook.h"
+#include "resized_crop/resized_crop_thread_work.h"  // the CUDA launch split arg_problems checks
 
 #include <c10/util/safe_numerics.h>
+
+namespace py = pybind11;
 
 namespace prefetch {
 
@@ -165,5 +177,94 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
   plan.args.samples = plan.samples.const_data_ptr<int64_t>();
   return plan;
 }
+
+std::vector<std::string> arg_problems(const ResizedCropPlan& plan, bool cuda) {
+  Problems p;
+  const kernels::ResizedCropArgs& a = plan.args;
+  check_image_output(&p, a, plan.out, a.N, a.C, a.h, a.w, plan.affine.size(), cuda);
+  p.require(points_at(a.hflip, plan.hflip), "hflip: not the plan's hflip");
+  p.require(points_at(a.vflip, plan.vflip), "vflip: not the plan's vflip");
+  // The input half: set by plan_resized_crop; the decoding ops fill it per sample themselves.
+  if (plan.samples.defined()) {
+    p.require(points_at(a.samples, plan.samples), "samples: not the plan's table");
+    p.require(plan.samples.dim() == 2 && plan.samples.size(0) == a.N &&
+                  plan.samples.size(1) == kernels::kSampleFields,
+              "samples: not an [N, " + std::to_string(kernels::kSampleFields) + "] table");
+    p.require(a.N == 0 || a.values != nullptr || plan.out.numel() == 0, "values: unset");
+  }
+  if (cuda && p.lines.empty()) {
+    std::vector<kernels::ResizedCropLaunch> launches;
+    const std::string why =
+        launch_problem("resized_crop", kernels::plan_resized_crop_launches(a, &launches), a.C, a.h, a.w);
+    p.require(why.empty(), why);
+  }
+  return p.lines;
+}
+
+namespace {
+
+at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets, const at::Tensor& sizes,
+                            const at::Tensor& boxes, at::IntArrayRef size, at::ArrayRef<double> mean,
+                            at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
+                            const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
+                            bool channels_last, bool antialias) {
+  return run_cpu(plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip, dtype,
+                                   channels_last, antialias, pooled_empty),
+                 &kernels::resized_crop_cpu, [](const kernels::ResizedCropArgs& a) {
+                   // A row blends a few input rows of the crop's width and then w * C output
+                   // values: a few hundred rows make a chunk worth a thread.
+                   return CpuSplit{a.N * a.h, grain_for(16384, a.w * a.C)};
+                 });
+}
+
+py::dict resized_crop_args(const std::string& target, const at::Tensor& values, const at::Tensor& offsets,
+                           const at::Tensor& sizes, const at::Tensor& boxes, std::vector<int64_t> size,
+                           std::vector<double> mean, std::vector<double> std, std::optional<at::Tensor> hflip,
+                           std::optional<at::Tensor> vflip, at::ScalarType dtype, bool channels_last,
+                           bool antialias, const std::string& drop) {
+  return describe_kernel_args(
+      target, drop,
+      [&] {
+        return plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip, dtype,
+                                 channels_last, antialias);
+      },
+      [](kernels::ResizedCropArgs* a, const std::string& field) {
+        drop_common(a, field);
+        if (field == "values") a->values = nullptr;
+        if (field == "samples") a->samples = nullptr;
+      },
+      [&](const ResizedCropPlan& plan) {
+        const kernels::ResizedCropArgs& a = plan.args;
+        py::dict d;
+        d["values"] = a.values == values.const_data_ptr();
+        d["samples"] = plan.samples.defined() ? py::cast(plan.samples) : py::none();
+        d["hflip"] = a.hflip != nullptr;
+        d["vflip"] = a.vflip != nullptr;
+        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.h, a.w};
+        d["strides"] = std::vector<int64_t>{a.oN, a.oC, a.oY, a.oX};
+        return d;
+      });
+}
+
+void bind_hook(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("_resized_crop_kernel_args", &resized_crop_args, "target"_a, "values"_a, "offsets"_a, "sizes"_a,
+        "boxes"_a, "size"_a, "mean"_a, "std"_a, "hflip"_a = py::none(), "vflip"_a = py::none(),
+        "dtype"_a = at::kFloat, "channels_last"_a = false, "antialias"_a = false, "drop"_a = "",
+        "Test hook: resized_crop's kernel arguments for target 'cpu' or 'cuda', described.");
+}
+
+const KernelArgsHook hook(&bind_hook);
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(prefetch, m) {
+  m.def(
+      "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
+      "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
+      "bool channels_last=False, bool antialias=True) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(prefetch, CPU, m) { m.impl("resized_crop", &resized_crop_cpu); }
 
 }  // namespace prefetch

@@ -1,7 +1,18 @@
-// plan_color_jitter (color_jitter_plan.h).
-#include "ops/color_jitter_plan.h"
+// The op color_jitter, its own file: its schema (a fragment of the prefetch library), its plan (the
+// arguments checked and turned into its kernel's, kernels' color_jitter/color_jitter.h, the output allocated),
+// the completeness check of its kernel's arguments, its CPU registration, and its kernel-argument
+// test hook. Its CUDA registration is color_jitter_cuda.cpp.
+#include "ops/color_jitter/color_jitter_plan.h"
+
+#include <torch/library.h>
+
+#include "ops/cpu_registration.h"
+#include "ops/kernel_args.h"
+#include "ops/kernel_args_hook.h"
 
 #include <cmath>
+
+namespace py = pybind11;
 
 namespace prefetch {
 
@@ -70,5 +81,77 @@ ColorJitterPlan plan_color_jitter(const at::Tensor& images, const at::Tensor& st
   a.grey_sums = plan.grey_sums.data_ptr<int64_t>();
   return plan;
 }
+
+std::vector<std::string> arg_problems(const ColorJitterPlan& plan, bool /*cuda*/) {
+  Problems p;
+  const kernels::ColorJitterArgs& a = plan.args;
+  // (the steps' pointer is checked below, with the factors')
+  if (uint8_image_problems(&p, a, plan.out, nullptr, at::Tensor(), nullptr)) {
+    // A chain of no step (K = 0: RandAugment's num_ops=0, a table with no column) copies the image;
+    // its empty tables have no data to point at.
+    const bool reads = plan.out.numel() > 0 && a.K > 0;
+    p.require(!reads || (a.steps != nullptr && a.steps == plan.steps.const_data_ptr()),
+              "steps: not the plan's steps");
+    p.require(a.C == 1 || a.C == 3, "C: " + std::to_string(a.C) + " channels (the chains take 1 or 3)");
+    p.require(!reads || (a.factors != nullptr && a.factors == plan.factors.const_data_ptr()),
+              "factors: not the plan's factors");
+    p.require(!reads || (a.grey_sums != nullptr && a.grey_sums == plan.grey_sums.const_data_ptr()),
+              "grey_sums: not the plan's grey sums");
+    p.same("K", a.K, plan.steps.size(1));
+    p.same("K", a.K, plan.factors.size(1));
+    p.same("grey_sums' K", a.K, plan.grey_sums.size(1));
+  }
+  return p.lines;
+}
+
+namespace {
+
+at::Tensor color_jitter_cpu(const at::Tensor& images, const at::Tensor& steps, const at::Tensor& factors) {
+  return run_cpu(plan_color_jitter(images, steps, factors, pooled_empty), &kernels::color_jitter_cpu,
+                 [](const kernels::ColorJitterArgs& a) {
+                   // By images: an image's Contrast steps need its whole grey sum before its pixels.
+                   return CpuSplit{a.N, 1};
+                 });
+}
+
+py::dict color_jitter_args(const std::string& target, const at::Tensor& images, const at::Tensor& steps, const at::Tensor& factors,
+                  const std::string& drop) {
+  return describe_kernel_args(
+      target, drop, [&] { return plan_color_jitter(images, steps, factors); },
+      [](kernels::ColorJitterArgs* a, const std::string& field) {
+        if (field == "images") a->images = nullptr;
+        if (field == "steps") a->steps = nullptr;
+        if (field == "factors") a->factors = nullptr;
+        if (field == "grey_sums") a->grey_sums = nullptr;
+        if (field == "out") a->out = nullptr;
+        if (field == "K") a->K += 1;
+      },
+      [&](const auto& plan) {
+        const kernels::ColorJitterArgs& a = plan.args;
+        py::dict d;
+        d["images"] = a.images == images.const_data_ptr<uint8_t>();
+        d["K"] = a.K;
+        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+        d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+        return d;
+      });
+}
+
+void bind_hook(py::module_& m) {
+  using namespace pybind11::literals;
+  m.def("_color_jitter_kernel_args", &color_jitter_args, "target"_a, "images"_a, "steps"_a, "factors"_a,
+        "drop"_a = "", "Test hook: color_jitter's kernel arguments for target 'cpu' or 'cuda', described.");
+}
+
+const KernelArgsHook hook(&bind_hook);
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(prefetch, m) {
+  m.def(
+      "color_jitter(Tensor images, Tensor steps, Tensor factors) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(prefetch, CPU, m) { m.impl("color_jitter", &color_jitter_cpu); }
 
 }  // namespace prefetch

@@ -3,12 +3,16 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 #include "ops/plan_common.h"
 #include "sharpness/sharpness.h"
 
 namespace prefetch {
 
 struct SharpnessPlan {
+  static constexpr const char* kName = "sharpness";  // in errors
   at::Tensor factors;  // float64 [N] contiguous, what args.factors points into
   at::Tensor out;
   kernels::SharpnessArgs args;
@@ -16,5 +20,9 @@ struct SharpnessPlan {
 
 SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors,
                              const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const SharpnessPlan& plan, bool cuda);
 
 }  // namespace prefetch

@@ -3,12 +3,16 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 #include "lookup/lookup.h"
 #include "ops/plan_common.h"
 
 namespace prefetch {
 
 struct LookupPlan {
+  static constexpr const char* kName = "lookup";  // in errors
   at::Tensor tables;  // uint8 [N, T, 256] contiguous, what args.tables points into
   at::Tensor out;
   kernels::LookupArgs args;
@@ -16,5 +20,9 @@ struct LookupPlan {
 
 LookupPlan plan_lookup(const at::Tensor& images, const at::Tensor& tables,
                        const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const LookupPlan& plan, bool cuda);
 
 }  // namespace prefetch

@@ -3,6 +3,9 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 #include <optional>
 
 #include "flip_crop/flip_crop.h"
@@ -12,6 +15,7 @@
 namespace prefetch {
 
 struct FlipCropPlan {
+  static constexpr const char* kName = "flip_crop";  // in errors
   GeometryInputs geometry;
   at::Tensor out;
   kernels::FlipCropArgs args;
@@ -22,5 +26,9 @@ FlipCropPlan plan_flip_crop(const at::Tensor& masks, const std::optional<at::Ten
                             const std::optional<at::Tensor>& offsets, int64_t fill,
                             const std::optional<at::Tensor>& indices,
                             const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const FlipCropPlan& plan, bool cuda);
 
 }  // namespace prefetch

@@ -4,6 +4,9 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 #include <optional>
 #include <vector>
 
@@ -16,6 +19,7 @@ namespace prefetch {
 // with one box per sample, checked on the host (every box inside its image, every sample inside
 // `values`) and packed into the kernel's per-sample table.
 struct ResizedCropPlan {
+  static constexpr const char* kName = "resized_crop";  // in errors
   at::Tensor samples;           // int64 [N, kSampleFields] on the values' device: what the kernel reads
   at::Tensor hflip, vflip;      // uint8 [N] on the values' device, or undefined
   std::vector<kernels::Affine> affine;  // host copy; the CUDA path uploads it past kInlineChannels
@@ -51,5 +55,9 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
                                   const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
                                   bool channels_last, bool antialias,
                                   const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const ResizedCropPlan& plan, bool cuda);
 
 }  // namespace prefetch

@@ -3,6 +3,9 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <string>
+#include <vector>
+
 #include <optional>
 
 #include "affine_warp/affine_warp.h"
@@ -11,6 +14,7 @@
 namespace prefetch {
 
 struct AffineWarpPlan {
+  static constexpr const char* kName = "affine_warp";  // in errors
   at::Tensor matrices;  // float32 [N, 6] contiguous, what args.matrices points into
   at::Tensor out;
   kernels::AffineWarpArgs args;
@@ -19,5 +23,9 @@ struct AffineWarpPlan {
 AffineWarpPlan plan_affine_warp(const at::Tensor& images, const at::Tensor& matrices, bool bilinear,
                                 const std::optional<at::ArrayRef<double>>& fill,
                                 const OutputAllocator& allocate = default_output);
+
+// What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
+// (ops/kernel_args.h, whose complete_args runs it before every launch).
+std::vector<std::string> arg_problems(const AffineWarpPlan& plan, bool cuda);
 
 }  // namespace prefetch

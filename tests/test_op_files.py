@@ -1,0 +1,105 @@
+"""The files of an op, read from the real tree: each op lives in its own folders (csrc/kernels/<op>/,
+csrc/torch/ops/<op>/), which hold its schema and both registrations; the files every op shares name
+none of them; and docs/custom_ops.md's list of an op's files and of the shared files a new op
+touches matches csrc/."""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "csrc" / "kernels"
+TORCH_OPS = ROOT / "csrc" / "torch" / "ops"
+
+# The files that adding an op once touched, every op listed in each: now templates, registries and
+# globs that name no op.
+SHARED = ["csrc/build_config.txt", "setup.py", "CMakeLists.txt", "scripts/check_cuda_build.sh",
+          "csrc/torch/ops/schemas.cpp", "csrc/torch/ops/kernel_args.h", "csrc/torch/ops/kernel_args.cpp",
+          "csrc/torch/ops/cpu_registration.h", "csrc/torch/ops/cuda_registration.h",
+          "csrc/torch/ops/kernel_args_hook.h", "csrc/torch/kernel_args_binding.cpp", "csrc/torch/module.cpp",
+          "csrc/kernels/common/cpu_dispatch.h"]
+
+
+def _section(title):
+    text = (ROOT / "docs" / "custom_ops.md").read_text()
+    start = text.index(title)
+    end = text.index("\n## ", start + 1)
+    return text[start:end]
+
+
+def _op_folders(parent):
+    return sorted(d.name for d in parent.iterdir() if d.is_dir() and d.name != "common")
+
+
+def _schema_names(op):
+    """The names the op's folder defines in the prefetch library (histogram's op is `histograms`)."""
+    text = (TORCH_OPS / op / (op + ".cpp")).read_text()
+    return re.findall(r'm\.def\(\s*"(\w+)\(', text)
+
+
+def test_every_kernel_folder_has_a_torch_folder_and_no_other():
+    assert _op_folders(TORCH_OPS) == _op_folders(KERNELS)
+    assert len(_op_folders(KERNELS)) >= 8
+
+
+def test_each_op_folder_holds_its_schema_plan_and_both_registrations():
+    for op in _op_folders(TORCH_OPS):
+        folder = TORCH_OPS / op
+        assert (folder / (op + "_plan.h")).is_file(), op
+        own = (folder / (op + ".cpp")).read_text()
+        names = _schema_names(op)
+        assert len(names) == 1, (op, names)
+        assert "TORCH_LIBRARY_FRAGMENT(prefetch, m)" in own, op
+        assert re.search(r'TORCH_LIBRARY_IMPL\(prefetch, CPU, m\) \{ m\.impl\("%s"' % names[0], own), op
+        assert "const KernelArgsHook" in own and '"_%s_kernel_args"' % op in own, op
+        cuda = (folder / (op + "_cuda.cpp")).read_text()
+        assert re.search(r'TORCH_LIBRARY_IMPL\(prefetch, CUDA, m\) \{ m\.impl\("%s"' % names[0], cuda), op
+        # Only the CUDA file registers for CUDA, and nothing else in the folder defines a schema.
+        assert "CUDA" not in re.findall(r"TORCH_LIBRARY_IMPL\(prefetch, (\w+)", own), op
+        assert "m.def(" not in cuda, op
+
+
+def test_no_shared_file_names_an_op():
+    ops = _op_folders(TORCH_OPS)
+    names = set(ops) | {n for op in ops for n in _schema_names(op)}
+    word = re.compile(r"\b(%s)\b" % "|".join(sorted(names)))
+    found = {path: sorted(set(word.findall((ROOT / path).read_text()))) for path in SHARED}
+    assert {path: hit for path, hit in found.items() if hit} == {}
+
+
+def test_the_files_of_an_op_are_the_ones_docs_custom_ops_lists():
+    # normalize_flip has every kind of file an op can have; its names, with the op's name replaced
+    # by <op>, must be the documented ones, and every documented file must exist.
+    op = "normalize_flip"
+    ops = _op_folders(KERNELS)
+    named = set(re.findall(r"`([^`\s]+)`", _section("## Adding an op to prefetch itself")))
+
+    def documented(path):
+        name = path.name
+        for o in ops:
+            name = name.replace(o, "<op>")
+        stem = name.rsplit(".", 1)[0]
+        return bool({name, stem + ".h", path.relative_to(ROOT).as_posix()} & named)
+
+    shared = [p for p in TORCH_OPS.iterdir() if p.is_file()]
+    in_tree = [*(KERNELS / op).iterdir(), *(TORCH_OPS / op).iterdir(), *shared]
+    assert [f.relative_to(ROOT).as_posix() for f in in_tree if not documented(f)] == []
+    places = [ROOT, KERNELS, KERNELS / op, KERNELS / "common", TORCH_OPS, TORCH_OPS / op, ROOT / "tests" / "cpp"]
+    # Paths and file names only: not the prose's "`_cpu_impl.h`" or "`.cu` file".
+    files = [n.replace("<op>", op).rstrip("/") for n in named
+             if re.search(r"^[A-Za-z<].*(\.(h|cpp|cu|py|txt)|/)$", n)]
+    assert [n for n in files if not any((p / n).exists() for p in places)] == []
+
+
+def test_docs_custom_ops_lists_at_most_three_shared_files_a_new_op_touches():
+    section = _section("## Adding an op to prefetch itself")
+    listed = section.split("<!-- shared files:", 1)[1].split("-->\n", 1)[1].split("\n\n", 1)[0]
+    bullets = [b for b in ("\n" + listed).split("\n- ") if b.strip()]
+    assert 1 <= len(bullets) <= 3, bullets
+    for bullet in bullets:
+        # The file, or where its content lives until it moves there (the bullet names both).
+        paths = re.findall(r"`([^`\s]+\.(?:py|md))`", bullet)
+        assert paths and any((ROOT / p).is_file() for p in paths), bullet
+    # Every op is in each of them: they are where an op is named on purpose.
+    for bullet in bullets:
+        path = next(ROOT / p for p in re.findall(r"`([^`\s]+\.(?:py|md))`", bullet) if (ROOT / p).is_file())
+        text = path.read_text()
+        assert all(op in text for op in ("sharpness", "lookup", "affine_warp")), path
