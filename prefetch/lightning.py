@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ._core.checks import is_stateful
+from ._core.checks import is_stateful, whole
 from .array_loader import ArrayLoader
 from .prefetcher import Prefetcher
 
@@ -119,7 +119,7 @@ class _TrainerLoader:
         return self
 
     def set_epoch(self, epoch):
-        self._epoch = int(epoch)
+        self._epoch = whole(epoch, "epoch")
         self.loader.set_epoch(self._epoch)  # (so a checkpoint taken before the start says it)
         source = getattr(self.loader, "source", None)  # a Prefetcher's DataLoader
         samplers = {}  # by id: the sampler and the batch sampler's may be the same object

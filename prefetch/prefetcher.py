@@ -176,14 +176,22 @@ class Prefetcher(ClosesOnExit):
     batch_size = property(lambda self: self._source_attribute("batch_size"),
                           doc="The source's ``batch_size`` (AttributeError if it has none).")
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Sets the epoch number the next ``iter()`` passes to the transform's draws (epochs
         otherwise count from 0, one per ``iter()``), as ``DistributedSampler.set_epoch``.
         Setting the epoch a loaded state stopped in keeps its resume position; any other epoch
-        starts from its first batch."""
+        starts from its first batch.
+
+        Args:
+            epoch (int): the epoch the next ``iter()`` runs, ``>= 0``.
+
+        Raises:
+            TypeError: ``epoch`` is not a whole number.
+            ValueError: ``epoch`` is negative.
+        """
         self._cursor.set_epoch(epoch)
 
-    def close(self):
+    def close(self) -> None:
         """Stops the current epoch and joins every thread the Prefetcher started (and shuts down
         persistent DataLoader workers that write into its shared ring)."""
         self._pipeline.close()
@@ -202,7 +210,7 @@ class Prefetcher(ClosesOnExit):
             "Prefetcher where it is iterated (e.g. not inside a Dataset that DataLoader workers "
             "receive).")
 
-    def stats(self):
+    def stats(self) -> typing.Dict[str, typing.Union[int, float]]:
         """Counters since construction, in seconds where named ``_s``. Where the time goes, stage
         by stage:
 
@@ -240,7 +248,11 @@ class Prefetcher(ClosesOnExit):
         that came the usual, per-sample way: the workers' ``worker_ring_fallbacks`` — no block
         yet, too large, no free slot — and an epoch's first batches, at most workers ×
         ``prefetch_factor``, made before the ring opened), ``worker_ring_slots`` and
-        ``worker_ring_bytes``."""
+        ``worker_ring_bytes``.
+
+        Returns:
+            dict: counter name -> ``int`` (counts, bytes) or ``float`` (seconds, shares, GB/s).
+        """
         out = self._pipeline.stats()
         stats = getattr(self._owned_source, "stats", None)
         if stats is not None:

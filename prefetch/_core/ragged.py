@@ -6,8 +6,11 @@ the packed values and the table — and the transform receives it; ``Ragged.from
 one from a list of tensors (what a user or a test has), ``tensors()`` gives the samples back as
 views. ``prefetch.ops.resized_crop`` takes it directly.
 """
+from __future__ import annotations
+
 import math
 import operator
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -20,6 +23,22 @@ __all__ = ["Ragged"]
 
 class Ragged:
     """``len(sizes)`` samples packed in ``values``.
+
+    Args:
+        values (Tensor[M]): every sample's elements (attribute below).
+        offsets (Tensor[N], int64): each sample's element offset in ``values``.
+        sizes (Tensor[N, rank], int64): each sample's shape.
+        shapes (sequence of tuples, optional): the same shapes as host tuples, when the maker
+            has them (then :meth:`shapes` reads no device memory).
+        dense (bool): the samples lie one after another from element 0 (taken only with
+            ``shapes``; the offsets are then known on the host).
+        check (bool): read host tables to check every sample lies inside ``values``; False for
+            tables still being written by an asynchronous copy (the engine's own).
+
+    Raises:
+        TypeError: ``values`` is not a 1-D tensor, or ``offsets``/``sizes`` not 1-D/2-D int64.
+        ValueError: ``offsets``, ``sizes`` and ``shapes`` disagree on the number of samples, a
+            size is negative, or a sample does not lie inside ``values``.
 
     Attributes:
         values: 1-D tensor, every sample's elements in row-major order, sample after sample
@@ -35,9 +54,9 @@ class Ragged:
 
     __slots__ = ("values", "offsets", "sizes", "_shapes", "_dense")
 
-    def __init__(self, values, offsets, sizes, shapes=None, dense=False, *, check=True):
-        """``check=False`` skips reading the tables to check the samples' extents: for tables
-        still being written by an asynchronous copy (the engine's, which it made itself)."""
+    def __init__(self, values: torch.Tensor, offsets: torch.Tensor, sizes: torch.Tensor,
+                 shapes: Optional[Sequence[Sequence[int]]] = None, dense: bool = False, *,
+                 check: bool = True) -> None:
         if not isinstance(values, torch.Tensor) or values.dim() != 1:
             raise TypeError("prefetch: Ragged values must be a 1-D tensor, got %s" % describe(values))
         for name, t, dim in (("offsets", offsets, 1), ("sizes", sizes, 2)):
@@ -65,9 +84,23 @@ class Ragged:
         self._dense = bool(dense) and shapes is not None
 
     @classmethod
-    def from_tensors(cls, tensors, *, device=None):
-        """Packs ``tensors`` (same dtype and rank) into one
-        Ragged, on ``device`` (default: the first tensor's)."""
+    def from_tensors(cls, tensors: Sequence[torch.Tensor], *,
+                     device: Union[torch.device, str, None] = None) -> "Ragged":
+        """Packs tensors of one dtype and rank into one Ragged, dense from element 0.
+
+        Args:
+            tensors (sequence of Tensor[*S_i]): the samples, any shapes of one rank.
+            device (torch.device or str, optional): where the Ragged lives (default: the first
+                tensor's device).
+
+        Returns:
+            Ragged: ``len(tensors)`` samples, with their shapes known on the host.
+
+        Raises:
+            ValueError: ``tensors`` is empty.
+            prefetch.CollateError: a sample is not a tensor, or has another dtype or rank than
+                sample 0 (naming the sample).
+        """
         tensors = list(tensors)
         if not tensors:
             raise ValueError("prefetch: Ragged.from_tensors needs at least one tensor")
@@ -83,33 +116,40 @@ class Ragged:
         return cls(values, offsets.to(device), sizes.to(device),
                    shapes=[tuple(t.shape) for t in tensors], dense=True)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.sizes.shape[0]
 
     @property
-    def dtype(self):
+    def dtype(self) -> torch.dtype:
         return self.values.dtype
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self.values.device
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         """The rank of every sample."""
         return self.sizes.shape[1]
 
-    def shapes(self):
-        """Each sample's shape, as a list of tuples: known on the host when the Ragged came from
-        the Prefetcher or ``from_tensors``; otherwise read from ``sizes`` (a device sync when
-        ``sizes`` is on a GPU)."""
+    def shapes(self) -> List[Tuple[int, ...]]:
+        """Each sample's shape: known on the host when the Ragged came from the Prefetcher or
+        ``from_tensors``; otherwise read from ``sizes`` (a device sync when ``sizes`` is on a GPU).
+
+        Returns:
+            list of tuples: ``N`` shapes of ``rank`` ints each.
+        """
         if self._shapes is None:
             self._shapes = tuple(tuple(s) for s in self.sizes.cpu().tolist())
         return list(self._shapes)
 
-    def host_tables(self):
-        """``(offsets, sizes)`` as CPU int64 tensors, made from what the host knows when it can
-        (no device read, no synchronisation), else copied from the device."""
+    def host_tables(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The tables on the host, made from what the host knows when it can (no device read, no
+        synchronisation), else copied from the device.
+
+        Returns:
+            tuple: ``(offsets, sizes)``, CPU int64 tensors ``[N]`` and ``[N, rank]``.
+        """
         if self._dense:
             shapes = self._shapes
             counts = [math.prod(s) for s in shapes]
@@ -118,8 +158,12 @@ class Ragged:
             return offsets, sizes
         return self.offsets.cpu(), self.sizes.cpu()
 
-    def tensors(self):
-        """The samples, as views of ``values``."""
+    def tensors(self) -> List[torch.Tensor]:
+        """The samples, as views of ``values``.
+
+        Returns:
+            list of Tensor[*S_i]: ``N`` views, each of its sample's shape.
+        """
         offsets = self.offsets.cpu().tolist()
         return [self.values.narrow(0, o, math.prod(s)).view(s)
                 for o, s in zip(offsets, self.shapes())]
@@ -150,10 +194,22 @@ class Ragged:
                              "inside its %d values" % (i, offset, list(shape), self.values.numel()))
         return self.values.narrow(0, offset, math.prod(shape)).view(shape)
 
-    def index_select(self, dim, index):
-        """Samples ``index`` (a 1-D int64 tensor) as a new Ragged packed from element 0, as
-        ``Tensor.index_select`` along the sample dimension (``dim`` must be 0); gathered in torch
-        on ``values``' device (the ArrayLoader's device path; its host path gathers in C++)."""
+    def index_select(self, dim: int, index: torch.Tensor) -> "Ragged":
+        """Some samples, as ``Tensor.index_select`` along the sample dimension, gathered on
+        ``values``' device (the ArrayLoader's device path; its host path gathers in C++).
+
+        Args:
+            dim (int): must be 0 (the sample dimension).
+            index (Tensor[K], int64): the samples to take, in order; negative counts from the end.
+
+        Returns:
+            Ragged: ``K`` samples packed from element 0 in new ``values``.
+
+        Raises:
+            ValueError: ``dim`` is not 0.
+            TypeError: ``index`` is not a 1-D int64 tensor.
+            IndexError: an index is out of range.
+        """
         if dim != 0:
             raise ValueError("prefetch: a Ragged selects samples (dim 0), got dim=%r" % (dim,))
         if not isinstance(index, torch.Tensor) or index.dim() != 1 or index.dtype != torch.int64:
@@ -172,13 +228,21 @@ class Ragged:
         shapes = None if self._shapes is None else [self._shapes[k] for k in index.tolist()]
         return Ragged(values, offsets, sizes, shapes=shapes, dense=shapes is not None, check=False)
 
-    def to(self, device, non_blocking=False):
-        """The same samples on ``device``."""
+    def to(self, device: Union[torch.device, str], non_blocking: bool = False) -> "Ragged":
+        """The same samples on another device.
+
+        Args:
+            device (torch.device or str): the destination.
+            non_blocking (bool): as ``Tensor.to``'s (asynchronous from pinned host memory).
+
+        Returns:
+            Ragged: ``values``, ``offsets`` and ``sizes`` on ``device``, the host shapes kept.
+        """
         return Ragged(*(t.to(device, non_blocking=non_blocking)
                         for t in (self.values, self.offsets, self.sizes)), shapes=self._shapes,
                       dense=self._dense, check=False)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Ragged(%d samples of %s, %s, on %s)" % (
             len(self), "rank %d" % self.rank, str(self.dtype).replace("torch.", ""), self.device)
 

@@ -14,6 +14,7 @@ exists — the run was stopped after its last batch, before the producer saw the
 position says so (``source_epoch_open``) and the resumed loader first runs the source's
 remainder of that epoch, which must be empty, before the epoch it resumes.
 """
+from .._core.checks import whole
 
 __all__ = ["ResumeCursor", "AT_END", "MORE", "UNKNOWN"]
 
@@ -45,8 +46,11 @@ class ResumeCursor:
 
     def set_epoch(self, epoch):
         """The epoch the next ``start()`` runs; the resume index is kept only for the epoch a
-        loaded state stopped in."""
-        epoch = int(epoch)
+        loaded state stopped in. ``epoch``: a whole number >= 0 (TypeError, ValueError), never
+        truncated as ``int()`` would truncate 1.5."""
+        epoch = whole(epoch, "epoch")
+        if epoch < 0:
+            raise ValueError("prefetch: epoch must be >= 0, got %d" % epoch)
         if epoch != self.next_epoch:
             self.resume_index = 0
         self.next_epoch = epoch

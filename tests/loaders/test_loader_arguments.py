@@ -54,3 +54,16 @@ def test_good_loader_arguments_still_build(loader):
         good.update(shuffle=np.bool_(False), drop_last=True, seed=np.int64(3), memory_fraction=1)
     with build(loader, **good) as built:
         assert len(list(built)) >= 1
+
+
+@pytest.mark.parametrize("loader", ["Prefetcher", "ArrayLoader"])
+@pytest.mark.parametrize("epoch, error", [(1.5, TypeError), (True, TypeError), ("3", TypeError),
+                                          (-1, ValueError)], ids=repr)
+def test_set_epoch_refuses_what_is_not_an_epoch_and_the_loader_still_works(loader, epoch, error):
+    # int() would have run epoch 1 for 1.5 and 3 for "3": draws of an epoch nobody asked for.
+    with build(loader) as built:
+        with pytest.raises(error, match="epoch") as info:
+            built.set_epoch(epoch)
+        assert repr(epoch) in str(info.value) or str(epoch) in str(info.value)
+        built.set_epoch(2.0)  # a whole float is a whole number, as everywhere in prefetch
+        assert len(list(built)) >= 1
