@@ -50,8 +50,9 @@ _BENCH_SHARED = ["prefetch/bench/__main__.py", "prefetch/bench/section.py",
                  "prefetch/bench/timing.py", "prefetch/bench/target.py",
                  "prefetch/bench/constants.py", "prefetch/bench/datasets.py",
                  "prefetch/bench/pipelines.py", "prefetch/bench/epochs.py"]
-_ENGINE = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/cuda_support.cpp",
-           "prefetch/_engine", "prefetch/prefetcher.py", "prefetch/collate.py"]
+_ENGINE = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/module.cpp",
+           "csrc/torch/cuda_support.cpp", "prefetch/_engine", "prefetch/_core", "prefetch/sources",
+           "prefetch/prefetcher.py", "prefetch/collate.py"]
 FAIR_SOURCES = {  # (git pathspecs: "*" matches across folders)
     "h2d": ["prefetch/bench/h2d*.py", "prefetch/bench/pinned.py", "prefetch/bench/ops.py",
             "csrc/kernels/normalize_flip"] + _ENGINE + _BENCH_SHARED,

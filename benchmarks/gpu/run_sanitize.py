@@ -57,17 +57,20 @@ _KERNEL_OF = {"histograms": "histogram"}  # the op's name where its kernel's fol
 _COPY_SHARED = ["csrc/core", "csrc/torch/engine_binding.cpp", "csrc/torch/module.cpp",
                 "csrc/torch/cuda_support.cpp",
                 "csrc/torch/slot_table_binding.cpp", "csrc/torch/readable.cpp",
-                "csrc/torch/packed_layout.cpp", "prefetch/_engine", "benchmarks/gpu/sanitize_copy.py"]
+                "csrc/torch/packed_layout.cpp", "prefetch/_engine", "prefetch/_core",
+                "prefetch/sources", "benchmarks/gpu/sanitize_copy.py"]
 _COPY_OWN = {"prefetcher": ["prefetch/prefetcher.py"],
              "array_loader_host": ["prefetch/array_loader.py"],
              "array_loader_device": ["prefetch/array_loader.py", "csrc/kernels/normalize_flip"],
-             "worker_ring": ["prefetch/prefetcher.py", "prefetch/collate.py", "prefetch/samples.py"],
-             "ragged": ["prefetch/ragged.py", "prefetch/prefetcher.py", "csrc/kernels/resized_crop"]}
+             "worker_ring": ["prefetch/prefetcher.py", "prefetch/collate.py"],
+             "ragged": ["prefetch/prefetcher.py", "csrc/kernels/resized_crop"]}
 SOURCES = {}
 for _op in OPS:
     if _op == "decode":
         SOURCES[_op] = ["csrc/decode", "csrc/torch/ops/decode_ops.cpp", "csrc/torch/ops/*jpeg*",
-                        "prefetch/ops/decode.py", "prefetch/ops/gpu_decoders.py"] + _OP_SHARED + _NOT_DEVICE
+                        "prefetch/ops/decode.py", "prefetch/ops/gpu_decoders.py",
+                        "prefetch/ops/gpu_backends.py", "prefetch/ops/gpu_streams.py",
+                        "prefetch/ops/jpeg_headers.py"] + _OP_SHARED + _NOT_DEVICE
     else:
         _k = _KERNEL_OF.get(_op, _op)
         SOURCES[_op] = ["csrc/kernels/%s" % _k, "csrc/torch/ops/%s" % _k] + _OP_SHARED + _NOT_DEVICE
