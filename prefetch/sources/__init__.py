@@ -18,7 +18,7 @@ mid-epoch.
 **Where sources come from.** A loader passes what the user gave through :func:`adapt`, with a
 :class:`Reader` saying who reads it: each entry of :data:`ADAPTERS` recognises a kind of source
 and wraps it (a Ray Data ``Dataset`` becomes a :class:`RaySource`; a DataLoader with workers and
-``collate_fn=prefetch.collate.samples`` becomes a :class:`~.worker_ring.RingLoader`, whose
+``collate_fn=prefetch.collate.samples`` becomes a :class:`~.ring_loader.RingLoader`, whose
 workers write into shared pinned slots, when the reader wants the worker ring); anything else is
 its own source. A source adapt() made for a reader belongs to that reader, which calls its
 ``close()`` and adds its ``stats()`` to its own where it has them. A new source lives in this
@@ -34,8 +34,8 @@ from .._core.tree import flatten as _flatten
 from .abandoned import release_workers
 from .ray import RaySource, is_ray_dataset
 from .sampling import finish_sampling
-from .worker_ring import RingLoader
-from .worker_ring import serves as _ring_serves
+from .ring_loader import RingLoader
+from .ring_loader import serves as _ring_serves
 
 __all__ = ["PreparedBatch", "Packed", "Leaf", "prepare", "adapt", "ADAPTERS", "RaySource",
            "RingLoader", "Reader", "underlying_loader", "abandon"]
