@@ -31,6 +31,7 @@ import copy
 import os
 import queue
 import threading
+import typing
 import warnings
 import weakref
 
@@ -42,6 +43,9 @@ from .._core.tree import (DATACLASS_NODE, LEAF_NODE, LIST_NODE, MAP_NODE, MOVE_N
                           NAMEDTUPLE_NODE, RAGGED_NODE, TUPLE_NODE, Packed, PreparedBatch, flatten)
 from ..collate import samples as samples_collate
 from .shared_block import SharedBlock
+
+if typing.TYPE_CHECKING:  # for the annotation only: the package imports this module
+    from . import Reader
 
 __all__ = ["RingCollate", "RingLoader", "SlotBatch", "WorkerRing", "serves", "usable"]
 
@@ -486,7 +490,7 @@ class RingLoader:
             ring's size) and ``register_host`` (page-locks a block for the copy stream).
     """
 
-    def __init__(self, loader, reader):
+    def __init__(self, loader: torch.utils.data.DataLoader, reader: "Reader") -> None:
         self.__dict__.update(_loader=loader, _reader=reader, _ring=None, _lock=threading.Lock(),
                              _lock_pid=os.getpid())
 
@@ -523,8 +527,12 @@ class RingLoader:
         parent's: ``ring.pid`` says whose), or None before the first epoch."""
         return self._ring
 
-    def worker_ring(self):
-        """This process's :class:`WorkerRing`, made on first use."""
+    def worker_ring(self) -> WorkerRing:
+        """This process's :class:`WorkerRing`, made on first use.
+
+        Returns:
+            WorkerRing: the ring this process's epochs run through.
+        """
         if self._lock_pid != os.getpid():  # a forked child: the parent's lock may be held
             self._lock, self._lock_pid = threading.Lock(), os.getpid()
         with self._lock:
@@ -544,12 +552,16 @@ class RingLoader:
                 weakref.finalize(self, ring.close).atexit = False
             return ring
 
-    def stats(self):
+    def stats(self) -> dict[str, int]:
         """The ring's counters (``worker_ring_*``, see ``Prefetcher.stats``); {} before its first
-        epoch."""
+        epoch.
+
+        Returns:
+            dict[str, int]: the counters by name (bytes in bytes).
+        """
         return {} if self._ring is None else self._ring.stats()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the ring: pauses it and shuts down persistent workers holding it (nothing in a
         forked child, whose ring is the parent's)."""
         if self._ring is not None:
