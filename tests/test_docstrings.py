@@ -1,11 +1,13 @@
-"""The public API documents itself: every exported function and class (``prefetch.__all__``,
-``prefetch.transforms.__all__``, and the documented names of a few public modules) has type hints
-and a docstring with ``Args:`` when it takes arguments and ``Returns:`` when it returns a value,
-and no docstring names a module that no longer exists.
+"""The public API documents itself: every exported function and class (the ``__all__`` of
+``prefetch``, ``prefetch.transforms``, ``prefetch.transforms.v2``, ``prefetch.ops``,
+``prefetch.sources`` and ``prefetch.store``, and the documented names of a few public modules)
+has type hints and a docstring with ``Args:`` when it takes arguments and ``Returns:`` when it
+returns a value, and no docstring names a module that no longer exists.
 
 The walk reads the real objects (``inspect``), so a new export without hints or sections fails
 here; the count check below makes sure the walk itself found the API.
 """
+import enum
 import importlib
 import inspect
 import re
@@ -14,6 +16,7 @@ import pytest
 
 import prefetch
 import prefetch.transforms
+import prefetch.transforms.v2
 
 # Documented functions and classes of public modules that are not in an ``__all__`` above
 # (README.md and docs/ name them by their module path).
@@ -41,8 +44,10 @@ MODULE_NAMES = [
 STALE_MODULES = ("prefetch._pipeline", "prefetch._resume", "prefetch._tree")
 
 
-# The public packages whose exports are checked: the top, the transforms and the store.
-PUBLIC_MODULES = (prefetch, prefetch.transforms, prefetch.store)
+# Every public package's exports: the top, the transforms and their torchvision-named recipe, the
+# ops, the sources and the store.
+PUBLIC_MODULES = (prefetch, prefetch.transforms, prefetch.transforms.v2, prefetch.ops,
+                  prefetch.sources, prefetch.store)
 
 
 def _exported():
@@ -110,6 +115,10 @@ def _parameters(fn):
 def _constructor(cls):
     """The function whose parameters build ``cls`` (its ``__init__``, or a NamedTuple's /
     dataclass's generated ``__new__``/``__init__``), or None when it takes list's or object's."""
+    if issubclass(cls, enum.Enum):
+        # An Enum is not built by its user: ``Mode(value)`` looks up an existing member, and the
+        # ``value`` parameter belongs to enum's ``__new__``, not to anything prefetch documents.
+        return None
     for name in ("__init__", "__new__"):
         for klass in cls.__mro__:
             fn = vars(klass).get(name)
@@ -120,6 +129,33 @@ def _constructor(cls):
                     return fn
                 break
     return None
+
+
+def _is_namedtuple(cls):
+    return inspect.isclass(cls) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def _section_entries(doc, section):
+    """The names an ``Args:``-style section of ``doc`` documents: its entries' ``name (type):``
+    or ``name:`` lines, one indent below the section's header."""
+    lines = doc.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == section)
+    except StopIteration:
+        return set()
+    header_indent = len(lines[start]) - len(lines[start].lstrip())
+    names, entry_indent = set(), None
+    for line in lines[start + 1:]:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent <= header_indent:
+            break
+        entry_indent = indent if entry_indent is None else entry_indent
+        match = re.match(r"(\w+)( \(.*\))?:", line.strip())
+        if indent == entry_indent and match:
+            names.add(match.group(1))
+    return names
 
 
 def test_the_walk_finds_the_api():
@@ -148,7 +184,16 @@ def test_docstring_has_sections(qualname, obj):
     doc = inspect.getdoc(obj) or ""
     assert doc, "%s has no docstring" % qualname
     fn = _constructor(obj) if inspect.isclass(obj) else obj
-    if fn is not None and _parameters(fn):
+    if _is_namedtuple(obj):
+        # A NamedTuple's constructor arguments are its fields, which stay on it as attributes:
+        # the API documents them either as the arguments a caller builds it with (``Args:``:
+        # BatchPosition, Draws) or as the attributes a reader reads (``Attributes:``: Reader,
+        # Leaf), and either way every field is an entry of that one section.
+        entries = [_section_entries(doc, section) for section in ("Args:", "Attributes:")]
+        assert any(set(obj._fields) <= names for names in entries), \
+            "%s: its fields %s are not all entries of one Args: or Attributes: section" % (
+                qualname, list(obj._fields))
+    elif fn is not None and _parameters(fn):
         assert "Args:" in doc, "%s takes arguments but its docstring has no Args:" % qualname
     if not inspect.isclass(obj):
         returns = inspect.signature(obj).return_annotation

@@ -37,26 +37,29 @@ class Leaf(typing.NamedTuple):
     the ArrayLoader builds gather leaves itself, and ``_C.Engine.stage`` takes a list of
     them. The binding reads the three fields by name.
 
-    - ``name``: where the leaf sits in the batch (``"batch[0]['image']"``); every error about the
-      leaf names it.
-    - ``value``: a CPU tensor, copied as it is; or a list of CPU tensors of one shape and dtype
-      (a ``Samples``), stacked along a new first dimension; or a tuple of CPU tensors of one
-      dtype and any shapes, concatenated as flat elements into a 1-D output (the values of a
-      :class:`Ragged`).
-    - ``rows``: ``None``, or a 1-D int64 CPU tensor: the leaf is then rows ``rows`` of the tensor
-      ``value`` stacked, a gather straight from a dataset's array. Every row must lie in
-      ``[0, len(value))``; the C++ core checks it (``check_rows`` in csrc/core/collate.h) and the
-      error names the leaf, the position and the index. Or an int64 ``[n, 2]`` CPU tensor of
-      ``(start, count)`` pairs: the leaf is then those element ranges of the 1-D dense tensor
-      ``value``, one after another (a ragged field's samples gathered from a dataset, e.g. a
-      store's encoded bytes); the core checks every range lies inside ``value``.
-    - ``mapped``: ``None``, or ``(fd, size, path)`` when ``value`` maps a file (a store's
-      ``values.bin``, :class:`prefetch.store.MappedFile`): once the engine has room for the batch,
-      right before its threads read ``value``, it checks the file is still ``size`` bytes and
-      raises ``prefetch.store.StoreError`` if not (a read past a truncated end is SIGBUS); a
-      Python reader (``host_batch``) calls its ``check()`` (a :class:`prefetch.store.MappedGuard`).
-
     A named tuple because one is built per leaf per batch on the producer's hot path.
+
+    Attributes:
+        name (str): where the leaf sits in the batch (``"batch[0]['image']"``); every error about
+            the leaf names it.
+        value (Tensor, list of Tensor or tuple of Tensor): a CPU tensor, copied as it is; or a
+            list of CPU tensors of one shape and dtype (a ``Samples``), stacked along a new first
+            dimension; or a tuple of CPU tensors of one dtype and any shapes, concatenated as flat
+            elements into a 1-D output (the values of a :class:`Ragged`).
+        rows (Tensor[R] or Tensor[R, 2], int64, optional): ``None``, or a 1-D int64 CPU tensor:
+            the leaf is then rows ``rows`` of the tensor ``value`` stacked, a gather straight from
+            a dataset's array. Every row must lie in ``[0, len(value))``; the C++ core checks it
+            (``check_rows`` in csrc/core/collate.h) and the error names the leaf, the position and
+            the index. Or an int64 ``[n, 2]`` CPU tensor of ``(start, count)`` pairs: the leaf is
+            then those element ranges of the 1-D dense tensor ``value``, one after another (a
+            ragged field's samples gathered from a dataset, e.g. a store's encoded bytes); the core
+            checks every range lies inside ``value``.
+        mapped (tuple, optional): ``None``, or ``(fd, size, path)`` when ``value`` maps a file (a
+            store's ``values.bin``, :class:`prefetch.store.MappedFile`): once the engine has room
+            for the batch, right before its threads read ``value``, it checks the file is still
+            ``size`` bytes and raises ``prefetch.store.StoreError`` if not (a read past a
+            truncated end is SIGBUS); a Python reader (``host_batch``) calls its ``check()`` (a
+            :class:`prefetch.store.MappedGuard`).
     """
 
     name: str
@@ -69,15 +72,18 @@ class Packed(typing.NamedTuple):
     """A batch whose leaves lie packed in one host buffer already (a worker ring slot): the
     engine copies it in one piece instead of collating.
 
-    - ``data``: a contiguous 1-D uint8 CPU tensor.
-    - ``layout``: ``[(offset, dtype, shape)]``, one per leaf, in the order ``unflatten`` takes
-      them; offsets count from the start of the batch's bytes: ``data`` itself, or with ``slot``
-      that slot of ``data``. The engine checks every leaf against those bytes.
-    - ``pin``: a ``_C.HostPin`` (``data`` registered with the copy stream) or None, held as long
-      as the copy may read it.
-    - ``slot``: None, or ``(table, index, generation)``: the batch is slot ``index`` of ``data``, a
-      block of ``table``'s (a ``_C.SlotTable``) slots, SENT in ``generation``; the engine leases
-      it when it takes the batch and frees it once its copy has read it.
+    Attributes:
+        data (Tensor[B], uint8): a contiguous 1-D CPU tensor.
+        layout (list): ``[(offset, dtype, shape)]``, one per leaf, in the order ``unflatten``
+            takes them; offsets count in bytes from the start of the batch's bytes: ``data``
+            itself, or with ``slot`` that slot of ``data``. The engine checks every leaf against
+            those bytes.
+        pin (_C.HostPin, optional): ``data`` registered with the copy stream, or None; held as
+            long as the copy may read it.
+        slot (tuple, optional): None, or ``(table, index, generation)``: the batch is slot
+            ``index`` of ``data``, a block of ``table``'s (a ``_C.SlotTable``) slots, SENT in
+            ``generation``; the engine leases it when it takes the batch and frees it once its
+            copy has read it.
     """
 
     data: typing.Any
@@ -91,6 +97,14 @@ class PreparedBatch(typing.NamedTuple):
     :class:`Leaf`). A source may yield these instead of batches (the ArrayLoader's host path
     does) so that no Python walks a structure or touches a sample. With ``packed`` (a
     :class:`Packed`) the leaves lie in its buffer as its layout says, and ``leaves`` is empty.
+
+    Attributes:
+        spec: rebuilds the batch's structure from its leaves' tensors and ``moves``
+            (``unflatten``).
+        leaves (list of Leaf): the tensors to collate and copy (empty with ``packed``).
+        moves (list of Tensor): the batch's tensors already on an accelerator, moved by
+            ``unflatten``.
+        packed (Packed, optional): the buffer the leaves already lie in, or None.
     """
 
     spec: typing.Any

@@ -20,15 +20,29 @@ ENV_VAR = "PREFETCH_CPU_CAPABILITY"
 __all__ = ["cpu_kernel_build", "set_cpu_kernel_build", "BUILDS"]
 
 
-def cpu_kernel_build():
-    """The highest build the CPU kernels run now (the CPU's best, up to the limit)."""
+def cpu_kernel_build() -> str:
+    """The highest build the CPU kernels run now (the CPU's best, up to the limit).
+
+    Returns:
+        str: ``"avx512"``, ``"avx2"`` or ``"baseline"``.
+    """
     return str(torch.ops.prefetch._cpu_kernel_build())
 
 
-def set_cpu_kernel_build(highest):
+def set_cpu_kernel_build(highest: str) -> str:
     """Limits the CPU kernels to builds up to ``highest`` (one of :data:`BUILDS`; a build the CPU
     lacks falls back to the best it has) and returns the build that ran before, so that
-    ``set_cpu_kernel_build(previous)`` restores it."""
+    ``set_cpu_kernel_build(previous)`` restores it.
+
+    Args:
+        highest (str): ``"avx512"``, ``"avx2"`` or ``"baseline"`` (lower case).
+
+    Returns:
+        str: the build the kernels ran before this call.
+
+    Raises:
+        ValueError: ``highest`` not one of :data:`BUILDS`.
+    """
     if highest not in BUILDS:
         raise ValueError("prefetch: the CPU kernels' builds are %s, got %r" % (", ".join(BUILDS), highest))
     return str(torch.ops.prefetch._set_cpu_kernel_build(highest))

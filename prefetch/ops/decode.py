@@ -20,13 +20,14 @@ GPU decodes every image: each is one call a batch (``decode_with_backend``), and
 ``tests/ops/test_decode_host_stage.py`` counts them.
 """
 import warnings
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from . import gpu_decoders, gpu_streams, jpeg_headers
 from .arguments import flips, size_list
-from .geometry import resized_crop
+from .geometry import Flips, resized_crop
 from .._core.checks import describe, whole
 from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
 from .._core.ragged import Ragged
@@ -79,7 +80,7 @@ def encoded_batch(data):
     return Ragged.from_tensors(parts)
 
 
-def jpeg_sizes(data) -> torch.Tensor:
+def jpeg_sizes(data: Ragged | torch.Tensor | list | tuple) -> torch.Tensor:
     """Each encoded image's size, from its header alone (no pixel is decoded).
 
     Args:
@@ -99,8 +100,10 @@ def jpeg_sizes(data) -> torch.Tensor:
     return torch.ops.prefetch.jpeg_sizes(r.values, offsets, sizes)
 
 
-def decode_jpeg(data, boxes=None, *, device: torch.device | str = "cpu",
-                gpu_decoder: str | None = None, header_sizes=None) -> Ragged:
+def decode_jpeg(data: Ragged | torch.Tensor | list | tuple,
+                boxes: torch.Tensor | Sequence[Sequence[int]] | None = None, *,
+                device: torch.device | str = "cpu", gpu_decoder: str | None = None,
+                header_sizes: torch.Tensor | None = None) -> Ragged:
     """Decodes every image (or only the region ``boxes[n]`` = (top, left, height, width) of image
     ``n``, inside it) to HWC uint8 RGB. A stream cut below a box decodes that box (its rows are all
     there). Needs an extension built with libjpeg-turbo (``prefetch.built_with_jpeg()``) for the
@@ -150,10 +153,14 @@ def decode_jpeg(data, boxes=None, *, device: torch.device | str = "cpu",
     return out if device.type == "cpu" else out.to(device, non_blocking=True)
 
 
-def max_image_pixels():
+def max_image_pixels() -> int | None:
     """The decompression-bomb limit (None: none): a header that claims more pixels than this warns
     (a UserWarning), more than twice it is refused with RuntimeError before any memory is reserved
-    for the image. Pillow's default and semantics (``PIL.Image.MAX_IMAGE_PIXELS``: 89,478,485)."""
+    for the image. Pillow's default and semantics (``PIL.Image.MAX_IMAGE_PIXELS``: 89,478,485).
+
+    Returns:
+        int or None: the limit in pixels (H * W) for this process; None when there is none.
+    """
     limit = torch.ops.prefetch._max_image_pixels()
     return limit or None
 
@@ -185,9 +192,20 @@ class DecompressionBombWarning(UserWarning):
     """A JPEG's header claims more pixels than :func:`max_image_pixels` (but at most twice it)."""
 
 
-def set_max_image_pixels(limit):
+def set_max_image_pixels(limit: int | None) -> int | None:
     """Sets :func:`max_image_pixels` for this process (``None``: no limit) and returns the previous
-    limit. Every JPEG op checks it, on the CPU and with a GPU decoder alike."""
+    limit. Every JPEG op checks it, on the CPU and with a GPU decoder alike.
+
+    Args:
+        limit (int or None): the new limit in pixels (H * W), a whole number >= 1; None: no limit.
+
+    Returns:
+        int or None: the limit before this call (None: there was none).
+
+    Raises:
+        TypeError: ``limit`` not a whole number (a bool, a fraction, a string).
+        ValueError: ``limit`` < 1.
+    """
     if limit is not None:
         limit = whole(limit, "limit")
         if limit < 1:
@@ -196,19 +214,34 @@ def set_max_image_pixels(limit):
     return previous or None
 
 
-def gpu_jpeg_decoder(name=None):
+def gpu_jpeg_decoder(name: str | None = None) -> str:
     """The name of the decoder :func:`decode_jpeg` uses for a CUDA device: ``"torchcodec"``
     (TorchCodec >= 0.16 installed), else ``"torchvision"`` (>= 0.20), else ``"cpu"`` (the CPU
     decoder, then a copy); ``name`` or ``$PREFETCH_GPU_JPEG_DECODER`` (``auto``, ``torchcodec``,
     ``torchvision``, ``cpu``) chooses, and a chosen decoder that cannot be used raises saying why.
-    Imports the library to check it; initialises no CUDA."""
+    Imports the library to check it; initialises no CUDA.
+
+    Args:
+        name (str, optional): ``"auto"``, ``"torchcodec"``, ``"torchvision"`` or ``"cpu"`` (any
+            case); None: ``$PREFETCH_GPU_JPEG_DECODER``, else ``"auto"``.
+
+    Returns:
+        str: ``"torchcodec"``, ``"torchvision"`` or ``"cpu"``.
+
+    Raises:
+        ValueError: a name (argument or environment variable) that names no decoder.
+        RuntimeError: a named decoder that cannot be used here, saying why.
+    """
     return gpu_decoders.select_gpu_decoder(name).name
 
 
-def decode_resized_crop(data, boxes, size, mean, std, *, hflip=None, vflip=None,
-                        dtype: torch.dtype = torch.float32, channels_last: bool = False,
+def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
+                        boxes: torch.Tensor | Sequence[Sequence[int]], size: int | Sequence[int],
+                        mean: Sequence[float], std: Sequence[float], *, hflip: Flips = None,
+                        vflip: Flips = None, dtype: torch.dtype = torch.float32, channels_last: bool = False,
                         antialias: bool = True, device: torch.device | str = "cpu",
-                        gpu_decoder: str | None = None, header_sizes=None) -> torch.Tensor:
+                        gpu_decoder: str | None = None,
+                        header_sizes: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
     outside the boxes (on a CUDA device the regions come from :func:`decode_jpeg` with

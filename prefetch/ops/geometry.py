@@ -5,7 +5,7 @@ normalized and cast, in one pass) and ``affine_warp`` (each uint8 image through 
 map: the augmentation policies' rotate, shear and translate).
 """
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -16,6 +16,9 @@ from .arguments import (DTYPE_NAMES, MAX_CROP, OUT_DTYPES, OUT_DTYPES_MESSAGE, c
                         check_uint8_images, crop_list, flips, integer, size_list)
 
 __all__ = ["flip_crop", "resized_crop", "affine_warp"]
+
+if TYPE_CHECKING:  # for the annotation only: _ragged() imports it where it is used
+    from .._core.ragged import Ragged
 
 Flips = torch.Tensor | Sequence[bool] | None
 
@@ -113,7 +116,7 @@ def _pack(images):
                   check=False)
 
 
-def resized_crop(images, boxes: torch.Tensor | Sequence[Sequence[int]], size: int | Sequence[int],
+def resized_crop(images: "Ragged | Sequence[torch.Tensor]", boxes: torch.Tensor | Sequence[Sequence[int]], size: int | Sequence[int],
                  mean: Sequence[float], std: Sequence[float], *, hflip: Flips = None,
                  vflip: Flips = None, dtype: torch.dtype = torch.float32,
                  channels_last: bool = False, antialias: bool = True) -> torch.Tensor:

@@ -14,7 +14,7 @@ _POOL_STATS = ("idle_buffers", "idle_bytes", "max_idle_buffers", "max_idle_bytes
                "in_use_buffers", "in_use_bytes", "allocations", "reuses")
 
 
-def output_pool_stats():
+def output_pool_stats() -> dict[str, int]:
     """A snapshot of the CPU output pool, as a dict of ints:
 
     - ``idle_buffers``, ``idle_bytes``: buffers the pool holds for the next outputs;
@@ -26,19 +26,37 @@ def output_pool_stats():
 
     Only CPU outputs of at least 1 MiB and at most ``max_idle_bytes`` are pooled; the others,
     and every CUDA output, come from torch's allocators and are not counted here.
+
+    Returns:
+        dict[str, int]: the eight counts above, by name; bytes in bytes.
     """
     return dict(zip(_POOL_STATS, torch.ops.prefetch._output_pool_stats()))
 
 
-def release_output_pool():
+def release_output_pool() -> int:
     """Frees the pool's idle buffers now and returns how many bytes that gave back. Outputs that
-    are still alive are untouched; they return to the pool when they die, as before."""
+    are still alive are untouched; they return to the pool when they die, as before.
+
+    Returns:
+        int: the bytes freed.
+    """
     return torch.ops.prefetch._release_output_pool()
 
 
-def set_output_pool_limit(max_idle_bytes):
+def set_output_pool_limit(max_idle_bytes: int) -> int:
     """Bounds the bytes the CPU output pool keeps idle (default 512 MiB; idle buffers beyond the
     new bound are freed at once) and returns the previous bound. ``0`` turns the pool off:
     every output then comes from torch's allocator. An output larger than the bound is never
-    pooled."""
+    pooled.
+
+    Args:
+        max_idle_bytes (int): the new bound in bytes, a whole number >= 0.
+
+    Returns:
+        int: the bound before this call, in bytes.
+
+    Raises:
+        TypeError: ``max_idle_bytes`` not a whole number (a bool, a fraction, a string).
+        RuntimeError: ``max_idle_bytes`` < 0 (output_pool.cpp's check).
+    """
     return torch.ops.prefetch._set_output_pool_limit(whole(max_idle_bytes, "max_idle_bytes"))

@@ -62,7 +62,7 @@ class Reader(typing.NamedTuple):
     worker_ring: bool = True
 
 
-def prepare(batch, name="batch"):
+def prepare(batch: typing.Any, name: str = "batch") -> PreparedBatch:
     """``batch`` as a :class:`PreparedBatch` (no Packed buffer): what the engine would make of it,
     made by the source instead (in a worker, say).
 
@@ -92,7 +92,7 @@ def _ray_source(source, reader):
 ADAPTERS = [(_ray_dataset, _ray_source), (_ring_serves, RingLoader)]
 
 
-def adapt(source, reader=None):
+def adapt(source: typing.Any, reader: typing.Optional[Reader] = None) -> typing.Any:
     """The source the engine runs for what a user passed: the first adapter that recognises it
     wraps it; anything else is returned as it is.
 
@@ -111,12 +111,20 @@ def adapt(source, reader=None):
     return source
 
 
-def underlying_loader(source):
-    """The DataLoader a source wraps (its ``dataloader`` attribute), or the source itself."""
+def underlying_loader(source: typing.Any) -> typing.Any:
+    """The DataLoader a source wraps (its ``dataloader`` attribute), or the source itself.
+
+    Args:
+        source: a source as :func:`adapt` returns it (a :class:`RingLoader`, a DataLoader, any
+            iterable).
+
+    Returns:
+        ``source.dataloader`` where the source names one, else ``source``.
+    """
     return getattr(source, "dataloader", source)
 
 
-def abandon(iterator, source):
+def abandon(iterator: typing.Iterator, source: typing.Any) -> None:
     """The clean-up of an epoch's ``iterator`` over ``source`` that ended before the source did (a
     ``break``, an error, a newer epoch): what a loader passes its Pipeline as ``abandon``.
 

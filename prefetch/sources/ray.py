@@ -17,6 +17,7 @@ lists of ``str``. Nothing here imports Ray: the dataset brings it, and ``import 
 free of it.
 """
 import sys
+import typing
 
 import numpy as np
 
@@ -132,6 +133,15 @@ class RaySource:
             (which cannot be seen here). Anything else raises ``ValueError`` naming what to set.
         **iter_kwargs: passed to ``iter_batches`` (``local_shuffle_buffer_size``,
             ``local_shuffle_seed``, ``prefetch_batches``, ...).
+
+    Raises:
+        TypeError: ``dataset`` neither a Ray ``Dataset`` nor a ``DataIterator``.
+        ValueError: a ``batch_format`` other than ``"numpy"`` in ``iter_kwargs``; with
+            ``resumable``, a dataset whose order cannot be reproduced (the message names what to
+            set).
+        KeyError: while iterating, a name in ``columns`` that the batch has no column of.
+        prefetch.CollateError: while iterating, a column of arrays of different shapes or of
+            timestamps (naming the column).
     """
 
     def __new__(cls, dataset, *args, resumable=False, **kwargs):
@@ -140,8 +150,9 @@ class RaySource:
             cls = _ResumableRaySource
         return super().__new__(cls)
 
-    def __init__(self, dataset, batch_size=256, *, drop_last=False, columns=None, resumable=False,
-                 **iter_kwargs):
+    def __init__(self, dataset: typing.Any, batch_size: int = 256, *, drop_last: bool = False,
+                 columns: typing.Optional[typing.Sequence[str]] = None, resumable: bool = False,
+                 **iter_kwargs: typing.Any) -> None:
         if not is_ray_dataset(dataset):
             raise TypeError("prefetch: RaySource needs a Ray Dataset or DataIterator, got %s"
                             % type(dataset).__name__)

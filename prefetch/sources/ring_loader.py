@@ -4,11 +4,17 @@ its protocol and the workers' side are :mod:`prefetch.sources.worker_ring`.
 """
 import os
 import threading
+import typing
 import weakref
+
+import torch
 
 from ..collate import samples as samples_collate
 from . import worker_ring as ring_module  # (the module: its LEASE_ON_CPU is read when a ring is made)
 from .worker_ring import WorkerRing
+
+if typing.TYPE_CHECKING:  # for the annotation only: the package imports this module
+    from . import Reader
 
 __all__ = ["RingLoader", "usable", "serves"]
 
@@ -33,7 +39,7 @@ class RingLoader:
             ring's size) and ``register_host`` (page-locks a block for the copy stream).
     """
 
-    def __init__(self, loader, reader):
+    def __init__(self, loader: torch.utils.data.DataLoader, reader: "Reader") -> None:
         self.__dict__.update(_loader=loader, _reader=reader, _ring=None, _lock=threading.Lock(),
                              _lock_pid=os.getpid())
 
@@ -70,8 +76,12 @@ class RingLoader:
         parent's: ``ring.pid`` says whose), or None before the first epoch."""
         return self._ring
 
-    def worker_ring(self):
-        """This process's :class:`WorkerRing`, made on first use."""
+    def worker_ring(self) -> WorkerRing:
+        """This process's :class:`WorkerRing`, made on first use.
+
+        Returns:
+            WorkerRing: the ring this process's epochs run through.
+        """
         if self._lock_pid != os.getpid():  # a forked child: the parent's lock may be held
             self._lock, self._lock_pid = threading.Lock(), os.getpid()
         with self._lock:
@@ -91,12 +101,16 @@ class RingLoader:
                 weakref.finalize(self, ring.close).atexit = False
             return ring
 
-    def stats(self):
+    def stats(self) -> typing.Dict[str, int]:
         """The ring's counters (``worker_ring_*``, see ``Prefetcher.stats``); {} before its first
-        epoch."""
+        epoch.
+
+        Returns:
+            dict[str, int]: the counters by name (bytes in bytes).
+        """
         return {} if self._ring is None else self._ring.stats()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the ring: pauses it and shuts down persistent workers holding it (nothing in a
         forked child, whose ring is the parent's)."""
         if self._ring is not None:

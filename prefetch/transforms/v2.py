@@ -38,6 +38,7 @@ the plan. The steps live by phase in :mod:`.v2_geometry`, :mod:`.v2_photometric`
 from typing import Iterable, Optional
 
 from .compose import Compose as _Compose
+from .contract import LeafKey
 from . import arguments, v2_float, v2_geometry, v2_photometric
 from .v2_float import *  # noqa: F401,F403 (the steps, by torchvision's names)
 from .v2_geometry import *  # noqa: F401,F403
@@ -78,7 +79,8 @@ class Compose(_Compose):
     """
 
     def __init__(self, transforms: Iterable[Spec], *, seed: Optional[int] = None,
-                 decode: bool = False, image_key=0, label_key=1, layout: str = "auto",
+                 decode: bool = False, image_key: LeafKey = 0, label_key: LeafKey = 1,
+                 layout: str = "auto",
                  channels: int = 3):
         if isinstance(transforms, Spec) or not hasattr(transforms, "__iter__"):
             arguments.fail("Compose", "transforms", "a list of steps", transforms,

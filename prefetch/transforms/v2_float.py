@@ -5,7 +5,7 @@
 Arguments and defaults are torchvision's (``torchvision/transforms/v2/_misc.py``,
 ``_augment.py``, ``_container.py``, ``_type_conversion.py``).
 """
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -114,7 +114,8 @@ class RandomErasing(Spec):
     rule = ("RandomErasing comes after ToDtype (and Normalize), on the float images, before "
             "MixUp/CutMix")
 
-    def __init__(self, p: float = 0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3),
+    def __init__(self, p: float = 0.5, scale: Tuple[float, float] = (0.02, 0.33),
+                 ratio: Tuple[float, float] = (0.3, 3.3),
                  value: Union[float, Sequence[float], str] = 0, inplace: bool = False):
         # checked as the RandomErasing it compiles to checks them (torchvision: "Scale should be
         # between 0 and 1"; the ratio a positive (min, max); the value a number, one per channel
@@ -155,7 +156,7 @@ class _Mix(_BatchMix):
     kind: str
 
     def __init__(self, *, alpha: float = 1.0, num_classes: Optional[int] = None,
-                 labels_getter="default"):
+                 labels_getter: str = "default"):
         name = type(self).__name__
         if labels_getter != "default":
             raise ValueError("prefetch: %s takes the labels from the Compose's label_key; "

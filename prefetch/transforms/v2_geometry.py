@@ -65,7 +65,8 @@ class RandomResizedCrop(_Window):
     """
 
     def __init__(self, size: Size, scale: Tuple[float, float] = (0.08, 1.0),
-                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), interpolation="bilinear",
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3),
+                 interpolation: Union[InterpolationMode, str] = "bilinear",
                  antialias: Optional[bool] = True):
         self.size = arguments.size("RandomResizedCrop", "size", size)
         self.scale = arguments.number_pair("RandomResizedCrop", "scale", scale, low=0.0,
@@ -95,7 +96,8 @@ class Resize(_Window):
             ``_compute_resized_output_size`` refuses it too), another interpolation.
     """
 
-    def __init__(self, size: int, interpolation="bilinear", max_size: Optional[int] = None,
+    def __init__(self, size: int, interpolation: Union[InterpolationMode, str] = "bilinear",
+                 max_size: Optional[int] = None,
                  antialias: Optional[bool] = True):
         if isinstance(size, (list, tuple)) and len(size) == 2:
             raise ValueError("prefetch: Resize supports a shorter-side size (an int) followed by "

@@ -13,7 +13,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from . import arguments
 from .policy_augment import PolicyAugment
-from .v2_geometry import interpolation_mode
+from .v2_geometry import InterpolationMode, interpolation_mode
 from .v2_plan import Phase, Plan, Spec
 
 __all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter"]
@@ -80,7 +80,8 @@ class TrivialAugmentWide(_Policy):
         ValueError: an argument outside those (TypeError too for the wrong type).
     """
 
-    def __init__(self, num_magnitude_bins: int = 31, interpolation="nearest", fill: Fill = None):
+    def __init__(self, num_magnitude_bins: int = 31,
+                 interpolation: Union[InterpolationMode, str] = "nearest", fill: Fill = None):
         self.num_magnitude_bins = arguments.integer("TrivialAugmentWide", "num_magnitude_bins",
                                                     num_magnitude_bins, low=1)
         self.interpolation = interpolation_mode(interpolation, _INTERPOLATIONS,
@@ -110,7 +111,7 @@ class RandAugment(_Policy):
     """
 
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
-                 interpolation="nearest", fill: Fill = None):
+                 interpolation: Union[InterpolationMode, str] = "nearest", fill: Fill = None):
         self.num_ops = arguments.integer("RandAugment", "num_ops", num_ops, low=0)
         self.num_magnitude_bins = arguments.integer("RandAugment", "num_magnitude_bins",
                                                     num_magnitude_bins, low=1)
@@ -141,8 +142,8 @@ class AutoAugment(_Policy):
         ValueError: another policy (CIFAR10, SVHN), or another bad argument.
     """
 
-    def __init__(self, policy=AutoAugmentPolicy.IMAGENET.value, interpolation="nearest",
-                 fill: Fill = None):
+    def __init__(self, policy: Union[AutoAugmentPolicy, str] = AutoAugmentPolicy.IMAGENET.value,
+                 interpolation: Union[InterpolationMode, str] = "nearest", fill: Fill = None):
         name = getattr(policy, "value", policy)
         if not isinstance(name, str) or name.lower() != "imagenet":
             arguments.fail("AutoAugment", "policy", "the ImageNet policy "
