@@ -1,7 +1,7 @@
 // Copies for collation. Large copies use non-temporal stores: the bytes are read next by a DMA
 // engine (or another core), never by this one, and skipping the read-for-ownership of every
 // destination line measured 26.6 vs 21.7 GB/s (64 images) and 17.6 vs 12.5 GB/s (256 images)
-// against memcpy on the 2-core CI machine (benchmarks/NOTES.md).
+// against memcpy on the 2-core CI machine (`python -m prefetch.bench --sections collate`).
 #pragma once
 #include <cstddef>
 

@@ -107,7 +107,8 @@ void write_part(std::byte* dst, const at::Tensor& t) {
   if (t.numel() == 0) return;
   if (t.is_contiguous()) {
     // Non-temporal stores for large samples: the slot is read next by another process, never by
-    // this core. (torch.stack into the slot ran at about half the speed: NOTES.md.)
+    // this core. (torch.stack into the slot ran at about half the speed: `python -m prefetch.bench
+    // --sections workers`.)
     copy_bytes(dst, t.const_data_ptr(), t.nbytes());
   } else {  // a strided view (a flip): torch's own strided copy
     at::from_blob(dst, t.sizes(), at::TensorOptions().dtype(t.scalar_type())).copy_(t);

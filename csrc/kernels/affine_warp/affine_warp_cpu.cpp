@@ -4,7 +4,7 @@
 // compiler vectorises the arithmetic: the source points, taps and weights of kChunk pixels at
 // once, then per channel the four taps read (the one scalar phase: gathers at arbitrary points),
 // then the blend, fill, rounding and store. The pixel-at-a-time form cost ~21 ns a pixel
-// (benchmarks/NOTES.md, "affine_warp"). Built for the baseline ISA: an FMA build would contract
+// (`python benchmarks/policy_op_costs.py`, Rotate and Shear). Built for the baseline ISA: an FMA build would contract
 // the products and sums that must round one at a time. Where the CPU has AVX2, the rows go to
 // affine_warp_cpu_avx2.cpp instead (eight pixels a step, the taps read by gathers; no FMA there
 // either), but for the whole-pixel shifts, which are copies.
@@ -137,7 +137,7 @@ void bilinear_rows(const AffineWarpArgs& a, int64_t row_begin, int64_t row_end) 
           const int64_t r0 = t.y0[i] * sH, r1 = t.y1[i] * sH, x0 = t.x0[i] * sW, x1 = t.x1[i] * sW;
           if (sW == 1 && t.x1[i] == t.x0[i] + 1) {
             // Both columns inside (an outside tap's index is 0): each row's two taps are adjacent
-            // bytes, read as one 16-bit load (Rotate ~267 -> ~245 us an image, benchmarks/NOTES.md).
+            // bytes, read as one 16-bit load (Rotate ~267 -> ~245 us an image: policy_op_costs.py).
             for (int k = 0; k < kGroup; ++k) {
               const uint8_t* p = src + (c0 + k) * sC;
               uint8_t top[2], bottom[2];

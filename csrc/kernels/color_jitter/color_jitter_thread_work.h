@@ -55,7 +55,7 @@ PF_HD float cj_unit(float v) { return cj_min(cj_max(v, 0.0f), 1.0f); }  // clamp
 // picks are 2-bit codes (v 0, p 1, q 2, t 3) packed into one integer, and a pixel's pick is a shift
 // by its sector and three two-way selects: GCC if-converts two-way selects only, and chains of
 // selects on a comparison with each sector cost the AVX2 build's hue loop ~45 blends a vector of
-// pixels, a third of its time (benchmarks/NOTES.md, session 21).
+// pixels, a third of its time (`python benchmarks/policy_op_costs.py`, Hue).
 constexpr int32_t cj_sector_codes(int32_t s0, int32_t s1, int32_t s2, int32_t s3, int32_t s4, int32_t s5) {
   return s0 | s1 << 2 | s2 << 4 | s3 << 6 | s4 << 8 | s5 << 10;
 }

@@ -6,7 +6,7 @@
 // half, the shuffles of slices 0 .. i/16 see indices 0-127 (the rest see their top bit set and add
 // nothing) and their XORs cancel down to slice i/16's entry; an index outside the half leaves that
 // half's result meaningless, and the index's own top bit picks the other half. Measured against
-// the baseline build's one load per value in benchmarks/NOTES.md.
+// the baseline build's one load per value by `python benchmarks/policy_op_costs.py`.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
 #include <cstdint>

@@ -3,7 +3,8 @@
 // byte's low 7 bits, so a whole 256-entry table is two of them, one per half, and the value's top
 // bit picks between their results (a mask blend): 4 instructions for 64 values, where the AVX2
 // build's shuffles take ~50 for 32. A row's last values (or a row narrower than 64) are one masked
-// load and store: masked-off bytes are neither read nor written. Measured in benchmarks/NOTES.md.
+// load and store: masked-off bytes are neither read nor written. Measured by
+// `python benchmarks/policy_op_costs.py` (the table ops), each CPU build in turn.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
 #include <cstdint>

@@ -97,10 +97,11 @@ void for_each_sample(const char* op, const EncodedBatch& b, Fn fn) {
 }
 
 std::vector<decode::JpegHeader> headers_of(const char* op, const EncodedBatch& b) {
-  // On the calling thread: a header is read in about a microsecond (0.2 ms a batch of 256 photos,
-  // issue 44 item 4), less than waking torch's OpenMP team and the spin-wait it keeps up after
-  // each region (which, from a Prefetcher's producer thread, is a second team of N - 1 threads
-  // beside the main thread's; on a 2-core machine it took jpeg_sizes from 0.2 to 6 ms a batch).
+  // On the calling thread: a header is read in about a microsecond (0.2 ms a batch of 256 photos:
+  // `python -m prefetch.bench --sections decode_host`), less than waking torch's OpenMP team and
+  // the spin-wait it keeps up after each region (which, from a Prefetcher's producer thread, is a
+  // second team of N - 1 threads beside the main thread's; on a 2-core machine it took jpeg_sizes
+  // from 0.2 to 6 ms a batch).
   std::vector<decode::JpegHeader> headers(static_cast<size_t>(b.size()));
   for (int64_t n = 0; n < b.size(); ++n) {
     try {

@@ -79,7 +79,7 @@ at::Tensor gather_spans_cpu(const at::Tensor& values, const at::Tensor& spans, c
   // 1-2 ms of memcpy, and torch's OpenMP team called from this thread would be a second team of
   // N - 1 threads beside the main thread's, spinning after each region (measured: the GPU path's
   // host CPU an image 17-18 µs on one thread, 37-220 µs with 2 threads on a loaded 2-core
-  // machine, benchmarks/NOTES.md, issue 44 item 4).
+  // machine: `python -m prefetch.bench --sections decode_host`).
   const std::vector<CopyTask> tasks =
       plan_copies(leaves, layout, static_cast<std::byte*>(out.data_ptr()), size_t{1} << 20);
   for (const CopyTask& task : tasks) run_copy(task);

@@ -13,7 +13,7 @@ namespace {
 
 // Large CPU outputs come from a pool of pre-faulted buffers that a tensor returns when it dies:
 // torch's CPU allocator hands out blocks this large straight from mmap, and faulting a fresh
-// 154 MiB output in costs more than the kernel itself (benchmarks/NOTES.md, issue 14 item 6).
+// 154 MiB output in costs more than the kernel itself (`python benchmarks/pool_vs_allocator.py`).
 // Small outputs, and outputs the pool could not keep, use torch's allocator. The pool is one
 // per process, bounded (kOutputPoolMaxIdle*), and visible to Python as
 // prefetch.ops.output_pool_stats() / release_output_pool() / set_output_pool_limit()
