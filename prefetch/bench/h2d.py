@@ -68,22 +68,39 @@ def _measure(device, batch_bytes, count, threads, repeats):
     # so that its engine's copy timeline can be read; one epoch is the `count` batches.
     pipeline = Pipeline(device, num_threads=threads)
     source = [batches[i % 4] for i in range(count)]
+    rounds = []  # each timed ring round's copy records, read outside the timed call (its setup)
+    timed = [None]  # how many timed ring rounds have run (None: still warming up)
 
-    def ring():
-        pipeline.engine.record_copies(TIMELINE_CAPACITY)  # this round's copies: the last round's stay
+    def ring_setup():
+        if timed[0] and len(rounds) < timed[0]:  # the timed round before this one
+            rounds.append(pipeline.engine.copy_timeline())
+        pipeline.engine.record_copies(TIMELINE_CAPACITY)  # this round's copies
+
+    def ring(_=None):
         for _ in pipeline.run(source, epoch=0):
             pass
+        if timed[0] is not None:
+            timed[0] += 1
 
-    calls = {RAW: raw, PIN_MEMORY: pin_each, RING: ring}
+    calls = {RAW: raw, PIN_MEMORY: pin_each, RING: (ring_setup, ring)}
+    order = []
     try:
         for _ in range(2):  # warm-up rounds, outside the stage counters below
-            for fn in calls.values():
-                fn()
+            for setup, fn in ((None, raw), (None, pin_each), (ring_setup, ring)):
+                fn(setup()) if setup else fn()
                 timing.sync(device)
         before = pipeline.stats()
-        seconds = timing.interleaved(calls, repeats, device=device, warmup=0)
+        timed[0] = 0  # from here on, each ring_setup keeps the timed round before it
+        # Odd rounds in reverse: the ring follows pin_memory() in some rounds and itself in the
+        # others (previous_calls below), so that what one call leaves behind is seen, not averaged
+        # in: on the H200 (2026-11-29) each epoch's first batches collated 2-3x slower than the
+        # rest, with the ring always timed right after pin_memory(), whose copy runs on torch's
+        # OpenMP threads.
+        seconds = timing.interleaved(calls, repeats, device=device, warmup=0, order=order,
+                                     alternate=True)
         stages = ring_stages(before, pipeline.stats())
         timeline = pipeline.engine.copy_timeline()
+        rounds.append(timeline)  # the last round's: no setup after it
     finally:
         pipeline.close()
 
@@ -93,7 +110,7 @@ def _measure(device, batch_bytes, count, threads, repeats):
                 key + "_range": [batch_bytes * count / max(s) / 1e9, batch_bytes * count / min(s) / 1e9]}
 
     out = {"batch_mib": batch_bytes / 2**20, "repeats": repeats, "batches": count, "threads": threads,
-           "interleaved": True}
+           "interleaved": True, "alternate_rounds": True}
     out.update(gbps("h2d_raw_gbps", RAW))
     out.update(gbps("pin_memory_gbps", PIN_MEMORY))
     out.update(gbps("h2d_gbps", RING))
@@ -104,6 +121,45 @@ def _measure(device, batch_bytes, count, threads, repeats):
         per_round = [o / r for r, o in zip(seconds[RING], seconds[other])]
         out[key] = timing.median(per_round)
         out[key + "_range"] = [min(per_round), max(per_round)]
+    out["ring_by_previous"] = by_previous_call(
+        timing.previous_calls(order, RING, before=RING), seconds[RING], rounds, batch_bytes * count)
+    return out
+
+
+EPOCH_START = 3  # an epoch's first batches: one per slot of the ring's default depth
+
+
+def epoch_start_collation(records, first=EPOCH_START):
+    """The median collation (ms) of an epoch's first `first` batches and of the rest, from one
+    epoch's copy records (``Engine.copy_timeline()``, oldest first): ``(start_ms, steady_ms)``,
+    None for a part with no batch."""
+    ms = [1e3 * (r["collate_end_s"] - r["collate_start_s"]) for r in records]
+    return (statistics.median(ms[:first]) if ms[:first] else None,
+            statistics.median(ms[first:]) if ms[first:] else None)
+
+
+def by_previous_call(previous, seconds, rounds, nbytes):
+    """The ring's rounds grouped by the call timed just before each (`previous`, one per round,
+    :func:`timing.previous_calls`): for each, the rounds, the median GB/s (`nbytes` a round over
+    its `seconds`) and the median of its epochs' start and steady collation
+    (:func:`epoch_start_collation` of each round's copy `rounds`; absent when no round has a
+    timeline, as on a CPU)."""
+    out = {}
+    for i, prev in enumerate(previous):
+        g = out.setdefault(str(prev), {"rounds": 0, "_gbps": [], "_start": [], "_steady": []})
+        g["rounds"] += 1
+        g["_gbps"].append(nbytes / seconds[i] / 1e9)
+        if i < len(rounds) and rounds[i]:
+            start, steady = epoch_start_collation(rounds[i])
+            if start is not None and steady is not None:
+                g["_start"].append(start)
+                g["_steady"].append(steady)
+    for g in out.values():
+        g["gbps"] = statistics.median(g.pop("_gbps"))
+        start, steady = g.pop("_start"), g.pop("_steady")
+        if start:
+            g["epoch_start_collate_ms"] = statistics.median(start)
+            g["steady_collate_ms"] = statistics.median(steady)
     return out
 
 

@@ -39,13 +39,17 @@ def samples(fn, repeats, *, device=None, warmup=1, setup=None):
     return times
 
 
-def interleaved(calls, repeats, *, device=None, warmup=1, order=None):
+def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=False):
     """Seconds of each of ``repeats`` rounds of every call in ``calls`` (a dict name -> fn, or
     name -> ``(setup, fn)`` as :func:`samples` takes them), **interleaved**: round r times each
     call once, in the dict's order (A, B, A, B, ...), so a slow phase of the machine lands on
-    every pipeline alike rather than on whichever ran then. Each call is warmed up ``warmup``
-    times first (all of A's, then all of B's). Returns ``{name: [seconds of round 0, 1, ...]}``;
-    ``order``, a list, receives the names in the order they were timed (what a test checks)."""
+    every pipeline alike rather than on whichever ran then. With ``alternate`` the odd rounds
+    run in the reverse order (A, B, C, C, B, A, ...: the counterbalanced "ABBA" order), so that
+    no call always follows the same one: what a call leaves behind (torch's OpenMP threads
+    still spinning, the caches it filled) then lands on different calls from round to round.
+    Each call is warmed up ``warmup`` times first (all of A's, then all of B's). Returns
+    ``{name: [seconds of round 0, 1, ...]}``; ``order``, a list, receives the names in the order
+    they were timed (what a test checks, and what :func:`previous_calls` reads)."""
     if repeats < 1:
         raise ValueError("prefetch bench: repeats must be >= 1, got %r" % (repeats,))
     parts = {name: (c if isinstance(c, tuple) else (None, c)) for name, c in calls.items()}
@@ -53,12 +57,21 @@ def interleaved(calls, repeats, *, device=None, warmup=1, order=None):
         for _ in range(warmup):
             fn(setup()) if setup else fn()
     out = {name: [] for name in parts}
-    for _ in range(repeats):
-        for name, (setup, fn) in parts.items():
+    names = list(parts)
+    for r in range(repeats):
+        for name in (names[::-1] if alternate and r % 2 else names):
+            setup, fn = parts[name]
             out[name].extend(samples(fn, 1, device=device, warmup=0, setup=setup))
             if order is not None:
                 order.append(name)
     return out
+
+
+def previous_calls(order, name, before=None):
+    """The call timed just before each timing of `name` in `order` (the names in the order they
+    were timed, as :func:`interleaved` records them), one per timing of `name`, in order; for a
+    first timing, `before` (what ran before the timed rounds: their warm-ups' last call)."""
+    return [order[i - 1] if i else before for i, n in enumerate(order) if n == name]
 
 
 def kernel_samples(fn, repeats, device, *, warmup=1, inner=10):

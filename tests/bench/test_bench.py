@@ -505,6 +505,27 @@ def test_interleaved_times_every_call_once_a_round_in_order_after_their_warm_ups
         timing.interleaved({"a": call("a")}, 0)
 
 
+def test_alternate_rounds_run_in_reverse_so_no_call_always_follows_the_same_one():
+    """timing.interleaved(alternate=True): A, B, C, then C, B, A, ... (each round still times each
+    call once, so round r's samples pair up), and previous_calls names what ran before each."""
+    from prefetch.bench import timing
+
+    order, calls = [], []
+    got = timing.interleaved({n: (lambda n=n: calls.append(n)) for n in "abc"}, 4, warmup=0,
+                             order=order, alternate=True)
+    assert order == list("abc" "cba" "abc" "cba") and calls == order
+    assert all(len(v) == 4 for v in got.values())
+    # c follows b in the even rounds and itself (the round before ended with it) in the odd ones;
+    # a's first timing follows what the caller says ran before.
+    assert timing.previous_calls(order, "c", before="w") == ["b", "c", "b", "c"]
+    assert timing.previous_calls(order, "a", before="w") == ["w", "b", "a", "b"]
+    assert timing.previous_calls(order, "b") == ["a", "c", "a", "c"]
+    # Without alternate, c always follows b: the order the h2d section used before.
+    plain = []
+    timing.interleaved({n: (lambda: None) for n in "abc"}, 4, warmup=0, order=plain)
+    assert set(timing.previous_calls(plain, "c")) == {"b"}
+
+
 def test_one_n_for_every_pipeline_from_the_command_line(capsys):
     from prefetch.bench.__main__ import parse_args
     from prefetch.bench.section import Config, usable_cores

@@ -97,3 +97,43 @@ def test_the_section_on_a_cpu_runs_the_model_and_says_what_it_skipped(tmp_path):
         assert result["metrics"]["ring_model_%s_vs_slower" % name] == row["per_batch_vs_slower"]
         assert row["epochs"] == 5  # five interleaved rounds after the warm-up, even --quick
     assert result["resources"]["h2d"] == {"ring model": {"workers": 0, "threads": 2}}
+
+
+def test_epoch_start_collation_splits_an_epochs_first_batches_from_the_rest():
+    ms = 1e-3
+    # collations of 4, 3, 2 ms (the epoch's start), then 1, 1.5, 1 ms
+    lengths = [4, 3, 2, 1, 1.5, 1]
+    records, t = [], 0.0
+    for i, n in enumerate(lengths):
+        records.append(_record(i, i % 3, t, (t, t + n * ms), (t + n * ms, t + (n + 1) * ms)))
+        t += (n + 1) * ms
+    start, steady = h2d.epoch_start_collation(records)
+    assert start == pytest.approx(3.0) and steady == pytest.approx(1.0)
+    assert h2d.epoch_start_collation(records[:2]) == (pytest.approx(3.5), None)
+    assert h2d.epoch_start_collation([]) == (None, None)
+
+
+def test_the_rings_rounds_are_grouped_by_the_call_before_each():
+    ms = 1e-3
+
+    def epoch(first_ms):  # an epoch whose first 3 batches collate in first_ms, the rest in 1 ms
+        out, t = [], 0.0
+        for i, n in enumerate([first_ms] * 3 + [1.0] * 5):
+            out.append(_record(i, i % 3, t, (t, t + n * ms), (t + n * ms, t + (n + 1) * ms)))
+            t += (n + 1) * ms
+        return out
+
+    previous = ["pin", "ring", "pin", "ring", "pin"]
+    seconds = [0.02, 0.01, 0.04, 0.01, 0.02]           # 1 GB a round: 50, 100, 25, 100, 50 GB/s
+    rounds = [epoch(3.0), epoch(1.0), epoch(2.0), epoch(1.2), epoch(3.0)]
+    got = h2d.by_previous_call(previous, seconds, rounds, 1e9)
+    assert set(got) == {"pin", "ring"}
+    assert got["pin"]["rounds"] == 3 and got["ring"]["rounds"] == 2
+    assert got["pin"]["gbps"] == pytest.approx(50.0) and got["ring"]["gbps"] == pytest.approx(100.0)
+    assert got["pin"]["epoch_start_collate_ms"] == pytest.approx(3.0)
+    assert got["ring"]["epoch_start_collate_ms"] == pytest.approx(1.1)
+    assert got["pin"]["steady_collate_ms"] == pytest.approx(1.0)
+    # No timelines (a round without copy records): the speeds alone.
+    bare = h2d.by_previous_call(["ring", None], [0.01, 0.02], [[], []], 1e9)
+    assert bare == {"ring": {"rounds": 1, "gbps": pytest.approx(100.0)},
+                    "None": {"rounds": 1, "gbps": pytest.approx(50.0)}}
