@@ -30,7 +30,8 @@ import torch
 from . import arguments
 
 __all__ = ["OPS", "OP_CODES", "OpTable", "trivial_augment_wide", "rand_augment", "auto_augment",
-           "color_jitter", "op_parameters", "AUTO_AUGMENT_IMAGENET"]
+           "color_jitter", "random_op", "applied_with", "chain", "op_parameters", "AUTO_AUGMENT_IMAGENET",
+           "RANDOM_OPS"]
 
 # Every op a table can name; its index is the code the kernels switch on. The first 14 are
 # RandAugment's and TrivialAugmentWide's space, in torchvision's order; AutoAugment adds Invert
@@ -112,10 +113,15 @@ class OpTable:
             nothing).
         magnitudes (Tensor[N, K], float32): torchvision's signed magnitudes (0 for ops without
             one), in the units of ``_apply_image_or_video_transform``.
+        parameters (Tensor[N, K], float64, optional): what each step's functional op takes,
+            given exactly (a ``RandomSolarize`` threshold, a ``RandomPosterize`` bit count, a
+            ``RandomGrayscale``'s saturation factor 0); None: :func:`op_parameters` computes them
+            from the magnitudes, as torchvision's policies do.
     """
 
     ops: torch.Tensor
     magnitudes: torch.Tensor
+    parameters: Optional[torch.Tensor] = None
 
     def __len__(self):
         return self.ops.shape[0]
@@ -336,7 +342,8 @@ def color_jitter(n: int, generator: Optional[torch.Generator], *,
                  brightness: Union[float, Tuple[float, float], None] = 0,
                  contrast: Union[float, Tuple[float, float], None] = 0,
                  saturation: Union[float, Tuple[float, float], None] = 0,
-                 hue: Union[float, Tuple[float, float], None] = 0) -> OpTable:
+                 hue: Union[float, Tuple[float, float], None] = 0,
+                 p: float = 1.0) -> OpTable:
     """ColorJitter for ``n`` samples: each sample its own random order of the four adjustments
     (torchvision draws ``randperm(4)`` per image) and its own factors, uniform in each range.
     Brightness, contrast and saturation are stored as magnitudes ``factor - 1`` (Brightness,
@@ -352,6 +359,10 @@ def color_jitter(n: int, generator: Optional[torch.Generator], *,
             factor range ``[max(0, 1 - v), 1 + v]``, as torchvision's ``ColorJitter``.
         hue (float or (min, max), optional): v in [0, 0.5] is ``[-v, v]``; a pair inside
             [-0.5, 0.5].
+        p (float): each sample's probability of the jitter at all, in [0, 1] (torchvision's
+            ``RandomApply([ColorJitter(...)], p)``, as the self-supervised recipes write it; 1:
+            every sample, ColorJitter alone). Drawn after the jitter's own draws
+            (:func:`applied_with`).
 
     Returns:
         OpTable: ``[n, 4]``.
@@ -378,7 +389,128 @@ def color_jitter(n: int, generator: Optional[torch.Generator], *,
         column = order == j  # where adjustment j sits in each sample's order
         ops[column] = OP_CODES[name]
         mags[column] = (value if name == "Hue" else value - 1.0).to(torch.float32)
-    return OpTable(ops, mags)
+    return applied_with(OpTable(ops, mags), p, generator, "RandomApply")
+
+
+def applied_with(table: OpTable, p: float, generator: Optional[torch.Generator],
+                 what: str = "RandomApply") -> OpTable:
+    """``table`` with each sample's whole row kept with probability ``p`` and made Identity
+    otherwise: torchvision's ``RandomApply(transforms, p)``, which draws ``torch.rand(1) < p`` per
+    image and then applies all of ``transforms`` or none (``_container.py``). One uniform per
+    sample is drawn from ``generator`` even at p = 1 (so a recipe's later draws do not depend on
+    p).
+
+    Args:
+        table (OpTable): ``[N, K]`` steps.
+        p (float): in [0, 1].
+        generator (torch.Generator, optional): the batch's random stream.
+        what (str): the torchvision class named in a refusal.
+
+    Returns:
+        OpTable: the same shape; a dropped row's ops Identity, magnitudes (and parameters) 0.
+
+    Raises:
+        ValueError: p outside [0, 1] (TypeError subclass for a wrong type).
+    """
+    p = arguments.probability(what, "p", p)
+    keep = torch.rand(len(table), generator=generator) < p
+    if bool(keep.all()):
+        return table
+    drop = ~keep
+    ops, mags = table.ops.clone(), table.magnitudes.clone()
+    ops[drop] = OP_CODES["Identity"]
+    mags[drop] = 0.0
+    params = None
+    if table.parameters is not None:
+        params = table.parameters.clone()
+        params[drop] = 0.0
+    return OpTable(ops, mags, params)
+
+
+# The ops random_op draws, by torchvision v2's class, with what that class passes its functional
+# op: the parameter's name (None: the op takes none) and the code it runs as (RandomGrayscale is
+# adjust_saturation with factor 0: torchvision's rgb_to_grayscale floors r*0.2989 + g*0.587 +
+# b*0.114 in float32, and adjust_saturation(x, 0) blends that floored grey with weight 1).
+RANDOM_OPS = {
+    "RandomSolarize": ("Solarize", "threshold"),
+    "RandomPosterize": ("Posterize", "bits"),
+    "RandomInvert": ("Invert", None),
+    "RandomAutocontrast": ("AutoContrast", None),
+    "RandomEqualize": ("Equalize", None),
+    "RandomAdjustSharpness": ("Sharpness", "sharpness_factor"),
+    "RandomGrayscale": ("Color", None),
+}
+
+
+def random_op(n: int, generator: Optional[torch.Generator], *, op: str, p: float = 0.5,
+              parameter: float = 0.0) -> OpTable:
+    """One of torchvision v2's single-op random transforms for ``n`` samples: each sample gets
+    the op with probability ``p`` (``torch.rand(1) < p`` per image, as torchvision's
+    ``_RandomApplyTransform``), with the same parameter, else Identity.
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        op (str): torchvision's class, a key of :data:`RANDOM_OPS` (``"RandomSolarize"``, ...).
+        p (float): in [0, 1] (torchvision's defaults: 0.5; RandomGrayscale 0.1).
+        parameter (float): what the class passes its op: the threshold (RandomSolarize, in [0,
+            255] on uint8), the bits (RandomPosterize, an int in [0, 8]), the sharpness factor
+            (RandomAdjustSharpness, >= 0); ignored by the ops that take none (RandomGrayscale's
+            factor 0 is set here).
+
+    Returns:
+        OpTable: ``[n, 1]``, with ``parameters`` exact (float64).
+
+    Raises:
+        ValueError: an unknown op or a p outside [0, 1] (TypeError subclass for a wrong type).
+    """
+    arguments.one_of("random_op", "op", op, tuple(sorted(RANDOM_OPS)))
+    code, takes = RANDOM_OPS[op]
+    value = 0.0 if op == "RandomGrayscale" or takes is None else float(parameter)
+    table = OpTable(torch.full((n, 1), OP_CODES[code], dtype=torch.int64),
+                    torch.zeros(n, 1, dtype=torch.float32),
+                    torch.full((n, 1), value, dtype=torch.float64))
+    return applied_with(table, p, generator, op)
+
+
+# The draws a chain's step may name (policy_augment's names; the sized policies need the image's
+# size and are not chained).
+_CHAINABLE = {"color_jitter": color_jitter, "random_op": random_op}
+
+
+def chain(n: int, generator: Optional[torch.Generator], *,
+          steps: Sequence[Tuple[str, dict]], p: float = 1.0) -> OpTable:
+    """Several photometric steps as one table, applied all or none per sample: torchvision's
+    ``RandomApply([ColorJitter(...), RandomGrayscale(...), ...], p)``. Each step draws its own
+    table in turn from ``generator`` (``"color_jitter"`` or ``"random_op"`` with its options), the
+    tables' columns are put side by side in step order, then each sample's row is kept with
+    probability ``p`` (:func:`applied_with`).
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        steps (sequence of (str, dict)): each step's draw and options.
+        p (float): in [0, 1].
+
+    Returns:
+        OpTable: ``[n, K]`` with K the steps' columns, its ``parameters`` exact.
+
+    Raises:
+        ValueError: an unknown draw, or a step's option or p out of range.
+    """
+    tables = []
+    for name, options in steps:
+        arguments.one_of("RandomApply", "step", name, tuple(sorted(_CHAINABLE)))
+        tables.append(_CHAINABLE[name](n, generator, **options))
+    if not tables:
+        table = OpTable(torch.zeros(n, 0, dtype=torch.int64), torch.zeros(n, 0),
+                        torch.zeros(n, 0, dtype=torch.float64))
+    else:
+        table = OpTable(torch.cat([t.ops for t in tables], 1),
+                        torch.cat([t.magnitudes for t in tables], 1),
+                        torch.cat([op_parameters(t) if t.parameters is None else t.parameters
+                                   for t in tables], 1))
+    return applied_with(table, p, generator, "RandomApply")
 
 
 def op_parameters(table: OpTable) -> torch.Tensor:

@@ -30,7 +30,9 @@ __all__ = ["PolicyAugment"]
 _DRAWS = {"trivial_augment_wide": policies.trivial_augment_wide,
           "rand_augment": policies.rand_augment,
           "auto_augment": policies.auto_augment,
-          "color_jitter": policies.color_jitter}
+          "color_jitter": policies.color_jitter,
+          "random_op": policies.random_op,
+          "chain": policies.chain}
 _SIZED = {"trivial_augment_wide", "rand_augment", "auto_augment"}  # take height and width
 
 
@@ -40,7 +42,10 @@ class PolicyAugment(SeededTransform):
     Args:
         policy (str): ``"trivial_augment_wide"`` (``num_magnitude_bins=31``), ``"rand_augment"``
             (``num_ops=2, magnitude=9, num_magnitude_bins=31``), ``"auto_augment"`` (the ImageNet
-            policy) or ``"color_jitter"`` (``brightness, contrast, saturation, hue``), with
+            policy), ``"color_jitter"`` (``brightness, contrast, saturation, hue, p``) or
+            ``"random_op"`` (``op, p, parameter``: torchvision's single-op random transforms,
+            :func:`~prefetch.transforms.policies.random_op`) or ``"chain"`` (``steps, p``:
+            ``RandomApply`` over them, :func:`~prefetch.transforms.policies.chain`), with
             torchvision's options as keywords (``**options``: ``num_magnitude_bins``, ``num_ops``,
             ``magnitude``, ``brightness``, ...; see :mod:`prefetch.transforms.policies`).
         interpolation (str), fill (float or sequence of float, optional): the geometric ops'

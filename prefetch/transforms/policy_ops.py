@@ -514,7 +514,9 @@ def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "n
 
     Args:
         images (Tensor[N, C, H, W], uint8): as every op here takes them.
-        table (OpTable): ``[N, K]`` steps (:mod:`prefetch.transforms.policies`).
+        table (OpTable): ``[N, K]`` steps (:mod:`prefetch.transforms.policies`); its
+            ``parameters`` when given, else those of :func:`~prefetch.transforms.policies
+            .op_parameters`.
         interpolation (str): the geometric ops' resampling, ``"nearest"`` or ``"bilinear"``.
         fill (float or sequence of float, optional): where a geometric op leaves the image, in
             [0, 255]; None: zeros.
@@ -523,7 +525,8 @@ def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "n
         Tensor[N, C, H, W], uint8: never aliasing ``images``.
 
     Raises:
-        ValueError: not such images, or the table has another number of samples.
+        ValueError: not such images, the table has another number of samples, or its
+            parameters are not float64 of its shape.
     """
     _check(images, "apply_table")
     if table.ops.shape[0] != images.shape[0]:
@@ -533,7 +536,10 @@ def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "n
         # No step (RandAugment's num_ops=0, a policy with no step) or no image: the identity,
         # as torchvision returns the image (a copy: the result never aliases the input).
         return images.clone()
-    params = op_parameters(table)
+    params = op_parameters(table) if table.parameters is None else table.parameters
+    if params.shape != table.ops.shape or params.dtype != torch.float64:
+        raise ValueError("prefetch: the table's parameters must be float64 of its ops' shape %s, "
+                         "got %s" % (list(table.ops.shape), describe_tensor(params)))
     color = _color_codes(table.ops)
     if color is not None:  # ColorJitter's tables: every sample's chain in one pass
         return color_jitter(images, color, params.contiguous())

@@ -1,12 +1,16 @@
 """The photometric steps of :mod:`prefetch.transforms.v2` (:attr:`Phase.PHOTOMETRIC`): on the
-uint8 window, before ``ToDtype``, as torchvision's recipes apply them. Today one policy per
-recipe — ``TrivialAugmentWide``, ``RandAugment``, ``AutoAugment`` or ``ColorJitter`` — each
+uint8 window, before ``ToDtype``, as torchvision's recipes apply them. One policy per recipe —
+``TrivialAugmentWide``, ``RandAugment``, ``AutoAugment`` or ``ColorJitter`` — and any number of
+torchvision's single-op random transforms (``RandomGrayscale``, ``Grayscale``,
+``RandomSolarize``, ``RandomInvert``, ``RandomPosterize``, ``RandomAdjustSharpness``,
+``RandomAutocontrast``, ``RandomEqualize``) and ``RandomApply`` over them and ``ColorJitter`` (the
+self-supervised recipes' ``RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8)``), each
 compiled into a :class:`~prefetch.transforms.PolicyAugment` stage (one fused kernel per op kind
-and step). Arguments and defaults are torchvision's
-(``torchvision/transforms/v2/_auto_augment.py``, ``_color.py``).
+and step, each sample its own draws). Arguments and defaults are torchvision's
+(``torchvision/transforms/v2/_auto_augment.py``, ``_color.py``, ``_container.py``).
 
-A photometric step that may repeat (a ``RandomGrayscale``) leaves ``slot`` None and adds its own
-stage with :meth:`Plan.add_stage`.
+A photometric step that may repeat leaves ``slot`` None and adds its own stage with
+:meth:`Plan.add_stage`.
 """
 import enum
 from typing import Optional, Sequence, Tuple, Union
@@ -16,7 +20,9 @@ from .policy_augment import PolicyAugment
 from .v2_geometry import InterpolationMode, interpolation_mode
 from .v2_plan import Phase, Plan, Spec
 
-__all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter"]
+__all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter", "RandomGrayscale",
+           "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
+           "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply"]
 
 Fill = Union[None, float, Sequence[float]]
 Jitter = Union[None, float, Tuple[float, float]]
@@ -181,5 +187,256 @@ class ColorJitter(_Policy):
         self._check()
 
     def policy(self, seed: Optional[int]) -> PolicyAugment:
-        return PolicyAugment("color_jitter", brightness=self.brightness, contrast=self.contrast,
-                             saturation=self.saturation, hue=self.hue, seed=seed, layout="NCHW")
+        return PolicyAugment("color_jitter", **self.table_step()[1], seed=seed, layout="NCHW")
+
+    def table_step(self) -> Tuple[str, dict]:
+        """This step as a draw of a :class:`RandomApply`'s chain
+        (:func:`~prefetch.transforms.policies.chain`).
+
+        Returns:
+            ``("color_jitter", its options)``.
+        """
+        return "color_jitter", dict(brightness=self.brightness, contrast=self.contrast,
+                                    saturation=self.saturation, hue=self.hue)
+
+
+class _RandomOp(Spec):
+    """One of torchvision's single-op random transforms: each image gets the op with probability
+    ``p``, drawn per image (:func:`~prefetch.transforms.policies.random_op`), as its own
+    PolicyAugment stage. A subclass sets ``op`` (its key in ``policies.RANDOM_OPS``: the class's
+    name) and its parameter in ``__init__``."""
+
+    phase = Phase.PHOTOMETRIC
+    rule = "on uint8 images before ToDtype, any number of them"
+    p: float = 0.5
+
+    @property
+    def parameter(self) -> float:
+        """What the step passes its op (0 for the ops that take none)."""
+        return 0.0
+
+    def table_step(self) -> Tuple[str, dict]:
+        """This step as a draw of a :class:`RandomApply`'s chain.
+
+        Returns:
+            ``("random_op", its options)``.
+        """
+        return "random_op", dict(op=type(self).__name__ if not isinstance(self, Grayscale)
+                                 else "RandomGrayscale", p=self.p, parameter=self.parameter)
+
+    def policy(self, seed: Optional[int]) -> PolicyAugment:
+        """The compiled step.
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            A PolicyAugment on NCHW uint8 images.
+        """
+        return PolicyAugment("random_op", **self.table_step()[1], seed=seed, layout="NCHW")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)
+
+
+class _ProbabilityOnly(_RandomOp):
+    """A single-op random transform whose one argument is ``p`` (torchvision's default 0.5)."""
+
+    def __init__(self, p: float = 0.5):
+        self.p = arguments.probability(type(self).__name__, "p", p)
+
+
+class RandomGrayscale(_RandomOp):
+    """torchvision's ``RandomGrayscale``: each image made grey with probability ``p``, keeping
+    its channels (3 equal channels; a 1-channel image is unchanged): ``floor(0.2989 r + 0.587 g +
+    0.114 b)`` in float32, torchvision's ``rgb_to_grayscale`` (run as ``adjust_saturation`` with
+    factor 0, which torchvision computes as that floored grey).
+
+    Args:
+        p: the probability, in [0, 1] (torchvision: 0.1).
+
+    Raises:
+        ValueError: p outside [0, 1] (TypeError too for a wrong type).
+    """
+
+    def __init__(self, p: float = 0.1):
+        self.p = arguments.probability("RandomGrayscale", "p", p)
+
+
+class Grayscale(_RandomOp):
+    """torchvision's ``Grayscale``: every image made grey (as :class:`RandomGrayscale` with p 1).
+
+    Args:
+        num_output_channels: 3 (the image keeps 3 equal channels). torchvision's default 1
+            changes the images' channel count, which the steps after it (``Normalize``'s mean and
+            std, the batch's layout) are not compiled for: refused, naming 3.
+
+    Raises:
+        ValueError: num_output_channels other than 3.
+    """
+
+    def __init__(self, num_output_channels: int = 1):
+        if num_output_channels != 3 or isinstance(num_output_channels, bool):
+            arguments.fail("Grayscale", "num_output_channels",
+                           "3 (prefetch keeps the images' channels: 1 would change them; with "
+                           "3-channel images give num_output_channels=3)", num_output_channels)
+        self.num_output_channels = 3
+        self.p = 1.0
+
+
+class RandomSolarize(_RandomOp):
+    """torchvision's ``RandomSolarize``: with probability ``p`` each image's values at or above
+    ``threshold`` inverted (``255 - x``).
+
+    Args:
+        threshold: a number at most 255 (the uint8 images' maximum, as torchvision's
+            ``solarize`` requires).
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: a threshold above 255 or not finite, p outside [0, 1] (TypeError too for a
+            wrong type).
+    """
+
+    def __init__(self, threshold: float, p: float = 0.5):
+        self.threshold = arguments.number("RandomSolarize", "threshold", threshold, high=255.0,
+                                          expected="a number at most 255 (uint8 images)")
+        self.p = arguments.probability("RandomSolarize", "p", p)
+
+    @property
+    def parameter(self) -> float:
+        return self.threshold
+
+
+class RandomInvert(_ProbabilityOnly):
+    """torchvision's ``RandomInvert``: each image inverted (``255 - x``) with probability ``p``.
+
+    Args:
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: p outside [0, 1] (TypeError too for a wrong type).
+    """
+
+
+class RandomPosterize(_RandomOp):
+    """torchvision's ``RandomPosterize``: each image's values kept to their top ``bits`` bits
+    with probability ``p``.
+
+    Args:
+        bits: an int in [0, 8].
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: bits outside [0, 8], p outside [0, 1] (TypeError too for a wrong type).
+    """
+
+    def __init__(self, bits: int, p: float = 0.5):
+        self.bits = arguments.integer("RandomPosterize", "bits", bits, low=0, high=8)
+        self.p = arguments.probability("RandomPosterize", "p", p)
+
+    @property
+    def parameter(self) -> float:
+        return float(self.bits)
+
+
+class RandomAdjustSharpness(_RandomOp):
+    """torchvision's ``RandomAdjustSharpness``: with probability ``p`` each image blended with
+    its 3x3-smoothed version (``adjust_sharpness``; 0 blurs, 1 keeps, 2 sharpens).
+
+    Args:
+        sharpness_factor: a number >= 0.
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: a negative or non-finite factor, p outside [0, 1] (TypeError too for a
+            wrong type).
+    """
+
+    def __init__(self, sharpness_factor: float, p: float = 0.5):
+        self.sharpness_factor = arguments.number("RandomAdjustSharpness", "sharpness_factor",
+                                                 sharpness_factor, low=0.0,
+                                                 expected="a number >= 0")
+        self.p = arguments.probability("RandomAdjustSharpness", "p", p)
+
+    @property
+    def parameter(self) -> float:
+        return self.sharpness_factor
+
+
+class RandomAutocontrast(_ProbabilityOnly):
+    """torchvision's ``RandomAutocontrast``: with probability ``p`` each channel of each image
+    stretched to [0, 255] (a constant channel kept).
+
+    Args:
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: p outside [0, 1] (TypeError too for a wrong type).
+    """
+
+
+class RandomEqualize(_ProbabilityOnly):
+    """torchvision's ``RandomEqualize``: with probability ``p`` each channel of each image
+    histogram-equalised.
+
+    Args:
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: p outside [0, 1] (TypeError too for a wrong type).
+    """
+
+
+_APPLICABLE = (ColorJitter, _RandomOp)
+
+
+class RandomApply(Spec):
+    """torchvision's ``RandomApply``: all of ``transforms`` or none, drawn per image with
+    probability ``p`` (torchvision draws ``torch.rand(1) < p`` per call: per image in its
+    recipes); each step inside keeps its own draws (a RandomGrayscale's p among them). The steps
+    are one table of ops (:func:`~prefetch.transforms.policies.chain`), one PolicyAugment stage:
+    ``RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8)`` is one colour pass.
+
+    Args:
+        transforms: a list of this module's photometric steps: ``ColorJitter`` and the
+            single-op random transforms above (not the policies, whose ops depend on the image's
+            size, nor the geometry or float steps).
+        p: in [0, 1] (torchvision: 0.5).
+
+    Raises:
+        ValueError: a step of another kind (naming it and its position), p outside [0, 1]
+            (TypeError too for a wrong type).
+    """
+
+    phase = Phase.PHOTOMETRIC
+    rule = "on uint8 images before ToDtype, any number of them"
+
+    def __init__(self, transforms: Sequence[Spec], p: float = 0.5):
+        if isinstance(transforms, Spec) or not hasattr(transforms, "__iter__"):
+            arguments.fail("RandomApply", "transforms", "a list of steps", transforms,
+                           arguments.ArgumentTypeError)
+        steps = list(transforms)
+        for k, step in enumerate(steps):
+            if not isinstance(step, _APPLICABLE):
+                arguments.fail("RandomApply", "transforms[%d]" % k,
+                               "ColorJitter or one of " + ", ".join(
+                                   c.__name__ for c in _RandomOp.__subclasses__()),
+                               type(step).__name__)
+        self.transforms = steps
+        self.p = arguments.probability("RandomApply", "p", p)
+
+    def policy(self, seed: Optional[int]) -> PolicyAugment:
+        """The compiled step.
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            A PolicyAugment on NCHW uint8 images.
+        """
+        return PolicyAugment("chain", steps=[t.table_step() for t in self.transforms], p=self.p,
+                             seed=seed, layout="NCHW")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)

@@ -22,7 +22,11 @@ ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
          "RandAugment": 1, "AutoAugment": 1, "ColorJitter": 1, "ToImage": 1, "PILToTensor": 1,
          "ToDtype": 2, "Normalize": 3, "RandomErasing": 4, "MixUp": 5, "CutMix": 5,
          "RandomChoice": 5}
-REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor"}  # the others go once in a recipe
+# torchvision's single-op random transforms and RandomApply: photometric, any number of them.
+SINGLE_OPS = ("RandomGrayscale", "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
+              "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply")
+ORDER.update({name: 1 for name in SINGLE_OPS})
+REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor", *SINGLE_OPS}  # the others go once
 
 EXAMPLES = {
     "RandomResizedCrop": lambda: T.RandomResizedCrop(8), "Resize": lambda: T.Resize(10),
@@ -36,6 +40,13 @@ EXAMPLES = {
     "Normalize": lambda: T.Normalize(MEAN, STD), "RandomErasing": lambda: T.RandomErasing(0.3),
     "MixUp": lambda: T.MixUp(num_classes=4), "CutMix": lambda: T.CutMix(num_classes=4),
     "RandomChoice": lambda: T.RandomChoice([T.MixUp(num_classes=4), T.CutMix(num_classes=4)]),
+    "RandomGrayscale": lambda: T.RandomGrayscale(0.2), "Grayscale": lambda: T.Grayscale(3),
+    "RandomSolarize": lambda: T.RandomSolarize(128), "RandomInvert": lambda: T.RandomInvert(),
+    "RandomPosterize": lambda: T.RandomPosterize(4),
+    "RandomAdjustSharpness": lambda: T.RandomAdjustSharpness(2.0),
+    "RandomAutocontrast": lambda: T.RandomAutocontrast(),
+    "RandomEqualize": lambda: T.RandomEqualize(),
+    "RandomApply": lambda: T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
 }
 
 
