@@ -6,7 +6,8 @@
 // runs. Test hooks, private: prefetch's API never calls them.
 //
 // An op's <op>.cpp defines its hook with describe_kernel_args (its plan, the fields a test may
-// null, the fields it describes) and registers it with a static KernelArgsHook;
+// null, the fields it describes), or for an op on uint8 [N, C, H, W] images with
+// describe_uint8_kernel_args (only the fields besides the images') and registers it with a static KernelArgsHook;
 // kernel_args_binding.cpp adds every registered hook to the module.
 #pragma once
 #include <torch/extension.h>
@@ -65,6 +66,54 @@ pybind11::dict describe_kernel_args(const std::string& target_name, const std::s
   d["uploaded"] = uploaded;
   d["out"] = plan.out;
   return d;
+}
+
+// Nulls the input or output pointer of an op on uint8 [N, C, H, W] images (plan_common.h's
+// set_uint8_inputs) when `field` names it, as a registration that forgot it would leave it.
+template <typename Args>
+void drop_uint8_images(Args* a, const std::string& field) {
+  if (field == "images") a->images = nullptr;
+  if (field == "out") a->out = nullptr;
+}
+
+// Describes an op's uint8 [N, C, H, W] input into *d: "images" (whether args.images is `images`'
+// data), "sizes" [N, C, H, W] and "strides" [sN, sC, sH, sW] (in elements, as the kernel reads them).
+template <typename Args>
+void describe_uint8_images(pybind11::dict* d, const Args& a, const at::Tensor& images) {
+  (*d)["images"] = a.images == images.const_data_ptr<uint8_t>();
+  (*d)["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
+  (*d)["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
+}
+
+// describe_kernel_args for an op on uint8 [N, C, H, W] images: the input and output pointers dropped
+// and the images described as above, and besides them what the op's own `drop_own(&args, drop)` nulls
+// and `describe_own(&d, args)` adds.
+template <typename MakePlan, typename DropOwn, typename DescribeOwn>
+pybind11::dict describe_uint8_kernel_args(const std::string& target_name, const std::string& drop,
+                                          const at::Tensor& images, MakePlan make_plan, DropOwn drop_own,
+                                          DescribeOwn describe_own) {
+  return describe_kernel_args(
+      target_name, drop, make_plan,
+      [&](auto* a, const std::string& field) {
+        drop_uint8_images(a, field);
+        drop_own(a, field);
+      },
+      [&](const auto& plan) {
+        pybind11::dict d;
+        describe_uint8_images(&d, plan.args, images);
+        describe_own(&d, plan.args);
+        return d;
+      });
+}
+
+// Describes into *d the geometry pointers of an op that gathers, crops and flips samples (ops'
+// geometry_inputs.h): whether "offsets", "hflip", "vflip" and "rows" (args.g.rows) are set.
+template <typename Args>
+void describe_geometry(pybind11::dict* d, const Args& a) {
+  (*d)["offsets"] = a.offsets != nullptr;
+  (*d)["hflip"] = a.hflip != nullptr;
+  (*d)["vflip"] = a.vflip != nullptr;
+  (*d)["rows"] = a.g.rows != nullptr;
 }
 
 }  // namespace prefetch

@@ -86,4 +86,25 @@ void set_uint8_images(Args* a, const at::Tensor& images, const at::Tensor& out) 
   a->out = out.data_ptr<uint8_t>();
 }
 
+// An op from uint8 images [N, C, H, W] to new ones of their shape: plan->out allocated contiguous by
+// `allocate` (a RuntimeError naming `op` when its byte count overflows int64) and plan->args set for
+// the images and the output (set_uint8_images).
+template <typename Plan>
+void plan_uint8_output(Plan* plan, const char* op, const at::Tensor& images, const OutputAllocator& allocate) {
+  const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  checked_output_bytes(op, {N, C, H, W}, at::kByte);
+  plan->out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
+  set_uint8_images(&plan->args, images, plan->out);
+}
+
+// The plan of such an op whose kernel reads one more tensor of per-image values (a derived struct
+// names the op, `kName`, and says what `values` holds): `values` made contiguous (what the
+// kernel's argument points into), the output and the kernel's arguments.
+template <typename Args>
+struct Uint8ValuesPlan {
+  at::Tensor values;
+  at::Tensor out;
+  Args args;
+};
+
 }  // namespace prefetch

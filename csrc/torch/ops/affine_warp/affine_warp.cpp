@@ -41,10 +41,8 @@ AffineWarpPlan plan_affine_warp(const at::Tensor& images, const at::Tensor& matr
     a.has_fill = true;
     for (int64_t c = 0; c < C; ++c) a.fill[c] = static_cast<float>(values.size() == 1 ? values[0] : values[c]);
   }
-  checked_output_bytes("affine_warp", {N, C, H, W}, at::kByte);
+  plan_uint8_output(&plan, "affine_warp", images, allocate);
   plan.matrices = matrices.contiguous();
-  plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
-  set_uint8_images(&a, images, plan.out);
   a.matrices = plan.matrices.const_data_ptr<float>();
   a.bilinear = bilinear;
   return plan;
@@ -75,21 +73,13 @@ py::dict affine_warp_args(const std::string& target, const at::Tensor& images, c
                   const std::string& drop) {
   std::optional<at::ArrayRef<double>> fill_ref;
   if (fill.has_value()) fill_ref = at::ArrayRef<double>(*fill);
-  return describe_kernel_args(
-      target, drop, [&] { return plan_affine_warp(images, matrices, bilinear, fill_ref); },
+  return describe_uint8_kernel_args(
+      target, drop, images, [&] { return plan_affine_warp(images, matrices, bilinear, fill_ref); },
       [](kernels::AffineWarpArgs* a, const std::string& field) {
-        if (field == "images") a->images = nullptr;
         if (field == "matrices") a->matrices = nullptr;
-        if (field == "out") a->out = nullptr;
       },
-      [&](const auto& plan) {
-        const kernels::AffineWarpArgs& a = plan.args;
-        py::dict d;
-        d["images"] = a.images == images.const_data_ptr<uint8_t>();
-        d["fill"] = a.has_fill ? py::cast(std::vector<float>(a.fill, a.fill + a.C)) : py::none();
-        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
-        d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
-        return d;
+      [](py::dict* d, const kernels::AffineWarpArgs& a) {
+        (*d)["fill"] = a.has_fill ? py::cast(std::vector<float>(a.fill, a.fill + a.C)) : py::none();
       });
 }
 

@@ -54,7 +54,7 @@ ColorJitterPlan plan_color_jitter(const at::Tensor& images, const at::Tensor& st
                                   const OutputAllocator& allocate) {
   check_uint8_images("color_jitter", images, steps, "steps");
   check_uint8_images("color_jitter", images, factors, "factors");
-  const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const int64_t N = images.size(0), C = images.size(1), H = images.size(2);
   TORCH_CHECK(C == 1 || C == 3, "color_jitter: images must have 1 or 3 channels, got C = ", C);
   TORCH_CHECK(steps.scalar_type() == at::kLong && steps.dim() == 2 && steps.size(0) == N,
               "color_jitter: steps must be int64 [N, K] = [", N, ", K] (each image's chain), got ",
@@ -67,14 +67,12 @@ ColorJitterPlan plan_color_jitter(const at::Tensor& images, const at::Tensor& st
   check_host_color_steps(steps, factors);
   // A CUDA launch numbers an image's rows (H) in 32 bits.
   TORCH_CHECK(H < INT32_MAX, "color_jitter: images must be below 2^31 rows, got H = ", H);
-  checked_output_bytes("color_jitter", {N, C, H, W}, at::kByte);
   ColorJitterPlan plan;
+  plan_uint8_output(&plan, "color_jitter", images, allocate);
   plan.steps = steps.contiguous();
   plan.factors = factors.contiguous();
   plan.grey_sums = at::zeros({N, K}, images.options().dtype(at::kLong));
-  plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
   kernels::ColorJitterArgs& a = plan.args;
-  set_uint8_images(&a, images, plan.out);
   a.steps = plan.steps.const_data_ptr<int64_t>();
   a.factors = plan.factors.const_data_ptr<double>();
   a.K = K;
@@ -116,25 +114,15 @@ at::Tensor color_jitter_cpu(const at::Tensor& images, const at::Tensor& steps, c
 
 py::dict color_jitter_args(const std::string& target, const at::Tensor& images, const at::Tensor& steps, const at::Tensor& factors,
                   const std::string& drop) {
-  return describe_kernel_args(
-      target, drop, [&] { return plan_color_jitter(images, steps, factors); },
+  return describe_uint8_kernel_args(
+      target, drop, images, [&] { return plan_color_jitter(images, steps, factors); },
       [](kernels::ColorJitterArgs* a, const std::string& field) {
-        if (field == "images") a->images = nullptr;
         if (field == "steps") a->steps = nullptr;
         if (field == "factors") a->factors = nullptr;
         if (field == "grey_sums") a->grey_sums = nullptr;
-        if (field == "out") a->out = nullptr;
         if (field == "K") a->K += 1;
       },
-      [&](const auto& plan) {
-        const kernels::ColorJitterArgs& a = plan.args;
-        py::dict d;
-        d["images"] = a.images == images.const_data_ptr<uint8_t>();
-        d["K"] = a.K;
-        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
-        d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
-        return d;
-      });
+      [](py::dict* d, const kernels::ColorJitterArgs& a) { (*d)["K"] = a.K; });
 }
 
 void bind_hook(py::module_& m) {

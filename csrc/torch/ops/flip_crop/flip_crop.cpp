@@ -130,10 +130,7 @@ py::dict flip_crop_args(const std::string& target, const at::Tensor& masks, std:
         const kernels::FlipCropArgs& a = plan.args;
         py::dict d;
         d["masks"] = a.masks == masks.const_data_ptr();
-        d["offsets"] = a.offsets != nullptr;
-        d["hflip"] = a.hflip != nullptr;
-        d["vflip"] = a.vflip != nullptr;
-        d["rows"] = a.g.rows != nullptr;
+        describe_geometry(&d, a);
         d["itemsize"] = a.itemsize;
         d["sizes"] = std::vector<int64_t>{a.g.N, a.g.h, a.g.w};
         return d;

@@ -58,21 +58,12 @@ at::Tensor histograms_cpu(const at::Tensor& images) {
 
 py::dict histogram_args(const std::string& target, const at::Tensor& images,
                   const std::string& drop) {
-  return describe_kernel_args(
-      target, drop, [&] { return plan_histogram(images); },
+  return describe_uint8_kernel_args(
+      target, drop, images, [&] { return plan_histogram(images); },
       [](kernels::HistogramArgs* a, const std::string& field) {
-        if (field == "images") a->images = nullptr;
-        if (field == "out") a->out = nullptr;
         if (field == "C") a->C += 1;
       },
-      [&](const auto& plan) {
-        const kernels::HistogramArgs& a = plan.args;
-        py::dict d;
-        d["images"] = a.images == images.const_data_ptr<uint8_t>();
-        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
-        d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
-        return d;
-      });
+      [](py::dict*, const kernels::HistogramArgs&) {});
 }
 
 void bind_hook(py::module_& m) {

@@ -11,11 +11,9 @@
 
 namespace prefetch {
 
-struct LookupPlan {
+// values: the tables, uint8 [N, T, 256] contiguous, what args.tables points into.
+struct LookupPlan : Uint8ValuesPlan<kernels::LookupArgs> {
   static constexpr const char* kName = "lookup";  // in errors
-  at::Tensor tables;  // uint8 [N, T, 256] contiguous, what args.tables points into
-  at::Tensor out;
-  kernels::LookupArgs args;
 };
 
 LookupPlan plan_lookup(const at::Tensor& images, const at::Tensor& tables,

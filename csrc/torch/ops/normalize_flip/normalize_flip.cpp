@@ -128,10 +128,7 @@ py::dict normalize_flip_args(const std::string& target, const at::Tensor& images
         const kernels::NormalizeFlipArgs& a = plan.args;
         py::dict d;
         d["images"] = a.images == images.const_data_ptr();
-        d["offsets"] = a.offsets != nullptr;
-        d["hflip"] = a.hflip != nullptr;
-        d["vflip"] = a.vflip != nullptr;
-        d["rows"] = a.g.rows != nullptr;
+        describe_geometry(&d, a);
         d["sizes"] = std::vector<int64_t>{a.g.N, a.g.C, a.g.h, a.g.w};
         d["strides"] = std::vector<int64_t>{a.oN, a.oC, a.oY, a.oX};
         return d;

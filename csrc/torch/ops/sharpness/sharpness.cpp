@@ -16,25 +16,22 @@ namespace prefetch {
 
 SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors, const OutputAllocator& allocate) {
   check_uint8_images("sharpness", images, factors, "factors");
-  const int64_t N = images.size(0), C = images.size(1), H = images.size(2), W = images.size(3);
+  const int64_t N = images.size(0), C = images.size(1), H = images.size(2);
   TORCH_CHECK(factors.scalar_type() == at::kDouble && factors.dim() == 1 && factors.size(0) == N,
               "sharpness: factors must be float64 [N] = [", N, "] (one per image), got ", factors.scalar_type(),
               " of shape ", shape_of(factors));
   // A CUDA launch numbers one image's rows (C * H) in 32 bits.
   TORCH_CHECK(C * H < INT32_MAX, "sharpness: an image's C * H must be below 2^31, got C = ", C, ", H = ", H);
-  checked_output_bytes("sharpness", {N, C, H, W}, at::kByte);
   SharpnessPlan plan;
-  plan.factors = factors.contiguous();
-  plan.out = allocate({N, C, H, W}, images.options(), at::MemoryFormat::Contiguous);
-  kernels::SharpnessArgs& a = plan.args;
-  set_uint8_images(&a, images, plan.out);
-  a.factors = plan.factors.const_data_ptr<double>();
+  plan_uint8_output(&plan, "sharpness", images, allocate);
+  plan.values = factors.contiguous();
+  plan.args.factors = plan.values.const_data_ptr<double>();
   return plan;
 }
 
 std::vector<std::string> arg_problems(const SharpnessPlan& plan, bool /*cuda*/) {
   Problems p;
-  uint8_image_problems(&p, plan.args, plan.out, plan.args.factors, plan.factors, "factors");
+  uint8_image_problems(&p, plan.args, plan.out, plan.args.factors, plan.values, "factors");
   return p.lines;
 }
 
@@ -50,21 +47,12 @@ at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors) {
 
 py::dict sharpness_args(const std::string& target, const at::Tensor& images, const at::Tensor& factors,
                   const std::string& drop) {
-  return describe_kernel_args(
-      target, drop, [&] { return plan_sharpness(images, factors); },
+  return describe_uint8_kernel_args(
+      target, drop, images, [&] { return plan_sharpness(images, factors); },
       [](kernels::SharpnessArgs* a, const std::string& field) {
-        if (field == "images") a->images = nullptr;
         if (field == "factors") a->factors = nullptr;
-        if (field == "out") a->out = nullptr;
       },
-      [&](const auto& plan) {
-        const kernels::SharpnessArgs& a = plan.args;
-        py::dict d;
-        d["images"] = a.images == images.const_data_ptr<uint8_t>();
-        d["sizes"] = std::vector<int64_t>{a.N, a.C, a.H, a.W};
-        d["strides"] = std::vector<int64_t>{a.sN, a.sC, a.sH, a.sW};
-        return d;
-      });
+      [](py::dict*, const kernels::SharpnessArgs&) {});
 }
 
 void bind_hook(py::module_& m) {

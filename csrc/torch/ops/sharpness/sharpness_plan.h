@@ -11,11 +11,9 @@
 
 namespace prefetch {
 
-struct SharpnessPlan {
+// values: the factors, float64 [N] contiguous, what args.factors points into.
+struct SharpnessPlan : Uint8ValuesPlan<kernels::SharpnessArgs> {
   static constexpr const char* kName = "sharpness";  // in errors
-  at::Tensor factors;  // float64 [N] contiguous, what args.factors points into
-  at::Tensor out;
-  kernels::SharpnessArgs args;
 };
 
 SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors,
