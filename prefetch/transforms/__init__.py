@@ -34,9 +34,10 @@ from .erasing import RandomErasing
 from .mixup import MixUpCutMix
 from .roll_mix import RollMix
 from .policy_augment import PolicyAugment
+from .affine_augment import AffineAugment
 from . import v2  # after the transforms it compiles into
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
-           "FusedAugment", "Draws", "PolicyAugment", "SeededTransform", "RandomErasing",
-           "Compose", "MixUpCutMix", "RollMix"]
+           "FusedAugment", "Draws", "PolicyAugment", "AffineAugment", "SeededTransform",
+           "RandomErasing", "Compose", "MixUpCutMix", "RollMix"]

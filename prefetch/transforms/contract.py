@@ -170,6 +170,38 @@ def as_nchw(images: torch.Tensor, layout: str) -> tuple:
     return (images.permute(0, 3, 1, 2) if layout == "NHWC" else images), layout
 
 
+def uint8_nchw(who: str, images: Any, layout: str, image_key: Any, fill: Any = None) -> tuple:
+    """A stage's uint8 image leaf (1 or 3 channels) as an NCHW view, checked, as the policies'
+    and the warps' stages take it.
+
+    Args:
+        who (str): the stage's class, named in a refusal.
+        images: the leaf.
+        layout (str): as :func:`as_nchw` takes it.
+        image_key: the leaf's key, named in a refusal.
+        fill (optional): the stage's fill; a list must hold 1 value or one per channel.
+
+    Returns:
+        tuple: ``(Tensor[N, C, H, W] uint8 view, its layout)``, as :func:`as_nchw`.
+
+    Raises:
+        ValueError: not a 4-D uint8 tensor, not 1 or 3 channels, or a fill list of another
+            length.
+    """
+    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
+        raise ValueError("prefetch: %s takes a uint8 image batch [N, C, H, W] or [N, H, W, C] "
+                         "(C 1 or 3) at leaf %r, got %s" % (who, image_key, describe_tensor(images)))
+    x, layout = as_nchw(images, layout)
+    if x.shape[1] not in (1, 3):
+        raise ValueError("prefetch: %s's images at leaf %r have %d channels in layout %s; it takes "
+                         "1 or 3" % (who, image_key, x.shape[1], layout))
+    if isinstance(fill, list) and len(fill) not in (1, x.shape[1]):
+        raise ValueError("prefetch: %s fill has %d values (one per channel) but the images at leaf "
+                         "%r have %d channel(s): give one value or %d"
+                         % (who, len(fill), image_key, x.shape[1], x.shape[1]))
+    return x, layout
+
+
 def from_nchw(x: torch.Tensor, layout: str) -> torch.Tensor:
     """An NCHW result back in the layout its input had.
 

@@ -21,8 +21,8 @@ from typing import Optional, Sequence, Union
 import torch
 
 from . import arguments, policies
-from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, as_nchw,
-                       check_image_layout, describe_tensor, from_nchw, get_leaf, set_leaf)
+from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, check_image_layout,
+                       from_nchw, get_leaf, set_leaf, uint8_nchw)
 from .policy_ops import apply_table
 
 __all__ = ["PolicyAugment"]
@@ -121,18 +121,6 @@ class PolicyAugment(SeededTransform):
             return draw(n, g, height=height, width=width, **self.options)
         return draw(n, g, **self.options)
 
-    def _nchw(self, images):
-        if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.dim() != 4:
-            raise ValueError(
-                "prefetch: PolicyAugment takes a uint8 image batch [N, C, H, W] or [N, H, W, C] "
-                "(C 1 or 3) at leaf %r, got %s" % (self.image_key, describe_tensor(images)))
-        x, layout = as_nchw(images, self.layout)
-        if x.shape[1] not in (1, 3):
-            raise ValueError("prefetch: PolicyAugment's images at leaf %r have %d channels in "
-                             "layout %s; the policies' ops take 1 or 3" % (
-                                 self.image_key, x.shape[1], layout))
-        return x, layout
-
     def apply(self, batch: Batch, position: BatchPosition) -> Batch:
         """Each sample through its own draw of the policy
         (:func:`~prefetch.transforms.policy_ops.apply_table`).
@@ -150,12 +138,8 @@ class PolicyAugment(SeededTransform):
             ValueError: the leaf is not a 4-D uint8 tensor of 1 or 3 channels, or ``fill`` has
                 neither 1 nor C values.
         """
-        images = get_leaf(batch, self.image_key)
-        x, layout = self._nchw(images)
-        if isinstance(self.fill, list) and len(self.fill) not in (1, x.shape[1]):
-            raise ValueError("prefetch: PolicyAugment fill has %d values (one per channel) but the "
-                             "images at leaf %r have %d channel(s): give one value or %d"
-                             % (len(self.fill), self.image_key, x.shape[1], x.shape[1]))
+        x, layout = uint8_nchw("PolicyAugment", get_leaf(batch, self.image_key), self.layout,
+                               self.image_key, self.fill)
         table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
         out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
         return set_leaf(batch, self.image_key, from_nchw(out, layout))

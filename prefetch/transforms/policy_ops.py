@@ -377,17 +377,18 @@ def equalize(images: torch.Tensor) -> torch.Tensor:
     return lookup(images, torch.where(valid, lut, identity))  # tables [N, C, 256]
 
 
-def _inverse_affine(angle, translate, shear, center):
-    """torchvision's inverse affine matrix (``_get_inverse_affine_matrix``, scale 1) of one image,
-    with Python's ``math`` as torchvision computes it: 6 floats. Angles and shears in degrees,
-    the centre relative to the image's centre."""
+def _inverse_affine(angle, translate, shear, center, scale=1.0):
+    """torchvision's inverse affine matrix (``_get_inverse_affine_matrix``) of one image, with
+    Python's ``math`` as torchvision computes it: 6 floats. Angles and shears in degrees, the
+    centre relative to the image's centre; the linear part divided by ``scale`` before the
+    translation, as torchvision does (exact at scale 1)."""
     rot, sx, sy = math.radians(angle), math.radians(shear[0]), math.radians(shear[1])
     cos_sy, tan_sx = math.cos(sy), math.tan(sx)
     a = math.cos(rot - sy) / cos_sy
     b = -(a * tan_sx + math.sin(rot))
     c = math.sin(rot - sy) / cos_sy
     d = math.cos(rot) - c * tan_sx
-    m = [d, -b, 0.0, -c, a, 0.0]
+    m = [d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0]
     cxt, cyt = center[0] + translate[0], center[1] + translate[1]
     m[2] += center[0] - m[0] * cxt - m[1] * cyt
     m[5] += center[1] - m[3] * cxt - m[4] * cyt
@@ -397,9 +398,10 @@ def _inverse_affine(angle, translate, shear, center):
 def pixel_maps(n: int, height: int, width: int, *, angle: PerImage = 0.0,
                translate: Tuple[PerImage, PerImage] = (0.0, 0.0),
                shear: Tuple[PerImage, PerImage] = (0.0, 0.0),
-               center: Optional[Tuple[float, float]] = None) -> torch.Tensor:
+               center: Optional[Tuple[float, float]] = None,
+               scale: PerImage = 1.0) -> torch.Tensor:
     """The maps :func:`affine` samples by: torchvision's inverse matrices
-    (``_get_inverse_affine_matrix``, scale 1, computed as it computes them) turned from its
+    (``_get_inverse_affine_matrix``, computed as it computes them) turned from its
     centred coordinates (about ``((w - 1) / 2, (h - 1) / 2)``) into pixel indices, as
     :func:`prefetch.ops.affine_warp` takes them (output pixel ``(x, y)`` reads
     ``(m0 x + m1 y + m2, m3 x + m4 y + m5)``).
@@ -412,12 +414,14 @@ def pixel_maps(n: int, height: int, width: int, *, angle: PerImage = 0.0,
         translate (pair of float or Tensor[n]): ``(tx, ty)`` in pixels.
         shear (pair of float or Tensor[n]): ``(sx, sy)`` in degrees.
         center (tuple[float, float], optional): ``(x, y)`` in pixels; default the centre.
+        scale (float or Tensor[n]): the zoom, > 0 (torchvision's ``affine`` ``scale``).
 
     Returns:
         Tensor[n, 6], float64: on the CPU.
 
     Raises:
-        ValueError: a parameter that is neither one number nor one per image.
+        ValueError: a parameter that is neither one number nor one per image, or a scale that
+            is not > 0.
     """
     def per(v, name):  # Python floats, as torchvision computes its matrix
         t = torch.as_tensor(v, dtype=torch.float64).cpu()
@@ -428,12 +432,15 @@ def pixel_maps(n: int, height: int, width: int, *, angle: PerImage = 0.0,
         return t.tolist()
 
     cx, cy = (0.0, 0.0) if center is None else (center[0] - width * 0.5, center[1] - height * 0.5)
+    scales = per(scale, "scale")
+    if not all(v > 0 and math.isfinite(v) for v in scales):
+        raise ValueError("prefetch: affine's scale must be > 0 and finite, got %s" % (scales,))
     rows = zip(per(angle, "angle"), per(translate[0], "translate"), per(translate[1], "translate"),
-               per(shear[0], "shear"), per(shear[1], "shear"))
+               per(shear[0], "shear"), per(shear[1], "shear"), scales)
     ox, oy = (width - 1) * 0.5, (height - 1) * 0.5
     maps = []
-    for a, tx, ty, sx, sy in rows:
-        m0, m1, m2, m3, m4, m5 = _inverse_affine(a, (tx, ty), (sx, sy), (cx, cy))
+    for a, tx, ty, sx, sy, zoom in rows:
+        m0, m1, m2, m3, m4, m5 = _inverse_affine(a, (tx, ty), (sx, sy), (cx, cy), zoom)
         maps.append([m0, m1, m2 + ox - m0 * ox - m1 * oy, m3, m4, m5 + oy - m3 * ox - m4 * oy])
     return torch.tensor(maps, dtype=torch.float64).view(n, 6)
 
@@ -442,9 +449,9 @@ def affine(images: torch.Tensor, *, angle: PerImage = 0.0,
            translate: Tuple[PerImage, PerImage] = (0.0, 0.0),
            shear: Tuple[PerImage, PerImage] = (0.0, 0.0),
            center: Optional[Tuple[float, float]] = None, interpolation: str = "nearest",
-           fill: Fill = None) -> torch.Tensor:
-    """torchvision's ``affine`` (scale 1; ``rotate`` is ``affine`` with ``-angle``) with each
-    image's own angle, translation and shear: torchvision's inverse matrix
+           fill: Fill = None, scale: PerImage = 1.0) -> torch.Tensor:
+    """torchvision's ``affine`` (``rotate`` is ``affine`` with ``-angle``) with each image's own
+    angle, translation, shear and scale: torchvision's inverse matrix
     (:func:`pixel_maps`), sampled at every output pixel by the fused
     :func:`prefetch.ops.affine_warp` (``grid_sample``'s rule, ``align_corners=False``, zeros
     outside), rounded back to uint8.
@@ -459,13 +466,14 @@ def affine(images: torch.Tensor, *, angle: PerImage = 0.0,
         interpolation (str): ``"nearest"`` or ``"bilinear"``.
         fill (float or sequence of float, optional): where the map leaves the image, a number
             or one per channel in [0, 255]; None: zeros.
+        scale (float or Tensor[N]): the zoom, > 0, one or one per image.
 
     Returns:
         Tensor[N, C, H, W], uint8 (a copy for an empty batch).
 
     Raises:
-        ValueError: not such images, another ``interpolation``, or a parameter that is
-            neither one number nor one per image.
+        ValueError: not such images, another ``interpolation``, a parameter that is neither
+            one number nor one per image, or a scale that is not > 0.
     """
     _check(images, "affine")
     if interpolation not in ("nearest", "bilinear"):
@@ -474,7 +482,8 @@ def affine(images: torch.Tensor, *, angle: PerImage = 0.0,
     n, _, h, w = images.shape
     if images.numel() == 0:
         return images.clone()
-    maps = pixel_maps(n, h, w, angle=angle, translate=translate, shear=shear, center=center)
+    maps = pixel_maps(n, h, w, angle=angle, translate=translate, shear=shear, center=center,
+                      scale=scale)
     maps = maps.to(torch.float32).to(images.device, non_blocking=True)
     return affine_warp(images, maps, interpolation=interpolation, fill=fill)
 

@@ -9,6 +9,10 @@ compiled into a :class:`~prefetch.transforms.PolicyAugment` stage (one fused ker
 and step, each sample its own draws). Arguments and defaults are torchvision's
 (``torchvision/transforms/v2/_auto_augment.py``, ``_color.py``, ``_container.py``).
 
+``RandomAffine`` and ``RandomRotation`` go here too: on the uint8 window after the crop (an
+:class:`~prefetch.transforms.AffineAugment` stage, one fused warp, each image its own draw), as
+the policies' geometric ops do; written before the crop they are refused by the order.
+
 A photometric step that may repeat leaves ``slot`` None and adds its own stage with
 :meth:`Plan.add_stage`.
 """
@@ -16,13 +20,15 @@ import enum
 from typing import Optional, Sequence, Tuple, Union
 
 from . import arguments
+from .affine_augment import AffineAugment
 from .policy_augment import PolicyAugment
 from .v2_geometry import InterpolationMode, interpolation_mode
 from .v2_plan import Phase, Plan, Spec
 
 __all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter", "RandomGrayscale",
            "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
-           "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply"]
+           "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
+           "RandomAffine", "RandomRotation"]
 
 Fill = Union[None, float, Sequence[float]]
 Jitter = Union[None, float, Tuple[float, float]]
@@ -437,6 +443,131 @@ class RandomApply(Spec):
         """
         return PolicyAugment("chain", steps=[t.table_step() for t in self.transforms], p=self.p,
                              seed=seed, layout="NCHW")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)
+
+
+def _number_or_range(cls: str, name: str, value) -> Tuple[float, float]:
+    """torchvision's ``_setup_number_or_seq``: a number v >= 0 is ``(-v, v)``; a pair is
+    ``(min, max)`` with min <= max."""
+    if arguments.is_number(value):
+        v = arguments.number(cls, name, value, low=0.0, expected="a number >= 0 or a (min, max)")
+        return (-v, v)
+    return arguments.number_pair(cls, name, value)
+
+
+def _fill_of(cls: str, fill):
+    """torchvision's ``fill`` for uint8 images: 0 (its default) or None is zeros; a number or one
+    per channel in [0, 255]."""
+    return arguments.fill_value(cls, "fill", fill, channels=(1, 3))
+
+
+class RandomAffine(Spec):
+    """torchvision's ``RandomAffine``: each image rotated, translated, scaled and sheared by its
+    own draw (angle uniform in ``degrees``; translation ``round(uniform(-t * size, t * size))``
+    pixels; scale uniform in ``scale``; shear uniform in its ranges), on the uint8 window after
+    the crop: an :class:`~prefetch.transforms.AffineAugment` stage, one fused warp.
+
+    Args:
+        degrees: a number d >= 0 (the range (-d, d)) or a (min, max).
+        translate: None or (a, b), the largest translation as a fraction of the width and the
+            height, each in [0, 1].
+        scale: None or (min, max), 0 < min <= max.
+        shear: None, a number s >= 0 (x shear in (-s, s)), a (min, max) of the x shear, or four
+            values: the x then the y shear's ranges.
+        interpolation: ``"nearest"`` (torchvision's default) or ``"bilinear"`` (bicubic: not
+            yet).
+        fill: 0 (torchvision's default), a number or one per channel in [0, 255].
+        center: None (the image's centre) or (x, y) in pixels.
+
+    Raises:
+        ValueError: an argument outside those, naming it (TypeError too for a wrong type).
+    """
+
+    phase = Phase.PHOTOMETRIC
+    rule = ("on the uint8 window after the crop and before ToDtype, any number of them "
+            "(prefetch cannot warp the image before its crop)")
+
+    def __init__(self, degrees: Union[float, Sequence[float]],
+                 translate: Optional[Sequence[float]] = None,
+                 scale: Optional[Sequence[float]] = None,
+                 shear: Union[None, float, Sequence[float]] = None,
+                 interpolation: Union[InterpolationMode, str] = "nearest", fill: Fill = 0,
+                 center: Optional[Sequence[float]] = None):
+        cls = "RandomAffine"
+        self.degrees = _number_or_range(cls, "degrees", degrees)
+        self.translate = translate
+        self.scale = scale
+        self.shear = None if shear is None else (
+            _number_or_range(cls, "shear", shear) if arguments.is_number(shear) else shear)
+        self.interpolation = interpolation_mode(interpolation, _INTERPOLATIONS, cls)
+        self.fill = _fill_of(cls, fill)
+        self.center = center
+        self.policy(0)  # whatever AffineAugment refuses, refused now (naming RandomAffine)
+
+    def policy(self, seed: Optional[int]) -> AffineAugment:
+        """The compiled step.
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            An AffineAugment on NCHW uint8 images.
+        """
+        return AffineAugment(self.degrees, translate=self.translate, scale=self.scale,
+                             shear=self.shear, interpolation=self.interpolation, fill=self.fill,
+                             center=self.center, seed=seed, layout="NCHW", name="RandomAffine")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)
+
+
+class RandomRotation(Spec):
+    """torchvision's ``RandomRotation``: each image rotated by its own angle, uniform in
+    ``degrees`` (torchvision's ``rotate``: counter-clockwise, exact quarter turns as copies), on
+    the uint8 window after the crop: an :class:`~prefetch.transforms.AffineAugment` stage.
+
+    Args:
+        degrees: a number d >= 0 (the range (-d, d)) or a (min, max).
+        interpolation: ``"nearest"`` (torchvision's default) or ``"bilinear"``.
+        expand: False. True (torchvision's larger output holding the whole rotated image)
+            changes the image's size: refused.
+        center: None (the image's centre) or (x, y) in pixels.
+        fill: 0 (torchvision's default), a number or one per channel in [0, 255].
+
+    Raises:
+        ValueError: an argument outside those, naming it (TypeError too for a wrong type).
+    """
+
+    phase = Phase.PHOTOMETRIC
+    rule = RandomAffine.rule
+
+    def __init__(self, degrees: Union[float, Sequence[float]],
+                 interpolation: Union[InterpolationMode, str] = "nearest",
+                 expand: bool = False, center: Optional[Sequence[float]] = None,
+                 fill: Fill = 0):
+        cls = "RandomRotation"
+        self.degrees = _number_or_range(cls, "degrees", degrees)
+        if arguments.flag(cls, "expand", expand):
+            arguments.fail(cls, "expand", "False (expand=True changes the images' size)", expand)
+        self.interpolation = interpolation_mode(interpolation, _INTERPOLATIONS, cls)
+        self.center = center
+        self.fill = _fill_of(cls, fill)
+        self.policy(0)
+
+    def policy(self, seed: Optional[int]) -> AffineAugment:
+        """The compiled step.
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            An AffineAugment (``rotation=True``) on NCHW uint8 images.
+        """
+        return AffineAugment(self.degrees, interpolation=self.interpolation, fill=self.fill,
+                             center=self.center, rotation=True, seed=seed, layout="NCHW",
+                             name="RandomRotation")
 
     def contribute(self, plan: Plan) -> None:
         plan.add_stage(self.policy)

@@ -230,7 +230,7 @@ def test_a_torchvision_name_prefetch_does_not_compile_says_to_keep_it_in_the_wor
     with pytest.raises(AttributeError, match=r"no GaussianBlur: it is a torchvision.transforms.v2 "
                                              r"transform prefetch does not compile .*workers"):
         T.GaussianBlur
-    assert not hasattr(T, "RandomRotation")
+    assert not hasattr(T, "RandomPerspective")
     with pytest.raises(AttributeError, match=r"^module 'prefetch.transforms.v2' has no attribute "
                                              r"'Gaussianblur'$"):
         T.Gaussianblur  # not a torchvision name: the plain error

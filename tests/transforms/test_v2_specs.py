@@ -24,7 +24,8 @@ ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
          "RandomChoice": 5}
 # torchvision's single-op random transforms and RandomApply: photometric, any number of them.
 SINGLE_OPS = ("RandomGrayscale", "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
-              "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply")
+              "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
+              "RandomAffine", "RandomRotation")
 ORDER.update({name: 1 for name in SINGLE_OPS})
 REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor", *SINGLE_OPS}  # the others go once
 
@@ -47,6 +48,8 @@ EXAMPLES = {
     "RandomAutocontrast": lambda: T.RandomAutocontrast(),
     "RandomEqualize": lambda: T.RandomEqualize(),
     "RandomApply": lambda: T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+    "RandomAffine": lambda: T.RandomAffine(10, translate=(0.1, 0.1)),
+    "RandomRotation": lambda: T.RandomRotation(15),
 }
 
 
