@@ -30,7 +30,8 @@ import torch
 from . import arguments
 
 __all__ = ["OPS", "OP_CODES", "OpTable", "trivial_augment_wide", "rand_augment", "auto_augment",
-           "color_jitter", "random_op", "applied_with", "chain", "op_parameters", "AUTO_AUGMENT_IMAGENET",
+           "color_jitter", "random_op", "applied_with", "chain", "choice", "random_order",
+           "op_parameters", "AUTO_AUGMENT_IMAGENET",
            "RANDOM_OPS"]
 
 # Every op a table can name; its index is the code the kernels switch on. The first 14 are
@@ -478,6 +479,27 @@ def random_op(n: int, generator: Optional[torch.Generator], *, op: str, p: float
 _CHAINABLE = {"color_jitter": color_jitter, "random_op": random_op}
 
 
+def _step_tables(n, generator, steps, what):
+    """Each step's table drawn in turn from ``generator``, its parameters made explicit."""
+    tables = []
+    for name, options in steps:
+        arguments.one_of(what, "step", name, tuple(sorted(_CHAINABLE)))
+        t = _CHAINABLE[name](n, generator, **options)
+        tables.append(OpTable(t.ops, t.magnitudes,
+                              op_parameters(t) if t.parameters is None else t.parameters))
+    return tables
+
+
+def _side_by_side(n, tables):
+    """The tables' columns side by side, in order (``[n, 0]`` for none)."""
+    if not tables:
+        return OpTable(torch.zeros(n, 0, dtype=torch.int64), torch.zeros(n, 0),
+                       torch.zeros(n, 0, dtype=torch.float64))
+    return OpTable(torch.cat([t.ops for t in tables], 1),
+                   torch.cat([t.magnitudes for t in tables], 1),
+                   torch.cat([t.parameters for t in tables], 1))
+
+
 def chain(n: int, generator: Optional[torch.Generator], *,
           steps: Sequence[Tuple[str, dict]], p: float = 1.0) -> OpTable:
     """Several photometric steps as one table, applied all or none per sample: torchvision's
@@ -498,19 +520,78 @@ def chain(n: int, generator: Optional[torch.Generator], *,
     Raises:
         ValueError: an unknown draw, or a step's option or p out of range.
     """
-    tables = []
-    for name, options in steps:
-        arguments.one_of("RandomApply", "step", name, tuple(sorted(_CHAINABLE)))
-        tables.append(_CHAINABLE[name](n, generator, **options))
-    if not tables:
-        table = OpTable(torch.zeros(n, 0, dtype=torch.int64), torch.zeros(n, 0),
-                        torch.zeros(n, 0, dtype=torch.float64))
-    else:
-        table = OpTable(torch.cat([t.ops for t in tables], 1),
-                        torch.cat([t.magnitudes for t in tables], 1),
-                        torch.cat([op_parameters(t) if t.parameters is None else t.parameters
-                                   for t in tables], 1))
+    table = _side_by_side(n, _step_tables(n, generator, steps, "RandomApply"))
     return applied_with(table, p, generator, "RandomApply")
+
+
+def choice(n: int, generator: Optional[torch.Generator], *,
+           steps: Sequence[Tuple[str, dict]], p: Optional[Sequence[float]] = None) -> OpTable:
+    """One of several photometric steps per sample: torchvision's ``RandomChoice(transforms,
+    p)``, which draws ``torch.multinomial(p, 1)`` per call (per image in its recipes) with ``p``
+    normalised to sum 1 (None: equal weights). Every step's table is drawn (so a sample's draw of
+    the chosen step does not depend on which one it is), then each sample's choice; the other
+    steps' columns are Identity in its row.
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        steps (sequence of (str, dict)): each step's draw and options, at least one.
+        p (sequence of float, optional): one weight >= 0 per step, not all 0.
+
+    Returns:
+        OpTable: ``[n, K]`` with K the steps' columns, its ``parameters`` exact.
+
+    Raises:
+        ValueError: no step, an unknown draw, a step's option out of range, or bad weights.
+    """
+    if not steps:
+        arguments.fail("RandomChoice", "transforms", "at least one step", list(steps))
+    weights = torch.ones(len(steps), dtype=torch.float64) if p is None else torch.tensor(
+        arguments.numbers_list("RandomChoice", "p", p, low=0.0), dtype=torch.float64)
+    if weights.numel() != len(steps) or not float(weights.sum()) > 0:
+        arguments.fail("RandomChoice", "p", "one weight >= 0 per transform (%d), not all 0"
+                       % len(steps), p)
+    tables = _step_tables(n, generator, steps, "RandomChoice")
+    chosen = (torch.multinomial(weights / weights.sum(), n, replacement=True, generator=generator)
+              if n else torch.zeros(0, dtype=torch.int64))
+    for j, t in enumerate(tables):
+        off = chosen != j
+        t.ops[off] = OP_CODES["Identity"]
+        t.magnitudes[off] = 0.0
+        t.parameters[off] = 0.0
+    return _side_by_side(n, tables)
+
+
+def random_order(n: int, generator: Optional[torch.Generator], *,
+                 steps: Sequence[Tuple[str, dict]]) -> OpTable:
+    """Several photometric steps per sample, each sample in its own random order: torchvision's
+    ``RandomOrder(transforms)``, which applies them in ``torch.randperm(len(transforms))`` order
+    per call (per image in its recipes). Every step's table is drawn, then each sample's
+    permutation, and its row's column groups are put in that order.
+
+    Args:
+        n (int): the number of samples.
+        generator (torch.Generator, optional): the batch's random stream.
+        steps (sequence of (str, dict)): each step's draw and options.
+
+    Returns:
+        OpTable: ``[n, K]`` with K the steps' columns, its ``parameters`` exact.
+
+    Raises:
+        ValueError: an unknown draw or a step's option out of range.
+    """
+    tables = _step_tables(n, generator, steps, "RandomOrder")
+    table = _side_by_side(n, tables)
+    if len(tables) < 2 or n == 0:
+        return table
+    starts = [0]
+    for t in tables:
+        starts.append(starts[-1] + t.ops.shape[1])
+    order = torch.argsort(torch.rand(n, len(tables), generator=generator), dim=1)  # randperm
+    columns = torch.tensor([[c for j in row for c in range(starts[j], starts[j + 1])]
+                            for row in order.tolist()], dtype=torch.int64)
+    return OpTable(table.ops.gather(1, columns), table.magnitudes.gather(1, columns),
+                   table.parameters.gather(1, columns))
 
 
 def op_parameters(table: OpTable) -> torch.Tensor:

@@ -32,7 +32,9 @@ _DRAWS = {"trivial_augment_wide": policies.trivial_augment_wide,
           "auto_augment": policies.auto_augment,
           "color_jitter": policies.color_jitter,
           "random_op": policies.random_op,
-          "chain": policies.chain}
+          "chain": policies.chain,
+          "choice": policies.choice,
+          "random_order": policies.random_order}
 _SIZED = {"trivial_augment_wide", "rand_augment", "auto_augment"}  # take height and width
 
 
@@ -44,8 +46,10 @@ class PolicyAugment(SeededTransform):
             (``num_ops=2, magnitude=9, num_magnitude_bins=31``), ``"auto_augment"`` (the ImageNet
             policy), ``"color_jitter"`` (``brightness, contrast, saturation, hue, p``) or
             ``"random_op"`` (``op, p, parameter``: torchvision's single-op random transforms,
-            :func:`~prefetch.transforms.policies.random_op`) or ``"chain"`` (``steps, p``:
-            ``RandomApply`` over them, :func:`~prefetch.transforms.policies.chain`), with
+            :func:`~prefetch.transforms.policies.random_op`), ``"chain"`` (``steps, p``:
+            ``RandomApply`` over them, :func:`~prefetch.transforms.policies.chain`), ``"choice"``
+            (``steps, p``: ``RandomChoice``) or ``"random_order"`` (``steps``: ``RandomOrder``),
+            with
             torchvision's options as keywords (``**options``: ``num_magnitude_bins``, ``num_ops``,
             ``magnitude``, ``brightness``, ...; see :mod:`prefetch.transforms.policies`).
         interpolation (str), fill (float or sequence of float, optional): the geometric ops'

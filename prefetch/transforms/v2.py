@@ -14,7 +14,8 @@ The order a recipe may have (torchvision's recipes have it): one geometry —
 ``RandomResizedCrop``, ``Resize`` + ``CenterCrop``, ``CenterCrop`` or ``RandomCrop`` — with
 flips, on uint8 images; at most one policy (``TrivialAugmentWide``, ``RandAugment``,
 ``AutoAugment``, ``ColorJitter``) and any number of single-op random transforms
-(``RandomGrayscale``, ``RandomSolarize``, ...) and ``RandomApply`` of them on uint8;
+(``RandomGrayscale``, ``RandomSolarize``, ...), ``RandomApply``, ``RandomChoice`` and
+``RandomOrder`` of them, ``RandomAffine`` and ``RandomRotation`` on uint8;
 ``ToDtype(float, scale=True)``; ``Normalize``;
 ``RandomErasing``; last, ``MixUp``, ``CutMix`` or a ``RandomChoice`` of them, on the batch's
 images and labels as torchvision's v2 does (:class:`~prefetch.transforms.roll_mix.RollMix`).

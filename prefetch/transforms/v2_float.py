@@ -12,6 +12,8 @@ import torch
 from . import arguments
 from .erasing import RandomErasing as _Erasing
 from .roll_mix import RollMix
+from . import v2_photometric
+from .policy_augment import PolicyAugment
 from .v2_plan import Phase, Plan, Spec, numbers
 
 __all__ = ["ToDtype", "Normalize", "RandomErasing", "MixUp", "CutMix", "RandomChoice", "ToImage",
@@ -202,24 +204,38 @@ class CutMix(_Mix):
 
 
 class RandomChoice(_BatchMix):
-    """torchvision's ``RandomChoice`` of MixUp and CutMix (the batch transforms torchvision's
-    recipes choose between), one drawn per batch.
+    """torchvision's ``RandomChoice``: of MixUp and CutMix (the batch transforms torchvision's
+    recipes choose between), one drawn per batch; or of photometric steps (``ColorJitter``, the
+    single-op random transforms: :mod:`.v2_photometric`), one drawn per image on the uint8 window
+    before ``ToDtype``, as a PolicyAugment stage (:func:`~prefetch.transforms.policies.choice`).
 
     Args:
-        transforms: MixUp and/or CutMix steps, with the same ``num_classes``.
+        transforms: MixUp and/or CutMix steps, with the same ``num_classes``; or photometric
+            steps.
         p: one weight >= 0 per transform, not all 0, or None for equal ones (torchvision's
             default).
 
     Raises:
-        ValueError: another step in ``transforms``, none, differing num_classes, bad weights.
+        ValueError: a mix of both kinds or another step in ``transforms``, none, differing
+            num_classes, bad weights.
     """
 
     def __init__(self, transforms: Sequence[Spec], p: Optional[Sequence[float]] = None):
+        steps = list(transforms) if hasattr(transforms, "__iter__") else []
+        if steps and all(isinstance(t, v2_photometric.TABLE_STEPS) for t in steps):
+            # The photometric choice: this step goes where the photometric steps go.
+            self.phase, self.after, self.slot = Phase.PHOTOMETRIC, None, None
+            self.rule = v2_photometric.RandomApply.rule
+            self.transforms, self.p = steps, p
+            self.policy(0)  # the weights checked now (policies.choice), naming RandomChoice
+            return
         self.transforms = list(transforms)
         others = [type(t).__name__ for t in self.transforms if not isinstance(t, _Mix)]
         if others or not self.transforms:
-            raise ValueError("prefetch: RandomChoice compiles a choice between MixUp and CutMix; "
-                             "got %s" % (", ".join(others) or "no transform"))
+            raise ValueError("prefetch: RandomChoice compiles a choice between MixUp and CutMix, "
+                             "or between photometric steps (ColorJitter, RandomGrayscale, "
+                             "RandomSolarize, ...), not both; got %s"
+                             % (", ".join(others) or "no transform"))
         if p is not None:
             weights = numbers(p, "RandomChoice", "p")
             if len(weights) != len(self.transforms) or min(weights) < 0 or not sum(weights) > 0:
@@ -230,3 +246,24 @@ class RandomChoice(_BatchMix):
         if len(classes) != 1:
             raise ValueError("prefetch: RandomChoice: its MixUp and CutMix must have the same "
                              "num_classes, got %s" % sorted(classes, key=str))
+
+    def policy(self, seed: Optional[int]) -> PolicyAugment:
+        """The compiled photometric choice (its steps photometric only).
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            A PolicyAugment on NCHW uint8 images.
+        """
+        return PolicyAugment("choice", steps=[t.table_step() for t in self.transforms],
+                             p=self.p, seed=seed, layout="NCHW")
+
+    def contribute(self, plan: Plan) -> None:
+        if self.phase == Phase.PHOTOMETRIC:
+            plan.add_stage(self.policy)
+        else:
+            super().contribute(plan)
+
+    def __repr__(self) -> str:
+        return "RandomChoice(transforms=%r, p=%r)" % (self.transforms, self.p)

@@ -28,7 +28,7 @@ from .v2_plan import Phase, Plan, Spec
 __all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter", "RandomGrayscale",
            "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
-           "RandomAffine", "RandomRotation"]
+           "RandomAffine", "RandomRotation", "RandomOrder"]
 
 Fill = Union[None, float, Sequence[float]]
 Jitter = Union[None, float, Tuple[float, float]]
@@ -394,7 +394,22 @@ class RandomEqualize(_ProbabilityOnly):
     """
 
 
-_APPLICABLE = (ColorJitter, _RandomOp)
+# The steps a RandomApply, RandomChoice or RandomOrder takes: those with a table_step.
+TABLE_STEPS = (ColorJitter, _RandomOp)
+
+
+def _table_steps(cls: str, transforms) -> list:
+    """A container's steps, each one with a ``table_step`` (:data:`TABLE_STEPS`), refused naming
+    the first other one and its position."""
+    if isinstance(transforms, Spec) or not hasattr(transforms, "__iter__"):
+        arguments.fail(cls, "transforms", "a list of steps", transforms,
+                       arguments.ArgumentTypeError)
+    steps = list(transforms)
+    for k, step in enumerate(steps):
+        if not isinstance(step, TABLE_STEPS):
+            arguments.fail(cls, "transforms[%d]" % k, "ColorJitter or one of " + ", ".join(
+                c.__name__ for c in _RandomOp.__subclasses__()), type(step).__name__)
+    return steps
 
 
 class RandomApply(Spec):
@@ -419,17 +434,7 @@ class RandomApply(Spec):
     rule = "on uint8 images before ToDtype, any number of them"
 
     def __init__(self, transforms: Sequence[Spec], p: float = 0.5):
-        if isinstance(transforms, Spec) or not hasattr(transforms, "__iter__"):
-            arguments.fail("RandomApply", "transforms", "a list of steps", transforms,
-                           arguments.ArgumentTypeError)
-        steps = list(transforms)
-        for k, step in enumerate(steps):
-            if not isinstance(step, _APPLICABLE):
-                arguments.fail("RandomApply", "transforms[%d]" % k,
-                               "ColorJitter or one of " + ", ".join(
-                                   c.__name__ for c in _RandomOp.__subclasses__()),
-                               type(step).__name__)
-        self.transforms = steps
+        self.transforms = _table_steps("RandomApply", transforms)
         self.p = arguments.probability("RandomApply", "p", p)
 
     def policy(self, seed: Optional[int]) -> PolicyAugment:
@@ -568,6 +573,43 @@ class RandomRotation(Spec):
         return AffineAugment(self.degrees, interpolation=self.interpolation, fill=self.fill,
                              center=self.center, rotation=True, seed=seed, layout="NCHW",
                              name="RandomRotation")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)
+
+
+class RandomOrder(Spec):
+    """torchvision's ``RandomOrder``: all of ``transforms``, each image in its own random order
+    (torchvision applies them in ``torch.randperm`` order per call: per image in its recipes);
+    each step keeps its own draws. One table of ops, one PolicyAugment stage
+    (:func:`~prefetch.transforms.policies.random_order`).
+
+    Args:
+        transforms: a list of this module's photometric steps: ``ColorJitter`` and the single-op
+            random transforms.
+
+    Raises:
+        ValueError: a step of another kind (naming it and its position) (TypeError too for a
+            wrong type).
+    """
+
+    phase = Phase.PHOTOMETRIC
+    rule = RandomApply.rule
+
+    def __init__(self, transforms: Sequence[Spec]):
+        self.transforms = _table_steps("RandomOrder", transforms)
+
+    def policy(self, seed: Optional[int]) -> PolicyAugment:
+        """The compiled step.
+
+        Args:
+            seed: its seed (None: drawn).
+
+        Returns:
+            A PolicyAugment on NCHW uint8 images.
+        """
+        return PolicyAugment("random_order", steps=[t.table_step() for t in self.transforms],
+                             seed=seed, layout="NCHW")
 
     def contribute(self, plan: Plan) -> None:
         plan.add_stage(self.policy)

@@ -174,7 +174,7 @@ def test_v2_mixup_without_num_classes_takes_one_hot_labels_and_refuses_class_ind
 
 
 def test_v2_random_choice_takes_only_mixup_and_cutmix():
-    with pytest.raises(ValueError, match="between MixUp and CutMix; got RandomErasing"):
+    with pytest.raises(ValueError, match="between MixUp and CutMix, or between photometric steps .*; got RandomErasing"):
         T.RandomChoice([T.MixUp(num_classes=3), T.RandomErasing(0.1)])
     with pytest.raises(ValueError, match="same num_classes"):
         T.RandomChoice([T.MixUp(num_classes=3), T.CutMix(num_classes=4)])

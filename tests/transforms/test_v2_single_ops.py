@@ -271,3 +271,88 @@ def test_the_steps_may_repeat_and_go_before_to_dtype_only():
                T.RandomApply([T.RandomEqualize(1.0)]), T.ToDtype(torch.float32, scale=True)], seed=0)
     with pytest.raises(ValueError, match=r"step 2 \(RandomInvert\) comes after ToDtype"):
         T.Compose([T.RandomCrop(8), T.ToDtype(torch.float32, scale=True), T.RandomInvert()])
+
+
+# ---- RandomChoice and RandomOrder over photometric steps -----------------------------------------
+
+ALWAYS = [("random_op", dict(op="RandomInvert", p=1.0)),
+          ("random_op", dict(op="RandomSolarize", p=1.0, parameter=128.0)),
+          ("random_op", dict(op="RandomGrayscale", p=1.0))]
+
+
+@pytest.mark.parametrize("weights", [None, [3.0, 1.0, 0.0], [1.0, 1.0, 2.0]])
+def test_random_choice_gives_each_image_one_step_by_the_weights(weights):
+    n = 20000
+    table = P.choice(n, torch.Generator().manual_seed(6), steps=ALWAYS, p=weights)
+    identity = P.OP_CODES["Identity"]
+    on = table.ops != identity
+    assert bool((on.sum(1) == 1).all())  # each step always applies: exactly one column a row
+    chosen = on.long().argmax(1)
+    w = torch.tensor(weights or [1.0, 1.0, 1.0], dtype=torch.float64)
+    for j in range(3):
+        k = int((chosen == j).sum())
+        q = float(w[j] / w.sum())
+        assert (k == 0) if q == 0 else _binomial_ok(k, n, q), (weights, j, k)
+
+
+def test_random_choice_keeps_the_chosen_steps_own_draws():
+    steps = [("color_jitter", dict(brightness=0.4, hue=0.1)),
+             ("random_op", dict(op="RandomSolarize", p=0.5, parameter=99.0))]
+    table = P.choice(500, torch.Generator().manual_seed(8), steps=steps)
+    alone = P._step_tables(500, torch.Generator().manual_seed(8), steps, "RandomChoice")
+    jitter_rows = (table.ops[:, :4] != P.OP_CODES["Identity"]).any(1)
+    assert torch.equal(table.ops[jitter_rows, :4], alone[0].ops[jitter_rows])
+    assert torch.equal(table.parameters[jitter_rows, :4], alone[0].parameters[jitter_rows])
+    solarized = table.ops[:, 4] == P.OP_CODES["Solarize"]
+    assert not bool((solarized & jitter_rows).any())
+    assert torch.equal(table.ops[solarized, 4], alone[1].ops[solarized, 0])
+
+
+def test_random_order_puts_each_images_steps_in_a_uniform_random_order():
+    n = 12000
+    table = P.random_order(n, torch.Generator().manual_seed(7), steps=ALWAYS)
+    names = {P.OP_CODES["Invert"]: "I", P.OP_CODES["Solarize"]: "S", P.OP_CODES["Color"]: "G"}
+    orders = ["".join(names[c] for c in row) for row in table.ops.tolist()]
+    counts = {o: orders.count(o) for o in set(orders)}
+    assert sorted(counts) == sorted(["ISG", "IGS", "SIG", "SGI", "GIS", "GSI"])
+    assert all(_binomial_ok(k, n, 1 / 6) for k in counts.values()), counts
+    # A group of several columns (the jitter) keeps its own columns together and in order.
+    steps = [("color_jitter", dict(brightness=0.4, contrast=0.3)), ALWAYS[0]]
+    t = P.random_order(200, torch.Generator().manual_seed(1), steps=steps)
+    alone = P._step_tables(200, torch.Generator().manual_seed(1), steps, "RandomOrder")
+    first = t.ops[:, 0] == P.OP_CODES["Invert"]
+    assert torch.equal(t.ops[first, 1:], alone[0].ops[first])
+    assert torch.equal(t.ops[~first, :4], alone[0].ops[~first])
+
+
+def test_random_order_of_invert_and_solarize_applies_each_images_own_order():
+    x = images(40, 3, 6, 7, seed=3)
+    step = T.RandomOrder([T.RandomInvert(1.0), T.RandomSolarize(128, 1.0)])
+    stage = step.policy(2)
+    out = stage.apply((x,), BatchPosition(0, 0, 0))[0]
+    table = stage.draws(40, 6, 7)
+    invert_first = table.ops[:, 0] == P.OP_CODES["Invert"]
+    assert 0 < int(invert_first.sum()) < 40
+    for i in range(40):
+        xi = x[i:i + 1]
+        want = solarize_ref(invert_ref(xi), 128) if invert_first[i] else invert_ref(solarize_ref(xi, 128))
+        assert torch.equal(out[i:i + 1], want), i
+
+
+def test_v2_random_choice_of_photometric_steps_goes_before_to_dtype_and_of_mixes_last():
+    recipe = T.Compose([T.RandomCrop(8), T.RandomChoice([T.RandomGrayscale(1.0), T.RandomInvert(1.0)]),
+                        T.RandomOrder([T.ColorJitter(0.3), T.RandomEqualize()]),
+                        T.ToDtype(torch.float32, scale=True),
+                        T.RandomChoice([T.MixUp(num_classes=3), T.CutMix(num_classes=3)])], seed=0)
+    stages = [t for t in recipe.transforms if isinstance(t, PolicyAugment)]
+    assert [s.policy for s in stages] == ["choice", "random_order"]
+    with pytest.raises(ValueError, match=r"step 2 \(RandomChoice\) comes after ToDtype"):
+        T.Compose([T.RandomCrop(8), T.ToDtype(torch.float32, scale=True),
+                   T.RandomChoice([T.RandomInvert()])])
+    with pytest.raises(ValueError, match="or between photometric steps .* not both; got RandomInvert"):
+        T.RandomChoice([T.RandomInvert(), T.MixUp(num_classes=3)])
+    with pytest.raises(ArgumentError, match="RandomChoice p must be one weight >= 0 per transform"):
+        T.RandomChoice([T.RandomInvert(), T.RandomEqualize()], p=[1.0])
+    with pytest.raises(ArgumentError, match=r"RandomOrder transforms\[0\] must be ColorJitter or one of"):
+        T.RandomOrder([T.RandomCrop(8)])
+    assert repr(T.RandomChoice([T.RandomInvert()], p=[2])) == "RandomChoice(transforms=[RandomInvert(p=0.5)], p=[2])"

@@ -25,7 +25,7 @@ ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
 # torchvision's single-op random transforms and RandomApply: photometric, any number of them.
 SINGLE_OPS = ("RandomGrayscale", "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
               "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
-              "RandomAffine", "RandomRotation")
+              "RandomAffine", "RandomRotation", "RandomOrder")
 ORDER.update({name: 1 for name in SINGLE_OPS})
 REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor", *SINGLE_OPS}  # the others go once
 
@@ -50,6 +50,7 @@ EXAMPLES = {
     "RandomApply": lambda: T.RandomApply([T.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
     "RandomAffine": lambda: T.RandomAffine(10, translate=(0.1, 0.1)),
     "RandomRotation": lambda: T.RandomRotation(15),
+    "RandomOrder": lambda: T.RandomOrder([T.RandomInvert(), T.ColorJitter(0.2)]),
 }
 
 
