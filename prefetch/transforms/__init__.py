@@ -35,9 +35,11 @@ from .mixup import MixUpCutMix
 from .roll_mix import RollMix
 from .policy_augment import PolicyAugment
 from .affine_augment import AffineAugment
+from .augmix import AugMixAugment
 from . import v2  # after the transforms it compiles into
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
-           "FusedAugment", "Draws", "PolicyAugment", "AffineAugment", "SeededTransform",
+           "FusedAugment", "Draws", "PolicyAugment", "AffineAugment", "AugMixAugment",
+           "SeededTransform",
            "RandomErasing", "Compose", "MixUpCutMix", "RollMix"]

@@ -20,8 +20,8 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from . import arguments
-from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, check_image_layout,
-                       from_nchw, get_leaf, set_leaf, uint8_nchw)
+from .contract import BatchPosition, LeafKey, check_image_layout
+from .uint8_stage import Uint8Stage
 from .policy_ops import Fill, _rotate, affine
 
 __all__ = ["AffineAugment", "AffineDraws"]
@@ -46,7 +46,7 @@ def _uniform(n, low, high, generator):
     return low + (high - low) * torch.rand(n, generator=generator, dtype=torch.float64)
 
 
-class AffineAugment(SeededTransform):
+class AffineAugment(Uint8Stage):
     """Each sample of the batch's uint8 image leaf through its own draw of torchvision's
     ``RandomAffine`` (or ``RandomRotation``, ``rotation=True``): one fused warp for the batch.
 
@@ -155,30 +155,12 @@ class AffineAugment(SeededTransform):
                 shear_y = _uniform(n, self.shear[2], self.shear[3], g)
         return AffineDraws(angle, tx, ty, scale, shear_x, shear_y)
 
-    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
-        """Each sample warped by its own draw.
-
-        Args:
-            batch: the batch; its image leaf a uint8 ``Tensor[N, C, H, W]`` or
-                ``Tensor[N, H, W, C]`` with C 1 or 3.
-            position (BatchPosition): where the batch sits.
-
-        Returns:
-            The batch with the image leaf replaced (uint8, same shape and layout).
-
-        Raises:
-            KeyError: the batch has no ``image_key`` leaf.
-            ValueError: the leaf is not a 4-D uint8 tensor of 1 or 3 channels, or ``fill`` has
-                neither 1 nor C values.
-        """
-        x, layout = uint8_nchw("AffineAugment", get_leaf(batch, self.image_key), self.layout,
-                               self.image_key, self.fill)
+    def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        # each sample warped by its own draw
         n, _, h, w = x.shape
         d = self.draws(n, h, w, *position)
         if self.rotation and self.center is None:
-            out = _rotate(x, d.angle, self.interpolation, self.fill)
-        else:
-            out = affine(x, angle=-d.angle if self.rotation else d.angle, translate=(d.tx, d.ty),
-                         shear=(d.shear_x, d.shear_y), scale=d.scale, center=self.center,
-                         interpolation=self.interpolation, fill=self.fill)
-        return set_leaf(batch, self.image_key, from_nchw(out, layout))
+            return _rotate(x, d.angle, self.interpolation, self.fill)
+        return affine(x, angle=-d.angle if self.rotation else d.angle, translate=(d.tx, d.ty),
+                      shear=(d.shear_x, d.shear_y), scale=d.scale, center=self.center,
+                      interpolation=self.interpolation, fill=self.fill)

@@ -21,8 +21,8 @@ from typing import Optional, Sequence, Union
 import torch
 
 from . import arguments, policies
-from .contract import (Batch, BatchPosition, LeafKey, SeededTransform, check_image_layout,
-                       from_nchw, get_leaf, set_leaf, uint8_nchw)
+from .contract import BatchPosition, LeafKey, check_image_layout
+from .uint8_stage import Uint8Stage
 from .policy_ops import apply_table
 
 __all__ = ["PolicyAugment"]
@@ -38,7 +38,7 @@ _DRAWS = {"trivial_augment_wide": policies.trivial_augment_wide,
 _SIZED = {"trivial_augment_wide", "rand_augment", "auto_augment"}  # take height and width
 
 
-class PolicyAugment(SeededTransform):
+class PolicyAugment(Uint8Stage):
     """Each sample of the batch's uint8 image leaf augmented by its own draw of ``policy``.
 
     Args:
@@ -125,25 +125,7 @@ class PolicyAugment(SeededTransform):
             return draw(n, g, height=height, width=width, **self.options)
         return draw(n, g, **self.options)
 
-    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
-        """Each sample through its own draw of the policy
-        (:func:`~prefetch.transforms.policy_ops.apply_table`).
-
-        Args:
-            batch: the batch; its image leaf a uint8 ``Tensor[N, C, H, W]`` or
-                ``Tensor[N, H, W, C]`` with C 1 or 3.
-            position (BatchPosition): where the batch sits.
-
-        Returns:
-            The batch with the image leaf replaced (uint8, same shape and layout).
-
-        Raises:
-            KeyError: the batch has no ``image_key`` leaf.
-            ValueError: the leaf is not a 4-D uint8 tensor of 1 or 3 channels, or ``fill`` has
-                neither 1 nor C values.
-        """
-        x, layout = uint8_nchw("PolicyAugment", get_leaf(batch, self.image_key), self.layout,
-                               self.image_key, self.fill)
+    def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        # each sample through its own draw of the policy (policy_ops.apply_table)
         table = self.draws(x.shape[0], x.shape[2], x.shape[3], *position)
-        out = apply_table(x, table, interpolation=self.interpolation, fill=self.fill)
-        return set_leaf(batch, self.image_key, from_nchw(out, layout))
+        return apply_table(x, table, interpolation=self.interpolation, fill=self.fill)

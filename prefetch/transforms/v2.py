@@ -13,7 +13,7 @@ the batch, each sample with its own draws::
 The order a recipe may have (torchvision's recipes have it): one geometry —
 ``RandomResizedCrop``, ``Resize`` + ``CenterCrop``, ``CenterCrop`` or ``RandomCrop`` — with
 flips, on uint8 images; at most one policy (``TrivialAugmentWide``, ``RandAugment``,
-``AutoAugment``, ``ColorJitter``) and any number of single-op random transforms
+``AutoAugment``, ``ColorJitter``, ``AugMix``) and any number of single-op random transforms
 (``RandomGrayscale``, ``RandomSolarize``, ...), ``RandomApply``, ``RandomChoice`` and
 ``RandomOrder`` of them, ``RandomAffine`` and ``RandomRotation`` on uint8;
 ``ToDtype(float, scale=True)``; ``Normalize``;

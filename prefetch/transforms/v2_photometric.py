@@ -21,6 +21,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 from . import arguments
 from .affine_augment import AffineAugment
+from .augmix import AugMixAugment
 from .policy_augment import PolicyAugment
 from .v2_geometry import InterpolationMode, interpolation_mode
 from .v2_plan import Phase, Plan, Spec
@@ -28,7 +29,7 @@ from .v2_plan import Phase, Plan, Spec
 __all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter", "RandomGrayscale",
            "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
-           "RandomAffine", "RandomRotation", "RandomOrder"]
+           "RandomAffine", "RandomRotation", "RandomOrder", "AugMix"]
 
 Fill = Union[None, float, Sequence[float]]
 Jitter = Union[None, float, Tuple[float, float]]
@@ -204,6 +205,39 @@ class ColorJitter(_Policy):
         """
         return "color_jitter", dict(brightness=self.brightness, contrast=self.contrast,
                                     saturation=self.saturation, hue=self.hue)
+
+
+class AugMix(_Policy):
+    """torchvision's ``AugMix``: each image mixed with ``mixture_width`` chains of its policy ops
+    by Dirichlet weights (:class:`~prefetch.transforms.AugMixAugment`, each image its own
+    draws), as one policy of the recipe.
+
+    Args:
+        severity: an int in [1, 10] (torchvision: 3).
+        mixture_width: an int >= 1 (torchvision: 3).
+        chain_depth: an int; <= 0 draws each chain's depth in [1, 3] (torchvision: -1).
+        alpha: > 0 (torchvision: 1.0).
+        all_ops: with the colour ops (torchvision: True).
+        interpolation: ``"bilinear"`` (torchvision's default for AugMix) or ``"nearest"``.
+        fill: None (0), a number or one per channel in [0, 255].
+
+    Raises:
+        ValueError: an argument outside those (TypeError too for a wrong type).
+    """
+
+    def __init__(self, severity: int = 3, mixture_width: int = 3, chain_depth: int = -1,
+                 alpha: float = 1.0, all_ops: bool = True,
+                 interpolation: Union[InterpolationMode, str] = "bilinear", fill: Fill = None):
+        self.severity, self.mixture_width, self.chain_depth = severity, mixture_width, chain_depth
+        self.alpha, self.all_ops = alpha, all_ops
+        self.interpolation = interpolation_mode(interpolation, _INTERPOLATIONS, "AugMix")
+        self.fill = _fill(fill, "AugMix")
+        self._check()
+
+    def policy(self, seed: Optional[int]) -> AugMixAugment:
+        return AugMixAugment(self.severity, self.mixture_width, self.chain_depth, self.alpha,
+                             self.all_ops, interpolation=self.interpolation, fill=self.fill,
+                             seed=seed, layout="NCHW", name="AugMix")
 
 
 class _RandomOp(Spec):

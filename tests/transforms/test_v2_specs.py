@@ -19,7 +19,8 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # 4 RandomErasing, 5 MixUp/CutMix on the batch.
 ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
          "RandomHorizontalFlip": 0, "RandomVerticalFlip": 0, "TrivialAugmentWide": 1,
-         "RandAugment": 1, "AutoAugment": 1, "ColorJitter": 1, "ToImage": 1, "PILToTensor": 1,
+         "RandAugment": 1, "AutoAugment": 1, "ColorJitter": 1, "AugMix": 1, "ToImage": 1,
+         "PILToTensor": 1,
          "ToDtype": 2, "Normalize": 3, "RandomErasing": 4, "MixUp": 5, "CutMix": 5,
          "RandomChoice": 5}
 # torchvision's single-op random transforms and RandomApply: photometric, any number of them.
@@ -51,6 +52,7 @@ EXAMPLES = {
     "RandomAffine": lambda: T.RandomAffine(10, translate=(0.1, 0.1)),
     "RandomRotation": lambda: T.RandomRotation(15),
     "RandomOrder": lambda: T.RandomOrder([T.RandomInvert(), T.ColorJitter(0.2)]),
+    "AugMix": lambda: T.AugMix(),
 }
 
 
