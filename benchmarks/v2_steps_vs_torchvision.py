@@ -1,0 +1,123 @@
+"""prefetch's v2 steps on a batch, each image its own draws, against torchvision's v2 transform of
+the same name called on each image in a loop (what a DataLoader worker runs; torchvision called
+on a batch draws once for all of it), on the CPU with the same threads (issue 46's per-op goal:
+>= 10x torchvision's per-sample loop).
+
+Steps: AugMix() (torchvision's defaults), RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1),
+shear=5), RandomRotation(30, bilinear), and the self-supervised colour view
+[RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), RandomGrayscale(0.2),
+RandomSolarize(128, p=0.2)]. Both sides draw their own parameters from the same distributions, so
+the work is the same in distribution, not draw for draw (each side's exactness: the tests). A
+batch of uint8 [N, 3, S, S] images; rounds interleaved (prefetch, torchvision, prefetch, ...),
+median (min-max) of --rounds. torchvision is a benchmark peer, never a dependency: its pure-Python
+transforms are imported with torch.library.register_fake stubbed (its native ops are a CUDA build
+that does not load next to a CPU torch); without it the script says so and stops.
+
+Run: python benchmarks/v2_steps_vs_torchvision.py [--batch 64] [--size 176] [--threads N]
+[--rounds 7] [--out FILE.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+
+from prefetch.transforms import BatchPosition, v2 as P
+
+
+def import_torchvision_v2():
+    original = torch.library.register_fake
+    torch.library.register_fake = lambda *a, **k: (lambda f: f)
+    try:
+        from torchvision.transforms import v2
+    except Exception:  # noqa: BLE001 - any import failure means "not usable here"
+        return None
+    finally:
+        torch.library.register_fake = original
+    return v2
+
+
+def steps(lib):
+    """name -> the steps, built from `lib` (prefetch.transforms.v2 or torchvision's v2)."""
+    bilinear = "bilinear" if lib is P else lib.InterpolationMode.BILINEAR
+    return {
+        "AugMix": [lib.AugMix()],
+        "RandomAffine": [lib.RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=5)],
+        "RandomRotation": [lib.RandomRotation(30, interpolation=bilinear)],
+        "SSL colour view": [lib.RandomApply([lib.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
+                            lib.RandomGrayscale(p=0.2), lib.RandomSolarize(128, p=0.2)],
+    }
+
+
+def prefetch_call(spec_steps, x):
+    """The compiled stages of the steps, applied in turn to the batch (a new position a call)."""
+    stages = [s.policy(k) for k, s in enumerate(spec_steps)]
+    calls = [0]
+
+    def run():
+        calls[0] += 1
+        out = x
+        for stage in stages:
+            out = stage.apply((out,), BatchPosition(0, calls[0], 0))[0]
+        return out
+    return run
+
+
+def torchvision_call(tv_steps, x):
+    compose = tv_steps[0] if len(tv_steps) == 1 else torch.nn.Sequential(*tv_steps)
+    return lambda: torch.stack([compose(x[i]) for i in range(x.shape[0])])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--size", type=int, default=176)
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    tv = import_torchvision_v2()
+    if tv is None:
+        raise SystemExit("torchvision is not importable here: nothing to compare with")
+    torch.set_num_threads(args.threads)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (args.batch, 3, args.size, args.size), dtype=torch.uint8, generator=g)
+    rows = {}
+    for name, ours in steps(P).items():
+        calls = {"prefetch": prefetch_call(ours, x), "torchvision loop": torchvision_call(steps(tv)[name], x)}
+        for fn in calls.values():  # warm-up
+            fn()
+        seconds = {k: [] for k in calls}
+        for _ in range(args.rounds):
+            for k, fn in calls.items():
+                t0 = time.perf_counter()
+                fn()
+                seconds[k].append(time.perf_counter() - t0)
+        ratios = [b / a for a, b in zip(seconds["prefetch"], seconds["torchvision loop"])]
+        rows[name] = {k: {"images_per_s": args.batch / statistics.median(v),
+                          "images_per_s_range": [args.batch / max(v), args.batch / min(v)]}
+                      for k, v in seconds.items()}
+        rows[name]["ratio"] = statistics.median(ratios)
+        rows[name]["ratio_range"] = [min(ratios), max(ratios)]
+        print("%-16s prefetch %8.0f img/s  torchvision loop %7.0f img/s  ratio %.1fx (%.1f-%.1f)" % (
+            name, rows[name]["prefetch"]["images_per_s"], rows[name]["torchvision loop"]["images_per_s"],
+            rows[name]["ratio"], *rows[name]["ratio_range"]), flush=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True).stdout.strip())
+    result = {"rows": rows, "batch": args.batch, "size": args.size, "threads": args.threads,
+              "rounds": args.rounds, "commit": commit, "dirty": dirty, "torch": torch.__version__,
+              "torchvision": tv.__name__ and __import__("torchvision").__version__,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "cores": len(os.sched_getaffinity(0))}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
