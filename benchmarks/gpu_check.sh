@@ -3,7 +3,7 @@
 # own time limit, each stage's result written as it finishes (with the commit it measured), so
 # that one failure or timeout loses nothing else.
 #
-# THE FOCUSED PLAN, the first and only call of a session that is lent a GPU (15 minutes of device
+# THE FOCUSED PLAN, the first call of a session that is lent a GPU (15 minutes of device
 # time, start-ups and builds included): one device call, the device tool's `run` with
 #     command: bash benchmarks/gpu_check.sh --pack --plan focused        timeout_s: 590
 # It runs build, tests (every CUDA test on the current code, 60 s a test, the stage bounded only
@@ -11,12 +11,14 @@
 # paths changed since their last clean run), bench_fair (the fair sections with new code or no
 # fair figure yet, N = the cores), nccl (2 NCCL ranks, if time is left) under --budget 560:
 # start-up ~60 s + transfers ~15 s + at most 590 s = 665 s. `bash benchmarks/gpu_check.sh --plan
-# focused --list` prints the arithmetic. Then give_back at once: no second call pays. The machine
-# is held only 30 s after a call, and on 2026-11-29 it had gone back before the session's next
-# call reached it, so a second call starts a fresh machine (~35 s) and builds again (130-140 s):
-# with what the first call leaves (~205 s, under the 240 s the device tool needs to start one)
-# it cannot start, and with more it would have ~50 s for its stages. A section or target the
-# call did not reach is what the next lent session's focused call runs first: the clean runs
+# focused --list` prints the arithmetic. A section the call did not reach can follow in a second
+# call only if it is sent AT ONCE, prepared beforehand: the machine is held 30 s after a call.
+# On 2026-11-29 the session read the results first, the machine had gone back, and a fresh one
+# (~35 s) built again (130-140 s) and got nowhere; on 2026-11-30 a second call sent at once found
+# it warm, the build up to date (6 s), and ran the unfinished section:
+#     GPU_CHECK_FAIR_SECTIONS=workers bash benchmarks/gpu_check.sh --pack --budget 240 build,bench_fair,nccl
+# (name the sections the first call's output says were not reached), then give_back. A section or
+# target no call reached is what the next lent session's focused call runs first: the clean runs
 # it records let that call skip what this one finished. Commit what came back: $OUT/summary.json
 # (as benchmarks/results/h200-<date>-gpu-check.json), $OUT/bench_fair/results.json, and
 # $OUT/gpu_clean_runs.json over benchmarks/results/gpu_clean_runs.json (the record of what ran
@@ -53,7 +55,7 @@
 #                   synccheck/initcheck on the ops (benchmarks/gpu/run_sanitize.py)
 #   sanitize_changed 150  the same, only for the ops and copy paths whose sources changed since
 #                   their last clean run (run_sanitize.py --changed); each clean one is recorded
-#                   at this commit in benchmarks/results/gpu_clean_runs.json and $OUT/
+#                   at this commit in build/gpu_check/ and $OUT/ (gpu_clean_runs.json)
 #   memory     140  20 epochs after 2 warm-ups of every pipeline: nothing may grow; empty_cache()
 #                   after close under expandable_segments (benchmarks/gpu/memory.py)
 #   ddp         90  torchrun: each rank's CUDA contexts on its own device only (ddp_contexts.py)

@@ -20,7 +20,8 @@ section's own output and log stay in --work. Exit 1 when a section failed or tim
 recipes, workers), only those with new code or no fair figure yet (FAIR_SOURCES, by
 benchmarks/gpu/changed.py), every pipeline with N = --workers (default: the usable cores)
 DataLoader workers and engine threads. On a GPU each section that finished is recorded as this
-commit's fair figure (benchmarks/results/gpu_clean_runs.json, and a copy in --record-copy).
+commit's fair figure (build/gpu_check/gpu_clean_runs.json, and a copy in --record-copy that
+the session commits over benchmarks/results/gpu_clean_runs.json).
 
 Every section gets --allow-dirty where the bench has it: the device's copy of the tree often
 carries uncommitted files, and results.json then says "dirty" and names them.

@@ -12,7 +12,8 @@ benchmarks/results/gpu_clean_runs.json, holds one entry per target and kind:
                                    "date": "...", "device": "...", ...}, ...},
      "bench_fair": {"h2d": {...}, ...}}
 
-written by gpu_check.sh's stage when the target came out clean (every sanitizer tool, no error)
+written (into build/gpu_check/, which git ignores, and $OUT/; the session commits $OUT's copy
+here) by gpu_check.sh's stage when the target came out clean (every sanitizer tool, no error)
 or measured fairly (a section that finished, N workers = N threads = the cores). A target runs
 again when it has no entry, when its commit is not in this history, or when `git diff <commit>`
 (the working tree against that commit, uncommitted changes included) or an untracked file names
@@ -158,15 +159,19 @@ def entry_for(paths, repo=ROOT, **extra):
 
 
 def update(kind, new_entries, repo=ROOT, copy_to=None):
-    """Writes `new_entries` ({name: entry}) of `kind` into the record, in the checkout and in
-    build/gpu_check/ (and `copy_to`, a folder, when given); returns the whole record."""
+    """Writes `new_entries` ({name: entry}) of `kind` into the record in build/gpu_check/ (and
+    `copy_to`, a folder, when given); returns the whole record.
+
+    The checkout's tracked record is left alone: writing it mid-run made the checkout dirty, so
+    every bench section after the first sanitize stage recorded "dirty": true (2026-11-30). The
+    session commits $OUT's copy over it; until then load() merges build/gpu_check/'s entries."""
     if kind not in KINDS:
         raise ValueError("kind must be one of %s, got %r" % (KINDS, kind))
     record = load(repo)
     record.setdefault(kind, {}).update(new_entries)
     record["about"] = ("The last clean GPU run per target: written by benchmarks/gpu_check.sh "
                        "(benchmarks/gpu/changed.py says how it is read)")
-    paths = [os.path.join(repo, RECORD), os.path.join(repo, LOCAL_RECORD)]
+    paths = [os.path.join(repo, LOCAL_RECORD)]
     if copy_to:
         paths.append(os.path.join(copy_to, os.path.basename(RECORD)))
     for path in paths:

@@ -20,7 +20,7 @@ On the CPU (--cpu) it runs each script's CPU path (sanitize_ops.py all, sanitize
 --changed runs only the targets (ops and copy paths) whose sources changed since their last clean
 run (SOURCES below; benchmarks/gpu/changed.py says how, and writes the record): gpu_check.sh's
 sanitize_changed stage. On a GPU, every target all of whose runs came out clean is then recorded
-clean at this commit in benchmarks/results/gpu_clean_runs.json (and a copy in --record-copy).
+clean at this commit in build/gpu_check/gpu_clean_runs.json (and a copy in --record-copy; the session commits that copy over benchmarks/results/gpu_clean_runs.json).
 With --cpu it runs the selected targets' CPU paths and records nothing: no sanitizer ran.
 """
 import concurrent.futures

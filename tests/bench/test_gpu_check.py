@@ -503,10 +503,11 @@ def test_a_clean_run_on_uncommitted_sources_stands_once_they_are_committed(tmp_p
     assert sel["run"] and "had uncommitted changes (k/a.cu)" in sel["why"]
 
 
-def test_the_record_is_written_three_ways_and_the_newer_entry_wins(tmp_path):
+def test_the_record_is_written_outside_the_checkout_and_the_newer_entry_wins(tmp_path):
     changed = gpu_module("changed")
     repo = Repo(tmp_path / "repo")
     repo.write("k/a.cu", "// 1\n")
+    repo.write(".gitignore", "build/\n")  # as this repository's
     repo.commit("one")
     r = str(repo.path)
     copy = tmp_path / "out"
@@ -515,10 +516,14 @@ def test_the_record_is_written_three_ways_and_the_newer_entry_wins(tmp_path):
     changed.update("sanitize", {"a": old, "b": old}, r)
     new = changed.entry_for(["k"], r)
     changed.update("sanitize", {"a": new}, r, copy_to=str(copy))
-    for path in (repo.path / changed.RECORD, repo.path / changed.LOCAL_RECORD, copy / "gpu_clean_runs.json"):
+    for path in (repo.path / changed.LOCAL_RECORD, copy / "gpu_clean_runs.json"):
         data = json.loads(path.read_text())
         assert data["sanitize"] == {"a": new, "b": old} and data["bench_fair"] == {}
+    # The tracked record is not touched, so the sections measured after a stage see a clean
+    # checkout (build/ is ignored by git).
+    assert not (repo.path / changed.RECORD).exists() and changed.head(r)[1] == 0
     # The device's copy of the tree brings the older record back; build/gpu_check/ keeps the newer.
+    (repo.path / changed.RECORD).parent.mkdir(parents=True)
     (repo.path / changed.RECORD).write_text(json.dumps({"sanitize": {"a": old}}))
     assert changed.load(r)["sanitize"]["a"] == new
     with pytest.raises(ValueError, match="kind must be one of"):
@@ -580,7 +585,7 @@ def test_sanitize_changed_runs_only_what_changed_and_records_the_clean_targets(t
     assert {r["tool"] for r in report["runs"] if r["target"] == "color_jitter"} == {
         "memcheck", "racecheck", "synccheck", "initcheck"}
     assert report["recorded_clean"] == ["color_jitter"]
-    record = json.loads((repo.path / "benchmarks/results/gpu_clean_runs.json").read_text())["sanitize"]
+    record = json.loads((repo.path / "build/gpu_check/gpu_clean_runs.json").read_text())["sanitize"]
     assert list(record) == ["color_jitter"]
     assert record["color_jitter"]["commit"] == commit and record["color_jitter"]["uncommitted"] == []
     assert record["color_jitter"]["tools"] == ["initcheck", "memcheck", "racecheck", "synccheck"]
