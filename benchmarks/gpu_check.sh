@@ -11,8 +11,9 @@
 # paths changed since their last clean run), bench_fair (the fair sections with new code or no
 # fair figure yet, N = the cores), nccl (2 NCCL ranks, if time is left) under --budget 560:
 # start-up ~60 s + transfers ~15 s + at most 590 s = 665 s. `bash benchmarks/gpu_check.sh --plan
-# focused --list` prints the arithmetic. A section the call did not reach can follow in a second
-# call only if it is sent AT ONCE, prepared beforehand: the machine is held 30 s after a call.
+# focused --list` prints the arithmetic. Then give_back at once. The one exception: a section the
+# call did not reach can follow in a second call sent AT ONCE, prepared beforehand, because the
+# machine is held only 30 s after a call.
 # On 2026-11-29 the session read the results first, the machine had gone back, and a fresh one
 # (~35 s) built again (130-140 s) and got nowhere; on 2026-11-30 a second call sent at once found
 # it warm, the build up to date (6 s), and ran the unfinished section:
