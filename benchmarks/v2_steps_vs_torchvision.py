@@ -4,7 +4,8 @@ on a batch draws once for all of it), on the CPU with the same threads (issue 46
 >= 10x torchvision's per-sample loop).
 
 Steps: AugMix() (torchvision's defaults), RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1),
-shear=5), RandomRotation(30, bilinear), and the self-supervised colour view
+shear=5), RandomRotation(30, bilinear), GaussianBlur(23, (0.1, 2.0)) (SimCLR's and BYOL's blur for
+224-pixel views), and the self-supervised colour view
 [RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), RandomGrayscale(0.2),
 RandomSolarize(128, p=0.2)]. Both sides draw their own parameters from the same distributions, so
 the work is the same in distribution, not draw for draw (each side's exactness: the tests). A
@@ -14,7 +15,7 @@ transforms are imported with torch.library.register_fake stubbed (its native ops
 that does not load next to a CPU torch); without it the script says so and stops.
 
 Run: python benchmarks/v2_steps_vs_torchvision.py [--batch 64] [--size 176] [--threads N]
-[--rounds 7] [--out FILE.json]
+[--rounds 7] [--steps NAME,...] [--out FILE.json]
 """
 import argparse
 import json
@@ -47,6 +48,7 @@ def steps(lib):
         "AugMix": [lib.AugMix()],
         "RandomAffine": [lib.RandomAffine(15, translate=(0.1, 0.1), scale=(0.9, 1.1), shear=5)],
         "RandomRotation": [lib.RandomRotation(30, interpolation=bilinear)],
+        "GaussianBlur": [lib.GaussianBlur(23, sigma=(0.1, 2.0))],
         "SSL colour view": [lib.RandomApply([lib.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8),
                             lib.RandomGrayscale(p=0.2), lib.RandomSolarize(128, p=0.2)],
     }
@@ -77,6 +79,7 @@ def main():
     ap.add_argument("--size", type=int, default=176)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps", help="comma-separated step names (default: all)")
     ap.add_argument("--out")
     args = ap.parse_args()
     tv = import_torchvision_v2()
@@ -86,7 +89,13 @@ def main():
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (args.batch, 3, args.size, args.size), dtype=torch.uint8, generator=g)
     rows = {}
-    for name, ours in steps(P).items():
+    chosen = steps(P)
+    if args.steps:
+        unknown = set(args.steps.split(",")) - set(chosen)
+        if unknown:
+            raise SystemExit("unknown steps %s; the steps: %s" % (sorted(unknown), ", ".join(chosen)))
+        chosen = {k: v for k, v in chosen.items() if k in args.steps.split(",")}
+    for name, ours in chosen.items():
         calls = {"prefetch": prefetch_call(ours, x), "torchvision loop": torchvision_call(steps(tv)[name], x)}
         for fn in calls.values():  # warm-up
             fn()

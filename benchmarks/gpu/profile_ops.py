@@ -24,8 +24,8 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     """[(name, call)]: normalize_flip for every output dtype and layout (the `ops` bench section's
     workload), flip_crop on masks of the same windows, resized_crop on a ragged batch, affine_warp (a
     rotation per image), sharpness (a factor per image), lookup (a table per image), color_jitter
-    (each image its order of brightness, saturation and hue) and histograms on the images as
-    NCHW."""
+    (each image its order of brightness, saturation and hue), histograms and gaussian_blur (23
+    taps, a sigma per image) on the images as NCHW."""
     import torch
 
     import prefetch
@@ -49,7 +49,22 @@ def variants(device, n=256, size=224, crop=224, padding=4):
         ragged, boxes, (176, 176), MEAN, STD)))
     # The policies' kernels, each image its own parameters (the ops bench section times the same).
     out += [(name, call) for name, call, _ in policy_kernels(images)]
+    # The self-supervised recipes' blur: 23 taps, each image its own sigma (two launches).
+    nchw = images.permute(0, 3, 1, 2).contiguous()  # workload() makes HWC images
+    sigmas = torch.linspace(0.1, 2.0, nchw.shape[0], dtype=torch.float64, device=device)
+    out.append((BLUR, lambda: prefetch.ops.gaussian_blur(nchw, 23, sigmas)))
     return out
+
+
+BLUR = "gaussian_blur 23 taps"
+# The variants that launch more than one kernel, their launches' names in order: ncu counts
+# launches, so the stage's --launch-skip and --launch-count take every one (launch_names).
+LAUNCHES = {BLUR: (BLUR + " row pass", BLUR + " column pass")}
+
+
+def launch_names(calls):
+    """Every launch the variants make, in order (a variant of one launch: its own name)."""
+    return [launch for name, _ in calls for launch in LAUNCHES.get(name, (name,))]
 
 
 def main(argv=None):
@@ -62,7 +77,7 @@ def main(argv=None):
     device = resolve_device(args.device)
     calls = variants(device)
     if args.launches:
-        print(json.dumps([name for name, _ in calls]))
+        print(json.dumps(launch_names(calls)))
         return 0
     for _, call in calls:  # warm-up, not profiled by the stage (ncu --launch-skip)
         call()

@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|lookup|color_jitter|histograms|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|gaussian_blur|lookup|color_jitter|histograms|decode|all [--device cuda]
     python benchmarks/gpu/sanitize_ops.py color_jitter,lookup --device cpu     # several, by commas
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
@@ -18,7 +18,7 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "gaussian_blur", "lookup",
        "color_jitter", "histograms", "decode")
 SKIP = 77
 # The kernels now round alike on both devices (nvcc --fmad=false; the AVX2 builds contract nothing:
@@ -203,6 +203,25 @@ def case_sharpness(device):
             sharpness(images, factors), 0)
 
 
+def case_gaussian_blur(device):
+    import torch
+
+    from prefetch.ops import gaussian_blur
+
+    g = torch.Generator().manual_seed(6)
+    n, H, W = 12, 37, 41
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    sigmas = torch.rand(n, 2, generator=g, dtype=torch.float64) * 3 + 0.1
+    # Exact products summed in double in one order on both: the same bytes. The widest kernel
+    # reflect padding allows reads every row and column of the images (the row pass's buffer).
+    for ksize in ((23, 23), (2 * W - 1, 2 * H - 1), (1, 1)):
+        compare("gaussian_blur %s" % (ksize,), gaussian_blur(images.to(device), ksize, sigmas.to(device)),
+                gaussian_blur(images, ksize, sigmas), 0)
+    strided = images.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    compare("gaussian_blur channels_last", gaussian_blur(strided.to(device), 9, sigmas.to(device)),
+            gaussian_blur(images, 9, sigmas), 0)
+
+
 def case_lookup(device):
     import torch
 
@@ -317,7 +336,7 @@ def case_decode(device):
 
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
          "resized_crop": case_resized_crop, "affine_warp": case_affine_warp,
-         "sharpness": case_sharpness, "lookup": case_lookup, "color_jitter": case_color_jitter,
+         "sharpness": case_sharpness, "gaussian_blur": case_gaussian_blur, "lookup": case_lookup, "color_jitter": case_color_jitter,
          "histograms": case_histograms, "decode": case_decode}
 
 

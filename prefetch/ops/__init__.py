@@ -15,6 +15,8 @@ registered once, whichever module a caller names):
   adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
   policies' other value-wise ops), ``histograms`` (each channel's 256-bin histogram: what
   Equalize's tables are built from);
+- filters (:mod:`prefetch.ops.filters`): ``gaussian_blur`` (torchvision's gaussian_blur, a sigma
+  per image: separable, reflect padding);
 - decode (:mod:`prefetch.ops.decode`): ``decode_jpeg``, ``jpeg_sizes``, ``decode_resized_crop``
   (only the boxes' regions decoded), ``gpu_jpeg_decoder`` (what decodes for a CUDA device,
   :mod:`prefetch.ops.gpu_decoders`).
@@ -32,6 +34,7 @@ A new op: its family's module (or a new one, imported here), its tests, and its 
 imports and ``__all__`` below (docs/custom_ops.md).
 """
 from .color import COLOR_STEPS, color_jitter, histograms, lookup, sharpness
+from .filters import gaussian_blur
 from .geometry import affine_warp, flip_crop, resized_crop
 from .normalize import normalize_flip
 from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
@@ -40,7 +43,7 @@ from .cpu_builds import cpu_kernel_build, set_cpu_kernel_build
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
 __all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
-           "color_jitter", "COLOR_STEPS", "histograms",
+           "color_jitter", "gaussian_blur", "COLOR_STEPS", "histograms",
            "decode_jpeg", "jpeg_sizes",
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",
            "DecompressionBombWarning",

@@ -36,10 +36,12 @@ from .roll_mix import RollMix
 from .policy_augment import PolicyAugment
 from .affine_augment import AffineAugment
 from .augmix import AugMixAugment
+from .blur_augment import GaussianBlurAugment
 from . import v2  # after the transforms it compiles into
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
            "FusedAugment", "Draws", "PolicyAugment", "AffineAugment", "AugMixAugment",
+           "GaussianBlurAugment",
            "SeededTransform",
            "RandomErasing", "Compose", "MixUpCutMix", "RollMix"]

@@ -9,6 +9,9 @@ compiled into a :class:`~prefetch.transforms.PolicyAugment` stage (one fused ker
 and step, each sample its own draws). Arguments and defaults are torchvision's
 (``torchvision/transforms/v2/_auto_augment.py``, ``_color.py``, ``_container.py``).
 
+``GaussianBlur`` (and ``RandomApply([GaussianBlur(...)], p)``) is a
+:class:`~prefetch.transforms.GaussianBlurAugment` stage: one fused blur, each image its own sigma.
+
 ``RandomAffine`` and ``RandomRotation`` go here too: on the uint8 window after the crop (an
 :class:`~prefetch.transforms.AffineAugment` stage, one fused warp, each image its own draw), as
 the policies' geometric ops do; written before the crop they are refused by the order.
@@ -22,6 +25,7 @@ from typing import Optional, Sequence, Tuple, Union
 from . import arguments
 from .affine_augment import AffineAugment
 from .augmix import AugMixAugment
+from .blur_augment import GaussianBlurAugment, kernel_size_pair, sigma_range
 from .policy_augment import PolicyAugment
 from .v2_geometry import InterpolationMode, interpolation_mode
 from .v2_plan import Phase, Plan, Spec
@@ -29,7 +33,7 @@ from .v2_plan import Phase, Plan, Spec
 __all__ = ["TrivialAugmentWide", "RandAugment", "AutoAugment", "ColorJitter", "RandomGrayscale",
            "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
            "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
-           "RandomAffine", "RandomRotation", "RandomOrder", "AugMix"]
+           "RandomAffine", "RandomRotation", "RandomOrder", "AugMix", "GaussianBlur"]
 
 Fill = Union[None, float, Sequence[float]]
 Jitter = Union[None, float, Tuple[float, float]]
@@ -428,6 +432,48 @@ class RandomEqualize(_ProbabilityOnly):
     """
 
 
+class GaussianBlur(Spec):
+    """torchvision's ``GaussianBlur``: each image blurred by ``gaussian_blur`` with its own sigma,
+    uniform in ``sigma`` (torchvision draws one per call: per image in its recipes), the same for
+    both sides; reflect padding, rounded to uint8. On the uint8 window after the crop: a
+    :class:`~prefetch.transforms.GaussianBlurAugment` stage, one fused blur. Within a pixel of
+    torchvision's output where its float32 value lies within about 1e-4 of a half
+    (:func:`prefetch.ops.gaussian_blur`).
+
+    Args:
+        kernel_size: an odd positive int or (x, y); ``kernel_size // 2`` must be below the
+            images' sides when it runs (torch's reflect padding).
+        sigma: a number s > 0 (fixed) or (min, max) with 0 < min <= max (torchvision: (0.1, 2.0)).
+
+    Raises:
+        ValueError: an argument outside those, naming it (TypeError too for a wrong type).
+    """
+
+    phase = Phase.PHOTOMETRIC
+    rule = "on uint8 images before ToDtype, any number of them"
+
+    def __init__(self, kernel_size: Union[int, Sequence[int]],
+                 sigma: Union[float, Sequence[float]] = (0.1, 2.0)):
+        self.kernel_size = kernel_size_pair("GaussianBlur", kernel_size)
+        self.sigma = sigma_range("GaussianBlur", sigma)
+
+    def policy(self, seed: Optional[int], p: float = 1.0) -> GaussianBlurAugment:
+        """The compiled step, each image blurred with probability ``p``.
+
+        Args:
+            seed: its seed (None: drawn).
+            p: the probability (a RandomApply's).
+
+        Returns:
+            A GaussianBlurAugment on NCHW uint8 images.
+        """
+        return GaussianBlurAugment(self.kernel_size, self.sigma, p=p, seed=seed, layout="NCHW",
+                                   name="GaussianBlur")
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(self.policy)
+
+
 # The steps a RandomApply, RandomChoice or RandomOrder takes: those with a table_step.
 TABLE_STEPS = (ColorJitter, _RandomOp)
 
@@ -441,8 +487,9 @@ def _table_steps(cls: str, transforms) -> list:
     steps = list(transforms)
     for k, step in enumerate(steps):
         if not isinstance(step, TABLE_STEPS):
+            alone = " (RandomApply: or a GaussianBlur alone)" if cls == "RandomApply" else ""
             arguments.fail(cls, "transforms[%d]" % k, "ColorJitter or one of " + ", ".join(
-                c.__name__ for c in _RandomOp.__subclasses__()), type(step).__name__)
+                c.__name__ for c in _RandomOp.__subclasses__()) + alone, type(step).__name__)
     return steps
 
 
@@ -456,7 +503,8 @@ class RandomApply(Spec):
     Args:
         transforms: a list of this module's photometric steps: ``ColorJitter`` and the
             single-op random transforms above (not the policies, whose ops depend on the image's
-            size, nor the geometry or float steps).
+            size, nor the geometry or float steps), or a ``GaussianBlur`` alone (its own stage,
+            each image blurred with probability ``p``: BYOL's and SimCLR's blur).
         p: in [0, 1] (torchvision: 0.5).
 
     Raises:
@@ -468,18 +516,25 @@ class RandomApply(Spec):
     rule = "on uint8 images before ToDtype, any number of them"
 
     def __init__(self, transforms: Sequence[Spec], p: float = 0.5):
-        self.transforms = _table_steps("RandomApply", transforms)
+        steps = list(transforms) if isinstance(transforms, (list, tuple)) else transforms
+        if isinstance(steps, list) and len(steps) == 1 and isinstance(steps[0], GaussianBlur):
+            self.transforms = steps  # the blur with probability p: its own stage
+        else:
+            self.transforms = _table_steps("RandomApply", transforms)
         self.p = arguments.probability("RandomApply", "p", p)
 
-    def policy(self, seed: Optional[int]) -> PolicyAugment:
+    def policy(self, seed: Optional[int]) -> Union[PolicyAugment, GaussianBlurAugment]:
         """The compiled step.
 
         Args:
             seed: its seed (None: drawn).
 
         Returns:
-            A PolicyAugment on NCHW uint8 images.
+            A PolicyAugment on NCHW uint8 images; for a GaussianBlur alone, a
+            GaussianBlurAugment blurring each image with probability ``p``.
         """
+        if isinstance(self.transforms[0], GaussianBlur):
+            return self.transforms[0].policy(seed, p=self.p)
         return PolicyAugment("chain", steps=[t.table_step() for t in self.transforms], p=self.p,
                              seed=seed, layout="NCHW")
 

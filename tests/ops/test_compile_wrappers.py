@@ -68,6 +68,8 @@ CASES = {
                         .contiguous())),
     "color_jitter": _color_jitter_case,
     "histograms": lambda: (prefetch.ops.histograms, (_images(),)),
+    "gaussian_blur": lambda: (lambda x, s: prefetch.ops.gaussian_blur(x, 3, s),
+                              (_images(), torch.tensor([0.5, 1.5], dtype=torch.float64))),
     "jpeg_sizes": lambda: (prefetch.ops.jpeg_sizes, (_jpegs(),)),
     "decode_resized_crop": lambda: (
         lambda r, boxes: prefetch.ops.decode_resized_crop(r, boxes, 4, MEAN, STD),

@@ -26,7 +26,7 @@ ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
 # torchvision's single-op random transforms and RandomApply: photometric, any number of them.
 SINGLE_OPS = ("RandomGrayscale", "Grayscale", "RandomSolarize", "RandomInvert", "RandomPosterize",
               "RandomAdjustSharpness", "RandomAutocontrast", "RandomEqualize", "RandomApply",
-              "RandomAffine", "RandomRotation", "RandomOrder")
+              "RandomAffine", "RandomRotation", "RandomOrder", "GaussianBlur")
 ORDER.update({name: 1 for name in SINGLE_OPS})
 REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor", *SINGLE_OPS}  # the others go once
 
@@ -53,6 +53,7 @@ EXAMPLES = {
     "RandomRotation": lambda: T.RandomRotation(15),
     "RandomOrder": lambda: T.RandomOrder([T.RandomInvert(), T.ColorJitter(0.2)]),
     "AugMix": lambda: T.AugMix(),
+    "GaussianBlur": lambda: T.GaussianBlur(3, (0.1, 2.0)),
 }
 
 
