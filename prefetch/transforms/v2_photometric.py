@@ -20,7 +20,7 @@ A photometric step that may repeat leaves ``slot`` None and adds its own stage w
 :meth:`Plan.add_stage`.
 """
 import enum
-from typing import Optional, Sequence, Tuple, Union
+from typing import ClassVar, Optional, Sequence, Tuple, Union
 
 from . import arguments
 from .affine_augment import AffineAugment
@@ -247,12 +247,13 @@ class AugMix(_Policy):
 class _RandomOp(Spec):
     """One of torchvision's single-op random transforms: each image gets the op with probability
     ``p``, drawn per image (:func:`~prefetch.transforms.policies.random_op`), as its own
-    PolicyAugment stage. A subclass sets ``op`` (its key in ``policies.RANDOM_OPS``: the class's
-    name) and its parameter in ``__init__``."""
+    PolicyAugment stage. A subclass sets its parameter in ``__init__`` and, where its key in
+    ``policies.RANDOM_OPS`` is not the class's name, ``op``."""
 
     phase = Phase.PHOTOMETRIC
     rule = "on uint8 images before ToDtype, any number of them"
     p: float = 0.5
+    op: ClassVar[Optional[str]] = None  # the key in policies.RANDOM_OPS; None: the class's name
 
     @property
     def parameter(self) -> float:
@@ -265,8 +266,7 @@ class _RandomOp(Spec):
         Returns:
             ``("random_op", its options)``.
         """
-        return "random_op", dict(op=type(self).__name__ if not isinstance(self, Grayscale)
-                                 else "RandomGrayscale", p=self.p, parameter=self.parameter)
+        return "random_op", dict(op=self.op or type(self).__name__, p=self.p, parameter=self.parameter)
 
     def policy(self, seed: Optional[int]) -> PolicyAugment:
         """The compiled step.
@@ -318,6 +318,8 @@ class Grayscale(_RandomOp):
     Raises:
         ValueError: num_output_channels other than 3.
     """
+
+    op = "RandomGrayscale"
 
     def __init__(self, num_output_channels: int = 1):
         if num_output_channels != 3 or isinstance(num_output_channels, bool):
