@@ -1,6 +1,6 @@
 // gaussian_blur's thread work (gaussian_blur_thread_work.h), run on the CPU over every thread of
 // both passes' launches in a shuffled order, must write exactly what the CPU kernel writes (its
-// contiguous rows and its column sums take vectorised loops of their own, in bands) in every
+// blocks of 16 values take loops of their own, and intrinsics in the AVX2 build, in bands) in every
 // build and over any split of its rows, and nothing outside the output; the reflect index and the
 // rounding are torch's. The values against a float64 reference and torchvision are
 // tests/ops/test_gaussian_blur.py's.
@@ -46,11 +46,11 @@ TEST(GaussianBlurThreadWork, EveryThreadOfBothPassesInAnyOrderWritesTheCpuKernel
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> byte(0, 255);
   // 1 x 1 with 1 tap; the widest kernels reflect padding allows (k / 2 = side - 1); rows narrower
-  // than the kernel (strided path), the self-supervised recipes' 23 taps over more than one band
-  // (H = 70 > kBlurBand), and 4 channels.
+  // than a block of 16; the self-supervised recipes' 23 taps on a plane of one band and on rows so
+  // wide that a band is kBlurMinBand rows (3 bands a plane, each reading its halo); 4 channels.
   const std::vector<Shape> shapes{{2, 3, 1, 1, 1, 1},  {3, 3, 11, 13, 7, 5},   {2, 1, 3, 40, 23, 5},
                                   {2, 3, 9, 4, 7, 17}, {3, 3, 70, 67, 23, 23}, {2, 4, 5, 6, 11, 9},
-                                  {1, 1, 2, 2, 3, 3}};
+                                  {1, 1, 2, 2, 3, 3},  {2, 1, 40, 4100, 23, 23}};
   for (const auto build : cpu_builds_test::cpu_builds()) {
     cpu_builds_test::ScopedCpuBuild scoped(build);
     for (const Shape& s : shapes) {
@@ -96,6 +96,23 @@ TEST(GaussianBlurThreadWork, EveryThreadOfBothPassesInAnyOrderWritesTheCpuKernel
         }
       }
     }
+  }
+}
+
+TEST(GaussianBlurThreadWork, RowsOfNoValuesWriteNothingInEveryBuild) {
+  // The plan allows any kernel along an empty side; the CPU kernel is still given the rows.
+  const std::vector<uint8_t> images(1, 7);
+  const std::vector<float> taps{0.25f, 0.5f, 0.25f};
+  for (const auto build : cpu_builds_test::cpu_builds()) {
+    cpu_builds_test::ScopedCpuBuild scoped(build);
+    std::vector<uint8_t> out = plane_rows_test::guarded_output(0);
+    GaussianBlurArgs a;
+    a.images = images.data();
+    a.N = 1, a.C = 1, a.H = 4, a.W = 0, a.sN = 0, a.sC = 0, a.sH = 0, a.sW = 1;
+    a.kernel_x = taps.data(), a.kx = 3, a.kernel_y = taps.data(), a.ky = 3;
+    a.out = out.data() + kGuard;
+    gaussian_blur_cpu(a, 0, 4);
+    expect_guards_intact(out);
   }
 }
 

@@ -156,9 +156,10 @@ def test_any_input_strides(device):
     assert torch.equal(got.cpu(), gaussian_blur(x.contiguous(), (7, 5), s))
 
 
-def test_tall_images_span_several_bands_and_any_thread_split():
-    # 150 rows: the CPU kernel's bands of 64 and the threads' chunks cut planes anywhere.
-    x = random_images((3, 3, 150, 40), 16)
+def test_wide_images_span_several_bands_and_any_thread_split():
+    # Rows of 4200 values: the CPU kernel's bands (a 256 KiB buffer) are 16 rows, and the threads'
+    # chunks cut planes anywhere.
+    x = random_images((3, 1, 50, 4200), 16)
     s = torch.tensor([0.7, 2.5, 6.0], dtype=torch.float64)
     previous = torch.get_num_threads()
     try:

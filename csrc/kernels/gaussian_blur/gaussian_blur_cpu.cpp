@@ -14,7 +14,7 @@ void gaussian_blur_cpu_avx2(const GaussianBlurArgs& args, int64_t row_begin, int
 namespace {
 
 void gaussian_blur_cpu_baseline(const GaussianBlurArgs& args, int64_t row_begin, int64_t row_end) {
-  gaussian_blur_rows<struct BaselineIsa>(args, row_begin, row_end);
+  gaussian_blur_rows<ScalarBlurBlocks>(args, row_begin, row_end);
 }
 
 }  // namespace
