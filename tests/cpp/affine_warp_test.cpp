@@ -94,11 +94,7 @@ TEST(AffineWarpThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
           std::vector<uint8_t> cpu, threads;
           const AffineWarpArgs a = k.args(&cpu, bilinear, fill);
           const int64_t rows = k.N * k.H;
-          for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
-            const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 5));
-            affine_warp_cpu(a, begin, end);
-            begin = end;
-          }
+          plane_rows_test::run_cpu_in_random_chunks(&affine_warp_cpu, a, rows, 5, &rng);
           const AffineWarpArgs b = k.args(&threads, bilinear, fill);
           // Launches of at most 2 images' rows; C = 1 in the numbering (a thread: one pixel).
           auto thread = [&](int64_t n, int64_t c, int64_t y, int64_t x) {

@@ -72,11 +72,7 @@ TEST(GaussianBlurThreadWork, EveryThreadOfBothPassesInAnyOrderWritesTheCpuKernel
         std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
         a.out = cpu.data() + kGuard;
         const int64_t rows = N * C * H;
-        for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
-          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 90));
-          gaussian_blur_cpu(a, begin, end);
-          begin = end;
-        }
+        plane_rows_test::run_cpu_in_random_chunks(&gaussian_blur_cpu, a, rows, 90, &rng);
         // The CUDA kernel's two passes, the row pass's buffer with guards of NaN around it.
         std::vector<float> row_pass(static_cast<size_t>(N * C * H * W + 2 * kGuard), std::nanf(""));
         GaussianBlurArgs b = a;

@@ -56,4 +56,15 @@ void run_every_thread(const Thread& thread, int64_t N, int64_t C, int64_t H, int
   }
 }
 
+// The CPU kernel `cpu(args, begin, end)` over `rows` rows in chunks of 1 to `max_chunk` rows at
+// random, as at::parallel_for may cut them.
+template <typename Args, typename Kernel>
+void run_cpu_in_random_chunks(Kernel cpu, const Args& args, int64_t rows, int64_t max_chunk, std::mt19937* rng) {
+  for (int64_t begin = 0; begin < rows;) {
+    const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>((*rng)() % max_chunk));
+    cpu(args, begin, end);
+    begin = end;
+  }
+}
+
 }  // namespace plane_rows_test

@@ -50,11 +50,7 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         std::vector<uint8_t> cpu = plane_rows_test::guarded_output(N * C * H * W), threads = cpu;
         a.out = cpu.data() + kGuard;
         const int64_t rows = N * C * H;
-        for (int64_t begin = 0; begin < rows;) {  // random splits, as parallel_for may cut them
-          const int64_t end = std::min<int64_t>(rows, begin + 1 + static_cast<int64_t>(rng() % 7));
-          sharpness_cpu(a, begin, end);
-          begin = end;
-        }
+        plane_rows_test::run_cpu_in_random_chunks(&sharpness_cpu, a, rows, 7, &rng);
         SharpnessArgs b = a;
         b.out = threads.data() + kGuard;
         // two images a launch: a split batch
