@@ -4,7 +4,7 @@ own sigma: a separable convolution, reflect padding, rounded to uint8), and
 :func:`gaussian_kernels`, its 1-D kernels as torchvision computes them.
 """
 import math
-from typing import Optional, Sequence, Tuple, Union
+from typing import Sequence, Tuple, Union
 
 import torch
 
@@ -96,7 +96,9 @@ def gaussian_blur(images: torch.Tensor, kernel_size: Union[int, Sequence[int]], 
             padding), so a 1-pixel side takes only 1.
         sigma (None, float, (float, float), or Tensor): the standard deviations in pixels, > 0:
             None for torchvision's default ``0.15 * kernel_size + 0.35`` per side; one number, or
-            (x, y), for every image; a Tensor[N] (both sides) or Tensor[N, 2] ((x, y)) per image.
+            (x, y), for every image; a Tensor[N] (both sides) or Tensor[N, 2] ((x, y)) per image,
+            on any device (the kernels are computed on the CPU and moved to the images': a CPU
+            tensor spares a CUDA caller a synchronisation).
 
     Returns:
         Tensor[N, C, H, W]: uint8, contiguous, on the images' device.

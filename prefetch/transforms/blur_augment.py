@@ -126,12 +126,12 @@ class GaussianBlurAugment(Uint8Stage):
     def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
         # the drawn samples blurred, each with its sigma; the others as they are
         d = self.draws(x.shape[0], *position)
+        # The sigmas stay on the CPU: the op's kernels are computed there and then moved.
         if bool(d.applied.all()):
-            return gaussian_blur(x, self.kernel_size, d.sigma.to(x.device))
+            return gaussian_blur(x, self.kernel_size, d.sigma)
         out = x.clone(memory_format=torch.contiguous_format)  # x is a view, not to be written
         if not bool(d.applied.any()):
             return out
         picked = d.applied.nonzero().view(-1).to(x.device)
-        out[picked] = gaussian_blur(x.index_select(0, picked), self.kernel_size,
-                                    d.sigma[d.applied].to(x.device))
+        out[picked] = gaussian_blur(x.index_select(0, picked), self.kernel_size, d.sigma[d.applied])
         return out
