@@ -51,7 +51,7 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     out += [(name, call) for name, call, _ in policy_kernels(images)]
     # The self-supervised recipes' blur: 23 taps, each image its own sigma (two launches).
     nchw = images.permute(0, 3, 1, 2).contiguous()  # workload() makes HWC images
-    sigmas = torch.linspace(0.1, 2.0, nchw.shape[0], dtype=torch.float64, device=device)
+    sigmas = torch.linspace(0.1, 2.0, nchw.shape[0], dtype=torch.float64)  # CPU: no sync a call
     out.append((BLUR, lambda: prefetch.ops.gaussian_blur(nchw, 23, sigmas)))
     return out
 

@@ -24,7 +24,9 @@ MAX_SIDE = 2**62
 
 # The C++ spelling of the dtypes the messages name, so both kernels print the same.
 DTYPE_NAMES = {torch.uint64: "UInt64", torch.float32: "Float", torch.bool: "Bool",
-               torch.int64: "Long", torch.float64: "Double"}
+               torch.int64: "Long", torch.float64: "Double", torch.float16: "Half",
+               torch.bfloat16: "BFloat16", torch.uint8: "Byte", torch.int8: "Char",
+               torch.int16: "Short", torch.int32: "Int"}
 
 _GEOMETRY_ARGS = ("hflip", "vflip", "offsets", "indices")
 

@@ -51,11 +51,15 @@ def sigma_range(cls: str, sigma: Union[float, Sequence[float]]) -> Tuple[float, 
     """
     if arguments.is_number(sigma):
         s = arguments.number(cls, "sigma", sigma, low=0.0, low_open=True)
-        return (s, s)
-    if isinstance(sigma, (list, tuple)) and len(sigma) == 1:
+        low, high = s, s
+    elif isinstance(sigma, (list, tuple)) and len(sigma) == 1:
         s = arguments.number(cls, "sigma", sigma[0], low=0.0, low_open=True)
-        return (s, s)
-    return arguments.number_pair(cls, "sigma", sigma, low=0.0, low_open=True)
+        low, high = s, s
+    else:
+        low, high = arguments.number_pair(cls, "sigma", sigma, low=0.0, low_open=True)
+    if float(torch.tensor(low, dtype=torch.float32)) == 0.0:  # the draws are float32
+        arguments.fail(cls, "sigma", "values > 0 in float32 (at least 1.4e-45)", sigma)
+    return (low, high)
 
 
 @dataclass(frozen=True)

@@ -439,7 +439,7 @@ class GaussianBlur(Spec):
     uniform in ``sigma`` (torchvision draws one per call: per image in its recipes), the same for
     both sides; reflect padding, rounded to uint8. On the uint8 window after the crop: a
     :class:`~prefetch.transforms.GaussianBlurAugment` stage, one fused blur. Within a pixel of
-    torchvision's output where its float32 value lies within about 1e-4 of a half
+    torchvision's output where its float32 value lies within about 1e-3 of a half
     (:func:`prefetch.ops.gaussian_blur`).
 
     Args:

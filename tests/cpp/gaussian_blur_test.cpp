@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -92,6 +93,84 @@ TEST(GaussianBlurThreadWork, EveryThreadOfBothPassesInAnyOrderWritesTheCpuKernel
         }
       }
     }
+  }
+}
+
+namespace {
+
+// Every CPU build and the thread work of both passes on one contiguous [1, 1, H, W] image with the
+// same taps along x and y; returns the CPU kernel's bytes after checking that all agree.
+std::vector<uint8_t> blur_everywhere(const std::vector<uint8_t>& image, int64_t H, int64_t W,
+                                     const std::vector<float>& taps, std::mt19937* rng) {
+  GaussianBlurArgs a;
+  a.images = image.data();
+  a.N = 1, a.C = 1, a.H = H, a.W = W, a.sN = H * W, a.sC = H * W, a.sH = W, a.sW = 1;
+  a.kernel_x = taps.data(), a.kx = static_cast<int64_t>(taps.size());
+  a.kernel_y = taps.data(), a.ky = static_cast<int64_t>(taps.size());
+  std::vector<uint8_t> first;
+  for (const auto build : cpu_builds_test::cpu_builds()) {
+    cpu_builds_test::ScopedCpuBuild scoped(build);
+    std::vector<uint8_t> out(static_cast<size_t>(H * W), 0xAB);
+    a.out = out.data();
+    gaussian_blur_cpu(a, 0, H);
+    if (first.empty()) first = out;
+    EXPECT_EQ(out, first) << cpu_builds_test::build_name(build);
+  }
+  std::vector<float> row_pass(static_cast<size_t>(H * W));
+  std::vector<uint8_t> threads(static_cast<size_t>(H * W), 0xAB);
+  GaussianBlurArgs b = a;
+  b.rows = row_pass.data();
+  b.out = threads.data();
+  plane_rows_test::run_every_thread(GaussianBlurRowsThread{b}, 1, 1, H, W, 1, rng);
+  plane_rows_test::run_every_thread(GaussianBlurColumnsThread{b}, 1, 1, H, W, 1, rng);
+  EXPECT_EQ(threads, first);
+  return first;
+}
+
+}  // namespace
+
+TEST(GaussianBlurThreadWork, ExactTiesRoundHalfToEvenInEveryBuildAndThread) {
+  // Taps 1/4, 1/2, 1/4 make every sum a multiple of 1/16: the row pass's quarters are exact in
+  // float32, and a column sum ends in .5 wherever its sixteenths do. A row of 40 values takes
+  // the blocks of 16 and a scalar tail. Rows alternate 0 and 1 in columns of 2: at (y, x) the
+  // sum is then the reference below, with many exact halves (0.5 -> 0, 1.5 -> 2).
+  std::mt19937 rng(7);
+  const int64_t H = 6, W = 40;
+  std::vector<uint8_t> image(static_cast<size_t>(H * W));
+  for (int64_t y = 0; y < H; ++y) {
+    for (int64_t x = 0; x < W; ++x) image[static_cast<size_t>(y * W + x)] = static_cast<uint8_t>(((x / 2) + y) % 2 + 2 * (y % 3 == 0));
+  }
+  const std::vector<float> taps{0.25f, 0.5f, 0.25f};
+  const std::vector<uint8_t> got = blur_everywhere(image, H, W, taps, &rng);
+  int halves = 0;
+  for (int64_t y = 0; y < H; ++y) {
+    for (int64_t x = 0; x < W; ++x) {
+      double sum = 0.0;  // the exact value (sixteenths), from reflect-padded neighbours
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          const int64_t yy = reflect_index(y - 1 + i, H), xx = reflect_index(x - 1 + j, W);
+          sum += taps[i] * taps[j] * image[static_cast<size_t>(yy * W + xx)];
+        }
+      }
+      const double floor_sum = std::floor(sum), frac = sum - floor_sum;
+      const double want = frac > 0.5 ? floor_sum + 1 : (frac < 0.5 ? floor_sum : (std::fmod(floor_sum, 2.0) == 0.0 ? floor_sum : floor_sum + 1));
+      halves += frac == 0.5;
+      ASSERT_EQ(got[static_cast<size_t>(y * W + x)], static_cast<uint8_t>(want)) << y << " " << x << " " << sum;
+    }
+  }
+  ASSERT_GT(halves, 20);  // ties are exercised
+}
+
+TEST(GaussianBlurThreadWork, NonFiniteTapsWriteZeroInEveryBuildAndThread) {
+  // The op does not check its taps' values: NaN and infinite ones must still give one answer.
+  std::mt19937 rng(8);
+  const int64_t H = 5, W = 37;
+  std::vector<uint8_t> image(static_cast<size_t>(H * W));
+  for (size_t i = 0; i < image.size(); ++i) image[i] = static_cast<uint8_t>(i * 7);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const auto& taps : std::vector<std::vector<float>>{{0.25f, std::nanf(""), 0.25f}, {inf, 0.5f, -inf}}) {
+    const std::vector<uint8_t> got = blur_everywhere(image, H, W, taps, &rng);
+    for (uint8_t v : got) ASSERT_EQ(v, 0);
   }
 }
 

@@ -86,8 +86,6 @@ def test_per_image_sigmas_against_the_float64_reference(device, c, ksize):
     kx, ky = gaussian_kernels(ksize[0], sigmas[:, 0]), gaussian_kernels(ksize[1], sigmas[:, 1])
     assert_rounded(got, blur64(x, kx, ky), EPS64)
     assert torch.equal(got[0].cpu(), x[0])
-    if ksize == (1, 1):
-        assert torch.equal(got.cpu(), x)
 
 
 @pytest.mark.parametrize("ksize", [(3, 3), (23, 23), (9, 5)])
@@ -126,6 +124,26 @@ def test_against_torchvision_itself_where_installed():
     want = torch.stack([tvf.gaussian_blur(x[i], [23, 23], [s, s]) for i, s in enumerate(sigmas)])
     assert (got.int() - want.int()).abs().max() <= 1
     assert (got != want).double().mean() < 1e-3
+
+
+def test_one_tap_is_the_image_and_a_nan_sigma_is_named():
+    x = random_images((3, 3, 9, 8), 23)
+    assert torch.equal(gaussian_blur(x, 1, torch.tensor([0.5, 1.0, 9.0])), x)
+    with pytest.raises(ValueError, match=r"every sigma must be > 0, got \[nan\]"):
+        gaussian_blur(x, 3, torch.tensor([1.0, float("nan"), 1.0]))
+
+
+def test_the_fakes_messages_are_the_kernels_for_every_dtype():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    images = torch.zeros(2, 3, 4, 5, dtype=torch.uint8)
+    for dtype in (torch.float16, torch.bfloat16, torch.float64, torch.int32, torch.uint8):
+        bad = torch.zeros(2, 3, dtype=dtype)
+        with pytest.raises(RuntimeError) as real:
+            _op(images, bad, K3)
+        with FakeTensorMode() as mode:
+            with pytest.raises(RuntimeError) as fake:
+                _op(mode.from_tensor(images), mode.from_tensor(bad), mode.from_tensor(K3))
+        assert str(real.value).splitlines()[0] in str(fake.value), dtype
 
 
 def test_default_sigma_scalar_and_pair_are_torchvisions():
@@ -186,6 +204,8 @@ def test_every_cpu_build_writes_the_same_bytes():
             outs[cpu_kernel_build()] = gaussian_blur(x, (23, 9), s)
     finally:
         set_cpu_kernel_build(before)
+    if len(outs) < 2:
+        pytest.skip("this CPU has only the baseline build")
     first = next(iter(outs.values()))
     assert all(torch.equal(o, first) for o in outs.values()), list(outs)
 

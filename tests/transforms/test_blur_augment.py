@@ -61,6 +61,7 @@ def test_channels_last_batches_keep_their_layout_and_the_input_is_not_written():
     x = images(4, 3, 10, 12)
     keep = x.clone()
     t = GaussianBlurAugment(3, (0.5, 1.5), p=0.5, seed=4)
+    assert 0 < int(t.draws(4).applied.sum()) < 4  # both the blurred and the kept (seed 4)
     nchw = t.apply((x,), BatchPosition(0, 0, 0))[0]
     nhwc = t.apply((x.permute(0, 2, 3, 1).contiguous(),), BatchPosition(0, 0, 0))[0]
     assert nhwc.shape == (4, 10, 12, 3) and torch.equal(nhwc.permute(0, 3, 1, 2), nchw)
@@ -90,6 +91,7 @@ def test_v2_gaussian_blur_and_random_apply_compile_to_blur_stages():
     (lambda: T.GaussianBlur(3, (0.0, 1.0)), "GaussianBlur sigma"),
     (lambda: T.RandomApply([T.GaussianBlur(3), T.ColorJitter(0.2)]), r"RandomApply transforms\[0\] must be"),
     (lambda: GaussianBlurAugment(3, p=1.5), "GaussianBlurAugment p must be a probability"),
+    (lambda: T.GaussianBlur(3, (1e-46, 1.0)), "GaussianBlur sigma must be values > 0 in float32"),
 ])
 def test_arguments_outside_torchvisions_are_refused_naming_them(make, match):
     with pytest.raises(ArgumentError, match=match):

@@ -32,15 +32,16 @@ PF_HD float blur_row_value(const uint8_t* row, int64_t sW, int64_t W, const floa
 }
 
 // torchvision's output.round_().to(uint8): half to even (nearbyint and rint in the default
-// rounding mode), then the byte; the sum of positive weights that add up to 1 within float32
-// rounding stays within [0, 255.5), clamped for safety.
+// rounding mode), then the byte. The sum of positive weights that add up to 1 within float32
+// rounding stays within [0, 255.5); other taps are clamped to [0, 255], and a NaN sum (NaN or
+// infinite taps) is 0, as the AVX2 build's max(r, 0) makes it: every build writes the same byte.
 PF_HD uint8_t blur_round(double v) {
 #if defined(__CUDA_ARCH__)
   const double r = rint(v);
 #else
   const double r = std::nearbyint(v);
 #endif
-  return static_cast<uint8_t>(r < 0.0 ? 0.0 : (r > 255.0 ? 255.0 : r));
+  return static_cast<uint8_t>(r > 0.0 ? (r < 255.0 ? r : 255.0) : 0.0);
 }
 
 // Value (y, x) of the column pass over a plane's row-pass values: sum over taps i of
