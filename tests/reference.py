@@ -46,28 +46,33 @@ def reference(images, mean, std, hflip=None, vflip=None, crop=None, offsets=None
 
 # prefetch.ops.resized_crop's reference (tests/ops/test_resized_crop.py, tests/ops/test_decode.py): crop,
 # F.interpolate in float64, flip, normalize, one sample at a time.
-def interpolate64(crop, size, antialias):
-    """F.interpolate of a float64 [1, C, H, W] crop to size (h, w), align_corners=False.
+def interpolate64(crop, size, antialias, mode="bilinear"):
+    """F.interpolate of a float64 [1, C, H, W] crop to size (h, w), align_corners=False, mode
+    "bilinear" or "bicubic" (then clamped to [0, 255], as torchvision's uint8 result is).
 
     torch's CPU antialias kernel (2.13) is wrong when the output width is 1 and the output height
     is not: every output row gets the same value. Height and width are resampled independently,
     so that case is computed on the transposed crop, where torch is right."""
     h, w = size
     if antialias and w == 1 and h > 1:
-        out = F.interpolate(crop.transpose(-1, -2), size=(w, h), mode="bilinear",
-                            align_corners=False, antialias=True)
-        return out.transpose(-1, -2)
-    return F.interpolate(crop, size=(h, w), mode="bilinear", align_corners=False, antialias=antialias)
+        out = F.interpolate(crop.transpose(-1, -2), size=(w, h), mode=mode,
+                            align_corners=False, antialias=True).transpose(-1, -2)
+    else:
+        out = F.interpolate(crop, size=(h, w), mode=mode, align_corners=False, antialias=antialias)
+    return out.clamp(0.0, 255.0) if mode == "bicubic" else out
 
 
-def resized_reference(images, boxes, size, mean, std, hflip=None, vflip=None, antialias=False):
-    """images: list of HWC uint8 tensors -> float64 [N, C, h, w] (mean, std: at least C values)."""
+def resized_reference(images, boxes, size, mean, std, hflip=None, vflip=None, antialias=False,
+                      bicubic=None):
+    """images: list of HWC uint8 tensors -> float64 [N, C, h, w] (mean, std: at least C values);
+    ``bicubic``: None (every sample bilinear) or one boolean per sample."""
     C = images[0].shape[-1] if images else len(mean)
     outs = []
     for n, image in enumerate(images):
         top, left, height, width = (int(v) for v in boxes[n])
         crop = image.cpu()[top:top + height, left:left + width].permute(2, 0, 1).double()[None]
-        out = interpolate64(crop, size, antialias)[0]
+        mode = "bicubic" if bicubic is not None and bool(bicubic[n]) else "bilinear"
+        out = interpolate64(crop, size, antialias, mode)[0]
         if vflip is not None and bool(vflip[n]):
             out = out.flip(1)
         if hflip is not None and bool(hflip[n]):

@@ -68,6 +68,31 @@ def flips(flip, name, device):
     return t.to(device)
 
 
+# The resampling filters of resized_crop and decode_resized_crop.
+INTERPOLATIONS = ("bilinear", "bicubic")
+
+
+def bicubic_table(interpolation, n, op):
+    """``interpolation`` as resized_crop's schema takes it: its ``bicubic`` table, None (every
+    sample bilinear) or a bool tensor ``[n]`` (True: that sample bicubic).
+
+    ``interpolation`` is ``"bilinear"`` or ``"bicubic"`` (any case, or an enum whose ``value``
+    is one, as torchvision's InterpolationMode), or one boolean per sample (a bool tensor on the
+    CPU or the images' device, or a list): True where a sample is bicubic, as timm's "random"
+    interpolation draws. ValueError for another name, TypeError for another type (naming
+    ``op``); the op checks a table's length."""
+    if isinstance(interpolation, (torch.Tensor, list, tuple)):
+        return flips(interpolation, "interpolation", "cpu")
+    name = getattr(interpolation, "value", interpolation)
+    if not isinstance(name, str):
+        raise TypeError("prefetch.ops.%s: interpolation must be 'bilinear', 'bicubic' or one boolean "
+                        "per sample (True: bicubic), got %s" % (op, type(interpolation).__name__))
+    if name.lower() not in INTERPOLATIONS:
+        raise ValueError("prefetch.ops.%s: interpolation must be 'bilinear' or 'bicubic' (or one "
+                         "boolean per sample, True: bicubic), got %r" % (op, interpolation))
+    return torch.ones(n, dtype=torch.bool) if name.lower() == "bicubic" else None
+
+
 # --- the fakes' shared checks ---------------------------------------------------------------------
 
 def integer(dtype):
@@ -112,9 +137,9 @@ def check_geometry(n, H, W, hflip, vflip, crop, offsets, indices):
     return n, h, w
 
 
-def check_flips(hflip, vflip, n):
-    """hflip and vflip (None skipped): bool ``[n]``."""
-    for name, f in (("hflip", hflip), ("vflip", vflip)):
+def check_flips(hflip, vflip, n, bicubic=None):
+    """hflip, vflip and resized_crop's bicubic table (None skipped): bool ``[n]``."""
+    for name, f in (("hflip", hflip), ("vflip", vflip), ("bicubic", bicubic)):
         if f is not None:
             torch._check(f.dtype == torch.bool, lambda name=name, f=f: (
                 "%s must be a bool tensor of shape [N] = [%s], got dtype %s" % (name, n, f.dtype)))

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from . import gpu_decoders, gpu_streams, jpeg_headers
-from .arguments import flips, size_list
+from .arguments import bicubic_table, flips, size_list
 from .geometry import Flips, resized_crop
 from .._core.checks import describe, whole
 from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
@@ -239,8 +239,8 @@ def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
                         boxes: torch.Tensor | Sequence[Sequence[int]], size: int | Sequence[int],
                         mean: Sequence[float], std: Sequence[float], *, hflip: Flips = None,
                         vflip: Flips = None, dtype: torch.dtype = torch.float32, channels_last: bool = False,
-                        antialias: bool = True, device: torch.device | str = "cpu",
-                        gpu_decoder: str | None = None,
+                        antialias: bool = True, interpolation: str | Flips = "bilinear",
+                        device: torch.device | str = "cpu", gpu_decoder: str | None = None,
                         header_sizes: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`prefetch.ops.resized_crop` of the decoded images, decoding only each box: the
     output equals ``resized_crop(decode_jpeg(data), boxes, ...)`` without decoding the pixels
@@ -249,7 +249,7 @@ def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
 
     Args:
         data, boxes, device, gpu_decoder: as :func:`decode_jpeg`'s (boxes required).
-        size, mean, std, hflip, vflip, dtype, channels_last, antialias: as
+        size, mean, std, hflip, vflip, dtype, channels_last, antialias, interpolation: as
             :func:`prefetch.ops.resized_crop`'s; ``mean`` and ``std`` 3 values each (RGB).
         header_sizes (Tensor[N, 3], optional): the images' :func:`jpeg_sizes`, when the caller
             has read them already (the pixel limit is checked on them rather than on the headers
@@ -265,8 +265,9 @@ def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
     boxes = _boxes(boxes, None)
     device = torch.device(device)
     hflip, vflip = flips(hflip, "hflip", "cpu"), flips(vflip, "vflip", "cpu")
+    r = encoded_batch(data)
+    bicubic = bicubic_table(interpolation, len(r), "decode_resized_crop")
     if device.type == "cpu":
-        r = encoded_batch(data)
         if not torch.compiler.is_compiling():
             # Reading the headers back on the host would break a compiled graph; inside one, the
             # C++ op's own refusal of more than twice the limit stands (without the warning
@@ -278,11 +279,11 @@ def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
         offsets, sizes = r.host_tables()
         return torch.ops.prefetch.decode_resized_crop(
             r.values, offsets, sizes, boxes, size_list(size), [float(m) for m in mean],
-            [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias))
+            [float(s) for s in std], hflip, vflip, dtype, bool(channels_last), bool(antialias),
+            bicubic)
     # On a GPU: the boxes decoded (nvJPEG, or the CPU and then a copy of the boxes only), then
     # resized there; a GPU decoder's windows come with their tables on the host (no Python per
     # image, and the resize reads no table from the device).
-    r = encoded_batch(data)
     backend = gpu_backend_for(device, gpu_decoder) if len(r) else None
     if backend is not None:
         values, offsets, sizes = decode_with_backend(r, boxes, device, backend, header_sizes)
@@ -293,7 +294,8 @@ def decode_resized_crop(data: Ragged | torch.Tensor | list | tuple,
     whole_boxes = torch.zeros_like(boxes, dtype=torch.int64, device="cpu")
     whole_boxes[:, 2:] = boxes[:, 2:].cpu()
     return resized_crop(regions, whole_boxes, size, mean, std, hflip=hflip, vflip=vflip, dtype=dtype,
-                        channels_last=channels_last, antialias=antialias)
+                        channels_last=channels_last, antialias=antialias,
+                        interpolation="bilinear" if bicubic is None else bicubic)
 
 
 def _boxes(boxes, n):
@@ -522,7 +524,8 @@ def _jpeg_sizes_fake(values, offsets, sizes):
 
 @torch.library.register_fake("prefetch::decode_resized_crop")
 def _decode_resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
-                              dtype=torch.float32, channels_last=False, antialias=False):
+                              dtype=torch.float32, channels_last=False, antialias=False,
+                              bicubic=None):
     # The shape only: the boxes are checked against the headers when the real kernel runs.
     torch._check(len(mean) == 3, lambda: "decode_resized_crop: the decoded images are RGB: mean "
                  "and std need 3 values, got %d" % len(mean))

@@ -11,8 +11,8 @@ import torch
 
 from .._core.checks import whole
 from .._core.extension import C as _C  # noqa: F401  (loading the extension registers the ops)
-from .arguments import (DTYPE_NAMES, MAX_CROP, OUT_DTYPES, OUT_DTYPES_MESSAGE, check_devices,
-                        check_flips, check_geometry, check_normalization, check_output_size,
+from .arguments import (DTYPE_NAMES, MAX_CROP, OUT_DTYPES, OUT_DTYPES_MESSAGE, bicubic_table,
+                        check_devices, check_flips, check_geometry, check_normalization, check_output_size,
                         check_uint8_images, crop_list, flips, integer, size_list)
 
 __all__ = ["flip_crop", "resized_crop", "affine_warp"]
@@ -119,11 +119,13 @@ def _pack(images):
 def resized_crop(images: "Ragged | Sequence[torch.Tensor]", boxes: torch.Tensor | Sequence[Sequence[int]], size: int | Sequence[int],
                  mean: Sequence[float], std: Sequence[float], *, hflip: Flips = None,
                  vflip: Flips = None, dtype: torch.dtype = torch.float32,
-                 channels_last: bool = False, antialias: bool = True) -> torch.Tensor:
+                 channels_last: bool = False, antialias: bool = True,
+                 interpolation: str | Flips = "bilinear") -> torch.Tensor:
     """Crops each image to its box, resizes the crop to ``size``, flips, normalizes and casts,
     each element computed once, in float32.
 
-    Every element is ``(interpolate(crop)[c, y, x] / 255 - mean[c]) / std[c]`` after the flips.
+    Every element is ``(interpolate(crop)[c, y, x] / 255 - mean[c]) / std[c]`` after the flips
+    (a bicubic ``interpolate(crop)`` first clamped to [0, 255], as torchvision's uint8 result).
     ``boxes``, ``hflip``, ``vflip`` and the Ragged's ``offsets`` and ``sizes`` may be on the CPU
     or on the images' device. The boxes are checked on the host before the kernel reads any
     pixel: keep them on the CPU, and a Ragged that knows its layout on the host (the
@@ -148,18 +150,28 @@ def resized_crop(images: "Ragged | Sequence[torch.Tensor]", boxes: torch.Tensor 
         dtype (torch.dtype): float32, float16, bfloat16, or uint8: the normalized values rounded
             half to even and saturated to [0, 255] (``mean=0, std=1/255`` gives the pixel values).
         channels_last (bool): return a channels_last tensor instead of a contiguous one.
-        antialias (bool): as ``F.interpolate(..., mode="bilinear", align_corners=False,
-            antialias=antialias)`` on the float crop: a downscale averages every input pixel it
-            covers (True, the default, as torchvision's v2 transforms and FusedAugment) instead
-            of sampling four (False).
+        antialias (bool): as ``F.interpolate(..., align_corners=False, antialias=antialias)`` on
+            the float crop: a downscale averages every input pixel it covers (True, the default,
+            as torchvision's v2 transforms and FusedAugment) instead of sampling 2 x 2 (4 x 4
+            bicubic).
+        interpolation (str, or Tensor[N] bool / list of booleans): ``"bilinear"`` (the default)
+            or ``"bicubic"`` (any case, or torchvision's InterpolationMode), ``F.interpolate``'s
+            mode; or one boolean per sample, True where that sample is bicubic (timm's
+            ``"random"`` interpolation). Bicubic is Keys' cubic convolution, a = -0.75 without
+            antialias (torch's ``upsample_bicubic2d``) and a = -0.5 with it (torch's
+            ``_upsample_bicubic2d_aa``, PIL's), computed in float32 from the uint8 pixels as
+            torchvision's float path; torchvision's CPU uint8 path rounds to uint8 between its two
+            passes, so where the first pass overshoots (edges) it differs by more than 1
+            (docs/ops.md gives the measured figures).
 
     Returns:
         Tensor[N, C, h, w] of ``dtype`` on the images' device.
 
     Raises:
         TypeError: ``images`` neither a Ragged nor a list of tensors, a fractional ``size``, or
-            flips that are not booleans.
-        ValueError: images that are not HWC (3-D; a hint for 2-D ones).
+            flips (or a per-sample ``interpolation``) that are not booleans.
+        ValueError: images that are not HWC (3-D; a hint for 2-D ones), an ``interpolation``
+            other than bilinear and bicubic.
         RuntimeError: a box outside its image (naming the sample, its box and its image's
             size), a wrong dtype, shape or device of an argument, a std that is not finite and
             positive.
@@ -176,7 +188,7 @@ def resized_crop(images: "Ragged | Sequence[torch.Tensor]", boxes: torch.Tensor 
     return torch.ops.prefetch.resized_crop.default(
         r.values, offsets, sizes, boxes, size_list(size), [float(m) for m in mean],
         [float(s) for s in std], flips(hflip, "hflip", "cpu"), flips(vflip, "vflip", "cpu"), dtype,
-        bool(channels_last), bool(antialias))
+        bool(channels_last), bool(antialias), bicubic_table(interpolation, len(r), "resized_crop"))
 
 
 def _check_table_device(x, name, t):
@@ -187,11 +199,11 @@ def _check_table_device(x, name, t):
 
 @torch.library.register_fake("prefetch::resized_crop")
 def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=None, vflip=None,
-                       dtype=torch.float32, channels_last=False, antialias=False):
+                       dtype=torch.float32, channels_last=False, antialias=False, bicubic=None):
     # Mirrors resized_crop_plan.cpp's plan_resized_crop, except what needs the tables' values
     # (the boxes, the samples' channels and extents): the real kernel checks those when it runs.
     for name, t in (("offsets", offsets), ("sizes", sizes), ("boxes", boxes), ("hflip", hflip),
-                    ("vflip", vflip)):
+                    ("vflip", vflip), ("bicubic", bicubic)):
         if t is not None:
             _check_table_device(values, name, t)
     torch._check(values.dtype == torch.uint8, lambda: "resized_crop: values must be uint8, got %s" % values.dtype)
@@ -219,7 +231,7 @@ def _resized_crop_fake(values, offsets, sizes, boxes, size, mean, std, hflip=Non
     torch._check(len(mean) == len(std), lambda: (
         "resized_crop: mean has %d values but std has %d" % (len(mean), len(std))))
     torch._check(len(mean) > 0, lambda: "resized_crop: mean and std need one value per channel, got none")
-    check_flips(hflip, vflip, n)
+    check_flips(hflip, vflip, n, bicubic)
     check_normalization(mean, std)
     h, w = size
     c = len(mean)

@@ -49,6 +49,9 @@ class Draws(typing.NamedTuple):
             width in each image's own pixels), kept on the CPU.
         host (Draws, optional): the CPU draws these were moved from (None: these are on the
             CPU); what host code reads.
+        bicubic (Tensor[N], bool, optional): the resizing path's per-sample interpolation with
+            ``interpolation="random"`` (True: bicubic, False: bilinear), kept on the CPU; None:
+            every sample uses FusedAugment's ``interpolation``.
     """
 
     hflip: torch.Tensor
@@ -58,6 +61,7 @@ class Draws(typing.NamedTuple):
     boxes: typing.Optional[torch.Tensor] = None  # resizing: int64 [N, 4] windows, kept on the CPU
     # The CPU draws these were moved from (None: these are on the CPU): what host code reads.
     host: typing.Optional["Draws"] = None
+    bicubic: typing.Optional[torch.Tensor] = None  # interpolation="random": bool [N], on the CPU
 
     def __getitem__(self, key):
         return getattr(self, key) if isinstance(key, str) else tuple.__getitem__(self, key)
@@ -80,9 +84,10 @@ class Draws(typing.NamedTuple):
             if torch.device(device).type == "cuda":
                 return t.pin_memory().to(device, non_blocking=True)
             return t.to(device, non_blocking=non_blocking)
-        # (boxes stay on the CPU: resized_crop checks them there, before any pixel is read)
+        # (boxes stay on the CPU: resized_crop checks them there, before any pixel is read; so
+        # does the bicubic table, which the op uploads with the boxes)
         return Draws(move(self.hflip), move(self.vflip), self.crop, move(self.offsets), self.boxes,
-                     self.host if self.host is not None else self)
+                     self.host if self.host is not None else self, self.bicubic)
 
 
 def _finite(values, name, positive=False):
@@ -220,7 +225,7 @@ class FusedAugment(ResizingPath, SeededTransform):
         random_resized_crop (int or tuple[int, int], optional): output ``(h, w)`` (an int means
             square): each image's window is drawn as torchvision's ``RandomResizedCrop(size, scale,
             ratio)`` draws it, in the image's own pixels, and resampled to the output in the same
-            pass (:func:`prefetch.ops.resized_crop`, bilinear, ``antialias``). Takes images of
+            pass (:func:`prefetch.ops.resized_crop`, ``interpolation``, ``antialias``). Takes images of
             their own sizes (a :class:`prefetch.Ragged`, what a ``Samples`` of different sizes
             becomes) or an NHWC batch. Training only: it takes no ``center_crop``.
         scale, ratio (tuple[float, float]): RandomResizedCrop's area fraction and aspect ratio
@@ -236,7 +241,12 @@ class FusedAugment(ResizingPath, SeededTransform):
             after the resize at most this (an image whose resized size is then below the crop is
             refused when it arrives: torchvision would pad it).
         antialias (bool): for the resizing path: average every input pixel a downscale covers (as
-            torchvision's default, and PIL), instead of sampling four.
+            torchvision's default, and PIL), instead of sampling 2 x 2 (4 x 4 bicubic).
+        interpolation (str): the resizing path's filter: ``"bilinear"`` (torchvision's default),
+            ``"bicubic"`` (DeiT's, ViT's, ConvNeXt's; torchvision's InterpolationMode.BICUBIC and
+            timm's "bicubic"), or ``"random"``, timm's default for training: each sample bilinear
+            or bicubic with probability 1/2 (``Draws.bicubic``). The formulas are
+            :func:`prefetch.ops.resized_crop`'s.
         decode (bool): the image leaf holds encoded JPEGs (a :class:`prefetch.Ragged` of 1-D uint8
             samples: a ``Samples`` of the files' bytes), decoded here for the resizing path: each
             window is drawn from the image's header and only the window is decoded
@@ -271,7 +281,7 @@ class FusedAugment(ResizingPath, SeededTransform):
                  scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), resize: Optional[int] = None,
                  antialias: bool = True, decode: bool = False, pad_if_needed: bool = False,
-                 max_size: Optional[int] = None) -> None:
+                 max_size: Optional[int] = None, interpolation: str = "bilinear") -> None:
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
@@ -314,7 +324,8 @@ class FusedAugment(ResizingPath, SeededTransform):
         self.channels_last = arguments.flag("FusedAugment", "channels_last", channels_last)
         self._set_seed(seed)
         self.image_key, self.mask_key, self.layout = image_key, mask_key, layout
-        self._init_resizing(random_resized_crop, scale, ratio, resize, antialias, max_size)
+        self._init_resizing(random_resized_crop, scale, ratio, resize, antialias, max_size,
+                            interpolation)
         self.decode = arguments.flag("FusedAugment", "decode", decode)
         if self.decode and not self.resizes:
             raise ValueError("prefetch: decode=True decodes each image's window for the resizing "
@@ -325,7 +336,8 @@ class FusedAugment(ResizingPath, SeededTransform):
                              "decode the images and masks in the dataset, or use "
                              "random_resized_crop without decode")
 
-    def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias, max_size):
+    def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias, max_size,
+                       interpolation):
         from .crop_boxes import _pair
 
         size = _output_size(random_resized_crop, "random_resized_crop")
@@ -361,8 +373,18 @@ class FusedAugment(ResizingPath, SeededTransform):
         self.scale = _pair(scale, "FusedAugment scale")
         self.ratio = _pair(ratio, "FusedAugment ratio")
         self.antialias = arguments.flag("FusedAugment", "antialias", antialias)
+        name = getattr(interpolation, "value", interpolation)  # (torchvision's InterpolationMode)
+        if not isinstance(name, str) or name.lower() not in ("bilinear", "bicubic", "random"):
+            arguments.fail("FusedAugment", "interpolation", "'bilinear', 'bicubic' or 'random'",
+                           interpolation, arguments.ArgumentError if isinstance(name, str)
+                           else arguments.ArgumentTypeError)
+        self.interpolation = name.lower()
         # The resizing path: images of any size, one window each, resampled to output_size.
         self.resizes = size is not None or resize is not None
+        if self.interpolation != "bilinear" and not self.resizes:
+            raise ValueError("prefetch: FusedAugment interpolation=%r is the resizing path's filter: "
+                             "pass random_resized_crop= or resize= (crop= alone copies pixels, "
+                             "resampling none)" % (self.interpolation,))
         self.output_size = size if size is not None else self.crop
 
     def __repr__(self):
@@ -371,8 +393,9 @@ class FusedAugment(ResizingPath, SeededTransform):
                 self.output_size, self.scale, self.ratio) if not self.center_crop else
                 "crop=%s centred%s" % (self.output_size, ", resize=%g" % self.resize
                                         if self.resize is not None else ""))
-            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s)" % (
+            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s%s)" % (
                 how, self.hflip, self.vflip, self.dtype, self.seed,
+                ", interpolation=%r" % self.interpolation if self.interpolation != "bilinear" else "",
                 ", decode=True" if self.decode else "")
         return ("FusedAugment(crop=%s%s, padding=%r%s, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
                 % (self.crop, " centred" if self.center_crop else "", self.padding,
@@ -468,7 +491,10 @@ class FusedAugment(ResizingPath, SeededTransform):
         vflip = torch.rand(n, generator=g) < self.vflip
         if self.resizes:  # height and width: one per image (or one for all), as tensors
             boxes = self.draw_boxes(_per_image(height, n), _per_image(width, n), g)
-            return Draws(hflip, vflip, self.output_size, None, boxes)
+            # timm's "random": bilinear or bicubic, each with probability 1/2, per sample; drawn
+            # last, so the other draws are those of a fixed interpolation.
+            bicubic = (torch.rand(n, generator=g) < 0.5) if self.interpolation == "random" else None
+            return Draws(hflip, vflip, self.output_size, None, boxes, None, bicubic)
         h, w = self.crop if self.crop is not None else (height, width)
         if self.center_crop or (self.crop is None and not any(self.pads)):
             return Draws(hflip, vflip, (h, w), None)

@@ -45,13 +45,16 @@ class DecodedWindows:
     ``host_tables``, not a field (so the loader leaves it where it is: it carries a dataclass's
     other attributes over as they are): the windows' ``(offsets, sizes)`` as int64 CPU tensors,
     packed from 0 (``[N]``, ``[N, 3]``), when the host stage knew them; ``apply`` then resizes
-    with no read of the device's tables and no Python per image. None: read from ``windows``."""
+    with no read of the device's tables and no Python per image. None: read from ``windows``.
+    ``bicubic``, not a field either: the per-sample interpolation drawn with
+    ``interpolation="random"`` (a bool CPU tensor ``[N]``, :attr:`Draws.bicubic`), or None."""
 
     windows: Ragged
     hflip: torch.Tensor
     vflip: torch.Tensor
 
     host_tables = None  # not annotated: not a field
+    bicubic = None  # not annotated: not a field
 
 
 def uint8_hint(dtype: torch.dtype) -> str:
@@ -178,6 +181,7 @@ def as_ragged(images: Union[Ragged, torch.Tensor, Sequence[torch.Tensor]], what:
 class ResizingPath:
     """The resizing path's methods; :class:`prefetch.FusedAugment` inherits them and holds what
     they read: ``output_size``, ``center_crop``, ``resize``, ``scale``, ``ratio``, ``antialias``,
+    ``interpolation``,
     ``mean``, ``std``, ``dtype``, ``channels_last``, ``image_key``, ``mask_key``, ``decode`` and
     :meth:`draws`. It takes no constructor argument."""
 
@@ -238,7 +242,8 @@ class ResizingPath:
             raise ValueError("prefetch: mean and std have %d values but the images (leaf %r) have %d "
                              "channels" % (len(self.mean), self.image_key, channels))
         out = resized_crop(r, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip, vflip=d.vflip,
-                           dtype=self.dtype, channels_last=self.channels_last, antialias=self.antialias)
+                           dtype=self.dtype, channels_last=self.channels_last, antialias=self.antialias,
+                           interpolation=self._interpolation_of(d.bicubic))
         masks = None if self.mask_key is None else get_leaf(batch, self.mask_key)
         batch = set_leaf(batch, self.image_key, out)
         if masks is not None:
@@ -281,6 +286,7 @@ class ResizingPath:
             windows = decode_jpeg(data, d.boxes, device="cpu", header_sizes=sizes)
         decoded = DecodedWindows(windows, d.hflip, d.vflip)
         decoded.host_tables = (windows.offsets, windows.sizes)  # on the CPU in either case
+        decoded.bicubic = d.bicubic
         return set_leaf(batch, self.image_key, decoded)
 
     def _apply_decoded(self, batch, encoded, position):
@@ -292,7 +298,8 @@ class ResizingPath:
         d = self._decode_draws(data, position, sizes)
         out = decode_resized_crop(data, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip,
                                   vflip=d.vflip, dtype=self.dtype, channels_last=self.channels_last,
-                                  antialias=self.antialias, device=device, header_sizes=sizes)
+                                  antialias=self.antialias, interpolation=self._interpolation_of(d.bicubic),
+                                  device=device, header_sizes=sizes)
         return set_leaf(batch, self.image_key, out)
 
     def _apply_decoded_windows(self, batch, decoded):
@@ -306,8 +313,18 @@ class ResizingPath:
             whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
         out = resized_crop(r, whole, self.output_size, self.mean, self.std, hflip=decoded.hflip,
                            vflip=decoded.vflip, dtype=self.dtype, channels_last=self.channels_last,
-                           antialias=self.antialias)
+                           antialias=self.antialias, interpolation=self._interpolation_of(decoded.bicubic))
         return set_leaf(batch, self.image_key, out)
+
+    def _interpolation_of(self, bicubic):
+        """resized_crop's ``interpolation``: the batch's drawn per-sample table (``"random"``), else
+        the fixed filter."""
+        if self.interpolation == "random":
+            if bicubic is None:
+                raise RuntimeError("prefetch: FusedAugment(interpolation='random') got a batch "
+                                   "without its per-sample interpolation draws (Draws.bicubic)")
+            return bicubic
+        return self.interpolation
 
     def _decode_draws(self, data, position, sizes=None):
         if len(self.mean) != 3:

@@ -21,10 +21,13 @@ _WINDOW = "FusedAugment's window"
 
 
 class InterpolationMode(enum.Enum):
-    """torchvision's names for the two interpolations the compiled transforms take."""
+    """torchvision's names for the interpolations the compiled transforms take (each step
+    names the ones it takes: the window bilinear and bicubic, the policies nearest and
+    bilinear)."""
 
     NEAREST = "nearest"
     BILINEAR = "bilinear"
+    BICUBIC = "bicubic"
 
 
 def interpolation_mode(interpolation, allowed: Tuple[str, ...], what: str) -> str:
@@ -55,7 +58,9 @@ class RandomResizedCrop(_Window):
         size: the output ``(h, w)``, or an int for a square.
         scale: the area's range, a fraction of the image's (torchvision: (0.08, 1.0)).
         ratio: the aspect's range, w / h, drawn log-uniformly (torchvision: (3/4, 4/3)).
-        interpolation: ``"bilinear"`` (torchvision's default, InterpolationMode.BILINEAR).
+        interpolation: ``"bilinear"`` (torchvision's default, InterpolationMode.BILINEAR) or
+            ``"bicubic"`` (InterpolationMode.BICUBIC: DeiT's, ViT's, ConvNeXt's recipes), as
+            :func:`prefetch.ops.resized_crop` computes them.
         antialias: torchvision's default True; None (its legacy value) is False for tensors.
 
     Raises:
@@ -73,12 +78,13 @@ class RandomResizedCrop(_Window):
                                            low_open=True)
         self.ratio = arguments.number_pair("RandomResizedCrop", "ratio", ratio, low=0.0,
                                            low_open=True)
-        self.interpolation = interpolation_mode(interpolation, ("bilinear",), "RandomResizedCrop")
+        self.interpolation = interpolation_mode(interpolation, ("bilinear", "bicubic"),
+                                                "RandomResizedCrop")
         self.antialias = _antialias(antialias, "RandomResizedCrop")
 
     def contribute(self, plan: Plan) -> None:
         plan.set_fused(random_resized_crop=self.size, scale=self.scale, ratio=self.ratio,
-                       antialias=self.antialias)
+                       antialias=self.antialias, interpolation=self.interpolation)
 
 
 class Resize(_Window):
@@ -87,7 +93,8 @@ class Resize(_Window):
 
     Args:
         size: the shorter side's length, an int (a pair is refused: use an int and CenterCrop).
-        interpolation: ``"bilinear"`` (torchvision's default).
+        interpolation: ``"bilinear"`` (torchvision's default) or ``"bicubic"`` (the eval resize
+            of DeiT, ViT, ConvNeXt).
         max_size: the longer side's bound, an int > ``size``, or None (torchvision's default).
         antialias: torchvision's default True; None is False for tensors.
 
@@ -103,7 +110,7 @@ class Resize(_Window):
             raise ValueError("prefetch: Resize supports a shorter-side size (an int) followed by "
                              "CenterCrop, got %r" % (size,))
         self.size = arguments.size("Resize", "size", size, pair_allowed=False)
-        self.interpolation = interpolation_mode(interpolation, ("bilinear",), "Resize")
+        self.interpolation = interpolation_mode(interpolation, ("bilinear", "bicubic"), "Resize")
         if max_size is not None and (arguments.integer("Resize", "max_size", max_size, low=1)
                                      <= self.size):
             arguments.fail("Resize", "max_size", "an int > size (%d)" % self.size, max_size)
@@ -111,7 +118,8 @@ class Resize(_Window):
         self.antialias = _antialias(antialias, "Resize")
 
     def contribute(self, plan: Plan) -> None:
-        plan.set_fused(resize=self.size, antialias=self.antialias, max_size=self.max_size)
+        plan.set_fused(resize=self.size, antialias=self.antialias, max_size=self.max_size,
+                       interpolation=self.interpolation)
         plan.need("crop", "prefetch: Resize is supported followed by CenterCrop (validation's "
                           "Resize(256) + CenterCrop(224))")
 

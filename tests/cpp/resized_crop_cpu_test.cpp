@@ -1,6 +1,6 @@
 // resized_crop's taps and CPU kernel against a naive double-precision resampler written here from
-// torch's formulas (upsample_bilinear2d and _upsample_bilinear2d_aa, align_corners=False), one
-// output element at a time.
+// torch's formulas (upsample_bilinear2d, upsample_bicubic2d, _upsample_bilinear2d_aa and
+// _upsample_bicubic2d_aa, align_corners=False), one output element at a time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,10 +19,29 @@ using namespace prefetch::kernels;
 
 namespace {
 
+// Keys' cubic convolution kernel with parameter a (Keys 1981, eq. 15), at any x.
+double keys(double x, double a) {
+  x = std::fabs(x);
+  if (x < 1.0) return (a + 2.0) * x * x * x - (a + 3.0) * x * x + 1.0;
+  if (x < 2.0) return a * x * x * x - 5.0 * a * x * x + 8.0 * a * x - 4.0 * a;
+  return 0.0;
+}
+
 // Output pixel i's weight on each input pixel of an axis of `in` pixels resampled to `out`.
-std::map<int64_t, double> naive_weights(int64_t in, int64_t out, bool antialias, int64_t i) {
+std::map<int64_t, double> naive_weights(int64_t in, int64_t out, bool antialias, int64_t i,
+                                        bool cubic = false) {
   std::map<int64_t, double> w;
   const double scale = static_cast<double>(in) / out;
+  if (!antialias && cubic) {
+    // upsample_bicubic2d: the source unclamped, four taps around floor(src), indices clamped.
+    const double src = scale * (i + 0.5) - 0.5;
+    const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
+    const double t = std::min(std::max(src - i0, 0.0), 1.0);
+    for (int64_t k = -1; k <= 2; ++k) {
+      w[std::min(std::max<int64_t>(i0 + k, 0), in - 1)] += keys(t - k, -0.75);
+    }
+    return w;
+  }
   if (!antialias) {
     const double src = std::max(scale * (i + 0.5) - 0.5, 0.0);
     const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
@@ -32,26 +51,29 @@ std::map<int64_t, double> naive_weights(int64_t in, int64_t out, bool antialias,
     w[i1] += lambda;
     return w;
   }
-  const double support = scale >= 1.0 ? scale : 1.0;
+  const double stretch = scale >= 1.0 ? scale : 1.0;
   const double center = scale * (i + 0.5);
   double total = 0.0;
   for (int64_t p = 0; p < in; ++p) {
-    // The triangle over input pixel centres p + 0.5, stretched by the downscale.
-    const double v = std::max(0.0, 1.0 - std::fabs((p + 0.5 - center) / support));
-    if (v > 0.0) w[p] = v, total += v;
+    // The triangle (or the cubic with a = -0.5) over input pixel centres p + 0.5, stretched by
+    // the downscale.
+    const double x = (p + 0.5 - center) / stretch;
+    const double v = cubic ? keys(x, -0.5) : std::max(0.0, 1.0 - std::fabs(x));
+    if (v != 0.0) w[p] = v, total += v;
   }
   for (auto& kv : w) kv.second /= total;
   return w;
 }
 
 TEST(ResizedCropTaps, MatchNaiveWeights) {
+  for (bool cubic : {false, true}) {
   for (bool aa : {false, true}) {
-    for (int64_t in : {1, 2, 3, 5, 7, 16, 31, 100, 333}) {
+    for (int64_t in : {1, 2, 3, 4, 5, 7, 16, 31, 100, 333}) {
       for (int64_t out : {1, 2, 3, 7, 16, 33, 224}) {
-        const AxisScale s = axis_scale(in, out, aa);
+        const AxisScale s = axis_scale(in, out, aa, cubic);
         for (int64_t i = 0; i < out; ++i) {
-          SCOPED_TRACE("aa=" + std::to_string(aa) + " in=" + std::to_string(in) + " out=" +
-                       std::to_string(out) + " i=" + std::to_string(i));
+          SCOPED_TRACE("cubic=" + std::to_string(cubic) + " aa=" + std::to_string(aa) + " in=" +
+                       std::to_string(in) + " out=" + std::to_string(out) + " i=" + std::to_string(i));
           const AxisTaps t = axis_taps(s, i);
           ASSERT_GE(t.first, 0);
           ASSERT_GE(t.count, 1);
@@ -59,7 +81,7 @@ TEST(ResizedCropTaps, MatchNaiveWeights) {
           ASSERT_LE(t.count, s.max_taps);
           std::map<int64_t, double> got;
           for (int64_t j = 0; j < t.count; ++j) got[t.first + j] += tap_weight(s, t, j);
-          const std::map<int64_t, double> expected = naive_weights(in, out, aa, i);
+          const std::map<int64_t, double> expected = naive_weights(in, out, aa, i, cubic);
           double sum = 0.0;
           for (const auto& kv : got) sum += kv.second;
           EXPECT_NEAR(sum, 1.0, 1e-6);
@@ -75,6 +97,15 @@ TEST(ResizedCropTaps, MatchNaiveWeights) {
         }
       }
     }
+  }
+  }
+}
+
+// floor_to_int is floor for negative, fractional and whole values alike (the unclamped bicubic
+// source position is negative near the axis' start).
+TEST(ResizedCropTaps, FloorToInt) {
+  for (double v : {-2.0, -1.5, -1.0, -0.5, -1e-9, 0.0, 1e-9, 0.5, 1.0, 2.75, 1e6 + 0.5}) {
+    EXPECT_EQ(floor_to_int(v), static_cast<int64_t>(std::floor(v))) << v;
   }
 }
 
@@ -97,11 +128,15 @@ struct Sample {
   bool hflip, vflip;
 };
 
+// Which samples are bicubic: none (no table), all, or every other one (a mixed batch).
+enum class Cubic { kNone, kAll, kMixed };
+
 void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h, int64_t w,
-               const std::vector<Sample>& samples, std::mt19937& rng) {
+               const std::vector<Sample>& samples, std::mt19937& rng, Cubic cubic = Cubic::kNone) {
   const int64_t N = static_cast<int64_t>(samples.size());
   std::vector<int64_t> table(kSampleFields * N), offsets(N);
-  std::vector<uint8_t> hflip(N), vflip(N);
+  std::vector<uint8_t> hflip(N), vflip(N), bicubic(N);
+  for (int64_t n = 0; n < N; ++n) bicubic[n] = cubic == Cubic::kAll || (cubic == Cubic::kMixed && n % 2);
   int64_t total = 0;
   for (int64_t n = 0; n < N; ++n) {
     const Sample& s = samples[n];
@@ -128,6 +163,7 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   a.samples = table.data();
   a.hflip = hflip.data();
   a.vflip = vflip.data();
+  a.bicubic = cubic == Cubic::kNone ? nullptr : bicubic.data();
   a.N = N, a.C = C, a.h = h, a.w = w;
   a.antialias = aa;
   a.affine = affine.data();
@@ -142,13 +178,17 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   std::vector<uint8_t> out8(N * C * h * w);
   a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data())
           : dtype == OutDType::kUInt8 ? static_cast<void*>(out8.data()) : out16.data();
-  resized_crop_cpu(a, 0, N * h);
+  // In two calls split inside a sample, as the torch layer's threads split the rows.
+  const int64_t split = std::min<int64_t>(N * h, h + h / 2);
+  resized_crop_cpu(a, 0, split);
+  resized_crop_cpu(a, split, N * h);
   for (int64_t n = 0; n < N; ++n) {
     const Sample& s = samples[n];
+    const bool cub = bicubic[n] != 0;
     for (int64_t y = 0; y < h; ++y) {
-      const auto wy = naive_weights(s.height, h, aa, s.vflip ? h - 1 - y : y);
+      const auto wy = naive_weights(s.height, h, aa, s.vflip ? h - 1 - y : y, cub);
       for (int64_t x = 0; x < w; ++x) {
-        const auto wx = naive_weights(s.width, w, aa, s.hflip ? w - 1 - x : x);
+        const auto wx = naive_weights(s.width, w, aa, s.hflip ? w - 1 - x : x, cub);
         for (int64_t c = 0; c < C; ++c) {
           double v = 0.0;
           for (const auto& ky : wy) {
@@ -157,6 +197,8 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
               v += ky.second * kx.second * values[i];
             }
           }
+          // A bicubic blend overshoots at edges; torchvision's uint8 result is clamped.
+          if (cub) v = std::min(255.0, std::max(0.0, v));
           const double ref = (v / 255.0 - mean[c]) / stdev[c];
           const int64_t i = n * a.oN + c * a.oC + y * a.oY + x * a.oX;
           // float32: weights rounded to float and float sums of up to a few dozen terms of up to
@@ -200,6 +242,37 @@ TEST(ResizedCropCpu, MatchesNaiveResampler) {
                          std::to_string(aa) + " dtype=" + std::to_string(static_cast<int>(dt)) +
                          " avx2=" + std::to_string(avx2));
             check_cpu(C, cl, aa, dt, 9, 14, samples, rng);
+          }
+        }
+      }
+    }
+    set_cpu_avx2_allowed(previous);
+  }
+}
+
+// Bicubic, with and without antialias, every sample or every other one (a batch mixing bicubic
+// and bilinear, as timm's "random" interpolation draws), in both builds: random bytes overshoot
+// at nearly every pixel, so the clamp is exercised too.
+TEST(ResizedCropCpu, BicubicMatchesNaiveResampler) {
+  std::mt19937 rng(37);
+  const std::vector<Sample> samples = {
+      {20, 30, 0, 0, 20, 30, false, false},  {20, 30, 5, 7, 1, 1, true, false},
+      {9, 40, 2, 3, 6, 37, false, true},     {40, 9, 1, 0, 38, 4, true, true},
+      {50, 60, 49, 59, 1, 1, true, true},    {17, 13, 0, 2, 17, 11, false, false},
+      {3, 100, 0, 10, 3, 90, true, false},   {2, 2, 0, 0, 2, 2, false, false},
+  };
+  for (bool avx2 : {true, false}) {
+    const bool previous = set_cpu_avx2_allowed(avx2);
+    for (Cubic cubic : {Cubic::kAll, Cubic::kMixed}) {
+      for (bool aa : {false, true}) {
+        for (int64_t C : {1, 3, 4, 2}) {
+          for (bool cl : {false, true}) {
+            for (OutDType dt : {OutDType::kFloat32, OutDType::kBFloat16, OutDType::kUInt8}) {
+              SCOPED_TRACE("C=" + std::to_string(C) + " channels_last=" + std::to_string(cl) + " aa=" +
+                           std::to_string(aa) + " dtype=" + std::to_string(static_cast<int>(dt)) +
+                           " avx2=" + std::to_string(avx2) + " mixed=" + std::to_string(cubic == Cubic::kMixed));
+              check_cpu(C, cl, aa, dt, 9, 14, samples, rng, cubic);
+            }
           }
         }
       }

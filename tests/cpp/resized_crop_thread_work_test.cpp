@@ -20,12 +20,14 @@ struct Case {
   int64_t N, C, h, w;
   bool channels_last, antialias;
   OutDType dtype;
+  int bicubic = 0;  // 0: no table (every sample bilinear), 1: every sample, 2: a random half
 };
 
 std::string describe(const Case& c) {
   return "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " h=" + std::to_string(c.h) +
          " w=" + std::to_string(c.w) + " cl=" + std::to_string(c.channels_last) +
-         " aa=" + std::to_string(c.antialias) + " dtype=" + std::to_string(static_cast<int>(c.dtype));
+         " aa=" + std::to_string(c.antialias) + " dtype=" + std::to_string(static_cast<int>(c.dtype)) +
+         " bicubic=" + std::to_string(c.bicubic);
 }
 
 // Runs the CUDA thread body over every launch and thread index, split into launches of at most
@@ -55,7 +57,7 @@ void run_threads(const ResizedCropArgs& a, int64_t max_work) {
 void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
   SCOPED_TRACE(describe(k) + " max_work=" + std::to_string(max_work));
   std::vector<int64_t> samples(kSampleFields * k.N);
-  std::vector<uint8_t> hflip(k.N), vflip(k.N);
+  std::vector<uint8_t> hflip(k.N), vflip(k.N), bicubic(k.N);
   int64_t total = 0;
   for (int64_t n = k.N - 1; n >= 0; --n) {
     int64_t* row = samples.data() + kSampleFields * n;
@@ -71,6 +73,7 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
     row[kBoxHeight] = bh, row[kBoxWidth] = bw;
     hflip[n] = rng() % 2;
     vflip[n] = rng() % 2;
+    bicubic[n] = k.bicubic == 1 || (k.bicubic == 2 && rng() % 2);
   }
   std::vector<uint8_t> values(static_cast<size_t>(total));
   for (auto& v : values) v = static_cast<uint8_t>(rng());
@@ -82,6 +85,7 @@ void check_case(const Case& k, int64_t max_work, std::mt19937& rng) {
   a.samples = samples.data();
   a.hflip = hflip.data();
   a.vflip = vflip.data();
+  a.bicubic = k.bicubic == 0 ? nullptr : bicubic.data();
   a.N = k.N, a.C = k.C, a.h = k.h, a.w = k.w;
   a.antialias = k.antialias;
   a.affine = affine.data();
@@ -123,6 +127,24 @@ TEST(ResizedCropThread, MatchesCpuKernelOverEveryThread) {
           check_case({6, C, 7, 13, cl, aa, dtype}, INT32_MAX, rng);
           check_case({5, C, 16, 8, cl, aa, dtype}, INT32_MAX, rng);
           check_case({4, C, 3, 1, cl, aa, dtype}, INT32_MAX, rng);
+        }
+      }
+    }
+  }
+}
+
+// Bicubic (random bytes: the clamp at nearly every pixel), every sample or a random half.
+TEST(ResizedCropThread, BicubicMatchesCpuKernelOverEveryThread) {
+  std::mt19937 rng(41);
+  for (OutDType dtype : {OutDType::kFloat32, OutDType::kFloat16, OutDType::kBFloat16, OutDType::kUInt8}) {
+    for (bool cl : {false, true}) {
+      for (bool aa : {false, true}) {
+        for (int bicubic : {1, 2}) {
+          for (int64_t C : {1, 3, 4, 5}) {
+            check_case({6, C, 7, 13, cl, aa, dtype, bicubic}, INT32_MAX, rng);
+            check_case({5, C, 16, 8, cl, aa, dtype, bicubic}, INT32_MAX, rng);
+            check_case({4, C, 3, 1, cl, aa, dtype, bicubic}, INT32_MAX, rng);
+          }
         }
       }
     }

@@ -296,6 +296,7 @@ def test_fused_augment_decodes_its_windows_in_the_host_stage_for_a_gpu(cpu_gpu_d
     # Only each drawn window is there, as pixels: no encoded byte is left to cross.
     assert [tuple(s[:2]) for s in leaf.windows.shapes()] == [tuple(b[2:]) for b in d.boxes.tolist()]
     assert torch.equal(leaf.hflip, d.hflip) and torch.equal(leaf.vflip, d.vflip)
+    assert leaf.bicubic is None
     # apply() of the host stage's result equals apply() of the encoded batch, bit for bit.
     got = aug.apply(host, pos)[0]
     expected = aug.apply(batch, pos)[0]
@@ -321,13 +322,16 @@ class _Files(Dataset):
         return self.files[i], i
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_decode_in_the_host_stage_through_a_loader_equals_the_fused_decode(cpu_gpu_decoder, workers):
+@pytest.mark.parametrize("workers,interpolation", [(0, "bilinear"), (2, "bilinear"), (0, "random")])
+def test_decode_in_the_host_stage_through_a_loader_equals_the_fused_decode(cpu_gpu_decoder, workers,
+                                                                           interpolation):
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
     files = _jpegs(12)
-    kwargs = dict(random_resized_crop=(12, 10), decode=True, hflip=0.5, seed=5, dtype=torch.bfloat16)
+    # ("random": the per-sample bicubic draws travel with the windows, DecodedWindows.bicubic)
+    kwargs = dict(random_resized_crop=(12, 10), decode=True, hflip=0.5, seed=5, dtype=torch.bfloat16,
+                  interpolation=interpolation)
     results = []
     for cls in (_AsIfOnAGpu, prefetch.FusedAugment):
         loader = DataLoader(_Files(files), batch_size=4, num_workers=workers,

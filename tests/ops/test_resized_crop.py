@@ -428,3 +428,137 @@ def test_cuda_call_with_host_tables_does_not_synchronise():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert_matches(out, reference(images, boxes, (8, 7), MEAN, STD, hflip, None, True), torch.float32)
+
+
+# --- bicubic ----------------------------------------------------------------------------------------
+# The reference is torch's float64 F.interpolate(mode="bicubic") (a = -0.75; antialias: a = -0.5 and
+# twice the support), clamped to [0, 255] as torchvision's uint8 result; tests/cpp checks the same
+# taps against Keys' formula written out. Random bytes overshoot nearly everywhere, so the clamp is
+# reached at most pixels.
+
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("case", range(len(SCALES)))
+def test_bicubic_upscale_downscale_and_edge_sizes(device, case, antialias):
+    (H, W), box, size = SCALES[case]
+    g = torch.Generator().manual_seed(100 + case)
+    images = random_images([(H, W), (H, W)], 3, g)
+    boxes = torch.tensor([box, box])
+    hflip = torch.tensor([False, True], device=device)
+    vflip = torch.tensor([True, False], device=device)
+    out = resized_crop([im.to(device) for im in images], boxes, size, MEAN[:3], STD[:3], hflip=hflip,
+                       vflip=vflip, antialias=antialias, interpolation="bicubic")
+    ref = reference(images, boxes, size, MEAN, STD, hflip, vflip, antialias, bicubic=[True, True])
+    assert_matches(out, ref, torch.float32)
+
+
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.uint8])
+def test_bicubic_per_sample_mixes_with_bilinear(device, dtype, channels_last, antialias):
+    g = torch.Generator().manual_seed(110)
+    images = random_images(SHAPES, 3, g)
+    boxes = random_boxes(SHAPES, g)
+    hflip, vflip = random_flips(len(SHAPES), g, device)
+    bicubic = torch.rand(len(SHAPES), generator=g) < 0.5
+    bicubic[:2] = torch.tensor([True, False])  # both kinds, whatever the draw
+    ragged = Ragged.from_tensors(images, device=device)
+    # The table on the CPU, on the device, and as a list: the same result.
+    outs = [resized_crop(ragged, boxes, (11, 14), MEAN[:3], STD[:3], hflip=hflip, vflip=vflip,
+                         dtype=dtype, channels_last=channels_last, antialias=antialias,
+                         interpolation=table)
+            for table in (bicubic, bicubic.to(device), bicubic.tolist())]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    ref = reference(images, boxes, (11, 14), MEAN, STD, hflip, vflip, antialias, bicubic=bicubic)
+    if dtype == torch.uint8:
+        return  # (uint8 output: test_bicubic_uint8_output)
+    assert_matches(outs[0], ref, dtype)
+
+
+def test_bicubic_uint8_output_is_the_clamped_pixel_rounded():
+    g = torch.Generator().manual_seed(120)
+    images = random_images(SHAPES, 3, g)
+    boxes = random_boxes(SHAPES, g)
+    zero, unit = [0.0] * 3, [1 / 255] * 3  # the pixel values themselves
+    for antialias in (False, True):
+        out = resized_crop(images, boxes, (12, 9), zero, unit, dtype=torch.uint8, antialias=antialias,
+                           interpolation="bicubic")
+        ref = reference(images, boxes, (12, 9), zero, unit, antialias=antialias,
+                        bicubic=[True] * len(SHAPES))
+        assert float((out.double() - ref).abs().max()) <= 0.5 + 1e-3
+
+
+def test_bicubic_is_not_bilinear_and_names_its_modes():
+    images = _images()
+    boxes = [[0, 0, 8, 6], [1, 1, 4, 4]]
+    bilinear = resized_crop(images, boxes, 9, MEAN[:3], STD[:3])
+    assert torch.equal(resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation="BILINEAR"), bilinear)
+    bicubic = resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation="bicubic")
+    assert not torch.equal(bicubic, bilinear)
+
+    class Mode:  # torchvision's InterpolationMode, by its value
+        value = "bicubic"
+
+    assert torch.equal(resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation=Mode()), bicubic)
+    with pytest.raises(ValueError, match=r"interpolation must be 'bilinear' or 'bicubic' .*got 'nearest'"):
+        resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation="nearest")
+    with pytest.raises(TypeError, match="interpolation must be 'bilinear', 'bicubic' or one boolean per "
+                                        "sample .*got int"):
+        resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation=3)
+    with pytest.raises(TypeError, match="interpolation must hold booleans"):
+        resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation=[1, 0])
+    with pytest.raises(RuntimeError, match=r"bicubic must have shape \[N\] = \[2\], got \[3\]"):
+        resized_crop(images, boxes, 9, MEAN[:3], STD[:3], interpolation=[True, False, True])
+
+
+def test_bicubic_close_to_torch_uint8_path_on_smooth_images():
+    """torch's own uint8 CPU kernel (what torchvision's CPU resize runs) rounds to uint8 between
+    its horizontal and vertical passes; on images without sharp edges neither pass overshoots
+    and the two agree within 1 level (the float path's rounding); the docs state the rest."""
+    g = torch.Generator().manual_seed(130)
+    # Smooth images: bilinear upsamplings of coarse random grids.
+    images = [F.interpolate(torch.rand(1, 3, 6, 7, generator=g) * 200 + 20, size=(60, 70), mode="bilinear",
+                            align_corners=False)[0].round().byte().permute(1, 2, 0).contiguous()
+              for _ in range(3)]
+    boxes = [[0, 0, 60, 70], [5, 3, 40, 51], [10, 10, 13, 17]]
+    for size, antialias in (((24, 20), True), ((24, 20), False), ((80, 90), False), ((80, 90), True)):
+        out = resized_crop(images, boxes, size, [0.0] * 3, [1 / 255] * 3, dtype=torch.uint8,
+                           antialias=antialias, interpolation="bicubic")
+        for n, (top, left, h, w) in enumerate(boxes):
+            crop = images[n][top:top + h, left:left + w].permute(2, 0, 1)[None].contiguous()
+            theirs = F.interpolate(crop, size=size, mode="bicubic", align_corners=False, antialias=antialias)
+            assert int((out[n].int() - theirs[0].int()).abs().max()) <= 1
+
+
+def test_bicubic_against_torchvision_itself_where_installed():
+    """torchvision's v2 ``resized_crop(..., BICUBIC, antialias=True)`` on uint8 (its CPU path is
+    torch's uint8 kernel, above) on smooth images: within 1 level."""
+    tvf = pytest.importorskip("torchvision.transforms.v2.functional")
+    from torchvision.transforms import InterpolationMode
+
+    g = torch.Generator().manual_seed(150)
+    image = F.interpolate(torch.rand(1, 3, 9, 8, generator=g) * 220 + 10, size=(90, 80), mode="bilinear",
+                          align_corners=False)[0].round().byte()
+    for (top, left, h, w), size in (((3, 5, 70, 60), (32, 28)), ((10, 0, 20, 30), (64, 72))):
+        theirs = tvf.resized_crop(image, top, left, h, w, list(size), interpolation=InterpolationMode.BICUBIC,
+                                  antialias=True)
+        ours = resized_crop([image.permute(1, 2, 0).contiguous()], [[top, left, h, w]], size, [0.0] * 3,
+                            [1 / 255] * 3, dtype=torch.uint8, interpolation="bicubic")[0]
+        assert int((ours.int() - theirs.int()).abs().max()) <= 1
+
+
+def test_bicubic_opcheck_and_meta(device):
+    g = torch.Generator().manual_seed(140)
+    images = random_images([(9, 8), (6, 11), (12, 5)], 3, g)
+    r = Ragged.from_tensors(images, device=device)
+    boxes = torch.tensor([[0, 0, 9, 8], [1, 2, 4, 7], [3, 1, 1, 1]])
+    bicubic = torch.tensor([True, False, True])
+    torch.library.opcheck(torch.ops.prefetch.resized_crop.default,
+                          (r.values, r.offsets, r.sizes, boxes.to(device), [6, 5], MEAN[:3], STD[:3]),
+                          dict(antialias=True, bicubic=bicubic.to(device)))
+    meta = Ragged.from_tensors(images).to("meta")
+    out = resized_crop(meta, torch.zeros(3, 4, dtype=torch.int64, device="meta"), (7, 5), MEAN[:3], STD[:3],
+                       interpolation=bicubic.to("meta"))
+    assert out.device.type == "meta" and out.shape == (3, 3, 7, 5)
+    with pytest.raises(RuntimeError, match=r"bicubic must have shape \[N\] = \[3\], got \[2\]"):
+        resized_crop(meta, torch.zeros(3, 4, dtype=torch.int64, device="meta"), (7, 5), MEAN[:3], STD[:3],
+                     interpolation=bicubic[:2].to("meta"))

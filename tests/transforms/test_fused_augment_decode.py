@@ -74,6 +74,18 @@ def test_decoding_in_the_transform_equals_decoding_in_the_dataset(workers, dtype
         assert torch.equal(x, rx)
 
 
+@pytest.mark.parametrize("interpolation", ["bicubic", "random"])
+def test_decoding_with_bicubic_or_random_interpolation(interpolation):
+    kw = dict(random_resized_crop=(24, 32), hflip=0.5, seed=8, interpolation=interpolation)
+    got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, **kw), decoded=False)
+    want = run(FILES, prefetch.FusedAugment(MEAN, STD, **kw), decoded=True)
+    bilinear = run(FILES, prefetch.FusedAugment(MEAN, STD, **dict(kw, interpolation="bilinear")),
+                   decoded=True)
+    for (x, _), (rx, _), (bx, _) in zip(got, want, bilinear):
+        assert torch.equal(x, rx)
+        assert not torch.equal(x, bx)
+
+
 def test_validation_resize_and_center_crop_with_decode():
     kw = dict(crop=20, resize=24, center_crop=True, hflip=0.0, seed=1, channels_last=True)
     got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, **kw), decoded=False)

@@ -21,14 +21,18 @@ def images(n, seed=0):
                           generator=g) for i in range(n)]
 
 
-def reference(samples, boxes, size, hflip, vflip, antialias):
+def reference(samples, boxes, size, hflip, vflip, antialias, bicubic=None):
     out = []
     mean = torch.tensor(MEAN, dtype=torch.float64).view(3, 1, 1)
     std = torch.tensor(STD, dtype=torch.float64).view(3, 1, 1)
-    for img, (top, left, h, w), hf, vf in zip(samples, boxes.tolist(), hflip.tolist(), vflip.tolist()):
+    cubic = [False] * len(samples) if bicubic is None else bicubic.tolist()
+    for img, (top, left, h, w), hf, vf, c in zip(samples, boxes.tolist(), hflip.tolist(), vflip.tolist(),
+                                                  cubic):
         crop = img[top:top + h, left:left + w].permute(2, 0, 1).double()[None]
-        x = F.interpolate(crop, size=size, mode="bilinear", align_corners=False,
+        x = F.interpolate(crop, size=size, mode="bicubic" if c else "bilinear", align_corners=False,
                           antialias=antialias)[0]
+        if c:
+            x = x.clamp(0, 255)  # as torchvision's uint8 result
         if hf:
             x = x.flip(2)
         if vf:
@@ -62,6 +66,42 @@ def test_random_resized_crop_of_a_ragged_batch(antialias):
     assert torch.equal(aug(Ragged.from_tensors(samples), epoch=2, index=5, rank=1), out)
     assert not torch.equal(aug.draws(6, [40] * 6, [50] * 6, 2, 6, 1).boxes,
                            aug.draws(6, [40] * 6, [50] * 6, 2, 5, 1).boxes)
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+def test_bicubic_and_random_interpolation(antialias):
+    samples = images(8, seed=7)
+    sizes = ([t.shape[0] for t in samples], [t.shape[1] for t in samples])
+    bicubic = prefetch.FusedAugment(MEAN, STD, random_resized_crop=(16, 20), seed=3, antialias=antialias,
+                                    interpolation="bicubic")
+    d = bicubic.draws(8, *sizes, 1, 2)
+    assert d.bicubic is None
+    out = bicubic(Ragged.from_tensors(samples), epoch=1, index=2)
+    assert_close(out, reference(samples, d.boxes, (16, 20), d.hflip, d.vflip, antialias,
+                                torch.ones(8, dtype=torch.bool)))
+    # "random" (timm's): each sample bilinear or bicubic with probability 1/2, drawn after the
+    # windows, so its flips and windows are those of a fixed interpolation with the same seed.
+    rand = prefetch.FusedAugment(MEAN, STD, random_resized_crop=(16, 20), seed=3, antialias=antialias,
+                                 interpolation="random")
+    r = rand.draws(8, *sizes, 1, 2)
+    assert torch.equal(r.boxes, d.boxes) and torch.equal(r.hflip, d.hflip)
+    g = BatchPosition(1, 2, 0).generator(3)
+    torch.rand(8, generator=g), torch.rand(8, generator=g)
+    random_resized_boxes(*sizes, generator=g)
+    assert torch.equal(r.bicubic, torch.rand(8, generator=g) < 0.5)
+    out = rand(Ragged.from_tensors(samples), epoch=1, index=2)
+    assert_close(out, reference(samples, r.boxes, (16, 20), r.hflip, r.vflip, antialias, r.bicubic))
+    assert "interpolation='random'" in repr(rand)
+    # Over many batches the draw is a fair coin (a 6-sigma band around 1/2).
+    drawn = torch.cat([rand.draws(64, [40] * 64, [50] * 64, 0, k).bicubic for k in range(50)])
+    assert abs(drawn.double().mean().item() - 0.5) < 6 * (0.25 / drawn.numel()) ** 0.5
+    # A validation window's bicubic resize too (DeiT's eval transform).
+    val = prefetch.FusedAugment(MEAN, STD, crop=16, resize=18, center_crop=True, hflip=0.0,
+                                interpolation="bicubic", antialias=antialias)
+    v = val.draws(8, *sizes)
+    assert_close(val(Ragged.from_tensors(samples), epoch=0, index=0),
+                 reference(samples, v.boxes, (16, 16), v.hflip, v.vflip, antialias,
+                           torch.ones(8, dtype=torch.bool)))
 
 
 def test_an_nhwc_batch_resizes_as_the_same_images_in_a_ragged():
@@ -155,6 +195,11 @@ def test_gather_resizes_the_gathered_rows():
     (dict(crop=8, resize=10), ValueError, "needs center_crop=True"),
     (dict(crop=8, resize=-1, center_crop=True), ValueError, "resize must be a positive whole number"),
     (dict(random_resized_crop=8, scale=(0.5, 0.1)), ValueError, "scale must be finite"),
+    (dict(random_resized_crop=8, interpolation="nearest"), ValueError,
+     "interpolation must be 'bilinear', 'bicubic' or 'random', got 'nearest'"),
+    (dict(random_resized_crop=8, interpolation=2), TypeError, "interpolation must be"),
+    (dict(crop=8, interpolation="bicubic"), ValueError,
+     "interpolation='bicubic' is the resizing path's filter: pass random_resized_crop= or resize="),
 ])
 def test_bad_resizing_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

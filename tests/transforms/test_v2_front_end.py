@@ -34,6 +34,26 @@ def test_a_recipe_without_a_policy_is_one_fused_augment_with_its_arguments():
     assert torch.equal(val.apply((x, 1), at)[0], ref.apply((x, 1), at)[0])
 
 
+def test_bicubic_windows_compile_to_a_bicubic_fused_augment():
+    """DeiT's and ConvNeXt's windows: RandomResizedCrop and Resize with InterpolationMode.BICUBIC."""
+    train = T.Compose([T.RandomResizedCrop(16, interpolation=T.InterpolationMode.BICUBIC),
+                       T.RandomHorizontalFlip(), T.ToDtype(torch.float32, scale=True),
+                       T.Normalize(MEAN, STD)], seed=4)
+    (fused,) = train.transforms
+    assert fused.interpolation == "bicubic"
+    want = FusedAugment(MEAN, STD, random_resized_crop=16, interpolation="bicubic", seed=4)
+    x = images()
+    at = BatchPosition(0, 1, 0)
+    assert torch.equal(train.apply((x, 1), at)[0], want.apply((x, 1), at)[0])
+    assert not torch.equal(train.apply((x, 1), at)[0],
+                           FusedAugment(MEAN, STD, random_resized_crop=16, seed=4).apply((x, 1), at)[0])
+    val = T.Compose([T.Resize(20, interpolation="bicubic"), T.CenterCrop(16),
+                     T.ToDtype(torch.float32, scale=True), T.Normalize(MEAN, STD)])
+    ref = FusedAugment(MEAN, STD, resize=20, crop=16, center_crop=True, hflip=0.0,
+                       interpolation="bicubic")
+    assert torch.equal(val.apply((x, 1), at)[0], ref.apply((x, 1), at)[0])
+
+
 def test_a_recipe_with_a_policy_is_the_uint8_geometry_the_policy_and_the_normalisation():
     recipe = [T.RandomCrop(16, padding=2), T.RandomHorizontalFlip(),
               T.TrivialAugmentWide(interpolation="bilinear"), T.ToDtype(torch.float32, scale=True),
@@ -94,8 +114,8 @@ def test_recipes_out_of_the_subset_or_order_are_refused_naming_the_step(steps, m
 def test_arguments_outside_the_subset_are_refused():
     with pytest.raises(ValueError, match="scale=True"):
         T.ToDtype(torch.float32)
-    with pytest.raises(ValueError, match="'bilinear'"):
-        T.RandomResizedCrop(8, interpolation="bicubic")
+    with pytest.raises(ValueError, match="'bilinear' or 'bicubic'"):
+        T.RandomResizedCrop(8, interpolation="nearest")
     with pytest.raises(ValueError, match="ImageNet"):
         T.AutoAugment(policy="cifar10")
     with pytest.raises(ValueError, match="padding_mode must be 'constant'"):

@@ -1,6 +1,6 @@
 // resized_crop, torch-free: each sample of a ragged batch of HWC uint8 images is cropped to its
-// box, resized bilinearly to one output size (torch's F.interpolate, align_corners=False, with or
-// without antialias), flipped, normalized and cast in one pass. A CPU implementation over a range
+// box, resized bilinearly or bicubically to one output size (torch's F.interpolate,
+// align_corners=False, with or without antialias), flipped, normalized and cast in one pass. A CPU implementation over a range
 // of output rows (the torch layer parallelises it) and a CUDA launcher on a stream.
 #pragma once
 #include <cstdint>
@@ -24,6 +24,7 @@ struct ResizedCropArgs {
                                      // layer checks, the kernels do not
   const uint8_t* hflip = nullptr;    // [N] or null: mirror the output's columns
   const uint8_t* vflip = nullptr;    // [N] or null: mirror the output's rows
+  const uint8_t* bicubic = nullptr;  // [N] or null: resize the sample bicubically, not bilinearly
   int64_t N = 0, C = 1;              // samples; channels of every sample
   int64_t h = 0, w = 0;              // output size
   bool antialias = false;
@@ -40,6 +41,7 @@ struct SampleCrop {
   int64_t row_stride = 0;
   int64_t height = 0, width = 0;
   bool hflip = false, vflip = false;
+  bool bicubic = false;
 };
 
 PF_HD SampleCrop sample_crop(const ResizedCropArgs& a, int64_t n) {
@@ -51,6 +53,7 @@ PF_HD SampleCrop sample_crop(const ResizedCropArgs& a, int64_t n) {
   s.width = row[kBoxWidth];
   s.hflip = a.hflip != nullptr && a.hflip[n] != 0;
   s.vflip = a.vflip != nullptr && a.vflip[n] != 0;
+  s.bicubic = a.bicubic != nullptr && a.bicubic[n] != 0;
   return s;
 }
 

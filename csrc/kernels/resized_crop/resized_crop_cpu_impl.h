@@ -61,8 +61,8 @@ struct Scratch {
 inline void prepare_sample(const ResizedCropArgs& a, int64_t n, int64_t kTaps, Scratch* s) {
   s->n = n;
   s->crop = prefetch::kernels::sample_crop(a, n);
-  s->sx = prefetch::kernels::axis_scale(s->crop.width, a.w, a.antialias);
-  s->sy = prefetch::kernels::axis_scale(s->crop.height, a.h, a.antialias);
+  s->sx = prefetch::kernels::axis_scale(s->crop.width, a.w, a.antialias, s->crop.bicubic);
+  s->sy = prefetch::kernels::axis_scale(s->crop.height, a.h, a.antialias, s->crop.bicubic);
   s->taps.resize(static_cast<size_t>(a.w));
   int64_t K = kTaps;
   s->xlo = s->crop.width;
@@ -203,6 +203,11 @@ inline void blend_two_pixels(const float* p0, const float* w0, const float* p1, 
   for (int c = 0; c < kC; ++c) acc0[c] = out0[c], acc1[c] = out1[c];
 }
 
+// A bicubic pixel's channels clamped to [0, 255] (resized_crop_taps.h's clamp_pixel).
+inline void clamp_pixels(float* acc, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) acc[c] = prefetch::kernels::clamp_pixel(acc[c]);
+}
+
 // Output row y of the current sample into buf, normalized: w pixels of C channels, interleaved
 // (x major) or planar (channel major).
 template <int kC, int kTaps, bool kInterleave>
@@ -214,6 +219,7 @@ inline void horizontal_pass(const ResizedCropArgs& a, const Scratch& s, float* b
   const int64_t* xfirst = s.xfirst.data();
   const float* xw = s.xw.data();
   const Affine* affine = a.affine;
+  const bool clamp = s.crop.bicubic;
   float acc_fixed[kAcc];
   std::vector<float> acc_any(kC > 0 ? 0 : static_cast<size_t>(C));
   float* acc = kC > 0 ? acc_fixed : acc_any.data();
@@ -226,6 +232,7 @@ inline void horizontal_pass(const ResizedCropArgs& a, const Scratch& s, float* b
       const float* w01 = PREFETCH_RESIZE_PAIRS ? s.xw2.data() + (xo / 2) * K * 8 : nullptr;
       blend_two_pixels<kC, kTaps>(tmp + xfirst[x0] * C, xw + x0 * K, tmp + xfirst[x1] * C, xw + x1 * K, w01,
                                   K, acc, acc1);
+      if (clamp) clamp_pixels(acc, C), clamp_pixels(acc1, C);
       for (int64_t c = 0; c < C; ++c) {
         buf[kInterleave ? xo * C + c : c * w + xo] = acc[c] * affine[c].scale + affine[c].bias;
         buf[kInterleave ? (xo + 1) * C + c : c * w + xo + 1] = acc1[c] * affine[c].scale + affine[c].bias;
@@ -235,6 +242,7 @@ inline void horizontal_pass(const ResizedCropArgs& a, const Scratch& s, float* b
   for (; xo < w; ++xo) {
     const int64_t x = s.crop.hflip ? w - 1 - xo : xo;
     blend_pixel<kC, kTaps>(tmp + xfirst[x] * C, xw + x * K, K, C, acc);
+    if (clamp) clamp_pixels(acc, C);
     for (int64_t c = 0; c < C; ++c) {
       buf[kInterleave ? xo * C + c : c * w + xo] = acc[c] * affine[c].scale + affine[c].bias;
     }
@@ -277,12 +285,17 @@ void dispatch_channels(const ResizedCropArgs& a, int64_t begin, int64_t end) {
   resized_crop_rows<Store, 0, kTaps>(a, begin, end);
 }
 
-// Bilinear has two taps per pixel, a number the loops can unroll; antialias has as many as the
-// downscale needs.
+// Bilinear has two taps per pixel and bicubic four, numbers the loops can unroll; antialias has as
+// many as the downscale needs, and so does a range of rows whose samples mix the two.
 template <typename Store>
 void dispatch_taps(const ResizedCropArgs& a, int64_t begin, int64_t end) {
-  if (a.antialias) return dispatch_channels<Store, 0>(a, begin, end);
-  dispatch_channels<Store, 2>(a, begin, end);
+  if (a.antialias || end <= begin) return dispatch_channels<Store, 0>(a, begin, end);
+  int64_t bicubic = 0;
+  const int64_t first = begin / a.h, last = (end - 1) / a.h;
+  for (int64_t n = first; n <= last; ++n) bicubic += a.bicubic != nullptr && a.bicubic[n] != 0;
+  if (bicubic == 0) return dispatch_channels<Store, 2>(a, begin, end);
+  if (bicubic == last - first + 1) return dispatch_channels<Store, 4>(a, begin, end);
+  dispatch_channels<Store, 0>(a, begin, end);
 }
 
 // The float16 store is defined by each including file: software rounding, or F16C instructions.

@@ -58,8 +58,8 @@ PF_HD void resized_crop_thread(const ResizedCropArgs& a, const ResizedCropLaunch
   const uint32_t y = place.y;
   const int count = place.count;
   const SampleCrop crop = sample_crop(a, place.n);
-  const AxisScale sy = axis_scale(crop.height, a.h, a.antialias);
-  const AxisScale sx = axis_scale(crop.width, a.w, a.antialias);
+  const AxisScale sy = axis_scale(crop.height, a.h, a.antialias, crop.bicubic);
+  const AxisScale sx = axis_scale(crop.width, a.w, a.antialias, crop.bicubic);
   const AxisTaps ty = axis_taps(sy, crop.vflip ? a.h - 1 - y : y);
   uint32_t x = place.x, c = place.c;
   AxisTaps tx;
@@ -71,7 +71,8 @@ PF_HD void resized_crop_thread(const ResizedCropArgs& a, const ResizedCropLaunch
         tx = axis_taps(sx, crop.hflip ? a.w - 1 - x : x);
         tx_column = x;
       }
-      const float v = blend(crop, a.C, sy, ty, sx, tx, c);
+      float v = blend(crop, a.C, sy, ty, sx, tx, c);
+      if (crop.bicubic) v = clamp_pixel(v);
       values[k] = conv(v * affine[c].scale + affine[c].bias);
     }
     if (kChannelsLast) {

@@ -220,13 +220,14 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
                                    at::ArrayRef<double> mean, at::ArrayRef<double> std,
                                    const std::optional<at::Tensor>& hflip,
                                    const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
-                                   bool channels_last, bool antialias) {
+                                   bool channels_last, bool antialias,
+                                   const std::optional<at::Tensor>& bicubic) {
   const char* op = "decode_resized_crop";
   const EncodedBatch b = encoded_batch(op, values, offsets, sizes);
   TORCH_CHECK(mean.size() == 3, op, ": the decoded images are RGB: mean and std need 3 values, got ",
               mean.size());
   ResizedCropPlan plan = plan_resized_crop_output(b.size(), size, mean, std, hflip, vflip, dtype,
-                                                  channels_last, antialias, at::TensorOptions(at::kCPU),
+                                                  channels_last, antialias, bicubic, at::TensorOptions(at::kCPU),
                                                   pooled_empty);
   const std::vector<decode::JpegHeader> headers = headers_of(op, b);
   refuse_image_bombs(op, headers);
@@ -253,6 +254,7 @@ at::Tensor decode_resized_crop_cpu(const at::Tensor& values, const at::Tensor& o
     one.N = 1;
     one.hflip = all.hflip != nullptr ? all.hflip + n : nullptr;
     one.vflip = all.vflip != nullptr ? all.vflip + n : nullptr;
+    one.bicubic = all.bicubic != nullptr ? all.bicubic + n : nullptr;
     one.out = out + n * sample_bytes;
     kernels::resized_crop_cpu(one, 0, one.h);
   });
@@ -279,7 +281,7 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   m.def(
       "decode_resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
       "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
-      "bool channels_last=False, bool antialias=True) -> Tensor");
+      "bool channels_last=False, bool antialias=True, Tensor? bicubic=None) -> Tensor");
   // What this build decodes with (no tensors: one kernel for every backend). Private names;
   // prefetch.built_with_jpeg() and prefetch.ops wrap them.
   m.def("_jpeg_decoder_built() -> bool", &jpeg_decoder_built);

@@ -26,7 +26,7 @@ void check_table_device(const at::Tensor& values, const at::Tensor& t, const cha
               "; each table argument must be on the values' device or on the CPU");
 }
 
-// A flip table as the kernels read it: bool is one byte per element, read as uint8 [N] on
+// A flip (or bicubic) table as the kernels read it: bool is one byte per element, read as uint8 [N] on
 // `device`. A host table for a CUDA kernel travels from a fresh pageable copy: the upload is
 // staged before it returns (no synchronisation), and a later change to the caller's tensor,
 // pinned or not, cannot reach the kernel.
@@ -62,12 +62,14 @@ void check_sample(int64_t n, const int64_t* row, int64_t C, int64_t numel) {
 void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offsets,
                                 const at::Tensor& sizes, const at::Tensor& boxes,
                                 const std::optional<at::Tensor>& hflip,
-                                const std::optional<at::Tensor>& vflip) {
+                                const std::optional<at::Tensor>& vflip,
+                                const std::optional<at::Tensor>& bicubic) {
   check_table_device(values, offsets, "offsets");
   check_table_device(values, sizes, "sizes");
   check_table_device(values, boxes, "boxes");
   if (hflip.has_value()) check_table_device(values, *hflip, "hflip");
   if (vflip.has_value()) check_table_device(values, *vflip, "vflip");
+  if (bicubic.has_value()) check_table_device(values, *bicubic, "bicubic");
 }
 
 namespace {
@@ -75,7 +77,8 @@ namespace {
 // The arguments that shape resized_crop's output, checked; returns C.
 int64_t check_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<double> mean,
                                   at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
-                                  const std::optional<at::Tensor>& vflip, at::ScalarType dtype) {
+                                  const std::optional<at::Tensor>& vflip,
+                                  const std::optional<at::Tensor>& bicubic, at::ScalarType dtype) {
   TORCH_CHECK(size.size() == 2, "resized_crop: size must be (h, w), got ", size.size(), " values: ", size);
   TORCH_CHECK(size[0] >= 1 && size[1] >= 1 && size[0] <= kMaxCrop && size[1] <= kMaxCrop,
               "resized_crop: size must be (h, w) with 1 <= h, w <= ", kMaxCrop, ", got ", size);
@@ -86,6 +89,7 @@ int64_t check_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<
   const int64_t C = static_cast<int64_t>(mean.size());
   check_flip(hflip, "hflip", N);
   check_flip(vflip, "vflip", N);
+  check_flip(bicubic, "bicubic", N);
   check_mean_std(mean, std);
   return C;
 }
@@ -96,14 +100,16 @@ ResizedCropPlan plan_resized_crop_output(int64_t N, at::IntArrayRef size, at::Ar
                                          at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                          const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
                                          bool channels_last, bool antialias,
+                                         const std::optional<at::Tensor>& bicubic,
                                          const at::TensorOptions& options,
                                          const OutputAllocator& allocate) {
-  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, dtype);
+  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, bicubic, dtype);
   ResizedCropPlan plan;
   plan.affine = affine_of(mean, std);
   const at::Device device = options.device();
   if (hflip.has_value()) plan.hflip = flip_bytes(*hflip, device);
   if (vflip.has_value()) plan.vflip = flip_bytes(*vflip, device);
+  if (bicubic.has_value()) plan.bicubic = flip_bytes(*bicubic, device);
   const int64_t h = size[0], w = size[1];
   checked_output_bytes("resized_crop", {N, C, h, w}, dtype);
   plan.out = allocate({N, C, h, w}, options.dtype(dtype),
@@ -111,6 +117,7 @@ ResizedCropPlan plan_resized_crop_output(int64_t N, at::IntArrayRef size, at::Ar
   kernels::ResizedCropArgs& a = plan.args;
   a.hflip = plan.hflip.defined() ? plan.hflip.const_data_ptr<uint8_t>() : nullptr;
   a.vflip = plan.vflip.defined() ? plan.vflip.const_data_ptr<uint8_t>() : nullptr;
+  a.bicubic = plan.bicubic.defined() ? plan.bicubic.const_data_ptr<uint8_t>() : nullptr;
   a.N = N;
   a.C = C;
   a.h = h;
@@ -126,8 +133,9 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
                                   at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                   const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
                                   bool channels_last, bool antialias,
+                                  const std::optional<at::Tensor>& bicubic,
                                   const OutputAllocator& allocate) {
-  check_resized_crop_devices(values, offsets, sizes, boxes, hflip, vflip);
+  check_resized_crop_devices(values, offsets, sizes, boxes, hflip, vflip, bicubic);
   TORCH_CHECK(values.scalar_type() == at::kByte, "resized_crop: values must be uint8, got ",
               values.scalar_type());
   TORCH_CHECK(values.dim() == 1, "resized_crop: values must be 1-D (a Ragged's packed samples), got shape ",
@@ -150,7 +158,7 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
               "resized_crop: boxes must have shape [N, 4] = [", N, ", 4], got ", shape_of(boxes));
   // The output's arguments are checked before the tables are read (a bad size or dtype is
   // reported without a device read); the output is allocated once the boxes are known good.
-  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, dtype);
+  const int64_t C = check_resized_crop_output(N, size, mean, std, hflip, vflip, bicubic, dtype);
 
   // The kernel's table: offsets | sizes | boxes, one row per sample (kernels::SampleField).
   const at::Device device = values.device();
@@ -171,7 +179,7 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
   for (int64_t n = 0; n < N; ++n) check_sample(n, rows + kernels::kSampleFields * n, C, values.numel());
 
   ResizedCropPlan plan = plan_resized_crop_output(N, size, mean, std, hflip, vflip, dtype, channels_last,
-                                                  antialias, values.options(), allocate);
+                                                  antialias, bicubic, values.options(), allocate);
   plan.samples = samples;
   plan.args.values = values.const_data_ptr<uint8_t>();
   plan.args.samples = plan.samples.const_data_ptr<int64_t>();
@@ -184,6 +192,7 @@ std::vector<std::string> arg_problems(const ResizedCropPlan& plan, bool cuda) {
   check_image_output(&p, a, plan.out, a.N, a.C, a.h, a.w, plan.affine.size(), cuda);
   p.require(points_at(a.hflip, plan.hflip), "hflip: not the plan's hflip");
   p.require(points_at(a.vflip, plan.vflip), "vflip: not the plan's vflip");
+  p.require(points_at(a.bicubic, plan.bicubic), "bicubic: not the plan's bicubic");
   // The input half: set by plan_resized_crop; the decoding ops fill it per sample themselves.
   if (plan.samples.defined()) {
     p.require(points_at(a.samples, plan.samples), "samples: not the plan's table");
@@ -207,12 +216,13 @@ at::Tensor resized_crop_cpu(const at::Tensor& values, const at::Tensor& offsets,
                             const at::Tensor& boxes, at::IntArrayRef size, at::ArrayRef<double> mean,
                             at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                             const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
-                            bool channels_last, bool antialias) {
+                            bool channels_last, bool antialias, const std::optional<at::Tensor>& bicubic) {
   return run_cpu(plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip, dtype,
-                                   channels_last, antialias, pooled_empty),
+                                   channels_last, antialias, bicubic, pooled_empty),
                  &kernels::resized_crop_cpu, [](const kernels::ResizedCropArgs& a) {
-                   // A row blends a few input rows of the crop's width and then w * C output
-                   // values: a few hundred rows make a chunk worth a thread.
+                   // A row blends a few input rows (2 to 4, more for an antialiased downscale) of
+                   // the crop's width and then w * C output values: a few hundred rows make a
+                   // chunk worth a thread.
                    return CpuSplit{a.N * a.h, grain_for(16384, a.w * a.C)};
                  });
 }
@@ -221,12 +231,12 @@ py::dict resized_crop_args(const std::string& target, const at::Tensor& values, 
                            const at::Tensor& sizes, const at::Tensor& boxes, std::vector<int64_t> size,
                            std::vector<double> mean, std::vector<double> std, std::optional<at::Tensor> hflip,
                            std::optional<at::Tensor> vflip, at::ScalarType dtype, bool channels_last,
-                           bool antialias, const std::string& drop) {
+                           bool antialias, std::optional<at::Tensor> bicubic, const std::string& drop) {
   return describe_kernel_args(
       target, drop,
       [&] {
         return plan_resized_crop(values, offsets, sizes, boxes, size, mean, std, hflip, vflip, dtype,
-                                 channels_last, antialias);
+                                 channels_last, antialias, bicubic);
       },
       [](kernels::ResizedCropArgs* a, const std::string& field) {
         drop_common(a, field);
@@ -240,6 +250,7 @@ py::dict resized_crop_args(const std::string& target, const at::Tensor& values, 
         d["samples"] = plan.samples.defined() ? py::cast(plan.samples) : py::none();
         d["hflip"] = a.hflip != nullptr;
         d["vflip"] = a.vflip != nullptr;
+        d["bicubic"] = a.bicubic != nullptr;
         d["sizes"] = std::vector<int64_t>{a.N, a.C, a.h, a.w};
         d["strides"] = std::vector<int64_t>{a.oN, a.oC, a.oY, a.oX};
         return d;
@@ -250,7 +261,7 @@ void bind_hook(py::module_& m) {
   using namespace pybind11::literals;
   m.def("_resized_crop_kernel_args", &resized_crop_args, "target"_a, "values"_a, "offsets"_a, "sizes"_a,
         "boxes"_a, "size"_a, "mean"_a, "std"_a, "hflip"_a = py::none(), "vflip"_a = py::none(),
-        "dtype"_a = at::kFloat, "channels_last"_a = false, "antialias"_a = false, "drop"_a = "",
+        "dtype"_a = at::kFloat, "channels_last"_a = false, "antialias"_a = false, "bicubic"_a = py::none(), "drop"_a = "",
         "Test hook: resized_crop's kernel arguments for target 'cpu' or 'cuda', described.");
 }
 
@@ -262,7 +273,7 @@ TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   m.def(
       "resized_crop(Tensor values, Tensor offsets, Tensor sizes, Tensor boxes, int[] size, "
       "float[] mean, float[] std, Tensor? hflip=None, Tensor? vflip=None, ScalarType dtype=float, "
-      "bool channels_last=False, bool antialias=True) -> Tensor");
+      "bool channels_last=False, bool antialias=True, Tensor? bicubic=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) { m.impl("resized_crop", &resized_crop_cpu); }

@@ -22,6 +22,7 @@ struct ResizedCropPlan {
   static constexpr const char* kName = "resized_crop";  // in errors
   at::Tensor samples;           // int64 [N, kSampleFields] on the values' device: what the kernel reads
   at::Tensor hflip, vflip;      // uint8 [N] on the values' device, or undefined
+  at::Tensor bicubic;           // uint8 [N] on the values' device, or undefined (all bilinear)
   std::vector<kernels::Affine> affine;  // host copy; the CUDA path uploads it past kInlineChannels
   at::Tensor out;
   kernels::ResizedCropArgs args;  // pointers filled except `affine`
@@ -32,15 +33,17 @@ struct ResizedCropPlan {
 void check_resized_crop_devices(const at::Tensor& values, const at::Tensor& offsets,
                                 const at::Tensor& sizes, const at::Tensor& boxes,
                                 const std::optional<at::Tensor>& hflip,
-                                const std::optional<at::Tensor>& vflip);
+                                const std::optional<at::Tensor>& vflip,
+                                const std::optional<at::Tensor>& bicubic);
 
-// resized_crop's output half: checks the size, dtype, mean/std and flips of N samples and fills
+// resized_crop's output half: checks the size, dtype, mean/std, flips and bicubic table of N samples and fills
 // a plan's affine table, flips, output (on options' device) and every argument but the input's
 // (values, samples). The decoding ops use it for images they decode themselves.
 ResizedCropPlan plan_resized_crop_output(int64_t N, at::IntArrayRef size, at::ArrayRef<double> mean,
                                          at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                          const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
                                          bool channels_last, bool antialias,
+                                         const std::optional<at::Tensor>& bicubic,
                                          const at::TensorOptions& options,
                                          const OutputAllocator& allocate = default_output);
 
@@ -54,6 +57,7 @@ ResizedCropPlan plan_resized_crop(const at::Tensor& values, const at::Tensor& of
                                   at::ArrayRef<double> std, const std::optional<at::Tensor>& hflip,
                                   const std::optional<at::Tensor>& vflip, at::ScalarType dtype,
                                   bool channels_last, bool antialias,
+                                  const std::optional<at::Tensor>& bicubic,
                                   const OutputAllocator& allocate = default_output);
 
 // What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
