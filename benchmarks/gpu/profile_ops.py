@@ -3,7 +3,7 @@ stage runs this under ``ncu``): the first GPU run measured normalize_flip at 0.3
 copy where 0.85 was predicted, and NOTES.md names the suspects (single-byte loads, occupancy);
 ncu's memory throughput, occupancy and warp stall reasons per launch say which.
 
-    ncu --kernel-name-base demangled -k regex:"normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|LookupThread|ColorJitterThread|histogram_kernel" ... python benchmarks/gpu/profile_ops.py
+    ncu --kernel-name-base demangled -k regex:"normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|GaussianBlur|LookupThread|ColorJitterThread|histogram_kernel" ... python benchmarks/gpu/profile_ops.py
 
 (the ops whose threads are common/launch_plane_rows.cuh's all run `plane_rows_kernel<Thread>`: their
 demangled names tell them apart; color_jitter's grey-sum launches, `grey_sums_kernel`, are left
@@ -47,6 +47,8 @@ def variants(device, n=256, size=224, crop=224, padding=4):
     boxes = torch.tensor([[0, 0, size, size]] * 64, dtype=torch.int64, device=device)
     out.append(("resized_crop 224 -> 176 float32", lambda: prefetch.ops.resized_crop(
         ragged, boxes, (176, 176), MEAN, STD)))
+    out.append(("resized_crop 224 -> 176 float32 bicubic", lambda: prefetch.ops.resized_crop(
+        ragged, boxes, (176, 176), MEAN, STD, interpolation="bicubic")))
     # The policies' kernels, each image its own parameters (the ops bench section times the same).
     out += [(name, call) for name, call, _ in policy_kernels(images)]
     # The self-supervised recipes' blur: 23 taps, each image its own sigma (two launches).

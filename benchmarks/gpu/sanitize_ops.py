@@ -159,6 +159,22 @@ def case_resized_crop(device):
     compare("upscale, boxes on the device",
             resized_crop(dev, small.to(device), 16, MEAN, STD),
             resized_crop(cpu, small, 16, MEAN, STD), TOLERANCE["float32"])
+    # Bicubic: every sample, and a per-sample mix with bilinear (timm's "random"), its table on
+    # the device; down and up (the 4-tap path and the antialias filter's wider support).
+    mixed = torch.tensor([True, False, True, True, False, False])
+    for antialias in (False, True):
+        for dtype in (torch.float32, torch.bfloat16):
+            kw = dict(dtype=dtype, antialias=antialias)
+            name = "bicubic %s%s" % (str(dtype)[6:], " antialias" if antialias else "")
+            compare(name, resized_crop(dev, boxes, (24, 28), MEAN, STD, interpolation="bicubic", **kw),
+                    resized_crop(cpu, boxes, (24, 28), MEAN, STD, interpolation="bicubic", **kw),
+                    TOLERANCE[str(dtype)[6:]])
+            compare(name + " mixed, table on the device",
+                    resized_crop(dev, boxes, (24, 28), MEAN, STD, interpolation=mixed.to(device), **kw),
+                    resized_crop(cpu, boxes, (24, 28), MEAN, STD, interpolation=mixed, **kw),
+                    TOLERANCE[str(dtype)[6:]])
+    compare("bicubic upscale", resized_crop(dev, small, 16, MEAN, STD, interpolation="bicubic"),
+            resized_crop(cpu, small, 16, MEAN, STD, interpolation="bicubic"), TOLERANCE["float32"])
 
 
 def case_affine_warp(device):

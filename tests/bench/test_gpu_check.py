@@ -692,3 +692,21 @@ def test_a_test_past_its_limit_is_ended_and_the_next_tests_still_run(tmp_path):
     assert (tmp_path / "tests.note").read_text() == (
         "2 passed, 0 failed, 1 errors, 0 skipped (3 of 3 collected ran); 1 ended at the test limit "
         "or crashed\n")
+
+
+def test_the_profile_stage_selects_a_kernel_of_every_cuda_op():
+    """ncu counts only the launches its -k regex selects, so --launch-skip/--launch-count (the
+    variants' launches) are off by one for every op whose kernel the regex misses (gaussian_blur's
+    two launches were, on 2026-11-30). Each op directory with a .cu file is named in the regex, as
+    itself (resized_crop) or in its kernels' CamelCase (GaussianBlur...Thread)."""
+    import re
+
+    text = open(os.path.join(ROOT, "benchmarks", "gpu_check.sh")).read()
+    (regex,) = re.findall(r"-k 'regex:([^']*)'", text)
+    alternatives = regex.split("|")
+    ops = sorted({os.path.basename(os.path.dirname(p))
+                  for p in glob.glob(os.path.join(ROOT, "csrc", "kernels", "*", "*.cu"))})
+    assert ops
+    for op in ops:
+        camel = "".join(part.title() for part in op.split("_"))
+        assert any(a.startswith(op) or a.startswith(camel) for a in alternatives), (op, regex)
