@@ -1,0 +1,19 @@
+"""timm's data transforms by their own names and arguments (``timm.data``), compiled into
+prefetch's fused transforms: a timm user ports ``create_transform`` by changing the import.
+
+- :func:`create_transform`: timm's train and eval recipes as one
+  :class:`prefetch.transforms.v2.Compose`;
+- :class:`RandomErasing`: timm's erasing (``const``/``rand``/``pixel`` fills, several boxes,
+  ``num_splits``), each image its own boxes, on the device;
+- :class:`RandomResizedCropAndInterpolation`: timm's window, with its ``"random"`` interpolation.
+
+Not yet: timm's RandAugment, AugMix and AutoAugment strings (refused by name), and its loader
+(``create_loader``, ``PrefetchLoader``).
+"""
+from .random_erasing import RandomErasing
+from .steps import RandomResizedCropAndInterpolation
+from .transforms_factory import (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD,
+                                 create_transform)
+
+__all__ = ["create_transform", "RandomErasing", "RandomResizedCropAndInterpolation",
+           "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]

@@ -1,0 +1,75 @@
+"""timm's steps that :mod:`prefetch.transforms.v2`'s plan places beside torchvision's: timm's
+``RandomResizedCropAndInterpolation`` (its window, with timm's ``"random"`` interpolation) and its
+``RandomErasing`` on the float images. :func:`~prefetch.transforms.timm.create_transform` builds
+its recipes from these and from v2's steps."""
+from typing import Optional, Sequence, Tuple, Union
+
+from .. import arguments
+from ..v2_geometry import RandomResizedCrop as _V2RandomResizedCrop
+from ..v2_plan import Phase, Plan, Spec
+from .random_erasing import RandomErasing
+
+__all__ = ["RandomResizedCropAndInterpolation", "RandomErasingStep"]
+
+
+class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
+    """timm's ``RandomResizedCropAndInterpolation`` (``timm/data/transforms.py``): torchvision's
+    window draw, resized with ``interpolation`` ``"bilinear"``, ``"bicubic"`` or ``"random"``
+    (each image bilinear or bicubic with probability 1/2, as timm draws it per image), always
+    antialiased as PIL's resize, which timm calls, is. FusedAugment's ``random_resized_crop``.
+
+    Args:
+        size: the output ``(h, w)``, or an int for a square.
+        scale: the area's range (timm: (0.08, 1.0)).
+        ratio: the aspect's range, w / h, log-uniform (timm: (3/4, 4/3)).
+        interpolation: ``"bilinear"`` (timm's default), ``"bicubic"`` or ``"random"``.
+
+    Raises:
+        ValueError: as v2's ``RandomResizedCrop``, or another interpolation (timm's
+            ``"nearest"``, ``"lanczos"``, ``"box"``, ``"hamming"`` are not compiled).
+    """
+
+    def __init__(self, size: Union[int, Sequence[int]], scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), interpolation: str = "bilinear"):
+        super().__init__(size, scale=scale, ratio=ratio)
+        name = getattr(interpolation, "value", interpolation)
+        expected = "'bilinear', 'bicubic' or 'random'"
+        if not isinstance(name, str):
+            arguments.fail("RandomResizedCropAndInterpolation", "interpolation", expected,
+                           interpolation, arguments.ArgumentTypeError)
+        self.interpolation = arguments.one_of("RandomResizedCropAndInterpolation", "interpolation",
+                                              name.lower(), ("bilinear", "bicubic", "random"), expected)
+
+
+class RandomErasingStep(Spec):
+    """timm's ``RandomErasing`` as a recipe step, after the normalisation
+    (:class:`prefetch.transforms.timm.RandomErasing`, each image its own boxes).
+
+    Args:
+        probability, mode, max_count, num_splits: timm's ``RandomErasing`` arguments (the other
+            ones at timm's defaults, as ``create_transform`` builds it).
+
+    Raises:
+        ValueError: as that RandomErasing refuses them.
+    """
+
+    phase = Phase.ERASE
+    after = Phase.CONVERT
+    rule = ("RandomErasing comes after ToDtype (and Normalize), on the float images, before "
+            "MixUp/CutMix")
+
+    def __init__(self, probability: float = 0.5, mode: str = "const",
+                 max_count: Optional[int] = None, num_splits: int = 0):
+        checked = RandomErasing(probability, mode=mode, max_count=max_count, num_splits=num_splits,
+                                seed=0)
+        self.probability, self.mode = checked.probability, checked.mode
+        self.max_count, self.num_splits = checked.max_count, checked.num_splits
+
+    def __repr__(self):
+        return "RandomErasing(probability=%g, mode=%r, max_count=%d, num_splits=%d)" % (
+            self.probability, self.mode, self.max_count, self.num_splits)
+
+    def contribute(self, plan: Plan) -> None:
+        plan.add_stage(lambda seed: RandomErasing(
+            self.probability, mode=self.mode, max_count=self.max_count, num_splits=self.num_splits,
+            seed=seed, image_key=plan.image_key, layout="NCHW"))
