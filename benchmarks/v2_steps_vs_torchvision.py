@@ -7,7 +7,9 @@ Steps: AugMix() (torchvision's defaults), RandomAffine(15, translate=(0.1, 0.1),
 shear=5), RandomRotation(30, bilinear), GaussianBlur(23, (0.1, 2.0)) (SimCLR's and BYOL's blur for
 224-pixel views), and the self-supervised colour view
 [RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), RandomGrayscale(0.2),
-RandomSolarize(128, p=0.2)]. Both sides draw their own parameters from the same distributions, so
+RandomSolarize(128, p=0.2)], and the window RandomResizedCrop(224, BICUBIC) (DeiT's and timm's;
+on --window-size images, antialias=True as torchvision's default; prefetch's side FusedAugment
+with uint8 output, the same pixels as torchvision's). Both sides draw their own parameters from the same distributions, so
 the work is the same in distribution, not draw for draw (each side's exactness: the tests). A
 batch of uint8 [N, 3, S, S] images; rounds interleaved (prefetch, torchvision, prefetch, ...),
 median (min-max) of --rounds. torchvision is a benchmark peer, never a dependency: its pure-Python
@@ -15,7 +17,7 @@ transforms are imported with torch.library.register_fake stubbed (its native ops
 that does not load next to a CPU torch); without it the script says so and stops.
 
 Run: python benchmarks/v2_steps_vs_torchvision.py [--batch 64] [--size 176] [--threads N]
-[--rounds 7] [--steps NAME,...] [--out FILE.json]
+[--rounds 7] [--window-size 320] [--steps NAME,...] [--out FILE.json]
 """
 import argparse
 import json
@@ -54,6 +56,28 @@ def steps(lib):
     }
 
 
+# The windows: a step that resizes, so its input is larger than its output.
+WINDOWS = ("RandomResizedCrop bicubic",)
+
+
+def window_calls(tv, window_size):
+    """prefetch's and torchvision's calls of a window row, on their own uint8 batch."""
+    from prefetch import FusedAugment
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 256, (64, 3, window_size, window_size), dtype=torch.uint8, generator=g)
+    nhwc = x.permute(0, 2, 3, 1).contiguous()
+    ours = FusedAugment([0.0] * 3, [1 / 255] * 3, random_resized_crop=224, interpolation="bicubic",
+                        hflip=0.0, dtype=torch.uint8)
+    calls = [0]
+
+    def run():
+        calls[0] += 1
+        return ours.apply((nhwc,), BatchPosition(0, calls[0], 0))[0]
+    theirs = tv.RandomResizedCrop(224, interpolation=tv.InterpolationMode.BICUBIC, antialias=True)
+    return x.shape[0], run, torchvision_call([theirs], x)
+
+
 def prefetch_call(spec_steps, x):
     """The compiled stages of the steps, applied in turn to the batch (a new position a call)."""
     stages = [s.policy(k) for k, s in enumerate(spec_steps)]
@@ -79,6 +103,8 @@ def main():
     ap.add_argument("--size", type=int, default=176)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--window-size", type=int, default=320,
+                    help="the window rows' input side (the output is 224)")
     ap.add_argument("--steps", help="comma-separated step names (default: all)")
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -89,14 +115,19 @@ def main():
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (args.batch, 3, args.size, args.size), dtype=torch.uint8, generator=g)
     rows = {}
-    chosen = steps(P)
+    chosen = dict(steps(P), **{name: None for name in WINDOWS})
     if args.steps:
         unknown = set(args.steps.split(",")) - set(chosen)
         if unknown:
             raise SystemExit("unknown steps %s; the steps: %s" % (sorted(unknown), ", ".join(chosen)))
         chosen = {k: v for k, v in chosen.items() if k in args.steps.split(",")}
     for name, ours in chosen.items():
-        calls = {"prefetch": prefetch_call(ours, x), "torchvision loop": torchvision_call(steps(tv)[name], x)}
+        batch = args.batch
+        if name in WINDOWS:
+            batch, mine, theirs = window_calls(tv, args.window_size)
+            calls = {"prefetch": mine, "torchvision loop": theirs}
+        else:
+            calls = {"prefetch": prefetch_call(ours, x), "torchvision loop": torchvision_call(steps(tv)[name], x)}
         for fn in calls.values():  # warm-up
             fn()
         seconds = {k: [] for k in calls}
@@ -106,9 +137,11 @@ def main():
                 fn()
                 seconds[k].append(time.perf_counter() - t0)
         ratios = [b / a for a, b in zip(seconds["prefetch"], seconds["torchvision loop"])]
-        rows[name] = {k: {"images_per_s": args.batch / statistics.median(v),
-                          "images_per_s_range": [args.batch / max(v), args.batch / min(v)]}
+        rows[name] = {k: {"images_per_s": batch / statistics.median(v),
+                          "images_per_s_range": [batch / max(v), batch / min(v)]}
                       for k, v in seconds.items()}
+        if name in WINDOWS:
+            rows[name]["input"] = [batch, 3, args.window_size, args.window_size]
         rows[name]["ratio"] = statistics.median(ratios)
         rows[name]["ratio_range"] = [min(ratios), max(ratios)]
         print("%-16s prefetch %8.0f img/s  torchvision loop %7.0f img/s  ratio %.1fx (%.1f-%.1f)" % (
@@ -117,7 +150,8 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
                                 capture_output=True, text=True).stdout.strip())
-    result = {"rows": rows, "batch": args.batch, "size": args.size, "threads": args.threads,
+    result = {"rows": rows, "batch": args.batch, "size": args.size, "window_size": args.window_size,
+              "threads": args.threads,
               "rounds": args.rounds, "commit": commit, "dirty": dirty, "torch": torch.__version__,
               "torchvision": tv.__name__ and __import__("torchvision").__version__,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
