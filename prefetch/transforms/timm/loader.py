@@ -1,0 +1,187 @@
+"""timm's ``create_loader`` (``timm/data/loader.py``) with timm's arguments, over a
+:class:`prefetch.Prefetcher`: the dataset's workers only read each image into uint8 pixels, and
+the compiled recipe (:func:`~prefetch.transforms.timm.create_transform`) runs on whole batches
+where the loader copies them. The loader it returns has the attributes timm's ``train.py`` reads
+off timm's ``PrefetchLoader`` (``mixup_enabled``, ``sampler``, ``batch_sampler``, ``dataset``,
+``len()``)."""
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ...collate import samples as collate_samples
+from ...prefetcher import Prefetcher
+from ..compose import Compose
+from ..mixup import MixUpCutMix
+from .transforms_factory import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, create_transform
+
+__all__ = ["create_loader", "PrefetchLoader", "image_to_uint8"]
+
+
+def image_to_uint8(image: Any) -> torch.Tensor:
+    """What the dataset's workers do in place of timm's transform: a PIL image (or an HWC
+    ndarray) as an HWC uint8 tensor, ``[H, W, C]``, for the batched recipe. Module level, so
+    spawned workers pickle it.
+
+    Raises:
+        TypeError: neither a PIL image nor an ndarray/tensor of uint8 ``[H, W, C]`` or ``[H, W]``.
+    """
+    if isinstance(image, torch.Tensor):
+        array = image
+    else:
+        array = torch.from_numpy(np.array(image, copy=True))
+    if array.dtype != torch.uint8 or array.dim() not in (2, 3):
+        raise TypeError("prefetch.transforms.timm: the dataset's image must be a PIL image or a uint8 "
+                        "[H, W, C] array, got %s of shape %s" % (array.dtype, list(array.shape)))
+    return array if array.dim() == 3 else array.unsqueeze(-1)
+
+
+class _SwitchableMix(MixUpCutMix):
+    """timm's Mixup with its ``mixup_enabled`` switch: off, nothing is mixed and the labels are
+    its smoothed one-hot targets (timm's ``FastCollateMixup`` with ``lam = 1``)."""
+
+    mixup_enabled = True
+
+    def params(self, n, height, width, epoch=0, index=0, rank=0):
+        if not self.mixup_enabled:
+            return np.ones(n, dtype=np.float64), np.zeros(n, dtype=bool), np.zeros((n, 4), dtype=np.int64)
+        return super().params(n, height, width, epoch, index, rank)
+
+
+def _mix_from_timm(collate_fn) -> Optional[_SwitchableMix]:
+    """timm's ``FastCollateMixup``/``Mixup`` (read by its attributes) as prefetch's MixUpCutMix,
+    which equals it (tests/transforms/test_mixup.py); None for no collate_fn. Another collate_fn
+    is refused: the batches are collated by prefetch.collate.samples."""
+    if collate_fn is None:
+        return None
+    names = ("mixup_alpha", "cutmix_alpha", "cutmix_minmax", "mix_prob", "switch_prob", "mode",
+             "correct_lam", "label_smoothing", "num_classes")
+    if not all(hasattr(collate_fn, a) for a in names):
+        raise ValueError("prefetch.transforms.timm.create_loader: collate_fn must be None or timm's "
+                         "FastCollateMixup/Mixup (compiled into prefetch's MixUpCutMix); the batches "
+                         "are collated by prefetch.collate.samples, got %r" % (collate_fn,))
+    mix = _SwitchableMix(num_classes=collate_fn.num_classes, mixup_alpha=collate_fn.mixup_alpha,
+                         cutmix_alpha=collate_fn.cutmix_alpha, cutmix_minmax=collate_fn.cutmix_minmax,
+                         prob=collate_fn.mix_prob, switch_prob=collate_fn.switch_prob,
+                         mode=collate_fn.mode, correct_lam=collate_fn.correct_lam,
+                         label_smoothing=collate_fn.label_smoothing)
+    mix.mixup_enabled = bool(getattr(collate_fn, "mixup_enabled", True))
+    return mix
+
+
+class PrefetchLoader(Prefetcher):
+    """A :class:`prefetch.Prefetcher` with timm's ``PrefetchLoader`` attributes: ``mixup_enabled``
+    (the compiled Mixup's switch; False without one), and the DataLoader's ``sampler``,
+    ``batch_sampler``, ``dataset`` and ``len()``. :func:`create_loader` builds it.
+
+    Args:
+        loader: the DataLoader (``collate_fn=prefetch.collate.samples``).
+        mix: the compiled Mixup, or None.
+        **kwargs: :class:`prefetch.Prefetcher`'s (``device``, ``transform``, ...).
+    """
+
+    def __init__(self, loader: torch.utils.data.DataLoader, *, mix: Optional[_SwitchableMix] = None,
+                 **kwargs: Any) -> None:
+        self._mix = mix
+        super().__init__(loader, **kwargs)
+
+    @property
+    def mixup_enabled(self) -> bool:
+        """timm's switch of the batch mix (train.py turns it off at ``mixup_off_epoch``)."""
+        return self._mix is not None and self._mix.mixup_enabled
+
+    @mixup_enabled.setter
+    def mixup_enabled(self, value: bool) -> None:
+        if self._mix is not None:
+            self._mix.mixup_enabled = bool(value)
+
+
+def create_loader(dataset: torch.utils.data.Dataset,
+                  input_size: Union[int, Tuple[int, int], Tuple[int, int, int]], batch_size: int,
+                  is_training: bool = False, no_aug: bool = False, re_prob: float = 0.0,
+                  re_mode: str = "const", re_count: int = 1, re_split: bool = False,
+                  scale: Optional[Tuple[float, float]] = None,
+                  ratio: Optional[Tuple[float, float]] = None, hflip: float = 0.5, vflip: float = 0.0,
+                  color_jitter: Union[float, Sequence[float], None] = 0.4,
+                  auto_augment: Optional[str] = None, num_aug_repeats: int = 0,
+                  num_aug_splits: int = 0, interpolation: str = "bilinear",
+                  mean: Sequence[float] = IMAGENET_DEFAULT_MEAN,
+                  std: Sequence[float] = IMAGENET_DEFAULT_STD, num_workers: int = 1,
+                  distributed: bool = False, crop_pct: Optional[float] = None,
+                  crop_mode: Optional[str] = None, collate_fn: Optional[Callable] = None,
+                  pin_memory: bool = False, fp16: bool = False,
+                  img_dtype: torch.dtype = torch.float32,
+                  device: Union[torch.device, str, None] = None, use_prefetcher: bool = True,
+                  use_multi_epochs_loader: bool = False, persistent_workers: bool = True,
+                  worker_seeding: str = "all", *, seed: Optional[int] = None,
+                  **transform_kwargs: Any) -> PrefetchLoader:
+    """timm's ``create_loader`` over a Prefetcher: the DataLoader timm would build (its sampler,
+    shuffle, ``drop_last`` for training, workers), its dataset's ``transform`` set to
+    :func:`image_to_uint8`, and timm's transforms compiled into one recipe run on whole batches
+    on ``device`` (:func:`create_transform`), the random erasing included (timm's
+    ``PrefetchLoader`` erases; here the recipe does) and timm's ``FastCollateMixup`` given as
+    ``collate_fn`` compiled into prefetch's ``MixUpCutMix`` after it.
+
+    Args:
+        dataset: a map-style dataset with a ``transform`` attribute applied to each image (timm's
+            ``ImageDataset``), yielding ``(image, target)``.
+        input_size, batch_size, is_training, no_aug, re_prob, re_mode, re_count, re_split,
+            scale, ratio, hflip, vflip, color_jitter, auto_augment, interpolation, mean, std,
+            num_workers, distributed, crop_pct, crop_mode, collate_fn, pin_memory, fp16,
+            img_dtype, device, persistent_workers: timm's (``device`` None: the current CUDA
+            device when there is one, else the CPU; ``pin_memory`` is moot: the ring is pinned).
+        use_prefetcher: True (timm's default); False is refused (that loader is timm's own).
+        num_aug_repeats, num_aug_splits, use_multi_epochs_loader: timm's defaults only.
+        worker_seeding: accepted; the workers draw nothing (every draw is the recipe's).
+        seed: the recipe's and the mix's draws are a function of ``(seed, rank, epoch, batch
+            index)``; None draws one (the loader's state saves it).
+        **transform_kwargs: the rest of :func:`create_transform`'s keywords (``color_jitter_prob``,
+            ``grayscale_prob``, ``gaussian_blur_prob``, ``decode``, ...).
+
+    Returns:
+        PrefetchLoader: yields ``(images, targets)`` on ``device``: images ``[N, C, h, w]`` of
+        ``img_dtype`` (float16 with ``fp16``), targets as the dataset's (timm's mixed soft targets
+        with a Mixup).
+
+    Raises:
+        ValueError: an argument this port does not compile (:func:`create_transform`'s refusals,
+            ``use_prefetcher=False``, ``num_aug_splits``, ``num_aug_repeats``,
+            ``use_multi_epochs_loader``, a collate_fn that is not timm's Mixup); TypeError: a
+            dataset without ``transform``.
+    """
+    where = "prefetch.transforms.timm.create_loader"
+    if not use_prefetcher:
+        raise ValueError("%s: use_prefetcher=False is timm's own loader; this port is its prefetcher "
+                         "(use timm's create_loader for the other)" % where)
+    for name, value in (("num_aug_splits", num_aug_splits), ("num_aug_repeats", num_aug_repeats)):
+        if value:
+            raise ValueError("%s: %s=%r is not compiled (AugMix's split batches and repeated "
+                             "augmentation)" % (where, name, value))
+    if use_multi_epochs_loader:
+        raise ValueError("%s: use_multi_epochs_loader is not needed: pass persistent_workers=True "
+                         "(the Prefetcher's ring keeps its workers)" % where)
+    if not hasattr(dataset, "transform"):
+        raise TypeError("%s: the dataset (%s) has no transform attribute to set: timm's ImageDataset "
+                        "has one; give yours one that its __getitem__ applies to the image"
+                        % (where, type(dataset).__name__))
+    dtype = torch.float16 if fp16 else img_dtype
+    recipe = create_transform(input_size, is_training=is_training, no_aug=no_aug, scale=scale,
+                              ratio=ratio, hflip=hflip, vflip=vflip, color_jitter=color_jitter,
+                              auto_augment=auto_augment, interpolation=interpolation, mean=mean,
+                              std=std, re_prob=re_prob, re_mode=re_mode, re_count=re_count,
+                              re_num_splits=2 if re_split else 0, crop_pct=crop_pct,
+                              crop_mode=crop_mode, use_prefetcher=False, seed=seed, dtype=dtype,
+                              **transform_kwargs)
+    mix = _mix_from_timm(collate_fn)
+    transform = recipe if mix is None else Compose([recipe, mix])
+    dataset.transform = image_to_uint8
+    sampler = None
+    if distributed:
+        # timm's OrderedDistributedSampler for eval gives each rank a contiguous run; this gives
+        # every rank-th sample, padded to equal counts the same way.
+        sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=is_training)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=is_training and sampler is None, sampler=sampler,
+        drop_last=is_training, num_workers=num_workers, collate_fn=collate_samples,
+        persistent_workers=persistent_workers and num_workers > 0)
+    return PrefetchLoader(loader, mix=mix, device=device, transform=transform)
