@@ -9,7 +9,8 @@
 # It runs build, tests (every CUDA test on the current code, 60 s a test, the stage bounded only
 # by what is left of the budget), sanitize_changed (compute-sanitizer on the kernels and copy
 # paths changed since their last clean run), bench_fair (the fair sections with new code or no
-# fair figure yet, N = the cores), nccl (2 NCCL ranks, if time is left) under --budget 560:
+# fair figure yet, N = the cores) under --budget 560 (nccl is not in it: 2 NCCL ranks need 2 GPUs,
+# and on this one-GPU machine NCCL refuses them, "Duplicate GPU detected", 2026-11-30):
 # start-up ~60 s + transfers ~15 s + at most 590 s = 665 s. `bash benchmarks/gpu_check.sh --plan
 # focused --list` prints the arithmetic. Then give_back at once. The one exception: a section the
 # call did not reach can follow in a second call sent AT ONCE, prepared beforehand, because the
@@ -17,7 +18,7 @@
 # On 2026-11-29 the session read the results first, the machine had gone back, and a fresh one
 # (~35 s) built again (130-140 s) and got nowhere; on 2026-11-30 a second call sent at once found
 # it warm, the build up to date (6 s), and ran the unfinished section:
-#     GPU_CHECK_FAIR_SECTIONS=workers bash benchmarks/gpu_check.sh --pack --budget 240 build,bench_fair,nccl
+#     GPU_CHECK_FAIR_SECTIONS=workers bash benchmarks/gpu_check.sh --pack --budget 240 build,bench_fair
 # (name the sections the first call's output says were not reached), then give_back. A section or
 # target no call reached is what the next lent session's focused call runs first: the clean runs
 # it records let that call skip what this one finished. Commit what came back: $OUT/summary.json
@@ -27,7 +28,7 @@
 #
 #   bash benchmarks/gpu_check.sh [options] [STAGES]      STAGES: comma-separated, default
 #                                                        build,tests,sanitize,memory,ddp,bench
-#   --plan focused the stages build,tests,sanitize_changed,bench_fair,nccl, --budget 560 unless
+#   --plan focused the stages build,tests,sanitize_changed,bench_fair, --budget 560 unless
 #                  given, and the tests stage's limit is all that is left of the budget
 #   --cpu          CPU mode (also automatic when torch sees no GPU): the same preflight, order,
 #                  limits and files; each stage runs its CPU path or says "skipped (no GPU)"
@@ -440,7 +441,8 @@ usage() { sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; }
 ALL_STAGES=build,tests,sanitize,sanitize_changed,memory,ddp,bench,bench_fair,nccl,profile,suite
 
 # The focused plan: what a lent GPU's first call runs (the header says how to call it).
-FOCUSED_STAGES=build,tests,sanitize_changed,bench_fair,nccl
+# (nccl left out: it needs 2 GPUs; one GPU only records NCCL's refusal, 25 s of device time.)
+FOCUSED_STAGES=build,tests,sanitize_changed,bench_fair
 FOCUSED_BUDGET=560     # seconds of the script itself
 FOCUSED_TIMEOUT=590    # the device call's timeout_s: the budget, the last stage's kill-after and packing
 STARTUP_S=60           # device time before the command starts: a machine's start (30-60 s seen)

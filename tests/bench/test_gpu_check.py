@@ -359,9 +359,8 @@ def plan_figures():
 
 def test_focused_plan_runs_what_changed_in_order_and_fits_the_lease_in_one_call():
     head, stages, f = plan_figures()
-    assert head == "plan focused build,tests,sanitize_changed,bench_fair,nccl"
-    assert [s[0] for s in stages] == ["preflight", "build", "tests", "sanitize_changed", "bench_fair",
-                                      "nccl"]
+    assert head == "plan focused build,tests,sanitize_changed,bench_fair"
+    assert [s[0] for s in stages] == ["preflight", "build", "tests", "sanitize_changed", "bench_fair"]
     # The tests stage has no limit of its own that could cut it short (the last one ran 82 of 290
     # tests in its 60 s): all that is left of the budget, and a limit per test.
     limits = {name: limit for name, limit, _ in stages}
@@ -397,10 +396,10 @@ def test_focused_plan_in_cpu_mode_runs_each_stages_cpu_path_and_records_the_comm
     summary = json.loads((out / "summary.json").read_text())
     assert summary["plan"] == "focused" and summary["budget_s"] == plan_figures()[2]["budget_s"]
     stages = {s["stage"]: s for s in summary["stages"]}
-    assert list(stages) == ["preflight", "build", "tests", "sanitize_changed", "bench_fair", "nccl"]
+    assert list(stages) == ["preflight", "build", "tests", "sanitize_changed", "bench_fair"]
     commit = head_of(ROOT)
     assert {s["commit"] for s in summary["stages"]} == {commit}
-    for name in ("build", "nccl"):
+    for name in ("build",):
         assert stages[name]["status"] == "skipped" and "no GPU" in stages[name]["note"], stages[name]
     assert "all that is left of --budget" in stages["tests"]["note"]
     assert "no GPU: collected" in stages["tests"]["note"]
