@@ -35,7 +35,8 @@ LAYERS = [
     # the public modules
     {"prefetch", "prefetch.prefetcher", "prefetch.array_loader", "prefetch.lightning",
      "prefetch.store", "prefetch.pack", "prefetch.bench", "prefetch.info", "prefetch.ray",
-     "prefetch.crop_boxes", "prefetch.errors", "prefetch.ragged", "prefetch.samples"},
+     "prefetch.crop_boxes", "prefetch.errors", "prefetch.ragged", "prefetch.samples",
+     "prefetch.timm"},
 ]
 
 #: (importer, imported) pairs allowed to cross a package boundary with a private name: the

@@ -12,7 +12,7 @@
 #pragma once
 // ATen and torch's pybind11 casters (at::Tensor, ScalarType, optional), not <torch/extension.h>:
 // that one header pulls in the whole C++ frontend (torch/all.h) and doubled each op file's compile
-// time (sharpness.cpp: 44 s against 24.5 s), eleven files in each of CI's three builds.
+// time (one op's file: 44 s against 24.5 s), eleven files in each of CI's three builds.
 #include <ATen/ATen.h>
 #include <torch/csrc/utils/pybind.h>
 

@@ -1,21 +1,27 @@
-"""timm's ``create_loader`` (``timm/data/loader.py``) with timm's arguments, over a
-:class:`prefetch.Prefetcher`: the dataset's workers only read each image into uint8 pixels, and
-the compiled recipe (:func:`~prefetch.transforms.timm.create_transform`) runs on whole batches
-where the loader copies them. The loader it returns has the attributes timm's ``train.py`` reads
-off timm's ``PrefetchLoader`` (``mixup_enabled``, ``sampler``, ``batch_sampler``, ``dataset``,
-``len()``)."""
+"""timm's data loading by its own names: ``from prefetch.timm import create_loader,
+create_transform`` in place of ``from timm.data import ...``.
+
+:func:`create_loader` takes timm's ``create_loader`` arguments (``timm/data/loader.py``) and
+builds a :class:`prefetch.Prefetcher`: the dataset's workers only read each image into uint8
+pixels, and the compiled recipe (:func:`prefetch.transforms.timm.create_transform`) runs on whole
+batches where the loader copies them. The loader it returns has the attributes timm's
+``train.py`` reads off timm's ``PrefetchLoader`` (``mixup_enabled``, ``sampler``,
+``batch_sampler``, ``dataset``, ``len()``). The transforms themselves are in
+:mod:`prefetch.transforms.timm`."""
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
-from ...collate import samples as collate_samples
-from ...prefetcher import Prefetcher
-from ..compose import Compose
-from ..mixup import MixUpCutMix
-from .transforms_factory import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, create_transform
+from .collate import samples as collate_samples
+from .prefetcher import Prefetcher
+from .transforms.compose import Compose
+from .transforms.mixup import MixUpCutMix
+from .transforms.timm import (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD,
+                              RandomErasing, create_transform)
 
-__all__ = ["create_loader", "PrefetchLoader", "image_to_uint8"]
+__all__ = ["create_loader", "create_transform", "PrefetchLoader", "RandomErasing",
+           "image_to_uint8", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
 
 
 def image_to_uint8(image: Any) -> torch.Tensor:
@@ -31,7 +37,7 @@ def image_to_uint8(image: Any) -> torch.Tensor:
     else:
         array = torch.from_numpy(np.array(image, copy=True))
     if array.dtype != torch.uint8 or array.dim() not in (2, 3):
-        raise TypeError("prefetch.transforms.timm: the dataset's image must be a PIL image or a uint8 "
+        raise TypeError("prefetch.timm: the dataset's image must be a PIL image or a uint8 "
                         "[H, W, C] array, got %s of shape %s" % (array.dtype, list(array.shape)))
     return array if array.dim() == 3 else array.unsqueeze(-1)
 
@@ -57,7 +63,7 @@ def _mix_from_timm(collate_fn) -> Optional[_SwitchableMix]:
     names = ("mixup_alpha", "cutmix_alpha", "cutmix_minmax", "mix_prob", "switch_prob", "mode",
              "correct_lam", "label_smoothing", "num_classes")
     if not all(hasattr(collate_fn, a) for a in names):
-        raise ValueError("prefetch.transforms.timm.create_loader: collate_fn must be None or timm's "
+        raise ValueError("prefetch.timm.create_loader: collate_fn must be None or timm's "
                          "FastCollateMixup/Mixup (compiled into prefetch's MixUpCutMix); the batches "
                          "are collated by prefetch.collate.samples, got %r" % (collate_fn,))
     mix = _SwitchableMix(num_classes=collate_fn.num_classes, mixup_alpha=collate_fn.mixup_alpha,
@@ -149,7 +155,7 @@ def create_loader(dataset: torch.utils.data.Dataset,
             ``use_multi_epochs_loader``, a collate_fn that is not timm's Mixup); TypeError: a
             dataset without ``transform``.
     """
-    where = "prefetch.transforms.timm.create_loader"
+    where = "prefetch.timm.create_loader"
     if not use_prefetcher:
         raise ValueError("%s: use_prefetcher=False is timm's own loader; this port is its prefetcher "
                          "(use timm's create_loader for the other)" % where)

@@ -1,4 +1,4 @@
-"""prefetch.transforms.timm.create_loader: timm's create_loader arguments over a Prefetcher. Its
+"""prefetch.timm.create_loader: timm's create_loader arguments over a Prefetcher. Its
 batches equal the compiled recipe applied to the dataset's images read in order; timm's
 FastCollateMixup (its attributes) becomes prefetch's MixUpCutMix with timm's mixup_enabled
 switch; the attributes timm's train.py reads are there; what is not compiled is refused."""
@@ -10,7 +10,7 @@ import torch
 
 import prefetch
 from prefetch.transforms import BatchPosition
-from prefetch.transforms.timm import PrefetchLoader, create_loader, create_transform, image_to_uint8
+from prefetch.timm import PrefetchLoader, create_loader, create_transform, image_to_uint8
 
 Image = pytest.importorskip("PIL.Image")
 
