@@ -60,21 +60,26 @@ def steps(lib):
 WINDOWS = ("RandomResizedCrop bicubic",)
 
 
-def window_calls(tv, window_size):
-    """prefetch's and torchvision's calls of a window row, on their own uint8 batch."""
+WINDOW_OUTPUT = 224
+
+
+def window_calls(tv, window_size, batch):
+    """prefetch's and torchvision's calls of a window row, on their own uint8 batch of ``batch``
+    images of ``window_size``², resized to ``WINDOW_OUTPUT``²."""
     from prefetch import FusedAugment
 
     g = torch.Generator().manual_seed(1)
-    x = torch.randint(0, 256, (64, 3, window_size, window_size), dtype=torch.uint8, generator=g)
+    x = torch.randint(0, 256, (batch, 3, window_size, window_size), dtype=torch.uint8, generator=g)
     nhwc = x.permute(0, 2, 3, 1).contiguous()
-    ours = FusedAugment([0.0] * 3, [1 / 255] * 3, random_resized_crop=224, interpolation="bicubic",
+    ours = FusedAugment([0.0] * 3, [1 / 255] * 3, random_resized_crop=WINDOW_OUTPUT, interpolation="bicubic",
                         hflip=0.0, dtype=torch.uint8)
     calls = [0]
 
     def run():
         calls[0] += 1
         return ours.apply((nhwc,), BatchPosition(0, calls[0], 0))[0]
-    theirs = tv.RandomResizedCrop(224, interpolation=tv.InterpolationMode.BICUBIC, antialias=True)
+    theirs = tv.RandomResizedCrop(WINDOW_OUTPUT, interpolation=tv.InterpolationMode.BICUBIC,
+                                  antialias=True)
     return x.shape[0], run, torchvision_call([theirs], x)
 
 
@@ -124,7 +129,7 @@ def main():
     for name, ours in chosen.items():
         batch = args.batch
         if name in WINDOWS:
-            batch, mine, theirs = window_calls(tv, args.window_size)
+            batch, mine, theirs = window_calls(tv, args.window_size, args.batch)
             calls = {"prefetch": mine, "torchvision loop": theirs}
         else:
             calls = {"prefetch": prefetch_call(ours, x), "torchvision loop": torchvision_call(steps(tv)[name], x)}
@@ -140,8 +145,9 @@ def main():
         rows[name] = {k: {"images_per_s": batch / statistics.median(v),
                           "images_per_s_range": [batch / max(v), batch / min(v)]}
                       for k, v in seconds.items()}
-        if name in WINDOWS:
+        if name in WINDOWS:  # (its own input and output sizes, not --size)
             rows[name]["input"] = [batch, 3, args.window_size, args.window_size]
+            rows[name]["output"] = [batch, 3, WINDOW_OUTPUT, WINDOW_OUTPUT]
         rows[name]["ratio"] = statistics.median(ratios)
         rows[name]["ratio_range"] = [min(ratios), max(ratios)]
         print("%-16s prefetch %8.0f img/s  torchvision loop %7.0f img/s  ratio %.1fx (%.1f-%.1f)" % (

@@ -103,3 +103,37 @@ def test_docs_custom_ops_lists_at_most_three_shared_files_a_new_op_touches():
         path = next(ROOT / p for p in re.findall(r"`([^`\s]+\.(?:py|md))`", bullet) if (ROOT / p).is_file())
         text = path.read_text()
         assert all(op in text for op in ("sharpness", "lookup", "affine_warp")), path
+
+
+def _project_includes(path):
+    return re.findall(r'^#include "([^"]+)"', path.read_text(), re.M)
+
+
+def test_no_shared_header_is_first_compiled_inside_a_target_pragma():
+    """An inline function with external linkage compiled in a baseline file and, first seen inside
+    ``#pragma GCC target("avx2...")``, in an AVX2/AVX-512 file is one symbol with two bodies: the
+    linker keeps either, and a CPU without AVX2 may run the AVX2 one (resized_crop_taps.h was, until
+    2026-11-30). Every project header that such a file (or the ``*_cpu_impl.h`` it includes in the
+    pragma) brings in must be included before the pragma, unless it has internal linkage
+    (``namespace {``) or is the impl itself."""
+    problems = []
+    for path in sorted(KERNELS.glob("*/*_avx*.cpp")):
+        text = path.read_text()
+        cut = text.find("#pragma GCC target")
+        assert cut > 0, path
+        before = set(re.findall(r'^#include "([^"]+)"', text[:cut], re.M))
+        inside = re.findall(r'^#include "([^"]+)"', text[cut:], re.M)
+        seen = set()
+        while inside:
+            header = inside.pop()
+            if header in seen:
+                continue
+            seen.add(header)
+            source = KERNELS / header
+            if header.endswith("_cpu_impl.h"):
+                inside += _project_includes(source)
+                continue
+            if header in before or "namespace {" in source.read_text():
+                continue
+            problems.append("%s: %s first included inside the target pragma" % (path.relative_to(ROOT), header))
+    assert problems == []

@@ -128,15 +128,20 @@ struct Sample {
   bool hflip, vflip;
 };
 
-// Which samples are bicubic: none (no table), all, or every other one (a mixed batch).
-enum class Cubic { kNone, kAll, kMixed };
+// Which samples are bicubic: none (no table), all, every other one (a mixed batch: each call's
+// rows span both kinds, the tap count per sample), or the second half (each call's rows one kind:
+// the fixed 2- and 4-tap paths of one table).
+enum class Cubic { kNone, kAll, kMixed, kHalves };
 
 void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h, int64_t w,
                const std::vector<Sample>& samples, std::mt19937& rng, Cubic cubic = Cubic::kNone) {
   const int64_t N = static_cast<int64_t>(samples.size());
   std::vector<int64_t> table(kSampleFields * N), offsets(N);
   std::vector<uint8_t> hflip(N), vflip(N), bicubic(N);
-  for (int64_t n = 0; n < N; ++n) bicubic[n] = cubic == Cubic::kAll || (cubic == Cubic::kMixed && n % 2);
+  for (int64_t n = 0; n < N; ++n) {
+    bicubic[n] = cubic == Cubic::kAll || (cubic == Cubic::kMixed && n % 2) ||
+                 (cubic == Cubic::kHalves && n >= N / 2);
+  }
   int64_t total = 0;
   for (int64_t n = 0; n < N; ++n) {
     const Sample& s = samples[n];
@@ -178,8 +183,9 @@ void check_cpu(int64_t C, bool channels_last, bool aa, OutDType dtype, int64_t h
   std::vector<uint8_t> out8(N * C * h * w);
   a.out = dtype == OutDType::kFloat32 ? static_cast<void*>(out32.data())
           : dtype == OutDType::kUInt8 ? static_cast<void*>(out8.data()) : out16.data();
-  // In two calls split inside a sample, as the torch layer's threads split the rows.
-  const int64_t split = std::min<int64_t>(N * h, h + h / 2);
+  // In two calls split inside a sample, as the torch layer's threads split the rows (kHalves:
+  // between the halves).
+  const int64_t split = cubic == Cubic::kHalves ? (N / 2) * h : std::min<int64_t>(N * h, h + h / 2);
   resized_crop_cpu(a, 0, split);
   resized_crop_cpu(a, split, N * h);
   for (int64_t n = 0; n < N; ++n) {
@@ -263,14 +269,14 @@ TEST(ResizedCropCpu, BicubicMatchesNaiveResampler) {
   };
   for (bool avx2 : {true, false}) {
     const bool previous = set_cpu_avx2_allowed(avx2);
-    for (Cubic cubic : {Cubic::kAll, Cubic::kMixed}) {
+    for (Cubic cubic : {Cubic::kAll, Cubic::kMixed, Cubic::kHalves}) {
       for (bool aa : {false, true}) {
         for (int64_t C : {1, 3, 4, 2}) {
           for (bool cl : {false, true}) {
             for (OutDType dt : {OutDType::kFloat32, OutDType::kBFloat16, OutDType::kUInt8}) {
               SCOPED_TRACE("C=" + std::to_string(C) + " channels_last=" + std::to_string(cl) + " aa=" +
                            std::to_string(aa) + " dtype=" + std::to_string(static_cast<int>(dt)) +
-                           " avx2=" + std::to_string(avx2) + " mixed=" + std::to_string(cubic == Cubic::kMixed));
+                           " avx2=" + std::to_string(avx2) + " cubic=" + std::to_string(static_cast<int>(cubic)));
               check_cpu(C, cl, aa, dt, 9, 14, samples, rng, cubic);
             }
           }

@@ -34,7 +34,8 @@ class PilImages(torch.utils.data.Dataset):
 def timm_mixup(**kw):
     """An object with timm's FastCollateMixup attributes (timm itself is optional)."""
     args = dict(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=None, mix_prob=1.0, switch_prob=0.5,
-                mode="batch", correct_lam=True, label_smoothing=0.1, num_classes=5, mixup_enabled=True)
+                mode="batch", correct_lam=True, label_smoothing=0.1, num_classes=5, mixup_enabled=True,
+                _mix_batch_collate=None)
     args.update(kw)
     return types.SimpleNamespace(**args)
 
@@ -73,7 +74,7 @@ def test_training_shuffles_drops_the_last_batch_and_erases():
     assert len(batches) == 2
     for x in batches:
         assert x.shape == (4, 3, 16, 16) and x.dtype == torch.float16
-        assert bool((x == 0).any())  # every image erased with zeros (after the normalisation)
+        assert bool((x == 0).flatten(1).any(1).all())  # every image erased with zeros
 
 
 def test_timms_mixup_is_compiled_with_its_switch():
@@ -98,6 +99,40 @@ def test_timms_mixup_is_compiled_with_its_switch():
     assert not all(smoothed_one_hot(y) for _, y in mixed)
 
 
+def test_the_erasing_follows_the_mix_as_timms_prefetch_loader_erases_the_mixed_batch():
+    """timm mixes in its collate and erases in its PrefetchLoader: an erased box is the fill
+    exactly, never blended into another image by the mix (with re_split the first half is clean)."""
+    ds = PilImages(n=8)
+    kw = dict(batch_size=8, is_training=True, device="cpu", num_workers=0, seed=2, hflip=0.0,
+              color_jitter=None, re_prob=1.0, re_mode="const")
+    with create_loader(ds, 16, collate_fn=timm_mixup(mixup_alpha=1.0, cutmix_alpha=0.0), **kw) as loader:
+        (x, y), = [(x.clone(), y.clone()) for x, y in loader]
+    assert y.shape == (8, 5)
+    assert bool((x == 0).flatten(1).any(1).all())  # every image has its box of exact zeros
+    with create_loader(ds, 16, collate_fn=timm_mixup(mixup_alpha=1.0, cutmix_alpha=0.0), re_split=True,
+                       **kw) as loader:
+        (x, _), = [(x.clone(), y.clone()) for x, y in loader]
+    zeros = (x == 0).flatten(1).any(1)
+    assert not bool(zeros[:4].any()) and bool(zeros[4:].all())
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self):
+        self.inner = PilImages(n=6)
+        self.transform = None
+
+    def __iter__(self):
+        for i in range(len(self.inner)):
+            yield self.transform(Image.fromarray(self.inner.arrays[i])), i
+
+
+def test_an_iterable_dataset_is_neither_shuffled_nor_sampled_as_timms():
+    with create_loader(Stream(), 16, batch_size=2, is_training=True, distributed=False, device="cpu",
+                       num_workers=0, seed=0) as loader:
+        labels = torch.cat([y for _, y in loader])
+    assert labels.tolist() == list(range(6))
+
+
 @pytest.mark.parametrize("kwargs,error,match", [
     (dict(use_prefetcher=False), ValueError, "use_prefetcher=False is timm's own loader"),
     (dict(num_aug_splits=2), ValueError, "num_aug_splits=2 is not compiled"),
@@ -106,6 +141,8 @@ def test_timms_mixup_is_compiled_with_its_switch():
     (dict(collate_fn=torch.utils.data.default_collate), ValueError,
      "collate_fn must be None or timm's FastCollateMixup"),
     (dict(is_training=True, auto_augment="rand-m9-mstd0.5-inc1"), ValueError, "auto_augment: "),
+    (dict(input_size_choices=[16, 24]), ValueError, "input_size_choices"),
+    (dict(collate_fn=types.SimpleNamespace(mixup_alpha=1.0)), ValueError, "FastCollateMixup"),
 ])
 def test_what_is_not_compiled_is_refused(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -81,6 +81,27 @@ def test_eval_and_no_aug_give_the_same_windows_as_the_hand_built_recipe():
     no_aug = create_transform(32, is_training=True, no_aug=True, interpolation="bilinear")
     assert names(no_aug) == ["Resize", "CenterCrop", "ToDtype", "Normalize"]
     assert no_aug.steps[0].size == 32
+    # timm's train.py default interpolation is 'random': its no-aug transform takes it as bilinear
+    random = create_transform(32, is_training=True, no_aug=True, interpolation="random")
+    assert random.steps[0].interpolation == "bilinear"
+    # crop_pct 0, as None, is timm's default 0.875
+    assert create_transform(32, crop_pct=0).steps[0].size == math.floor(32 / DEFAULT_CROP_PCT)
+
+
+def test_the_transform_erases_whole_batches_without_a_split():
+    """timm's transform erases one image at a time, so its re_num_splits does nothing there."""
+    recipe = create_transform(16, is_training=True, re_prob=1.0, re_num_splits=2, color_jitter=None,
+                              hflip=0.0, seed=1)
+    assert recipe.steps[-1].num_splits == 0
+    x = recipe.apply((images(n=8), 1), BatchPosition(0, 0, 0))[0]
+    assert bool((x == 0).flatten(1).any(1).all())  # every image erased, the first half too
+
+
+def test_timms_positional_order_after_naflex():
+    recipe = create_transform(32, False, False, None, None, None, 0.5, 0.0, 0.4, None, 0.0, 0.0, None,
+                              "bicubic", MEAN, STD, 0.0, "const", 1, 0, 0.9, None, None, False, False,
+                              True, False, False, 16, 576, False, True, True)
+    assert recipe.steps[0].interpolation == "bicubic" and recipe.steps[0].size == math.floor(32 / 0.9)
 
 
 def test_use_prefetcher_leaves_the_erasing_to_the_loader_as_timm():
@@ -110,7 +131,7 @@ def test_what_is_not_compiled_is_refused_by_name(kwargs, match):
     size = kwargs.pop("input_size", 32)
     with pytest.raises(ValueError, match=match):
         create_transform(size, **kwargs)
-    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
         create_transform(32, interpolaton="bicubic")
 
 

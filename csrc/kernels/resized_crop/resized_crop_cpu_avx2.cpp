@@ -11,11 +11,15 @@
 
 #include "common/float_outputs.h"
 #include "resized_crop/resized_crop.h"
+#include "resized_crop/resized_crop_taps.h"
 
 // The impl (its templates must be defined inside the target pragma to be built for AVX2) gets
 // its standard headers here, outside it: a standard header first seen inside the pragma declares
 // its always_inline members AVX2-only, and GCC 13 then refuses to inline them into baseline code
-// ("inlining failed ... target specific option mismatch" in std::allocator).
+// ("inlining failed ... target specific option mismatch" in std::allocator). So do the shared
+// headers whose inline functions have external linkage (the taps): first seen inside the pragma
+// they are compiled with AVX2 here and without it in the baseline file, one symbol two bodies,
+// and the linker keeps either (tests/test_op_files.py checks every such file).
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>

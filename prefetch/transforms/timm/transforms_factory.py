@@ -70,9 +70,11 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
                      crop_pct: Optional[float] = None, crop_mode: Optional[str] = None,
                      crop_border_pixels: Optional[int] = None, tf_preprocessing: bool = False,
                      use_prefetcher: bool = False, normalize: bool = True, separate: bool = False,
-                     naflex: bool = False, patchify: bool = False, *,
+                     naflex: bool = False, patch_size: Union[int, Tuple[int, int]] = 16,
+                     max_seq_len: int = 576, patchify: bool = False,
+                     patchify_channels_last: bool = True, patchify_flatten: bool = True, *,
                      seed: Optional[int] = None, decode: bool = False,
-                     dtype: torch.dtype = torch.float32, **unused) -> v2.Compose:
+                     dtype: torch.dtype = torch.float32) -> v2.Compose:
     """timm's ``create_transform`` compiled into one prefetch recipe: train (``is_training``) or
     eval, from timm's arguments and defaults (timm 1.0's ``transforms_factory.py``).
 
@@ -81,8 +83,9 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     ``RandomVerticalFlip(vflip)``, ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
     ``RandomApply`` with ``color_jitter_prob``), ``RandomGrayscale(grayscale_prob)``,
     ``RandomApply([GaussianBlur(23)], gaussian_blur_prob)``, the normalisation with ``mean`` and
-    ``std``, then timm's ``RandomErasing(re_prob, re_mode, max_count=re_count,
-    num_splits=re_num_splits)``. ``no_aug``: ``Resize(input_size) + CenterCrop(input_size)``.
+    ``std``, then timm's ``RandomErasing(re_prob, re_mode, max_count=re_count)`` (1 to
+    ``re_count`` boxes an image). ``no_aug``: ``Resize(input_size) + CenterCrop(input_size)``
+    (``"random"`` interpolation bilinear there, as timm's ``transforms_noaug_train``).
     Eval: ``Resize(floor(size / crop_pct), interpolation) + CenterCrop(size)`` (``crop_pct``
     0.875 by default; ``crop_mode`` ``"center"``).
 
@@ -94,18 +97,21 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         input_size: an int, ``(h, w)`` or ``(C, h, w)`` (C is read from ``mean``).
         is_training, no_aug, scale, ratio, hflip, vflip, color_jitter, color_jitter_prob,
             grayscale_prob, gaussian_blur_prob, interpolation, mean, std, re_prob, re_mode,
-            re_count, re_num_splits, crop_pct, crop_mode, use_prefetcher, normalize: timm's.
+            re_count, crop_pct, crop_mode, use_prefetcher, normalize: timm's (``crop_pct`` None
+            or 0: 0.875).
+        re_num_splits: accepted and, as in timm's transform (which erases one image at a
+            time), without effect; timm's loader applies it (``create_loader``'s ``re_split``).
         auto_augment: None only (timm's RandAugment, AugMix and AutoAugment strings are not
             compiled yet: refused naming the string).
         train_crop_mode, crop_border_pixels, tf_preprocessing, separate, naflex, patchify:
             timm's defaults only (refused otherwise, saying what is not compiled).
+        patch_size, max_seq_len, patchify_channels_last, patchify_flatten: read only by the
+            refused NaFlex and patchify modes.
         seed: the recipe's draws are a function of ``(seed, rank, epoch, batch index)``; None
             draws one (a loader's state saves it).
         decode: the image leaf holds encoded JPEGs, decoded window by window
             (``FusedAugment(decode=True)``).
         dtype: the output dtype, float32 (timm's), float16 or bfloat16.
-        **unused: timm's remaining keywords (``patch_size``, ``max_seq_len``,
-            ``patchify_channels_last``, ``patchify_flatten``), which only the refused modes read.
 
     Returns:
         prefetch.transforms.v2.Compose: the compiled recipe; ``.steps`` lists its steps.
@@ -122,10 +128,6 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         default, also, why = _NOT_YET[name]
         if value != default and (also is None or value != also):
             _refuse(name, "%s (got %r)" % (why, value))
-    unknown = set(unused) - {"patch_size", "max_seq_len", "patchify_channels_last", "patchify_flatten"}
-    if unknown:
-        raise TypeError("prefetch.transforms.timm.create_transform got unexpected keyword arguments %s"
-                        % sorted(unknown))
     if not normalize:
         _refuse("normalize", "False keeps timm's uint8 tensors; this recipe always ends with the "
                 "normalisation (pass normalize=True and mean/std)")
@@ -156,17 +158,19 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
             steps.append(v2.RandomGrayscale(p=grayscale_prob))
         if gaussian_blur_prob:
             steps.append(v2.RandomApply([v2.GaussianBlur(kernel_size=23)], p=gaussian_blur_prob))
-    elif is_training:  # no_aug: timm's transforms_noaug_train
+    elif is_training:  # no_aug: timm's transforms_noaug_train ('random' is bilinear there)
         if h != w:
             _refuse("input_size", "no_aug's Resize + CenterCrop is compiled for a square size, got "
                     "%r" % ((h, w),))
-        steps += [v2.Resize(h, interpolation=_interpolation(interpolation, False)), v2.CenterCrop(h)]
+        name = getattr(interpolation, "value", interpolation)
+        mode = "bilinear" if isinstance(name, str) and name.lower() == "random" else interpolation
+        steps += [v2.Resize(h, interpolation=_interpolation(mode, False)), v2.CenterCrop(h)]
     else:
         mode = crop_mode or "center"
         if mode != "center":
             _refuse("crop_mode", "'center' is compiled ('squash' and 'border' are not), got %r"
                     % (crop_mode,))
-        pct = DEFAULT_CROP_PCT if crop_pct is None else float(crop_pct)
+        pct = float(crop_pct or DEFAULT_CROP_PCT)  # (timm's: None and 0 are the default)
         if not 0.0 < pct <= 1.0:  # (timm takes any; above 1 its Resize is below the crop)
             _refuse("crop_pct", "a fraction in (0, 1], got %r" % (crop_pct,))
         if h != w:
@@ -176,6 +180,5 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
                   v2.CenterCrop(h)]
     steps += [v2.ToDtype(dtype, scale=True), v2.Normalize(list(mean), list(std))]
     if is_training and not no_aug and re_prob > 0.0 and not use_prefetcher:
-        steps.append(RandomErasingStep(re_prob, mode=re_mode, max_count=re_count,
-                                       num_splits=re_num_splits))
+        steps.append(RandomErasingStep(re_prob, mode=re_mode, max_count=re_count))
     return v2.Compose(steps, seed=seed, decode=decode, channels=len(mean))
