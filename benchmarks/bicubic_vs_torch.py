@@ -18,13 +18,13 @@ import argparse
 import glob
 import json
 import os
-import subprocess
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from prefetch.bench.provenance import checkout_state
 from prefetch.ops import resized_crop
 from prefetch.transforms.crop_boxes import random_resized_boxes
 
@@ -95,9 +95,8 @@ def main():
         print("antialias=%s: vs torch's uint8 kernel max %d, %.2f%% differ, %.3f%% by more than 1; "
               "vs its float path max %d" % (antialias, int(du.max()), 100 * float((du > 0).double().mean()),
                                            100 * float((du > 1).double().mean()), int(df.max())))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True).stdout.strip())
+    state = checkout_state()  # the commit measured, and whether the tree differs from it
+    commit, dirty = state["commit"], state["dirty"]
     import PIL
 
     result = {"rows": rows, "images": [n for n, _ in imgs], "torch": torch.__version__,

@@ -23,11 +23,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import time
 
 import torch
 
+from prefetch.bench.provenance import checkout_state
 from prefetch.transforms import BatchPosition, v2 as P
 
 
@@ -153,9 +153,8 @@ def main():
         print("%-16s prefetch %8.0f img/s  torchvision loop %7.0f img/s  ratio %.1fx (%.1f-%.1f)" % (
             name, rows[name]["prefetch"]["images_per_s"], rows[name]["torchvision loop"]["images_per_s"],
             rows[name]["ratio"], *rows[name]["ratio_range"]), flush=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True).stdout.strip())
+    state = checkout_state()  # the commit measured, and whether the tree differs from it
+    commit, dirty = state["commit"], state["dirty"]
     result = {"rows": rows, "batch": args.batch, "size": args.size, "window_size": args.window_size,
               "threads": args.threads,
               "rounds": args.rounds, "commit": commit, "dirty": dirty, "torch": torch.__version__,
