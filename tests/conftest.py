@@ -1,26 +1,21 @@
-import multiprocessing
 import os
 import signal
 
 import pytest
 import torch
 
+from .sanitized_workers import start_workers_by_forkserver
+
 FAIL_WITHOUT_CUDA = os.environ.get("FAIL_WITHOUT_CUDA", "0") == "1"
 
-# Set by scripts/sanitize.sh python (the extension under ASan + UBSan). There fork() from this
-# threaded process can deadlock the child inside ASan's allocator, whose lock another thread may
-# hold at the fork (GCC 12's runtime takes no lock around fork): DataLoader workers start by
-# forkserver instead, and the test of fork itself is skipped. The regular run covers fork.
-# A worker forked by the forkserver starts with what the forkserver imported: torch and prefetch
-# preloaded there spare every worker their import, seconds each under the sanitizers (the
-# worker-ring tests start hundreds). The forkserver stays single-threaded, as fork() under ASan
-# needs: with OPENBLAS_NUM_THREADS=1 (inherited by the forkserver, started later) the numpy that
-# torch imports starts no BLAS thread server, and neither import starts another thread.
+# Set by scripts/sanitize.sh python (the extension under ASan + UBSan). There fork() from a
+# threaded process can deadlock the child inside ASan's allocator: DataLoader workers start by
+# forkserver instead (tests/sanitized_workers.py says why and how), and the tests of fork itself
+# are skipped. The regular run covers fork.
 SANITIZED = os.environ.get("PREFETCH_SANITIZED", "0") == "1"
 if SANITIZED:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    multiprocessing.set_start_method("forkserver", force=True)
-    multiprocessing.set_forkserver_preload(["torch", "prefetch"])
+    start_workers_by_forkserver()
 
 # The Ctrl-C tests send SIGINT to a child interpreter and expect KeyboardInterrupt. A suite started
 # as a background job (`nohup ... &` from a script) inherits SIGINT ignored, and so would every

@@ -101,19 +101,27 @@ def engine_of(loader):
     return loader._pipeline.engine
 
 
+# What a child interpreter runs first: under the sanitizers, its DataLoader workers start by
+# forkserver, as in pytest's processes (tests/sanitized_workers.py); cwd must be ROOT.
+CHILD_SETUP = ("from tests.sanitized_workers import start_workers_by_forkserver\n"
+               "start_workers_by_forkserver()\n") if SANITIZED else ""
+
+
 def run_child(body, timeout=60):
     """Runs `body` in a fresh interpreter; its stacks are dumped if it outlives `timeout - 5` s.
     Anything that could hang or crash runs there, so a hang or a SIGSEGV fails one test instead
-    of stalling or killing pytest. Under the sanitizers (scripts/sanitize.sh python) the limit is
-    four times longer: an instrumented child, and each DataLoader worker it forks, runs several
-    times slower (a worker-ring test of 16 worker start-ups took 65 s there against 5 s plain),
-    and a hang is still caught, later."""
+    of stalling or killing pytest. Under the sanitizers (scripts/sanitize.sh python) its DataLoader
+    workers start by forkserver (what they unpickle must then be importable: define datasets in a
+    test module, not in `body`), and the limit is four times longer: an instrumented child, and
+    each DataLoader worker it starts, runs several times slower (a worker-ring test of 16 worker
+    start-ups took 65 s there against 5 s plain), and a hang is still caught, later."""
     if SANITIZED:
         timeout *= 4
     code = textwrap.dedent("""
         import faulthandler, sys
         faulthandler.dump_traceback_later(%d, exit=True)
-    """ % max(1, timeout - 5)) + textwrap.dedent(body)
+    """ % max(1, timeout - 5))
+    code += CHILD_SETUP + textwrap.dedent(body)
     try:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=timeout, cwd=ROOT)

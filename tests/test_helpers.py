@@ -45,3 +45,22 @@ def test_the_sanitized_runs_forkserver_has_torch_loaded_and_one_thread():
     time.sleep(1)  # any thread an import would start
     threads = os.listdir("/proc/%d/task" % pid)
     assert len(threads) == 1, threads
+
+
+def test_a_childs_dataloader_workers_start_as_pytests_do():
+    # A child interpreter (run_child) starts its DataLoader workers the way this process does:
+    # by forkserver in the sanitized run, where a worker forked from a threaded child can
+    # deadlock in ASan's allocator (tests/sanitized_workers.py; a CI run hung so once).
+    import multiprocessing
+
+    body = """
+        import multiprocessing, torch
+        from tests.engine.test_failed_epoch_release import Bad
+        loader = torch.utils.data.DataLoader(Bad(), batch_size=4, num_workers=1)
+        assert next(iter(loader)).tolist() == [[0], [1], [2], [3]]
+        print("start method:", multiprocessing.get_start_method())
+    """
+    out = run_child(body, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "start method: %s" % multiprocessing.get_start_method() in out.stdout, out.stdout
+    assert ("forkserver" in out.stdout) == SANITIZED, out.stdout

@@ -9,32 +9,42 @@ without the worker ring), a sample without workers, the transform, the source's 
 an ArrayLoader's transform on either residency. (A source whose own ``__iter__`` raised is held by its own frame in
 the traceback, as in a plain loop over it: only the loader must be freed then.)"""
 import pytest
+import torch
 
 from ..helpers import run_child_to_done
 
-BODY = r"""
-import gc, multiprocessing, sys, time, weakref
-import torch, prefetch
-gc.disable()
 
+# The failures, here rather than in the child's code: a forkserver worker (the sanitized run's,
+# tests/sanitized_workers.py) unpickles the dataset by its module's name.
 class Bad(torch.utils.data.Dataset):
     def __len__(self):
         return 32
+
     def __getitem__(self, i):
         if i == 13:
             raise ValueError("sample 13 is bad")
         return torch.tensor([i])
 
+
 class BadIter:
     def __len__(self):
         return 3
+
     def __iter__(self):
         raise ValueError("the source cannot start")
+
 
 def failing_transform(batch):
     if int(batch[0].flatten()[0]) >= 8:
         raise ValueError("the transform failed")
     return batch
+
+
+BODY = r"""
+import gc, multiprocessing, sys, time, weakref
+import torch, prefetch
+from tests.engine.test_failed_epoch_release import Bad, BadIter, failing_transform
+gc.disable()
 
 def build():
     if KIND.startswith("array_loader"):

@@ -26,7 +26,7 @@ import prefetch
 
 from ..conftest import SANITIZED
 from ..helpers import assert_same
-from ..helpers import ROOT, run_child
+from ..helpers import CHILD_SETUP, ROOT, run_child
 
 N, BATCH, SHAPE = 48, 4, (3, 16, 16)
 
@@ -514,7 +514,7 @@ def test_exit_or_ctrl_c_mid_epoch_leaves_no_worker_and_no_shared_memory(tmp_path
                                                                          persistent):
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
-    code = PRELUDE + textwrap.dedent("""
+    code = CHILD_SETUP + PRELUDE + textwrap.dedent("""
     import faulthandler
     faulthandler.dump_traceback_later(40, exit=True)
     dl = loader(Samples(pid_dir={pid_dir!r}), persistent_workers={persistent})
