@@ -35,8 +35,8 @@ import numpy as np
 import torch
 
 __all__ = ["ArgumentError", "ArgumentTypeError", "fail", "reworded", "is_number", "number",
-           "integer", "probability", "number_pair", "numbers_list", "flag", "one_of", "leaf_key",
-           "fill_value", "size", "jitter_range"]
+           "integer", "probability", "number_pair", "numbers_list", "flag", "one_of", "interpolation",
+           "leaf_key", "fill_value", "size", "jitter_range"]
 
 
 class ArgumentError(ValueError):
@@ -280,6 +280,33 @@ def one_of(cls: str, name: str, value: Any, options: Sequence[Any],
     if not any(type(value) is type(o) and value == o for o in options):
         fail(cls, name, expected or "one of " + ", ".join(repr(o) for o in options), value)
     return value
+
+
+def interpolation(cls: str, value: Any, allowed: Sequence[str],
+                  expected: Optional[str] = None) -> str:
+    """A resampling filter's name: a string in any case, or an enum whose ``value`` is one
+    (torchvision's ``InterpolationMode``), as its lower-case name.
+
+    Args:
+        cls, value: the class and its ``interpolation`` argument (see the module docstring).
+        allowed (sequence of str): the lower-case names the class takes.
+        expected (str, optional): words for the message (default: the names, "'a', 'b' or 'c'").
+
+    Returns:
+        The name, lower-case.
+
+    Raises:
+        ArgumentError: a name not in ``allowed``; :class:`ArgumentTypeError` for a value that
+            is neither a string nor such an enum.
+    """
+    name = getattr(value, "value", value)
+    names = [repr(a) for a in allowed]
+    words = expected or (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
+    if not isinstance(name, str):
+        fail(cls, "interpolation", words, value, ArgumentTypeError)
+    if name.lower() not in allowed:
+        fail(cls, "interpolation", words, value)
+    return name.lower()
 
 
 def leaf_key(cls: str, name: str, value: Any) -> Any:

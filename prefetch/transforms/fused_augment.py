@@ -373,12 +373,8 @@ class FusedAugment(ResizingPath, SeededTransform):
         self.scale = _pair(scale, "FusedAugment scale")
         self.ratio = _pair(ratio, "FusedAugment ratio")
         self.antialias = arguments.flag("FusedAugment", "antialias", antialias)
-        name = getattr(interpolation, "value", interpolation)  # (torchvision's InterpolationMode)
-        if not isinstance(name, str) or name.lower() not in ("bilinear", "bicubic", "random"):
-            arguments.fail("FusedAugment", "interpolation", "'bilinear', 'bicubic' or 'random'",
-                           interpolation, arguments.ArgumentError if isinstance(name, str)
-                           else arguments.ArgumentTypeError)
-        self.interpolation = name.lower()
+        self.interpolation = arguments.interpolation("FusedAugment", interpolation,
+                                                     ("bilinear", "bicubic", "random"))
         # The resizing path: images of any size, one window each, resampled to output_size.
         self.resizes = size is not None or resize is not None
         if self.interpolation != "bilinear" and not self.resizes:

@@ -32,11 +32,9 @@ class InterpolationMode(enum.Enum):
 
 def interpolation_mode(interpolation, allowed: Tuple[str, ...], what: str) -> str:
     """An interpolation given as torchvision's InterpolationMode (its ``value``) or a string, as
-    its lower-case name; refused naming ``what`` unless one of ``allowed``."""
-    name = getattr(interpolation, "value", interpolation)
-    if not isinstance(name, str) or name.lower() not in allowed:
-        arguments.fail(what, "interpolation", " or ".join(repr(a) for a in allowed), interpolation)
-    return name.lower()
+    its lower-case name; refused naming ``what`` unless one of ``allowed``
+    (:func:`prefetch.transforms.arguments.interpolation`)."""
+    return arguments.interpolation(what, interpolation, allowed)
 
 
 def _antialias(value, what: str) -> bool:

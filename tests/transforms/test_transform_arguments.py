@@ -203,3 +203,39 @@ def test_a_per_channel_fill_that_does_not_fit_the_images_is_refused_naming_the_a
     out = aug.apply(torch.zeros(2, 3, 8, 8, dtype=torch.uint8), BatchPosition(0, 0))
     assert out.shape == (2, 3, 8, 8)
 
+
+
+def _interpolation_sites():
+    """Every transform that takes an ``interpolation``, built with one (their one check:
+    prefetch.transforms.arguments.interpolation)."""
+    from prefetch.transforms import FusedAugment, v2
+    from prefetch.transforms.timm import RandomResizedCropAndInterpolation
+
+    return {
+        "v2.RandomResizedCrop": lambda i: v2.RandomResizedCrop(8, interpolation=i),
+        "v2.Resize": lambda i: v2.Resize(8, interpolation=i),
+        "v2.RandAugment": lambda i: v2.RandAugment(interpolation=i),
+        "FusedAugment": lambda i: FusedAugment((0.5,) * 3, (0.25,) * 3, random_resized_crop=8,
+                                               interpolation=i),
+        "RandomResizedCropAndInterpolation":
+            lambda i: RandomResizedCropAndInterpolation(8, interpolation=i),
+    }
+
+
+@pytest.mark.parametrize("site", sorted(_interpolation_sites()))
+def test_every_interpolation_argument_takes_any_case_and_the_enum_and_refuses_the_rest(site):
+    import enum
+
+    class Mode(enum.Enum):  # torchvision's InterpolationMode, as far as the check reads it
+        BILINEAR = "bilinear"
+        LANCZOS = "lanczos"
+
+    build = _interpolation_sites()[site]
+    for good in ("bilinear", "BiLinear", Mode.BILINEAR):
+        assert build(good).interpolation == "bilinear"
+    with pytest.raises(ValueError, match=r"interpolation must be .*'bilinear'.*, got 'lanczos'"):
+        build("lanczos")
+    with pytest.raises(ValueError, match=r"got <Mode.LANCZOS: 'lanczos'>"):
+        build(Mode.LANCZOS)
+    with pytest.raises(TypeError, match=r"interpolation must be .*, got 2"):
+        build(2)

@@ -32,13 +32,8 @@ class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
     def __init__(self, size: Union[int, Sequence[int]], scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), interpolation: str = "bilinear"):
         super().__init__(size, scale=scale, ratio=ratio)
-        name = getattr(interpolation, "value", interpolation)
-        expected = "'bilinear', 'bicubic' or 'random'"
-        if not isinstance(name, str):
-            arguments.fail("RandomResizedCropAndInterpolation", "interpolation", expected,
-                           interpolation, arguments.ArgumentTypeError)
-        self.interpolation = arguments.one_of("RandomResizedCropAndInterpolation", "interpolation",
-                                              name.lower(), ("bilinear", "bicubic", "random"), expected)
+        self.interpolation = arguments.interpolation("RandomResizedCropAndInterpolation",
+                                                     interpolation, ("bilinear", "bicubic", "random"))
 
 
 class RandomErasingStep(Spec):

@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from .. import v2
+from .. import arguments, v2
 from .steps import RandomErasingStep, RandomResizedCropAndInterpolation
 
 __all__ = ["create_transform", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
@@ -47,12 +47,12 @@ def _image_size(input_size) -> Tuple[int, int]:
 
 
 def _interpolation(value, training):
-    name = getattr(value, "value", value)
     allowed = ("bilinear", "bicubic", "random") if training else ("bilinear", "bicubic")
-    if not isinstance(name, str) or name.lower() not in allowed:
+    try:
+        return arguments.interpolation("create_transform", value, allowed)
+    except arguments.ArgumentError:  # (refused in create_transform's own words, as the others)
         _refuse("interpolation", "%s are compiled (timm's 'nearest', 'lanczos', 'box' and "
                 "'hamming' are not), got %r" % (", ".join(repr(a) for a in allowed), value))
-    return name.lower()
 
 
 def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int]] = 224,
