@@ -11,7 +11,8 @@ the batch, each sample with its own draws::
     loader = prefetch.Prefetcher(dataloader, transform=train)
 
 The order a recipe may have (torchvision's recipes have it): one geometry —
-``RandomResizedCrop``, ``Resize`` + ``CenterCrop``, ``CenterCrop`` or ``RandomCrop`` — with
+``RandomResizedCrop``, ``Resize`` + ``CenterCrop``, ``CenterCrop``, ``RandomCrop`` or ``Pad`` +
+``RandomCrop`` — with
 flips, on uint8 images; at most one policy (``TrivialAugmentWide``, ``RandAugment``,
 ``AutoAugment``, ``ColorJitter``, ``AugMix``) and any number of single-op random transforms
 (``RandomGrayscale``, ``RandomSolarize``, ...), ``RandomApply``, ``RandomChoice`` and

@@ -10,13 +10,13 @@ from typing import Optional, Sequence, Tuple, Union
 from . import arguments
 from .v2_plan import Phase, Plan, Spec
 
-__all__ = ["RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip",
-           "RandomVerticalFlip"]
+__all__ = ["RandomResizedCrop", "Resize", "CenterCrop", "RandomCrop", "Pad",
+           "RandomHorizontalFlip", "RandomVerticalFlip"]
 
 Size = Union[int, Sequence[int]]
 
-_GEOMETRY = ("one geometry (RandomResizedCrop, Resize + CenterCrop, CenterCrop or RandomCrop), "
-             "before the policy and ToDtype")
+_GEOMETRY = ("one geometry (RandomResizedCrop, Resize + CenterCrop, CenterCrop, RandomCrop or "
+             "Pad + RandomCrop), before the policy and ToDtype")
 _WINDOW = "FusedAugment's window"
 
 
@@ -163,26 +163,87 @@ class RandomCrop(_Window):
     def __init__(self, size: Size, padding: Union[None, int, Sequence[int]] = None,
                  pad_if_needed: bool = False, fill: int = 0, padding_mode: str = "constant"):
         self.size = arguments.size("RandomCrop", "size", size)
-        values = padding if isinstance(padding, (list, tuple)) else [padding]
-        if padding is not None:
-            with arguments.reworded("RandomCrop", "padding", "None, an int >= 0, or 1, 2 or 4 of "
-                                    "them (torchvision's left/right, top/bottom or left, top, "
-                                    "right, bottom)", padding):
-                if len(values) not in (1, 2, 4):
-                    arguments.fail("RandomCrop", "padding", "1, 2 or 4 values", padding)
-                values = [arguments.integer("RandomCrop", "padding", v, low=0) for v in values]
-        self.padding = 0 if padding is None else (
-            values[0] if len(values) == 1 else tuple(values))
+        self.padding = 0 if padding is None else _padding("RandomCrop", padding, "None, ")
         self.pad_if_needed = arguments.flag("RandomCrop", "pad_if_needed", pad_if_needed)
-        if padding_mode != "constant":
-            arguments.fail("RandomCrop", "padding_mode", "'constant' (the window's outside is "
-                           "fill; keep edge, reflect or symmetric padding in the workers)",
-                           padding_mode)
+        _constant_padding("RandomCrop", padding_mode)
         self.fill = arguments.integer("RandomCrop", "fill", fill, low=0, high=255)
 
+    def joins(self, holder: Spec) -> bool:
+        return isinstance(holder, Pad)  # Pad + RandomCrop is one window: RandomCrop's padding
+
     def contribute(self, plan: Plan) -> None:
-        plan.set_fused(crop=self.size, padding=self.padding, fill=self.fill,
-                       pad_if_needed=self.pad_if_needed)
+        padding, fill = self.padding, self.fill
+        pad = plan.joined
+        if isinstance(pad, Pad):
+            # torchvision pads twice (Pad's fill inside, then this step's padding and
+            # pad_if_needed with its own fill): one padding of the summed sides when the fills
+            # agree or this step pads nothing of its own.
+            if (self.padding or self.pad_if_needed) and pad.fill != self.fill:
+                raise ValueError(
+                    "prefetch: %s pads with fill=%d after Pad's fill=%d: the window pads with one "
+                    "value; give both the same fill, or pad once" % (plan.where, self.fill, pad.fill))
+            padding = tuple(a + b for a, b in zip(_sides(pad.padding), _sides(self.padding)))
+            fill = pad.fill
+        plan.set_fused(crop=self.size, padding=padding, fill=fill, pad_if_needed=self.pad_if_needed)
+
+
+class Pad(_Window):
+    """Constant padding of each image (torchvision's ``Pad``), compiled as the padding of the
+    ``RandomCrop`` that must follow it: ``Pad(4), RandomCrop(32)`` is ``RandomCrop(32,
+    padding=4)`` (the CIFAR recipe's two ways of writing it). A RandomCrop's own padding adds to
+    Pad's, as torchvision pads twice.
+
+    Args:
+        padding: an int >= 0, or 2 or 4 of them (torchvision's left/right, top/bottom, or left,
+            top, right, bottom).
+        fill: the padding's value, an int in [0, 255] (torchvision: 0).
+        padding_mode: ``"constant"`` only (torchvision's default).
+
+    Raises:
+        ValueError: another padding_mode, a bad padding or fill (TypeError too for the wrong
+            type); when the Compose is built, a Pad not followed by a RandomCrop, or a
+            RandomCrop padding with another fill after it.
+    """
+
+    def __init__(self, padding: Union[int, Sequence[int]], fill: int = 0,
+                 padding_mode: str = "constant"):
+        self.padding = _padding("Pad", padding)
+        self.fill = arguments.integer("Pad", "fill", fill, low=0, high=255)
+        _constant_padding("Pad", padding_mode)
+
+    def contribute(self, plan: Plan) -> None:
+        plan.need("crop", "prefetch: Pad is compiled as the padding of the RandomCrop that must "
+                          "follow it (Pad(4) + RandomCrop(32) is RandomCrop(32, padding=4)); pad "
+                          "otherwise in the DataLoader's workers")
+
+
+def _padding(cls: str, padding, also: str = "") -> Union[int, Tuple[int, ...]]:
+    """torchvision's ``padding``: an int >= 0, or 1, 2 or 4 of them (one int when given one);
+    ``also`` starts the refusal's words (RandomCrop's "None, ")."""
+    values = padding if isinstance(padding, (list, tuple)) else [padding]
+    with arguments.reworded(cls, "padding", also + "an int >= 0, or 1, 2 or 4 of them "
+                            "(torchvision's left/right, top/bottom or left, top, right, bottom)",
+                            padding):
+        if len(values) not in (1, 2, 4):
+            arguments.fail(cls, "padding", "1, 2 or 4 values", padding)
+        values = [arguments.integer(cls, "padding", v, low=0) for v in values]
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _sides(padding) -> Tuple[int, int, int, int]:
+    """A checked padding as (left, top, right, bottom), torchvision's order."""
+    values = list(padding) if isinstance(padding, tuple) else [padding]
+    if len(values) == 1:
+        return (values[0],) * 4
+    if len(values) == 2:
+        return (values[0], values[1], values[0], values[1])
+    return tuple(values)
+
+
+def _constant_padding(cls: str, padding_mode) -> None:
+    if padding_mode != "constant":
+        arguments.fail(cls, "padding_mode", "'constant' (the window's outside is fill; keep "
+                       "edge, reflect or symmetric padding in the workers)", padding_mode)
 
 
 class _Flip(Spec):

@@ -127,6 +127,8 @@ class Plan:
         fused (dict): FusedAugment's keyword arguments set by the steps (the window).
         dtype (torch.dtype or None): the output dtype (``ToDtype``).
         mean, std (tuple of float or None): the normalisation (``Normalize``).
+        joined (Spec or None): while a step contributes, the step it completes (its
+            :meth:`Spec.joins` took that step's slot over: the Pad before a RandomCrop).
     """
 
     def __init__(self, *, seed: Optional[int], decode: bool, image_key, label_key, layout: str,
@@ -144,6 +146,8 @@ class Plan:
         self._setters: Dict[str, Tuple[int, Spec]] = {}
         self._needs: List[Tuple[str, str]] = []
         self._at: Optional[Tuple[int, Spec]] = None
+        # The step that the step being placed completes (Spec.joins), while it contributes.
+        self.joined: Optional[Spec] = None
 
     @property
     def where(self) -> str:
@@ -172,11 +176,14 @@ class Plan:
         if step.after is not None and not any(s.phase >= step.after for _, s in self._moved):
             raise ValueError("prefetch: %s has no %s before it: %s"
                              % (self.where, step.after.label, step.rule))
+        self.joined = None
         if step.slot is not None:
             held = self._slots.get(step.slot)
-            if held is not None and not step.joins(held[1]):
-                raise ValueError("prefetch: %s sets %s, which step %d, %r, set already: %s" % (
-                    self.where, step.slot, held[0], held[1], step.rule))
+            if held is not None:
+                if not step.joins(held[1]):
+                    raise ValueError("prefetch: %s sets %s, which step %d, %r, set already: %s"
+                                     % (self.where, step.slot, held[0], held[1], step.rule))
+                self.joined = held[1]
             self._slots[step.slot] = (k, step)
         if step.moves:
             self._moved.append((k, step))

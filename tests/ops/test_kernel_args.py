@@ -108,12 +108,14 @@ def test_resized_crop_arguments_are_complete(target, C):
         (dict(), (False, False), torch.float32, False),
         (dict(hflip=flips), (True, False), torch.float16, True),
         (dict(hflip=flips, vflip=~flips, antialias=True), (True, True), torch.bfloat16, False),
+        (dict(bicubic=flips), (False, False), torch.float32, False),
     ]:
         d = _C._resized_crop_kernel_args(target, r.values, offsets, sizes, boxes, [4, 5], mean, std,
                                          dtype=dtype, channels_last=channels_last, **kwargs)
         assert d["problems"] == []
         assert d["values"], "values: not the input's data"
         assert (d["hflip"], d["vflip"]) == flip_sets
+        assert d["bicubic"] == ("bicubic" in kwargs)
         # The per-sample table the kernel reads: offset, H, W, C, top, left, height, width.
         expected = [[int(offsets[n]), H, W, C] + boxes[n].tolist() for n, (H, W) in enumerate(shapes)]
         assert d["samples"].tolist() == expected
@@ -163,14 +165,16 @@ def test_a_field_left_unset_is_named(target, field, needs, C):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("field", ["affine", "affine_device", "values", "samples", "out", "hflip", "oN"])
+@pytest.mark.parametrize("field", ["affine", "affine_device", "values", "samples", "out", "hflip",
+                                   "bicubic", "oN"])
 def test_a_resized_crop_field_left_unset_is_named(target, field):
     C = 70
     r, _ = _ragged([(6, 9), (5, 5)], C, torch.Generator().manual_seed(1))
     offsets, sizes = r.host_tables()
     mean, std = _mean_std(C)
     d = _C._resized_crop_kernel_args(target, r.values, offsets, sizes, torch.tensor([[0, 0, 6, 9], [1, 1, 3, 3]]),
-                                     [4, 4], mean, std, hflip=torch.tensor([True, False]), drop=field)
+                                     [4, 4], mean, std, hflip=torch.tensor([True, False]),
+                                     bicubic=torch.tensor([False, True]), drop=field)
     if field == "affine_device" and target == "cpu":
         assert d["problems"] == []
     else:

@@ -319,3 +319,77 @@ def test_random_resized_crop_fallback_equals_torchvision_itself():
             want = transforms.RandomResizedCrop.get_params(x, [5.0, 6.0], list(ratio))
             got = random_resized_boxes([h], [w], (5.0, 6.0), ratio)[0].tolist()
             assert tuple(got) == tuple(want)
+
+
+# ---- Pad ---------------------------------------------------------------------------------------
+
+def tv_pad(x, padding, fill):
+    """torchvision's ``Pad`` of ``[..., H, W]`` in constant mode: ``_parse_pad_padding`` (an int:
+    every side; 2 values: left/right, top/bottom; 4: left, top, right, bottom), then
+    ``torch.nn.functional.pad`` with (left, right, top, bottom) and the fill."""
+    p = list(padding) if isinstance(padding, (list, tuple)) else [padding]
+    left, top, right, bottom = p * 4 if len(p) == 1 else (p * 2 if len(p) == 2 else p)
+    return torch.nn.functional.pad(x, [left, right, top, bottom], value=fill)
+
+
+def _windows(padded, h, w):
+    """Every h x w window of ``padded`` [C, H, W], by its corner."""
+    H, W = padded.shape[-2:]
+    return {(t, l): padded[:, t:t + h, l:l + w] for t in range(H - h + 1) for l in range(W - w + 1)}
+
+
+@pytest.mark.parametrize("pad, crop_padding, fill", [
+    (4, None, 0), ((1, 2), None, 7), ((0, 1, 2, 3), 1, 9), (2, (1, 0, 0, 2), 255)])
+def test_pad_then_random_crop_is_a_window_of_torchvisions_padded_image(pad, crop_padding, fill):
+    # torchvision pads twice (Pad, then RandomCrop's padding): every output image is one window of
+    # that twice-padded image, and the windows drawn cover every corner it allows.
+    from prefetch.transforms import BatchPosition
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(0, 256, (64, 3, 6, 5), dtype=torch.uint8, generator=g)
+    recipe = T.Compose([T.Pad(pad, fill=fill), T.RandomCrop((5, 4), padding=crop_padding, fill=fill),
+                        T.ToDtype(torch.float32, scale=True)], seed=1)
+    got = recipe.apply((x, 0), BatchPosition(0, 0, 0))[0]
+    assert got.shape == (64, 3, 5, 4)
+    corners = set()
+    assert torch.allclose(got * 255, (got * 255).round(), atol=1e-4)  # a crop: no resampling
+    for image, out in zip(x, got):
+        out = (out.double() * 255).round().to(torch.uint8)
+        padded = tv_pad(image, pad, fill)
+        if crop_padding is not None:
+            padded = tv_pad(padded, crop_padding, fill)
+        matches = [c for c, win in _windows(padded, 5, 4).items()
+                   if torch.equal(win, out)]
+        assert matches, "output is no window of the padded image"
+        corners.update(matches)
+    H, W = padded.shape[-2:]
+    assert len(corners) > (H - 4) * (W - 3) // 2  # the draws spread over torchvision's range
+    fused = recipe.transforms[0]
+    assert fused.fill == fill
+
+
+def test_pad_is_torchvisions_padding_order():
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    x = torch.randint(0, 256, (3, 4, 5), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    for padding in (3, (1, 2), (0, 1, 2, 3)):
+        assert torch.equal(v2.Pad(padding, fill=5)(x), tv_pad(x, padding, 5))
+
+
+@pytest.mark.parametrize("steps, match", [
+    ([T.Pad(4)], r"Pad is compiled as the padding of the RandomCrop that must follow it"),
+    ([T.Pad(4), T.CenterCrop(8)], r"step 1 \(CenterCrop\) sets FusedAugment's window, which step 0"),
+    ([T.Pad(4), T.RandomResizedCrop(8)], r"step 1 \(RandomResizedCrop\) sets FusedAugment's window"),
+    ([T.Pad(4, fill=3), T.RandomCrop(8, padding=1)], r"step 1 \(RandomCrop\) pads with fill=0 after "
+                                                     r"Pad's fill=3"),
+    ([T.Pad(4, fill=3), T.RandomCrop(8, pad_if_needed=True)], r"pads with fill=0 after Pad's fill=3"),
+    ([T.RandomCrop(8), T.Pad(4)], r"step 1 \(Pad\) sets FusedAugment's window, which step 0"),
+])
+def test_a_pad_the_window_cannot_take_is_refused_naming_it(steps, match):
+    with pytest.raises(ValueError, match=match):
+        T.Compose(steps + [T.ToDtype(torch.float32, scale=True)])
+
+
+def test_pad_with_a_different_fill_and_no_padding_of_the_crop_keeps_pads_fill():
+    recipe = T.Compose([T.Pad((1, 2), fill=3), T.RandomCrop(8), T.ToDtype(torch.float32, scale=True)])
+    fused = recipe.transforms[0]
+    assert fused.pads == (1, 2, 1, 2) and fused.fill == 3

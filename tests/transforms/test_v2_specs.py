@@ -17,7 +17,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # torchvision's recipe order (its reference recipes, references/classification/presets.py):
 # 0 geometry and flips, 1 the policy (ToImage may come up to here), 2 ToDtype, 3 Normalize,
 # 4 RandomErasing, 5 MixUp/CutMix on the batch.
-ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0,
+ORDER = {"RandomResizedCrop": 0, "Resize": 0, "CenterCrop": 0, "RandomCrop": 0, "Pad": 0,
          "RandomHorizontalFlip": 0, "RandomVerticalFlip": 0, "TrivialAugmentWide": 1,
          "RandAugment": 1, "AutoAugment": 1, "ColorJitter": 1, "AugMix": 1, "ToImage": 1,
          "PILToTensor": 1,
@@ -33,6 +33,7 @@ REPEATABLE = {"RandomErasing", "ToImage", "PILToTensor", *SINGLE_OPS}  # the oth
 EXAMPLES = {
     "RandomResizedCrop": lambda: T.RandomResizedCrop(8), "Resize": lambda: T.Resize(10),
     "CenterCrop": lambda: T.CenterCrop(8), "RandomCrop": lambda: T.RandomCrop(8, padding=1),
+    "Pad": lambda: T.Pad(2),
     "RandomHorizontalFlip": lambda: T.RandomHorizontalFlip(),
     "RandomVerticalFlip": lambda: T.RandomVerticalFlip(0.25),
     "TrivialAugmentWide": lambda: T.TrivialAugmentWide(), "RandAugment": lambda: T.RandAugment(),

@@ -242,6 +242,7 @@ py::dict resized_crop_args(const std::string& target, const at::Tensor& values, 
         drop_common(a, field);
         if (field == "values") a->values = nullptr;
         if (field == "samples") a->samples = nullptr;
+        if (field == "bicubic") a->bicubic = nullptr;
       },
       [&](const ResizedCropPlan& plan) {
         const kernels::ResizedCropArgs& a = plan.args;
