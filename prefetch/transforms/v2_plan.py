@@ -260,10 +260,18 @@ class Plan:
         else:
             n = len(mean)
             members = [FusedAugment((0.0,) * n, (1.0 / 255,) * n, dtype=torch.uint8, **common)]
-            members += [f(s) for f, s in zip(self._uint8, seed[1:])]
+            # The steps build their uint8 stages on leaf 0; each reads the recipe's image leaf.
+            members += [_on_leaf(f(s), self.image_key) for f, s in zip(self._uint8, seed[1:])]
             members.append(_Normalize(mean, std, self.dtype, self.image_key))
         members += [f(s) for f, s in zip(self._float, seed[first:])]
         return members
+
+
+def _on_leaf(stage: Transform, image_key) -> Transform:
+    """A uint8 stage (a Uint8Stage or PolicyAugment: the leaf is read at each apply) reading
+    ``image_key``."""
+    stage.image_key = image_key
+    return stage
 
 
 def _where(k: int, step) -> str:

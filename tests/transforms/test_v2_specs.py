@@ -59,7 +59,9 @@ EXAMPLES = {
 
 
 def test_every_step_is_a_spec_in_torchvisions_order_with_its_documentation():
-    steps = [n for n in T.__all__ if n not in ("Compose", "InterpolationMode", "AutoAugmentPolicy")]
+    steps = [n for n in T.__all__ if n not in ("Compose", "InterpolationMode", "AutoAugmentPolicy",
+                                               "MultiView", "simclr_views", "byol_views",
+                                               "dino_views", "swav_views")]
     assert sorted(steps) == sorted(ORDER)
     for name in steps:
         cls = getattr(T, name)
@@ -224,3 +226,22 @@ def test_a_step_without_its_place_is_refused_when_its_class_is_written():
         type("RandomThing", (Spec,), {"rule": "anywhere"})
     with pytest.raises(TypeError, match=r"v2 step RandomThing needs a phase"):
         type("RandomThing", (Spec,), {"phase": Phase.ERASE})
+
+
+@pytest.mark.parametrize("name", sorted(n for n in ORDER if ORDER[n] in (0, 1, 4)))
+def test_every_step_reads_the_recipes_image_key(name):
+    # A dict batch with image_key="image" gives what a tuple batch at leaf 0 gives: every
+    # compiled stage reads the recipe's leaf (the uint8 stages read leaf 0 whatever the key was).
+    x = torch.randint(0, 256, (6, 20, 26, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    window = [] if ORDER[name] == 0 else [T.RandomResizedCrop(12)]
+    tail = [T.ToDtype(torch.float32, scale=True)]
+    steps = window + ([EXAMPLES[name]()] + tail if ORDER[name] < 2 else tail + [EXAMPLES[name]()])
+    if name == "Resize":
+        steps.insert(1, T.CenterCrop(8))
+    if name == "Pad":
+        steps.insert(1, T.RandomCrop(12))
+    at = BatchPosition(0, 2, 0)
+    by_key = T.Compose(steps, image_key="image", label_key="label", seed=4).apply(
+        {"image": x, "label": torch.arange(6)}, at)
+    by_index = T.Compose(steps, seed=4).apply((x, torch.arange(6)), at)
+    assert torch.equal(by_key["image"], by_index[0]) and torch.equal(by_key["label"], by_index[1])
