@@ -38,10 +38,11 @@ from .affine_augment import AffineAugment
 from .augmix import AugMixAugment
 from .blur_augment import GaussianBlurAugment
 from . import v2  # after the transforms it compiles into
+from .multi_view import MultiView
 
 __all__ = ["Transform", "BatchPosition", "get_leaf", "set_leaf", "run_transform", "has_host_stage",
            "gathered_keys", "save_transform_state", "load_transform_state", "DIRECT_EPOCH",
            "FusedAugment", "Draws", "PolicyAugment", "AffineAugment", "AugMixAugment",
            "GaussianBlurAugment",
            "SeededTransform",
-           "RandomErasing", "Compose", "MixUpCutMix", "RollMix"]
+           "RandomErasing", "Compose", "MixUpCutMix", "RollMix", "MultiView"]

@@ -33,6 +33,10 @@ of the policy can enlarge that for those pixels; a crop without resampling is ex
 :class:`PolicyAugment` (one fused kernel per op kind and step), then
 :func:`prefetch.ops.normalize_flip` — three passes over the uint8 image.
 
+Several views of each image (self-supervised pretraining): :class:`MultiView` runs several
+Composes on the same batch, each view with its own draws, and returns the list of their images
+(:mod:`.multi_view`); :mod:`prefetch.transforms.ssl` builds the published recipes.
+
 How: each step is a :class:`~prefetch.transforms.v2_plan.Spec` that says its phase (the order
 above) and sets its part of a :class:`~prefetch.transforms.v2_plan.Plan`; Compose places the steps
 in turn (the plan refuses one out of order or a second one where one goes, naming it) and builds
@@ -51,12 +55,14 @@ from .v2_photometric import *  # noqa: F401,F403
 from .v2_photometric import AutoAugmentPolicy
 from .v2_names import TORCHVISION_V2_NAMES, is_torchvision_object
 from .v2_plan import Plan, Spec
+from .multi_view import MultiView
 
 # The steps Compose compiles (named in its refusals): every name of the step modules' __all__,
 # so a new step is a class in the module of its phase, listed there.
 _COMPILED = [*v2_geometry.__all__, *v2_photometric.__all__, *v2_float.__all__]
 
-__all__ = ["Compose", "InterpolationMode", "AutoAugmentPolicy", *_COMPILED]
+# Several views of each image (self-supervised pretraining), each view a Compose: not a step.
+__all__ = ["Compose", "InterpolationMode", "AutoAugmentPolicy", *_COMPILED, "MultiView"]
 
 
 class Compose(_Compose):
@@ -98,6 +104,8 @@ class Compose(_Compose):
         if layout not in ("auto", "NHWC", "NCHW"):
             arguments.fail("Compose", "layout", "'auto', 'NHWC' or 'NCHW'", layout)
         channels = arguments.integer("Compose", "channels", channels, low=1)
+        self.seed, self.decode, self.layout, self.channels = seed, decode, layout, channels
+        self.image_key, self.label_key = image_key, label_key
         plan = Plan(seed=seed, decode=decode, image_key=image_key, label_key=label_key,
                     layout=layout, channels=channels)
         for k, step in enumerate(steps):
@@ -114,6 +122,19 @@ class Compose(_Compose):
 
     def __repr__(self) -> str:
         return "prefetch.transforms.v2.Compose([%s])" % ", ".join(repr(s) for s in self.steps)
+
+    def reseeded(self, seed: Optional[int]) -> "Compose":
+        """The same recipe (steps and settings) compiled with another ``seed``
+        (:class:`~prefetch.transforms.multi_view.MultiView` gives each view its own).
+
+        Args:
+            seed: as the constructor's.
+
+        Returns:
+            A new Compose.
+        """
+        return Compose(self.steps, seed=seed, decode=self.decode, image_key=self.image_key,
+                       label_key=self.label_key, layout=self.layout, channels=self.channels)
 
 
 def _torchvision_step(where, step):

@@ -1,0 +1,270 @@
+"""Several augmented views of each image (self-supervised pretraining: SimCLR, BYOL, DINO and SwAV
+multi-crop), each view a compiled :class:`prefetch.transforms.v2.Compose` run over the whole
+batch with its own draws.
+
+A :class:`MultiView` replaces the batch's image leaf with the list of its views' images — one
+``[N, C, h, w]`` tensor per view, in view order, as the SSL repositories consume them — and
+leaves the other leaves (the labels) as they are. View ``k``'s draws are a function of ``(seed,
+rank, epoch, batch index, k)``: each view is compiled with a seed derived from the MultiView's
+seed and its index (:func:`view_seeds`), so resuming, DataLoader workers and DDP ranks keep
+working as for one Compose.
+
+The published recipes are functions returning a MultiView, in :mod:`prefetch.transforms.ssl`.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import torch
+
+from . import arguments
+from .compose import Compose as _Compose
+from .contract import (Batch, BatchPosition, LeafKey, Transform, get_leaf, has_host_stage,
+                       run_transform, set_leaf)
+from .v2_plan import Phase
+
+__all__ = ["MultiView", "view_seeds"]
+
+# The key of the host stage's output: the views' host-staged batches, in view order.
+_HOST_VIEWS = "prefetch.multi_view.host_views"
+_MASK63 = (1 << 63) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """splitmix64's finaliser (Steele, Lea, Flood, "Fast splittable pseudorandom number
+    generators", OOPSLA 2014): a bijection of 64-bit words whose outputs for nearby inputs are
+    unrelated."""
+    x &= (1 << 64) - 1
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
+    return x ^ (x >> 31)
+
+
+def view_seeds(seed: Optional[int], count: int) -> List[Optional[int]]:
+    """The seed each of ``count`` views is compiled with, from the MultiView's ``seed``.
+
+    A view's Compose derives its members' seeds as ``seed + j * 0x9E3779B97F4A7C15``
+    (:func:`prefetch.transforms.v2_plan.seeds`); view seeds on that same sequence would give view
+    0's policy the seed of view 1's window. So view ``k`` takes ``splitmix64(seed + (k + 1) *
+    0xD1B54A32D192ED03) mod 2**63`` instead: unrelated to the other views' and their members'.
+
+    Args:
+        seed: an int in [-2**63, 2**64), or None (every view draws its own).
+        count: the number of views.
+
+    Returns:
+        ``count`` ints in [0, 2**63), or ``count`` Nones.
+    """
+    if seed is None:
+        return [None] * count
+    return [_splitmix64(int(seed) + (k + 1) * 0xD1B54A32D192ED03) & _MASK63 for k in range(count)]
+
+
+class MultiView(Transform):
+    """Each of ``views`` applied to the same batch; the image leaf becomes the list of their
+    images (one tensor per view, in order), the other leaves stay.
+
+    Args:
+        views: two or more :class:`prefetch.transforms.v2.Compose` (each its own crop size,
+            scale, ops and probabilities). Each must end with the images as float tensors of one
+            size (a window step and ``ToDtype``) and take no MixUp/CutMix (a view changes the
+            images only). Every view reads the same ``image_key``.
+        seed: each view is compiled again with the seed :func:`view_seeds` derives from this one
+            and its index, so view ``k``'s draws are a function of ``(seed, rank, epoch, index,
+            k)``; None keeps the views as they are (each with the seeds it was built with).
+        shared_decode: with ``decode=True`` views, True decodes every image once for all the
+            views, False each view its windows, None (default) chooses by the views' expected
+            coverage (above).
+
+    Output: ``batch`` with its image leaf replaced by ``[view_0_images, view_1_images, ...]``,
+    each ``[N, C, h_k, w_k]`` of its view's dtype and layout.
+
+    With ``decode=True`` views (JPEG bytes) on the CPU, each image is decoded once, whole, for all
+    the views where their windows are expected to cover at least its area
+    (:meth:`expected_coverage`: DINO's ten crops about 3.2 images, SimCLR's two 1.1), else each
+    view decodes its own windows (``shared_decode`` forces either); every view's output is the
+    same either way. Before a copy to a GPU each view decodes its windows in the
+    host stage (its own), so only pixels cross.
+
+    Raises:
+        ValueError: fewer than two views, a view that is not a prefetch v2 Compose or that mixes
+            the batch, views reading different image leaves, or a bad seed (TypeError too for
+            the wrong type).
+    """
+
+    def __init__(self, views: Sequence, *, seed: Optional[int] = None,
+                 shared_decode: Optional[bool] = None):
+        if not isinstance(views, (list, tuple)):
+            arguments.fail("MultiView", "views", "a list of prefetch.transforms.v2.Compose", views,
+                           arguments.ArgumentTypeError)
+        if len(views) < 2:
+            arguments.fail("MultiView", "views", "two or more views (a single view is its "
+                           "Compose)", views)
+        for k, view in enumerate(views):
+            # (prefetch.transforms.v2.Compose, told by what MultiView uses of it: v2 imports
+            # this module)
+            if not (isinstance(view, _Compose) and callable(getattr(view, "reseeded", None))):
+                raise TypeError("prefetch: MultiView view %d is a %s, not a "
+                                "prefetch.transforms.v2.Compose" % (k, type(view).__name__))
+            mixing = [type(s).__name__ for s in view.steps if s.phase == Phase.MIX]
+            if mixing:
+                raise ValueError("prefetch: MultiView view %d has %s: a view changes the images "
+                                 "only (mix the views' batches in the training step)"
+                                 % (k, ", ".join(mixing)))
+        keys = {repr(v.image_key) for v in views}
+        if len(keys) > 1:
+            raise ValueError("prefetch: MultiView's views read different image leaves (%s): give "
+                             "them one image_key" % ", ".join(sorted(keys)))
+        if seed is not None:
+            seed = arguments.integer("MultiView", "seed", seed, low=-(1 << 63), high=(1 << 64) - 1,
+                                     expected="None or an int in [-2**63, 2**64)")
+            views = [v.reseeded(s) for v, s in zip(views, view_seeds(seed, len(views)))]
+        self.views = list(views)
+        self.seed = seed
+        self.image_key: LeafKey = self.views[0].image_key
+        self.state_required = any(getattr(v, "state_required", False) for v in self.views)
+        if shared_decode is not None:
+            shared_decode = arguments.flag("MultiView", "shared_decode", shared_decode)
+        self.shared_decode = shared_decode
+        # One decode per image: where every view decodes (decode=True), each has a twin that
+        # takes decoded pixels, with the view's own seeds (so its draws are the view's).
+        self._twins = ([self._pixel_twin(v) for v in self.views]
+                       if all(v.decode for v in self.views) and shared_decode is not False
+                       else None)
+
+    @staticmethod
+    def _pixel_twin(view):
+        twin = type(view)(view.steps, seed=None, decode=False, image_key=view.image_key,
+                          label_key=view.label_key, layout=view.layout, channels=view.channels)
+        twin.load_state_dict(view.state_dict())
+        return twin
+
+    def __repr__(self) -> str:
+        return "MultiView([%s], seed=%r)" % (", ".join(repr(v) for v in self.views), self.seed)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    # --- the host stage: each view's, before the copy ---------------------------------------
+
+    @property
+    def host_stage(self) -> bool:
+        return any(has_host_stage(v) for v in self.views)
+
+    def host_stage_for(self, device: Union[torch.device, str]) -> bool:
+        """Whether any view has a host stage for ``device`` (its decoding before a GPU copy).
+
+        Args:
+            device (torch.device or str): where the loader copies.
+
+        Returns:
+            bool: True when a loader must call :meth:`host_apply` before that copy.
+        """
+        return any(has_host_stage(v, device) for v in self.views)
+
+    def host_apply(self, batch: Batch, position: BatchPosition,
+                   device: Union[torch.device, str]) -> Batch:
+        """Each view's host stage for ``device`` on ``batch``.
+
+        Args:
+            batch: the batch on the host.
+            position (BatchPosition): where the batch sits.
+            device (torch.device or str): where the loader copies.
+
+        Returns:
+            ``{"prefetch.multi_view.host_views": [view k's host-staged batch, ...]}`` (the batch
+            itself for a view without a host stage), which the loader copies and :meth:`apply`
+            takes.
+        """
+        return {_HOST_VIEWS: [v.host_apply(batch, position, device) if has_host_stage(v, device)
+                              else batch for v in self.views]}
+
+    # --- apply -------------------------------------------------------------------------------
+
+    def apply(self, batch: Batch, position: BatchPosition) -> Batch:
+        """Every view on the batch at the same position.
+
+        Args:
+            batch: the batch on the device (or what :meth:`host_apply` returned).
+            position (BatchPosition): where the batch sits.
+
+        Returns:
+            The batch with its image leaf the list of the views' images.
+
+        Raises:
+            Exception: whatever a view raises, with a note naming the view.
+        """
+        views = self.views
+        if isinstance(batch, dict) and _HOST_VIEWS in batch:
+            inputs = batch[_HOST_VIEWS]
+        elif self._twins is not None and self._decode_once(batch, position):
+            from ..ops.decode import decode_jpeg
+
+            decoded = set_leaf(batch, self.image_key, decode_jpeg(get_leaf(batch, self.image_key)))
+            views, inputs = self._twins, [decoded] * len(self.views)
+        else:
+            inputs = [batch] * len(self.views)
+        images = []
+        for k, (view, given) in enumerate(zip(views, inputs)):
+            try:
+                out = run_transform(view, given, position)
+            except Exception as exc:
+                exc.add_note("[prefetch] in MultiView view %d" % k)
+                raise
+            images.append(get_leaf(out, self.image_key))
+        return set_leaf(inputs[0] if len(inputs) else batch, self.image_key, images)
+
+    def _decode_once(self, batch: Batch, position: BatchPosition) -> bool:
+        """Whether this batch's images are decoded once, whole, for every view: with
+        ``shared_decode`` or the views' expected coverage (:meth:`expected_coverage`) at least 1,
+        for encoded images on the CPU (elsewhere each view decodes as it would alone). Each view
+        draws its windows from the headers, which are the decoded images' sizes, so it draws the
+        same windows and makes the same output either way."""
+        encoded = get_leaf(batch, self.image_key)
+        if getattr(encoded, "device", torch.device("cpu")).type != "cpu":
+            return False
+        if self.shared_decode is not None:
+            return self.shared_decode
+        return self.expected_coverage() >= 1.0
+
+    def expected_coverage(self) -> float:
+        """The views' windows' expected total area, in images: each RandomResizedCrop view its
+        ``scale`` range's mean (the area is drawn uniformly in it; torchvision's fallback
+        aside), a centred window 1. Decoding every window apart decodes about this many images'
+        pixels, one shared decode one image's (measured on this machine, benchmarks/NOTES.md:
+        DINO's ten crops, about 3.2, twice as fast shared; SimCLR's two, about 1.1, 8% faster)."""
+        total = 0.0
+        for view in self.views:
+            fused = view.transforms[0]
+            total += (sum(fused.scale) / 2 if fused.random_resized_crop is not None else 1.0)
+        return total
+
+    # --- state -------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """Each view's state (its members' seeds).
+
+        Returns:
+            dict: ``{"views": [view.state_dict(), ...]}`` in view order.
+        """
+        return {"views": [v.state_dict() for v in self.views]}
+
+    def load_state_dict(self, state: Optional[dict]) -> None:
+        """Restores :meth:`state_dict` into each view.
+
+        Args:
+            state (dict or None): what :meth:`state_dict` returned.
+
+        Raises:
+            ValueError: the state holds another number of views, or a view refuses its state
+                (built with other seeds).
+        """
+        states = (state or {}).get("views") or [None] * len(self.views)
+        if len(states) != len(self.views):
+            raise ValueError("prefetch: the state holds %d views' states; this MultiView has %d"
+                             % (len(states), len(self.views)))
+        for v, s in zip(self.views, states):
+            v.load_state_dict(s)
+        if self._twins is not None:
+            for twin, v in zip(self._twins, self.views):
+                twin.load_state_dict(v.state_dict())
