@@ -189,13 +189,15 @@ def main(argv=None):
     for _, close in pipelines.values():
         close()
     if args.out:
-        commit, dirty = checkout_state()
+        state = checkout_state()  # the commit measured, and whether the tree differs from it
         result = {
             "benchmark": "benchmarks/ssl_views_bench.py", "recipe": args.recipe,
             "views": "2 x %d + 8 x %d" % (args.size, args.local) if args.recipe == "dino"
             else "2 x %d" % args.size,
-            "commit": commit, "dirty": dirty, "date": time.strftime("%Y-%m-%d"),
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+            "commit": state["commit"], "dirty": state["dirty"],
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()},
+            "torch": torch.__version__, "torchvision": __import__("torchvision").__version__,
             "resources": "%d DataLoader workers (usual) = %d DataLoader workers reading bytes + "
                          "%d prefetch threads" % (args.workers, args.workers, args.workers),
             "files": args.files, "batch": args.batch, "rounds": args.rounds,
