@@ -194,7 +194,7 @@ def main(argv=None):
             "benchmark": "benchmarks/ssl_views_bench.py", "recipe": args.recipe,
             "views": "2 x %d + 8 x %d" % (args.size, args.local) if args.recipe == "dino"
             else "2 x %d" % args.size,
-            "commit": state["commit"], "dirty": state["dirty"],
+            "commit": state["commit"], "dirty": state["dirty"], "changed": state.get("changed"),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()},
             "torch": torch.__version__, "torchvision": __import__("torchvision").__version__,
