@@ -231,8 +231,10 @@ class MultiView(Transform):
         """The views' windows' expected total area, in images: each RandomResizedCrop view its
         ``scale`` range's mean (the area is drawn uniformly in it; torchvision's fallback
         aside), a centred window 1. Decoding every window apart decodes about this many images'
-        pixels, one shared decode one image's (measured on this machine, benchmarks/NOTES.md:
-        DINO's ten crops, about 3.2, twice as fast shared; SimCLR's two, about 1.1, 8% faster)."""
+        pixels, one shared decode one image's: DINO's ten crops cover about 3.2 and run twice as
+        fast shared, SimCLR's two about 1.1 and a few percent faster
+        (``benchmarks/ssl_views_bench.py``, whose DINO figure is
+        benchmarks/results/cpu-2core-2026-11-30-ssl-dino-vs-repository.json)."""
         total = 0.0
         for view in self.views:
             fused = view.transforms[0]
