@@ -234,7 +234,11 @@ class MultiView(Transform):
         pixels, one shared decode one image's: DINO's ten crops cover about 3.2 and run twice as
         fast shared, SimCLR's two about 1.1 and a few percent faster
         (``benchmarks/ssl_views_bench.py``, whose DINO figure is
-        benchmarks/results/cpu-2core-2026-11-30-ssl-dino-vs-repository.json)."""
+        benchmarks/results/cpu-2core-2026-11-30-ssl-dino-vs-repository.json).
+
+        Returns:
+            float: the sum over the views, in images (1.0: one image's area).
+        """
         total = 0.0
         for view in self.views:
             fused = view.transforms[0]
