@@ -9,8 +9,8 @@ views >= 2.5x the usual pipeline, equal cores).
   DataLoader's default_collate stacks each view.
 - prefetch: DataLoader(N workers) of the files' bytes with ``collate.samples`` (the workers read
   files only) and a Prefetcher of N threads whose transform is ``ssl.dino_views`` /
-  ``ssl.simclr_views`` with ``decode=True`` views: each view decodes its own window (no decode
-  shared between views yet) and runs fused in C++ threads.
+  ``ssl.simclr_views`` with ``decode=True`` views: each image decoded once for all its views
+  (MultiView's shared decode), each view fused in C++ threads.
 
 N = the usable cores (``--workers``, default ``os.cpu_count()``) on both sides. Interleaved rounds
 (usual, prefetch, usual, ...), images/s per round, the ratio the median of per-round ratios.

@@ -17,5 +17,7 @@ import multiprocessing
 
 
 def start_workers_by_forkserver():
+    """multiprocessing's default start method forkserver, with torch and prefetch preloaded in
+    the forkserver (see the module docstring)."""
     multiprocessing.set_start_method("forkserver", force=True)
     multiprocessing.set_forkserver_preload(["torch", "prefetch"])

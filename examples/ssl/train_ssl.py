@@ -12,9 +12,10 @@ DataLoader's workers, PIL-decoding and resizing per view::
     loader = DataLoader(dataset, batch_size=64, num_workers=8)
     for views, _ in loader: ...                       # views: a list of 10 batches
 
-After: the dataset yields the files' bytes, and the views are made per batch — each image
-decoded once, each view's crop, flip, colour jitter, grayscale, blur and solarize fused, each
-image with its own draws, in C++ threads (or on the GPU after the copy)::
+After: the dataset yields the files' bytes, and the views are made per batch — each view's
+crop, flip, colour jitter, grayscale, blur and solarize fused, each image with its own draws, in
+C++ threads (on the CPU device each image decoded once for all its views; for a GPU each view
+decodes its windows before the copy and the rest runs on the GPU)::
 
     loader = DataLoader(JpegFiles(paths), batch_size=64, num_workers=2,
                         collate_fn=prefetch.collate.samples)

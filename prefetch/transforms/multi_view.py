@@ -40,6 +40,30 @@ def _splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
+def _seeds_of(view) -> list:
+    """The seeds a view draws with: its members' (its state)."""
+    return [m.get("seed") if isinstance(m, dict) else None
+            for m in view.state_dict()["transforms"]]
+
+
+def _distinct(views: list) -> list:
+    """``views`` with none drawing as an earlier one does: a view given twice (``[view] * 2``) or
+    built with an earlier one's seeds would make the same images. One whose seeds were drawn
+    (built with ``seed=None``) is compiled again with fresh ones; one built with an explicit seed
+    is refused (its seeds are the user's)."""
+    seen = []
+    for k, view in enumerate(views):
+        if _seeds_of(view) in seen:
+            if view.seed is not None:
+                raise ValueError(
+                    "prefetch: MultiView view %d draws with the seeds of an earlier view (both "
+                    "built with seed=%d): the two would make the same images. Give each view its "
+                    "own seed, or pass seed= to MultiView" % (k, view.seed))
+            views[k] = view = view.reseeded(None)
+        seen.append(_seeds_of(view))
+    return views
+
+
 def view_seeds(seed: Optional[int], count: int) -> List[Optional[int]]:
     """The seed each of ``count`` views is compiled with, from the MultiView's ``seed``.
 
@@ -71,25 +95,28 @@ class MultiView(Transform):
             images only). Every view reads the same ``image_key``.
         seed: each view is compiled again with the seed :func:`view_seeds` derives from this one
             and its index, so view ``k``'s draws are a function of ``(seed, rank, epoch, index,
-            k)``; None keeps the views as they are (each with the seeds it was built with).
+            k)``; None keeps the views as they are (each with the seeds it was built with), but
+            a view given twice, or drawing with an earlier view's drawn seeds, is compiled again
+            with fresh ones.
         shared_decode: with ``decode=True`` views, True decodes every image once for all the
             views, False each view its windows, None (default) chooses by the views' expected
-            coverage (above).
+            coverage (below).
 
     Output: ``batch`` with its image leaf replaced by ``[view_0_images, view_1_images, ...]``,
     each ``[N, C, h_k, w_k]`` of its view's dtype and layout.
 
-    With ``decode=True`` views (JPEG bytes) on the CPU, each image is decoded once, whole, for all
-    the views where their windows are expected to cover at least its area
+    With ``decode=True`` views (JPEG bytes) on the CPU device, each image is decoded once, whole,
+    for all the views where their windows are expected to cover at least its area
     (:meth:`expected_coverage`: DINO's ten crops about 3.2 images, SimCLR's two 1.1), else each
     view decodes its own windows (``shared_decode`` forces either); every view's output is the
-    same either way. Before a copy to a GPU each view decodes its windows in the
-    host stage (its own), so only pixels cross.
+    same either way. Before a copy to a GPU each view still decodes its own windows, in the host
+    stage (a decode per view: shared decoding there is not built yet), so only pixels cross.
 
     Raises:
-        ValueError: fewer than two views, a view that is not a prefetch v2 Compose or that mixes
-            the batch, views reading different image leaves, or a bad seed (TypeError too for
-            the wrong type).
+        ValueError: fewer than two views, a view that mixes the batch, views reading different
+            image leaves, some decoding and others not, a view with an earlier view's explicit
+            seeds, a bad seed or shared_decode (a TypeError too for the wrong type).
+        TypeError: ``views`` not a list, or a view that is not a prefetch v2 Compose.
     """
 
     def __init__(self, views: Sequence, *, seed: Optional[int] = None,
@@ -115,10 +142,17 @@ class MultiView(Transform):
         if len(keys) > 1:
             raise ValueError("prefetch: MultiView's views read different image leaves (%s): give "
                              "them one image_key" % ", ".join(sorted(keys)))
+        decoding = [k for k, v in enumerate(views) if v.decode]
+        if decoding and len(decoding) < len(views):
+            raise ValueError("prefetch: MultiView views %s decode JPEGs (decode=True) and the "
+                             "others take pixels: every view reads the same image leaf, so all "
+                             "or none may decode" % decoding)
         if seed is not None:
             seed = arguments.integer("MultiView", "seed", seed, low=-(1 << 63), high=(1 << 64) - 1,
                                      expected="None or an int in [-2**63, 2**64)")
             views = [v.reseeded(s) for v, s in zip(views, view_seeds(seed, len(views)))]
+        else:
+            views = _distinct(list(views))
         self.views = list(views)
         self.seed = seed
         self.image_key: LeafKey = self.views[0].image_key

@@ -15,6 +15,7 @@ import torch
 
 from . import arguments
 from . import v2 as T
+from .contract import LeafKey
 from .multi_view import MultiView
 
 __all__ = ["simclr_views", "byol_views", "dino_views", "swav_views"]
@@ -24,7 +25,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 Size = Union[int, Tuple[int, int]]
 
 
-def _view(window, flip_and_colour, blur_p, solarize_p, blur_kernel, mean, std, dtype, decode):
+def _view(window, flip_and_colour, blur_p, solarize_p, blur_kernel, mean, std, dtype, decode,
+          keys=(0, 1)):
     """One view as the SSL repositories write it: the window, the flip and colour steps, blur
     with probability ``blur_p`` (sigma uniform in [0.1, 2.0]), solarize (threshold 128) with
     ``solarize_p``, then the float conversion and normalisation."""
@@ -35,7 +37,7 @@ def _view(window, flip_and_colour, blur_p, solarize_p, blur_kernel, mean, std, d
     if solarize_p > 0:
         steps.append(T.RandomSolarize(128, p=solarize_p))
     steps += [T.ToDtype(dtype, scale=True), T.Normalize(mean, std)]
-    return T.Compose(steps, decode=decode)
+    return T.Compose(steps, decode=decode, image_key=keys[0], label_key=keys[1])
 
 
 def _flip_and_colour(brightness, contrast, saturation, hue):
@@ -51,7 +53,8 @@ def simclr_views(size: Size = 224, *, strength: float = 1.0, blur_p: float = 0.5
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                  dtype: torch.dtype = torch.float32, decode: bool = False,
                  seed: Optional[int] = None,
-                 shared_decode: Optional[bool] = None) -> MultiView:
+                 shared_decode: Optional[bool] = None, image_key: LeafKey = 0,
+                 label_key: LeafKey = 1) -> MultiView:
     """SimCLR's two views (Chen et al., "A Simple Framework for Contrastive Learning of Visual
     Representations", ICML 2020, appendix A): RandomResizedCrop(size, scale=(0.08, 1)), flip,
     ``RandomApply([ColorJitter(0.8 s, 0.8 s, 0.8 s, 0.2 s)], p=0.8)``, RandomGrayscale(0.2),
@@ -71,6 +74,7 @@ def simclr_views(size: Size = 224, *, strength: float = 1.0, blur_p: float = 0.5
             (``Compose(decode=True)``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
+        image_key, label_key: the batch's image and label leaves (an index or a dict's key).
 
     Returns:
         MultiView: two views.
@@ -81,9 +85,10 @@ def simclr_views(size: Size = 224, *, strength: float = 1.0, blur_p: float = 0.5
     side = size if isinstance(size, int) else min(size)
     kernel = blur_kernel if blur_kernel is not None else max(1, int(0.1 * side) // 2 * 2 + 1)
     s = arguments.number("simclr_views", "strength", strength, low=0.0)
+    keys = (image_key, label_key)
     views = [_view(T.RandomResizedCrop(size, scale=(0.08, 1.0), interpolation=interpolation),
                    _flip_and_colour(0.8 * s, 0.8 * s, 0.8 * s, 0.2 * s), blur_p, 0.0, kernel,
-                   mean, std, dtype, decode) for _ in range(2)]
+                   mean, std, dtype, decode, keys) for _ in range(2)]
     return MultiView(views, seed=seed, shared_decode=shared_decode)
 
 
@@ -91,7 +96,8 @@ def byol_views(size: Size = 224, *, blur_kernel: int = 23, interpolation: str = 
                mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                dtype: torch.dtype = torch.float32, decode: bool = False,
                seed: Optional[int] = None,
-               shared_decode: Optional[bool] = None) -> MultiView:
+               shared_decode: Optional[bool] = None, image_key: LeafKey = 0,
+               label_key: LeafKey = 1) -> MultiView:
     """BYOL's two asymmetric views (Grill et al., "Bootstrap Your Own Latent", NeurIPS 2020,
     table 6): both RandomResizedCrop(size, scale=(0.08, 1), bicubic), flip,
     ``RandomApply([ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8)``, RandomGrayscale(0.2); the blur
@@ -113,6 +119,7 @@ def byol_views(size: Size = 224, *, blur_kernel: int = 23, interpolation: str = 
             (``Compose(decode=True)``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
+        image_key, label_key: the batch's image and label leaves (an index or a dict's key).
 
     Returns:
         MultiView: two views.
@@ -123,11 +130,11 @@ def byol_views(size: Size = 224, *, blur_kernel: int = 23, interpolation: str = 
     def window():
         return T.RandomResizedCrop(size, scale=(0.08, 1.0), interpolation=interpolation)
 
-    colour = (0.4, 0.4, 0.2, 0.1)
+    colour, keys = (0.4, 0.4, 0.2, 0.1), (image_key, label_key)
     return MultiView([_view(window(), _flip_and_colour(*colour), 1.0, 0.0, blur_kernel, mean, std,
-                            dtype, decode),
+                            dtype, decode, keys),
                       _view(window(), _flip_and_colour(*colour), 0.1, 0.2, blur_kernel, mean, std,
-                            dtype, decode)], seed=seed, shared_decode=shared_decode)
+                            dtype, decode, keys)], seed=seed, shared_decode=shared_decode)
 
 
 def dino_views(global_size: Size = 224, local_size: Size = 96, *,
@@ -137,7 +144,8 @@ def dino_views(global_size: Size = 224, local_size: Size = 96, *,
                mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
                dtype: torch.dtype = torch.float32, decode: bool = False,
                seed: Optional[int] = None,
-               shared_decode: Optional[bool] = None) -> MultiView:
+               shared_decode: Optional[bool] = None, image_key: LeafKey = 0,
+               label_key: LeafKey = 1) -> MultiView:
     """DINO's multi-crop (Caron et al., "Emerging Properties in Self-Supervised Vision
     Transformers", ICCV 2021; its repository's ``DataAugmentationDINO``, whose argument names
     these are): two global views, RandomResizedCrop(global_size, global_crops_scale, bicubic),
@@ -163,6 +171,7 @@ def dino_views(global_size: Size = 224, local_size: Size = 96, *,
             (``Compose(decode=True)``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
+        image_key, label_key: the batch's image and label leaves (an index or a dict's key).
 
     Returns:
         MultiView: 2 + ``local_crops_number`` views, the global ones first.
@@ -172,17 +181,17 @@ def dino_views(global_size: Size = 224, local_size: Size = 96, *,
     """
     local_crops_number = arguments.integer("dino_views", "local_crops_number", local_crops_number,
                                            low=0)
-    colour = (0.4, 0.4, 0.2, 0.1)
+    colour, keys = (0.4, 0.4, 0.2, 0.1), (image_key, label_key)
 
     def crop(size, scale):
         return T.RandomResizedCrop(size, scale=scale, interpolation=interpolation)
 
     views = [_view(crop(global_size, global_crops_scale), _flip_and_colour(*colour), 1.0, 0.0,
-                   blur_kernel, mean, std, dtype, decode),
+                   blur_kernel, mean, std, dtype, decode, keys),
              _view(crop(global_size, global_crops_scale), _flip_and_colour(*colour), 0.1, 0.2,
-                   blur_kernel, mean, std, dtype, decode)]
+                   blur_kernel, mean, std, dtype, decode, keys)]
     views += [_view(crop(local_size, local_crops_scale), _flip_and_colour(*colour), 0.5, 0.0,
-                    blur_kernel, mean, std, dtype, decode) for _ in range(local_crops_number)]
+                    blur_kernel, mean, std, dtype, decode, keys) for _ in range(local_crops_number)]
     return MultiView(views, seed=seed, shared_decode=shared_decode)
 
 
@@ -192,7 +201,8 @@ def swav_views(size_crops: Sequence[int] = (224, 96), nmb_crops: Sequence[int] =
                interpolation: str = "bilinear", mean: Sequence[float] = IMAGENET_MEAN,
                std: Sequence[float] = (0.228, 0.224, 0.225), dtype: torch.dtype = torch.float32,
                decode: bool = False, seed: Optional[int] = None,
-               shared_decode: Optional[bool] = None) -> MultiView:
+               shared_decode: Optional[bool] = None, image_key: LeafKey = 0,
+               label_key: LeafKey = 1) -> MultiView:
     """SwAV's multi-crop (Caron et al., "Unsupervised Learning of Visual Features by Contrasting
     Cluster Assignments", NeurIPS 2020; its repository's ``MultiCropDataset``, whose argument
     names these are): ``nmb_crops[i]`` views of side ``size_crops[i]``, each
@@ -217,6 +227,7 @@ def swav_views(size_crops: Sequence[int] = (224, 96), nmb_crops: Sequence[int] =
             (``Compose(decode=True)``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
+        image_key, label_key: the batch's image and label leaves (an index or a dict's key).
 
     Returns:
         MultiView: ``sum(nmb_crops)`` views, group by group.
@@ -229,10 +240,10 @@ def swav_views(size_crops: Sequence[int] = (224, 96), nmb_crops: Sequence[int] =
         raise ValueError("prefetch: swav_views takes size_crops, nmb_crops, min_scale_crops and "
                          "max_scale_crops of one length (one entry per group), got %r"
                          % (tuple(list(g) for g in groups),))
-    views = []
+    views, keys = [], (image_key, label_key)
     for size, count, low, high in zip(*groups):
         count = arguments.integer("swav_views", "nmb_crops", count, low=0)
         views += [_view(T.RandomResizedCrop(size, scale=(low, high), interpolation=interpolation),
                         _flip_and_colour(0.8, 0.8, 0.8, 0.2), 0.5, 0.0, blur_kernel, mean, std,
-                        dtype, decode) for _ in range(count)]
+                        dtype, decode, keys) for _ in range(count)]
     return MultiView(views, seed=seed, shared_decode=shared_decode)

@@ -178,10 +178,11 @@ class RandomCrop(_Window):
             # torchvision pads twice (Pad's fill inside, then this step's padding and
             # pad_if_needed with its own fill): one padding of the summed sides when the fills
             # agree or this step pads nothing of its own.
-            if (self.padding or self.pad_if_needed) and pad.fill != self.fill:
+            if (any(_sides(self.padding)) or self.pad_if_needed) and pad.fill != self.fill:
                 raise ValueError(
                     "prefetch: %s pads with fill=%d after Pad's fill=%d: the window pads with one "
-                    "value; give both the same fill, or pad once" % (plan.where, self.fill, pad.fill))
+                    "value; give both the same fill, or pad once"
+                    % (plan.where, self.fill, pad.fill))
             padding = tuple(a + b for a, b in zip(_sides(pad.padding), _sides(self.padding)))
             fill = pad.fill
         plan.set_fused(crop=self.size, padding=padding, fill=fill, pad_if_needed=self.pad_if_needed)

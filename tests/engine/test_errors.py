@@ -4,6 +4,8 @@ works; a failed epoch leaves nothing alive; a killed DataLoader worker surfaces 
 own error; a thread the OS refuses to start is a Python exception, not an abort; a stalled source
 raises PrefetchTimeout; a missing extension fails the import."""
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -230,31 +232,40 @@ def test_errors_and_cleanup_in_a_child_with_a_hard_timeout(kind, fail_at, how):
     assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
 
 
+class Dies(torch.utils.data.Dataset):
+    """Its worker kills itself at sample 20 (batch 5 of 4): here, not in the child's code, so that
+    a forkserver worker (the sanitized run's) can unpickle it."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        if i == 20:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return torch.full((4,), i)
+
+
 def test_a_killed_dataloader_worker_surfaces_as_an_error():
     out = run_child("""
-        import os, signal, torch, prefetch
-        from torch.utils.data import DataLoader, Dataset
-
-        class Dies(Dataset):
-            def __len__(self):
-                return 64
-            def __getitem__(self, i):
-                if i == 20:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                return torch.full((4,), i)
+        import torch, prefetch
+        from torch.utils.data import DataLoader
+        from tests.engine.test_errors import Dies
 
         loader = DataLoader(Dies(), batch_size=4, num_workers=2)
+        delivered = 0
         with prefetch.Prefetcher(loader, device="cpu") as pf:
             try:
                 for _ in pf:
-                    pass
+                    delivered += 1
             # DataLoader's own error: usually RuntimeError("DataLoader worker ... exited
             # unexpectedly"), sometimes ConnectionResetError or EOFError from its queue, by timing.
             except (RuntimeError, OSError, EOFError) as e:
-                print("surfaced: %s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0]), flush=True)
+                print("surfaced after %d batches: %s: %s" % (
+                    delivered, type(e).__name__, (str(e).splitlines() or [""])[0]), flush=True)
     """, timeout=90)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "surfaced:" in out.stdout
+    # The workers ran (batches arrived: the dataset reached them) and the kill surfaced.
+    assert re.search(r"surfaced after [1-9]\d* batches", out.stdout), out.stdout + out.stderr
 
 
 # ---- threads the OS refuses to start -------------------------------------------------------------

@@ -125,10 +125,26 @@ def test_a_failing_view_is_named():
      ValueError, r"view 1 has MixUp: a view changes the images only"),
     (lambda: [T.Compose(local_steps()), T.Compose(local_steps(), image_key="x")], ValueError,
      "read different image leaves"),
+    (lambda: [T.Compose([T.RandomResizedCrop(8), T.ToDtype(torch.float32, scale=True)],
+                        decode=True), T.Compose(local_steps())], ValueError,
+     r"views \[0\] decode JPEGs \(decode=True\) and the others take pixels"),
+    (lambda: [T.Compose(local_steps(), seed=5), T.Compose(local_steps(), seed=5)], ValueError,
+     r"view 1 draws with the seeds of an earlier view \(both built with seed=5\)"),
 ])
 def test_bad_views_are_refused_naming_them(views, error, match):
     with pytest.raises(error, match=match):
         T.MultiView(views())
+
+
+def test_a_view_given_twice_draws_its_own_images():
+    # [view] * 2 without a seed: the second is compiled again with fresh seeds (else both views
+    # of every image would be the same image, and a contrastive loss trivial).
+    view = T.Compose(local_steps())
+    x = images()
+    for mv in (T.MultiView([view, view]), T.MultiView([T.Compose(local_steps())] * 3)):
+        out = mv.apply((x, torch.arange(6)), AT)[0]
+        assert all(not torch.equal(out[i], out[j]) for i in range(len(out)) for j in range(i))
+    assert T.MultiView([view, view]).views[0] is view  # the first kept as it is
 
 
 def test_a_bad_seed_is_refused():
@@ -182,6 +198,9 @@ def test_dino_views_are_dinos_data_augmentation():
         ("RandomApply(GaussianBlur)", 0.5), ("ToDtype",), norm]
     assert described(mv.views[0]) == g1 and described(mv.views[1]) == g2
     assert all(described(v) == local for v in mv.views[2:])
+    # RandomResizedCrop's default ratio, solarize's threshold 128 (PIL's ImageOps.solarize)
+    assert all(tuple(v.steps[0].ratio) == (3 / 4, 4 / 3) for v in mv.views)
+    assert mv.views[1].steps[5].threshold == 128
     assert all(jitter(v) == (0.4, 0.4, 0.2, 0.1) for v in mv.views)
     assert len(ssl.dino_views(local_crops_number=0)) == 2
 
@@ -211,6 +230,15 @@ def test_simclr_and_swav_views():
     assert all(described(v)[-1] == ("Normalize", MEAN, (0.228, 0.224, 0.225)) for v in sw.views)
     with pytest.raises(ValueError, match="of one length"):
         ssl.swav_views(size_crops=(224,), nmb_crops=(2, 6))
+
+
+def test_the_recipes_take_dict_batches():
+    batch = {"img": images(n=3, h=80, w=70), "y": torch.arange(3)}
+    for mv in (ssl.dino_views(32, 16, local_crops_number=1, blur_kernel=5, seed=1, image_key="img",
+                              label_key="y"),
+               ssl.simclr_views(16, seed=2, image_key="img", label_key="y")):
+        out = mv.apply(batch, AT)
+        assert len(out["img"]) == len(mv) and torch.equal(out["y"], batch["y"])
 
 
 def test_the_recipes_run_on_a_batch():
@@ -321,6 +349,7 @@ def test_one_decode_for_every_view_gives_each_views_own_decode(make):
         pytest.skip("built without libjpeg-turbo")
     batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
     once, apart, auto = make(True), make(False), make(None)
+    assert auto._decode_once(batch, AT)  # these recipes cover more than the images: shared
     assert once._twins is not None and apart._twins is None
     for at in (AT, BatchPosition(0, 1, 0)):
         a = once.apply(batch, at)[0]
@@ -351,6 +380,22 @@ def test_the_decode_is_shared_where_the_windows_are_expected_to_cover_the_images
     assert ssl.dino_views()._twins is None  # no decode
     with pytest.raises(ValueError, match="MultiView shared_decode"):
         T.MultiView(small.views, shared_decode=1)
+
+
+def test_views_of_small_windows_decode_apart_by_default_with_the_same_output():
+    pytest.importorskip("PIL")
+    if not prefetch.built_with_jpeg():
+        pytest.skip("built without libjpeg-turbo")
+    batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
+
+    def views():
+        return [T.Compose([T.RandomResizedCrop(10, scale=(0.05, 0.3)), T.RandomHorizontalFlip(),
+                           T.ToDtype(torch.float32, scale=True)], decode=True) for _ in range(2)]
+
+    auto, once = T.MultiView(views(), seed=8), T.MultiView(views(), seed=8, shared_decode=True)
+    assert not auto._decode_once(batch, AT)
+    for u, v in zip(auto.apply(batch, AT)[0], once.apply(batch, AT)[0]):
+        assert torch.equal(u, v)
 
 
 def test_after_a_state_is_loaded_the_twins_draw_as_the_views_do():

@@ -390,6 +390,7 @@ def test_a_pad_the_window_cannot_take_is_refused_naming_it(steps, match):
 
 
 def test_pad_with_a_different_fill_and_no_padding_of_the_crop_keeps_pads_fill():
-    recipe = T.Compose([T.Pad((1, 2), fill=3), T.RandomCrop(8), T.ToDtype(torch.float32, scale=True)])
-    fused = recipe.transforms[0]
-    assert fused.pads == (1, 2, 1, 2) and fused.fill == 3
+    for crop in (T.RandomCrop(8), T.RandomCrop(8, padding=(0, 0)), T.RandomCrop(8, padding=0)):
+        recipe = T.Compose([T.Pad((1, 2), fill=3), crop, T.ToDtype(torch.float32, scale=True)])
+        fused = recipe.transforms[0]
+        assert fused.pads == (1, 2, 1, 2) and fused.fill == 3
