@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader, Dataset
 import prefetch
 from prefetch.bench.datasets import JpegBytes, write_jpegs
 from prefetch.bench.provenance import checkout_state
+from prefetch.bench.timing import interleaved
 from prefetch.transforms import ssl
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -171,14 +172,9 @@ def main(argv=None):
     paths = write_jpegs(directory, args.files)
     common = (args.batch, args.workers, args.recipe, args.size, args.local)
     pipelines = {"usual": usual(paths, *common), "prefetch": with_prefetch(paths, *common)}
-    for epoch, _ in pipelines.values():
-        epoch()  # warm-up: workers started, blocks made
-    times = {name: [] for name in pipelines}
-    for _ in range(args.rounds):  # interleaved
-        for name, (epoch, _) in pipelines.items():
-            t0 = time.perf_counter()
-            n = epoch()
-            times[name].append(n / (time.perf_counter() - t0))
+    # One warm-up epoch each (workers started, blocks made), then interleaved rounds.
+    seconds = interleaved({name: epoch for name, (epoch, _) in pipelines.items()}, args.rounds)
+    times = {name: [args.files / t for t in values] for name, values in seconds.items()}
     ratios = [p / u for p, u in zip(times["prefetch"], times["usual"])]
     for name, values in times.items():
         print("%-9s images/s median %.1f (%.1f-%.1f)" % (name, statistics.median(values),
