@@ -36,21 +36,17 @@ import torch
 
 from prefetch.ops import color_jitter, cpu_kernel_build
 from prefetch.transforms import policy_ops
+from torchvision_peer import import_torchvision as import_torchvision_module
 
 FILL = None  # zeros outside: kornia has no torchvision fill blend, so all three pad with zeros
 
 
 def import_torchvision():
-    original = torch.library.register_fake
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)
     try:
-        from torchvision.transforms import InterpolationMode
-        from torchvision.transforms.v2 import functional as F
+        modes = import_torchvision_module("torchvision.transforms").InterpolationMode
+        return import_torchvision_module("torchvision.transforms.v2.functional"), modes
     except Exception:  # noqa: BLE001 - any import failure means "not usable here"
         return None, None
-    finally:
-        torch.library.register_fake = original
-    return F, InterpolationMode
 
 
 def import_kornia():

@@ -25,19 +25,10 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 import prefetch
 from prefetch.bench.workers import JpegBytes, write_jpegs
 from prefetch.transforms import v2 as P
+from torchvision_peer import import_torchvision
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIZE = 176
-
-
-def import_torchvision():
-    original = torch.library.register_fake
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)
-    try:
-        from torchvision.transforms import v2 as T
-    finally:
-        torch.library.register_fake = original
-    return T
 
 
 class RecipeInWorkers(Dataset):
@@ -54,7 +45,7 @@ class RecipeInWorkers(Dataset):
         from PIL import Image
 
         if self.recipe is None:
-            T = import_torchvision()
+            T = import_torchvision("torchvision.transforms.v2")
             self.recipe = T.Compose([T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(),
                                      T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
                                      T.PILToTensor()])
@@ -101,7 +92,7 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args(argv)
     try:
-        import_torchvision()
+        import_torchvision("torchvision.transforms.v2")
     except Exception as exc:  # not installed: nothing to compare with
         print("recipe_bench: torchvision's transforms do not import (%s); skipped" % exc)
         return 0

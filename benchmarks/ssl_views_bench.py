@@ -35,18 +35,9 @@ from prefetch.bench.datasets import JpegBytes, write_jpegs
 from prefetch.bench.provenance import checkout_state
 from prefetch.bench.timing import interleaved
 from prefetch.transforms import ssl
+from torchvision_peer import import_torchvision
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def import_torchvision():
-    original = torch.library.register_fake
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)
-    try:
-        from torchvision import transforms as T
-    finally:
-        torch.library.register_fake = original
-    return T
 
 
 class _PilBlur:

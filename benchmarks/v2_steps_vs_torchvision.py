@@ -29,18 +29,14 @@ import torch
 
 from prefetch.bench.provenance import checkout_state
 from prefetch.transforms import BatchPosition, v2 as P
+from torchvision_peer import import_torchvision
 
 
 def import_torchvision_v2():
-    original = torch.library.register_fake
-    torch.library.register_fake = lambda *a, **k: (lambda f: f)
     try:
-        from torchvision.transforms import v2
+        return import_torchvision("torchvision.transforms.v2")
     except Exception:  # noqa: BLE001 - any import failure means "not usable here"
         return None
-    finally:
-        torch.library.register_fake = original
-    return v2
 
 
 def steps(lib):
