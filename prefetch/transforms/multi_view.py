@@ -265,10 +265,8 @@ class MultiView(Transform):
         """The views' windows' expected total area, in images: each RandomResizedCrop view its
         ``scale`` range's mean (the area is drawn uniformly in it; torchvision's fallback
         aside), a centred window 1. Decoding every window apart decodes about this many images'
-        pixels, one shared decode one image's: DINO's ten crops cover about 3.2 and run twice as
-        fast shared, SimCLR's two about 1.1 and a few percent faster
-        (``benchmarks/ssl_views_bench.py``, whose DINO figure is
-        benchmarks/results/cpu-2core-2026-11-30-ssl-dino-vs-repository.json).
+        pixels, one shared decode one image's (DINO's ten crops cover about 3.2, SimCLR's two
+        about 1.1), and most of a window's decode is entropy decoding that no window skips.
 
         Returns:
             float: the sum over the views, in images (1.0: one image's area).
