@@ -410,7 +410,7 @@ body_profile() {
   # --clock-control none: the clocks the bench ran at (ncu locks them to base by default).
   # Demangled names: the plane_rows ops all run plane_rows_kernel<Thread> (profile_ops.py says more).
   ncu --target-processes all --clock-control none --kernel-name-base demangled \
-    -k 'regex:normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|GaussianBlur|LookupThread|ColorJitterThread|histogram_kernel' \
+    -k 'regex:normalize_flip|flip_crop|resized_crop|AffineWarpThread|PilAffineThread|SharpnessThread|GaussianBlur|LookupThread|ColorJitterThread|histogram_kernel' \
     --launch-skip "$n" --launch-count "$n" --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     "$PY" "$GPU/profile_ops.py" >"$dir/ncu.txt" 2>&1

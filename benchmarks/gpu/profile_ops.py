@@ -3,7 +3,7 @@ stage runs this under ``ncu``): the first GPU run measured normalize_flip at 0.3
 copy where 0.85 was predicted, and NOTES.md names the suspects (single-byte loads, occupancy);
 ncu's memory throughput, occupancy and warp stall reasons per launch say which.
 
-    ncu --kernel-name-base demangled -k regex:"normalize_flip|flip_crop|resized_crop|AffineWarpThread|SharpnessThread|GaussianBlur|LookupThread|ColorJitterThread|histogram_kernel" ... python benchmarks/gpu/profile_ops.py
+    ncu --kernel-name-base demangled -k regex:"normalize_flip|flip_crop|resized_crop|AffineWarpThread|PilAffineThread|SharpnessThread|GaussianBlur|LookupThread|ColorJitterThread|histogram_kernel" ... python benchmarks/gpu/profile_ops.py
 
 (the ops whose threads are common/launch_plane_rows.cuh's all run `plane_rows_kernel<Thread>`: their
 demangled names tell them apart; color_jitter's grey-sum launches, `grey_sums_kernel`, are left
@@ -23,7 +23,7 @@ from _common import MEAN, STD, device_argument, resolve_device
 def variants(device, n=256, size=224, crop=224, padding=4):
     """[(name, call)]: normalize_flip for every output dtype and layout (the `ops` bench section's
     workload), flip_crop on masks of the same windows, resized_crop on a ragged batch, affine_warp (a
-    rotation per image), sharpness (a factor per image), lookup (a table per image), color_jitter
+    rotation per image), pil_affine (timm's rotation, Pillow's bicubic), sharpness (a factor per image), lookup (a table per image), color_jitter
     (each image its order of brightness, saturation and hue), histograms and gaussian_blur (23
     taps, a sigma per image) on the images as NCHW."""
     import torch

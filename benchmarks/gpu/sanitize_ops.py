@@ -1,6 +1,6 @@
 """One op, a few calls, every argument path: small enough to run under compute-sanitizer.
 
-    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|sharpness|gaussian_blur|lookup|color_jitter|histograms|decode|all [--device cuda]
+    python benchmarks/gpu/sanitize_ops.py normalize_flip|flip_crop|resized_crop|affine_warp|pil_affine|sharpness|gaussian_blur|lookup|color_jitter|histograms|decode|all [--device cuda]
     python benchmarks/gpu/sanitize_ops.py color_jitter,lookup --device cpu     # several, by commas
 
 Each case runs the op on the device and on the CPU and compares (the CPU op is the reference the
@@ -18,8 +18,8 @@ import time
 import _common  # noqa: F401  (puts the checkout's prefetch first on sys.path)
 from _common import MEAN, STD, require_built_for, resolve_device, sync
 
-OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "gaussian_blur", "lookup",
-       "color_jitter", "histograms", "decode")
+OPS = ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "pil_affine", "sharpness", "gaussian_blur",
+       "lookup", "color_jitter", "histograms", "decode")
 SKIP = 77
 # The kernels now round alike on both devices (nvcc --fmad=false; the AVX2 builds contract nothing:
 # docs/custom_ops.md). The second H200 run, whose CPU side still contracted, saw float32 at most
@@ -203,6 +203,31 @@ def case_affine_warp(device):
                 affine_warp(wide, maps, interpolation=mode, fill=7), 0)
 
 
+def case_pil_affine(device):
+    import torch
+
+    from prefetch.ops import pil_affine
+    from prefetch.transforms.timm.pil_ops import rotate_matrix
+
+    g = torch.Generator().manual_seed(5)
+    n, H, W = 12, 37, 41
+    images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
+    angles = ((torch.rand(n, generator=g) - 0.5) * 60).tolist()
+    maps = torch.tensor([rotate_matrix(a, W, H) for a in angles], dtype=torch.float64)
+    maps[0] = torch.tensor([1.0, 0.3, 0.0, 0.0, 1.0, 0.0])  # timm's ShearX
+    maps[1] = torch.tensor([1.0, 0.0, -17.5, 0.0, 1.0, 0.0])  # TranslateXRel, most of it outside
+    wide = torch.randint(0, 256, (n, 16, H, W), dtype=torch.uint8, generator=g)
+    for mode in ("bilinear", "bicubic"):
+        # float64, every product and sum rounded on its own on both devices: the same bytes.
+        compare("pil_affine %s" % mode, pil_affine(images.to(device), maps.to(device), interpolation=mode,
+                                                   fill=[124, 116, 104]),
+                pil_affine(images, maps, interpolation=mode, fill=[124, 116, 104]), 0)
+        compare("pil_affine %s 16 channels, channels_last" % mode,
+                pil_affine(wide.to(device).contiguous(memory_format=torch.channels_last), maps.to(device),
+                           interpolation=mode, fill=7),
+                pil_affine(wide, maps, interpolation=mode, fill=7), 0)
+
+
 def case_sharpness(device):
     import torch
 
@@ -351,7 +376,7 @@ def case_decode(device):
 
 
 CASES = {"normalize_flip": case_normalize_flip, "flip_crop": case_flip_crop,
-         "resized_crop": case_resized_crop, "affine_warp": case_affine_warp,
+         "resized_crop": case_resized_crop, "affine_warp": case_affine_warp, "pil_affine": case_pil_affine,
          "sharpness": case_sharpness, "gaussian_blur": case_gaussian_blur, "lookup": case_lookup, "color_jitter": case_color_jitter,
          "histograms": case_histograms, "decode": case_decode}
 

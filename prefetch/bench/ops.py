@@ -60,14 +60,18 @@ def workload(device, n=256, size=224, crop=224, padding=4):
 def policy_kernels(images):
     """[(name, call, bytes moved)] of the policies' kernels on ``images`` (N uint8 HWC images, as
     ``workload`` makes them), each image its own parameters: a rotation (bilinear, a fill), a
-    sharpness factor, a table, an order of brightness, saturation and hue; and the histograms."""
+    sharpness factor, a table, an order of brightness, saturation and hue; and the histograms;
+    and timm's rotation with Pillow's conventions (bicubic, float64)."""
     from ..transforms.policy_ops import pixel_maps
+    from ..transforms.timm.pil_ops import rotate_matrix
 
     n, h, w = images.shape[:3]
     device = images.device
     nchw = images.permute(0, 3, 1, 2).contiguous()
     g = torch.Generator().manual_seed(2)
     maps = pixel_maps(n, h, w, angle=torch.linspace(-30, 30, n)).float().to(device)
+    pil_maps = torch.tensor([rotate_matrix(a, w, h) for a in torch.linspace(-30, 30, n).tolist()],
+                            dtype=torch.float64).to(device)
     factors = torch.linspace(0.1, 1.9, n, dtype=torch.float64).to(device)
     tables = torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8, generator=g).to(device)
     steps = torch.stack([torch.tensor([1, 3, 4])[torch.randperm(3, generator=g)] for _ in range(n)]).to(device)
@@ -76,6 +80,8 @@ def policy_kernels(images):
     ops = prefetch.ops
     return [
         ("affine_warp bilinear", lambda: ops.affine_warp(nchw, maps, interpolation="bilinear", fill=[0, 0, 0]), both),
+        ("pil_affine bicubic", lambda: ops.pil_affine(nchw, pil_maps, interpolation="bicubic",
+                                                      fill=[124, 116, 104]), both),
         ("sharpness", lambda: ops.sharpness(nchw, factors), both),
         ("lookup", lambda: ops.lookup(nchw, tables), both),
         ("color_jitter b/s/h", lambda: ops.color_jitter(nchw, steps, jitter), both),

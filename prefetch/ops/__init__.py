@@ -10,6 +10,9 @@ registered once, whichever module a caller names):
   ``resized_crop`` (each image of a ragged batch cropped to its box and resized bilinearly,
   flipped, normalized, cast), ``affine_warp`` (each uint8 image through its own affine map,
   nearest or bilinear, with a fill: the policies' geometric ops);
+- Pillow's geometry (:mod:`prefetch.ops.pil_geometry`): ``pil_affine`` (each uint8 image through
+  its own affine map as ``PIL.Image.transform`` computes it, bilinear or bicubic: timm's
+  RandAugment's geometric ops);
 - color (:mod:`prefetch.ops.color`): ``color_jitter`` (each image's own chain of brightness,
   contrast, saturation and hue: ColorJitter in one pass), ``sharpness`` (torchvision's
   adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
@@ -37,12 +40,13 @@ from .color import COLOR_STEPS, color_jitter, histograms, lookup, sharpness
 from .filters import gaussian_blur
 from .geometry import affine_warp, flip_crop, resized_crop
 from .normalize import normalize_flip
+from .pil_geometry import pil_affine
 from .decode import (DecompressionBombWarning, decode_jpeg, decode_resized_crop, gpu_jpeg_decoder,
                      jpeg_sizes, max_image_pixels, set_max_image_pixels)
 from .cpu_builds import cpu_kernel_build, set_cpu_kernel_build
 from .output_pool import output_pool_stats, release_output_pool, set_output_pool_limit
 
-__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness", "lookup",
+__all__ = ["normalize_flip", "flip_crop", "resized_crop", "affine_warp", "pil_affine", "sharpness", "lookup",
            "color_jitter", "gaussian_blur", "COLOR_STEPS", "histograms",
            "decode_jpeg", "jpeg_sizes",
            "decode_resized_crop", "gpu_jpeg_decoder", "max_image_pixels", "set_max_image_pixels",

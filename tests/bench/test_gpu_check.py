@@ -330,7 +330,7 @@ def test_sanitize_runner_records_each_run_and_fails_on_reported_errors(tmp_path)
     assert p.returncode == 1, p.stdout + p.stderr
     runs = json.loads((logs / "sanitize.json").read_text())["runs"]
     assert [r["run"] for r in runs] == ["synccheck-" + op for op in
-                                        ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "sharpness",
+                                        ("normalize_flip", "flip_crop", "resized_crop", "affine_warp", "pil_affine", "sharpness",
                                          "gaussian_blur", "lookup", "color_jitter", "histograms", "decode")]
     by = {r["run"]: r for r in runs}
     assert by["synccheck-flip_crop"]["status"] == "failed" and by["synccheck-flip_crop"]["errors"] == 2

@@ -61,6 +61,9 @@ CASES = {
     "affine_warp": lambda: (
         lambda x, m: prefetch.ops.affine_warp(x, m, interpolation="bilinear", fill=[1, 2, 3]),
         (_images(), torch.tensor([[1.0, 0.1, 0.3, 0.0, 1.0, -0.2]] * 2))),
+    "pil_affine": lambda: (
+        lambda x, m: prefetch.ops.pil_affine(x, m, interpolation="bicubic", fill=[1, 2, 3]),
+        (_images(), torch.tensor([[1.0, 0.1, 0.3, 0.0, 1.0, -0.2]] * 2, dtype=torch.float64))),
     "sharpness": lambda: (prefetch.ops.sharpness,
                           (_images(), torch.tensor([0.5, 1.5], dtype=torch.float64))),
     "lookup": lambda: (prefetch.ops.lookup,

@@ -210,6 +210,27 @@ def test_an_affine_warp_field_left_unset_is_named(field):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fill", [[7], [1, 2, 3]])
+@pytest.mark.parametrize("bicubic", [False, True])
+def test_pil_affine_arguments_are_complete(target, fill, bicubic):
+    images = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8).contiguous(
+        memory_format=torch.channels_last)  # the kernel reads any strides
+    maps = torch.tensor([[1, 0, 0, 0, 1, 0], [0.5, 0.2, 1, -0.1, 1, 2]], dtype=torch.float64)
+    d = _C._pil_affine_kernel_args(target, images, maps, bicubic=bicubic, fill=fill)
+    assert d["problems"] == [] and d["images"] and d["uploaded"] is False
+    assert list(d["sizes"]) == [2, 3, 5, 6] and list(d["strides"]) == list(images.stride())
+    assert tuple(d["out"].shape) == (2, 3, 5, 6) and d["out"].is_contiguous()
+    assert d["fill"] == [fill[c % len(fill)] for c in range(3)] and d["bicubic"] is bicubic
+
+
+@pytest.mark.parametrize("field", ["images", "matrices", "out"])
+def test_a_pil_affine_field_left_unset_is_named(field):
+    d = _C._pil_affine_kernel_args("cuda", torch.zeros(2, 1, 4, 4, dtype=torch.uint8),
+                                   torch.zeros(2, 6, dtype=torch.float64), drop=field)
+    assert any(line.startswith(field) for line in d["problems"]), d["problems"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_sharpness_arguments_are_complete(target):
     images = torch.randint(0, 256, (2, 3, 5, 6), dtype=torch.uint8)[:, :, :, ::2]  # any strides
     d = _C._sharpness_kernel_args(target, images, torch.tensor([0.5, 1.5], dtype=torch.float64))
