@@ -6,10 +6,12 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .. import arguments
 from ..v2_geometry import RandomResizedCrop as _V2RandomResizedCrop
+from ..v2_photometric import _Policy
 from ..v2_plan import Phase, Plan, Spec
+from .auto_augment import RandAugment
 from .random_erasing import RandomErasing
 
-__all__ = ["RandomResizedCropAndInterpolation", "RandomErasingStep"]
+__all__ = ["RandomResizedCropAndInterpolation", "RandAugmentStep", "RandomErasingStep"]
 
 
 class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
@@ -34,6 +36,34 @@ class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
         super().__init__(size, scale=scale, ratio=ratio)
         self.interpolation = arguments.interpolation("RandomResizedCropAndInterpolation",
                                                      interpolation, ("bilinear", "bicubic", "random"))
+
+
+class RandAugmentStep(_Policy):
+    """timm's RandAugment by its string as a recipe step: the recipe's policy, on the uint8
+    window after the crop and flips (:class:`prefetch.transforms.timm.RandAugment`, each image
+    its own draws, Pillow's arithmetic).
+
+    Args:
+        config_str, interpolation, fill, translate_pct: as that RandAugment takes them.
+
+    Raises:
+        ValueError: as that RandAugment refuses them.
+    """
+
+    def __init__(self, config_str: str, interpolation: str = "random",
+                 fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45):
+        checked = RandAugment(config_str, interpolation=interpolation, fill=fill,
+                              translate_pct=translate_pct, seed=0)
+        self.config_str, self.interpolation = checked.config_str, checked.interpolation
+        self.fill, self.translate_pct = checked.fill, checked.translate_pct
+
+    def __repr__(self):
+        return "RandAugment(%r, interpolation=%r, fill=%r)" % (self.config_str,
+                                                               self.interpolation, self.fill)
+
+    def policy(self, seed: Optional[int]) -> RandAugment:
+        return RandAugment(self.config_str, interpolation=self.interpolation, fill=self.fill,
+                           translate_pct=self.translate_pct, seed=seed, layout="NCHW")
 
 
 class RandomErasingStep(Spec):

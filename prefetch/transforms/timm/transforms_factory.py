@@ -9,7 +9,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from .. import arguments, v2
-from .steps import RandomErasingStep, RandomResizedCropAndInterpolation
+from .steps import RandAugmentStep, RandomErasingStep, RandomResizedCropAndInterpolation
 
 __all__ = ["create_transform", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
 
@@ -80,7 +80,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
 
     Training: timm's ``RandomResizedCropAndInterpolation(input_size, scale, ratio,
     interpolation)`` (``"random"``: bilinear or bicubic per image), ``RandomHorizontalFlip(hflip)``,
-    ``RandomVerticalFlip(vflip)``, ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
+    ``RandomVerticalFlip(vflip)``, timm's RandAugment for an ``auto_augment`` string ``"rand-..."``
+    (its geometric ops with ``interpolation`` unless ``"random"``, filled with
+    ``round(255 * mean)``, TranslateRel by 0.45 of the side; ColorJitter then off, as timm's
+    create_transform does), ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
     ``RandomApply`` with ``color_jitter_prob``), ``RandomGrayscale(grayscale_prob)``,
     ``RandomApply([GaussianBlur(23)], gaussian_blur_prob)``, the normalisation with ``mean`` and
     ``std``, then timm's ``RandomErasing(re_prob, re_mode, max_count=re_count)`` (1 to
@@ -101,8 +104,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
             or 0: 0.875).
         re_num_splits: accepted and, as in timm's transform (which erases one image at a
             time), without effect; timm's loader applies it (``create_loader``'s ``re_split``).
-        auto_augment: None only (timm's RandAugment, AugMix and AutoAugment strings are not
-            compiled yet: refused naming the string).
+        auto_augment: None, or timm's RandAugment string (``"rand-m9-mstd0.5-inc1"``:
+            :class:`prefetch.transforms.timm.RandAugment`); AugMix (``"augmix-..."``),
+            AutoAugment (``"original"``, ``"v0"``, ...) and the 3-Augment sets are refused,
+            naming the string.
         train_crop_mode, crop_border_pixels, tf_preprocessing, separate, naflex, patchify:
             timm's defaults only (refused otherwise, saying what is not compiled).
         patch_size, max_seq_len, patchify_channels_last, patchify_flatten: read only by the
@@ -131,10 +136,11 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     if not normalize:
         _refuse("normalize", "False keeps timm's uint8 tensors; this recipe always ends with the "
                 "normalisation (pass normalize=True and mean/std)")
-    if auto_augment:
-        _refuse("auto_augment", "timm's RandAugment, AugMix and AutoAugment (%r) are not compiled "
-                "yet; torchvision's are (prefetch.transforms.v2.RandAugment, AutoAugment, AugMix), "
-                "or keep timm's in the DataLoader's workers" % (auto_augment,))
+    if auto_augment and not str(auto_augment).startswith("rand"):
+        _refuse("auto_augment", "timm's RandAugment strings ('rand-...') are compiled; its AugMix "
+                "and AutoAugment (%r) are not yet: torchvision's are (prefetch.transforms.v2."
+                "AugMix, AutoAugment), or keep timm's in the DataLoader's workers"
+                % (auto_augment,))
     h, w = _image_size(input_size)
     steps = []
     if is_training and not no_aug:
@@ -145,6 +151,13 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
             steps.append(v2.RandomHorizontalFlip(hflip))
         if vflip > 0.0:
             steps.append(v2.RandomVerticalFlip(vflip))
+        if auto_augment:  # timm's aa_params
+            mode = _interpolation(interpolation, True)
+            steps.append(RandAugmentStep(
+                auto_augment, interpolation=mode,
+                fill=tuple(min(255, round(255 * float(x))) for x in mean)))
+            if "3a" not in auto_augment:  # (timm's force_color_jitter: not create_transform's)
+                color_jitter = None
         if color_jitter is not None:
             jitter = (tuple(color_jitter) if isinstance(color_jitter, (list, tuple))
                       else (float(color_jitter),) * 3)

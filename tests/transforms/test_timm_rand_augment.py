@@ -1,0 +1,281 @@
+"""timm's RandAugment by its string (prefetch.transforms.timm.RandAugment): the string parsed as
+timm's ``rand_augment_transform`` parses it; the draws follow timm's distributions (statistical
+tests over many images); and each image comes out as timm's ops, applied one by one to the PIL
+image with that image's draws, would leave it (the reference below is written from timm 1.0's
+``auto_augment.py`` with Pillow's calls; where timm is installed, its own op functions are the
+reference too)."""
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageEnhance, ImageOps
+
+from prefetch.transforms import BatchPosition
+from prefetch.transforms.timm import RandAugment, create_transform, rand_augment_config
+from prefetch.transforms.timm.auto_augment import (RAND_INCREASING_TRANSFORMS, RAND_TRANSFORMS,
+                                                   RAND_WEIGHTED_0)
+
+FILL = (124, 116, 104)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("rand-m9-mstd0.5-inc1", dict(magnitude=9, magnitude_std=0.5, increasing=True,
+                                  transforms=RAND_INCREASING_TRANSFORMS)),
+    ("rand-m9-mstd0.5", dict(magnitude=9, magnitude_std=0.5, transforms=RAND_TRANSFORMS)),
+    ("rand-m7-n3-p0.8", dict(magnitude=7, num_layers=3, prob=0.8)),
+    ("rand-mstd101", dict(magnitude=10, magnitude_std=math.inf)),
+    ("rand-m15-mmax20", dict(magnitude=15, magnitude_max=20)),
+    ("rand-mstd1-tweights", dict(magnitude_std=1.0, transforms=tuple(n for n, _ in RAND_WEIGHTED_0))),
+    ("rand", dict(magnitude=10, num_layers=2, prob=0.5, magnitude_std=0.0, transforms=RAND_TRANSFORMS)),
+    ("rand-m", dict(magnitude=10)),  # a section without a number is skipped, as timm skips it
+])
+def test_strings_parse_as_timm_parses_them(text, expected):
+    config = rand_augment_config(text)
+    for name, value in expected.items():
+        assert getattr(config, name) == value, name
+    if "tweights" in text:
+        raw = [w for _, w in RAND_WEIGHTED_0]
+        assert config.weights == pytest.approx([w / sum(raw) for w in raw])
+    else:
+        assert config.weights is None
+
+
+@pytest.mark.parametrize("text", ["rand-m9-mstd0.5-inc1", "rand-m7-n3-p0.8", "rand-mstd101",
+                                  "rand-m15-mmax20", "rand-mstd1-tweights", "rand-m9-mstd0.5"])
+def test_timm_itself_where_installed_parses_the_same(text):
+    aa = pytest.importorskip("timm.data.auto_augment")
+    theirs = aa.rand_augment_transform(text, dict(translate_const=100, img_mean=FILL))
+    ours = rand_augment_config(text)
+    assert tuple(op.name for op in theirs.ops) == ours.transforms
+    assert theirs.num_layers == ours.num_layers
+    assert {op.prob for op in theirs.ops} == {ours.prob}
+    assert {op.magnitude for op in theirs.ops} == {ours.magnitude}
+    assert {op.magnitude_std for op in theirs.ops} == {ours.magnitude_std}
+    assert {op.magnitude_max for op in theirs.ops} == {ours.magnitude_max}
+    if theirs.choice_weights is None:
+        assert ours.weights is None
+    else:
+        assert tuple(theirs.choice_weights) == pytest.approx(ours.weights)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("augmix-m5", "starts with 'rand'"),
+    ("rand-q3", "unknown section 'q3'"),
+    ("rand-m9.5", "'9.5' does not parse"),
+    ("rand-t3a", "the op set '3a'"),
+    ("rand-n16-tweights", "n = 16 ops chosen without replacement from a set of 15"),
+])
+def test_bad_strings_are_refused_naming_the_section(text, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        rand_augment_config(text)
+
+
+def test_other_arguments_are_checked():
+    with pytest.raises(ValueError, match="interpolation"):
+        RandAugment("rand-m9", interpolation="nearest")
+    with pytest.raises(ValueError, match=r"fill\[1\] must be a whole number"):
+        RandAugment("rand-m9", fill=(1, 300, 2))
+
+
+# --- the draws ---------------------------------------------------------------------------------
+
+N = 40000
+
+
+def test_draws_follow_timms_distributions():
+    ra = RandAugment("rand-m9-mstd0.5-inc1", seed=11)
+    d = ra.draws(N, epoch=2, index=5)
+    assert d.ops.shape == (N, 2)
+    # ops uniform over the 15, with replacement (two layers pick the same op 1/15 of the time)
+    counts = torch.bincount(d.ops.flatten(), minlength=15).double() / (2 * N)
+    assert (counts - 1 / 15).abs().max() < 0.006
+    same = (d.ops[:, 0] == d.ops[:, 1]).double().mean()
+    assert abs(same - 1 / 15) < 0.006
+    assert abs(d.applied.double().mean() - 0.5) < 0.01
+    # the magnitude: gauss(9, 0.5) clipped to [0, 10]
+    m = d.magnitudes.flatten()
+    assert abs(m.mean() - 9.0) < 0.01 and abs(m.std() - 0.5) < 0.01
+    assert m.max() <= 10.0 and m.min() >= 0.0
+    assert abs(d.negative.double().mean() - 0.5) < 0.01
+    assert abs(d.bicubic.double().mean() - 0.5) < 0.01
+    # a function of the position: the same draws again, others elsewhere
+    again = ra.draws(N, epoch=2, index=5)
+    assert torch.equal(again.ops, d.ops) and torch.equal(again.magnitudes, d.magnitudes)
+    assert not torch.equal(ra.draws(N, epoch=2, index=6).ops, d.ops)
+
+
+def test_uniform_magnitudes_and_the_upper_bound():
+    d = RandAugment("rand-m8-mstd200", seed=1).draws(N)
+    m = d.magnitudes.flatten()
+    assert abs(m.mean() - 4.0) < 0.05 and m.max() <= 8.0 and m.min() >= 0.0  # uniform in [0, 8]
+    clipped = RandAugment("rand-m12", seed=1).draws(100).magnitudes
+    assert bool((clipped == 10.0).all())  # mmax absent: 10
+    raised = RandAugment("rand-m12-mmax15", seed=1).draws(100).magnitudes
+    assert bool((raised == 12.0).all())
+
+
+def test_weighted_choice_is_without_replacement_and_by_weight():
+    ra = RandAugment("rand-m9-tweights-n2", seed=3)
+    d = ra.draws(N)
+    assert bool((d.ops[:, 0] != d.ops[:, 1]).all())
+    raw = torch.tensor([w for _, w in RAND_WEIGHTED_0], dtype=torch.float64)
+    p = raw / raw.sum()
+    first = torch.bincount(d.ops[:, 0], minlength=15).double() / N
+    assert (first - p).abs().max() < 0.01
+    # the second pick: by weight among the rest, p_j / (1 - p_i) given the first i (numpy's rule)
+    second = torch.bincount(d.ops[:, 1], minlength=15).double() / N
+    expected = torch.stack([p[j] * sum(p[i] / (1 - p[i]) for i in range(15) if i != j) for j in range(15)])
+    assert (second - expected).abs().max() < 0.01
+
+
+def test_a_fixed_interpolation_is_every_draw():
+    assert bool(RandAugment("rand-m9", interpolation="bicubic", seed=0).draws(50).bicubic.all())
+    assert not bool(RandAugment("rand-m9", interpolation="bilinear", seed=0).draws(50).bicubic.any())
+
+
+# --- the images --------------------------------------------------------------------------------
+
+def timm_op(name, img, magnitude, negative, bicubic, fill, translate_pct=0.45):
+    """timm's AugmentOp body for one PIL image at this magnitude and sign (written from
+    auto_augment.py's level functions and ops)."""
+    level = magnitude / 10.0
+    sign = -1.0 if negative else 1.0
+    resample = Image.Resampling.BICUBIC if bicubic else Image.Resampling.BILINEAR
+    kw = dict(resample=resample, fillcolor=fill if img.mode == "RGB" else fill[0])
+    if name == "AutoContrast":
+        return ImageOps.autocontrast(img)
+    if name == "Equalize":
+        return ImageOps.equalize(img)
+    if name == "Invert":
+        return ImageOps.invert(img)
+    if name == "Rotate":
+        return img.rotate(level * 30.0 * sign, **kw)
+    if name.startswith("Posterize"):
+        bits = int(level * 4)
+        bits = {"Posterize": bits, "PosterizeIncreasing": 4 - bits, "PosterizeOriginal": bits + 4}[name]
+        if bits >= 8:
+            return img
+        # (Pillow 13's ImageOps.posterize refuses 0 bits, which PosterizeIncreasing asks for at
+        # magnitude 10; the table is what older Pillows computed: every value 0)
+        return img.point([i & ~(2 ** (8 - bits) - 1) for i in range(256)] * len(img.getbands()))
+    if name in ("Solarize", "SolarizeIncreasing"):
+        t = min(256, int(level * 256))
+        return ImageOps.solarize(img, 256 - t if name == "SolarizeIncreasing" else t)
+    if name == "SolarizeAdd":
+        add = min(128, int(level * 110))
+        lut = [min(255, i + add) if i < 128 else i for i in range(256)]
+        return img.point(lut * (3 if img.mode == "RGB" else 1))
+    base = name.replace("Increasing", "")
+    if base in ("Color", "Contrast", "Brightness", "Sharpness"):
+        factor = max(0.1, 1.0 + level * 0.9 * sign) if name.endswith("Increasing") else level * 1.8 + 0.1
+        return getattr(ImageEnhance, base)(img).enhance(factor)
+    if name in ("ShearX", "ShearY"):
+        f = level * 0.3 * sign
+        data = (1, f, 0, 0, 1, 0) if name == "ShearX" else (1, 0, 0, f, 1, 0)
+        return img.transform(img.size, Image.Transform.AFFINE, data, **kw)
+    pct = level * translate_pct * sign
+    data = ((1, 0, pct * img.size[0], 0, 1, 0) if name == "TranslateXRel"
+            else (1, 0, 0, 0, 1, pct * img.size[1]))
+    return img.transform(img.size, Image.Transform.AFFINE, data, **kw)
+
+
+def photos(n, c, h, w, seed):
+    g = torch.Generator().manual_seed(seed)
+    ys, xs = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    base = torch.stack([(40 + xs * 3 + ys) % 256, 60 + (ys * 150) // h, ((xs // 9 + ys // 7) % 2) * 120 + 60])
+    out = base[:c].unsqueeze(0).repeat(n, 1, 1, 1)
+    noise = torch.randint(-20, 21, out.shape, generator=g)
+    return (out + noise).clamp(0, 255).to(torch.uint8)
+
+
+def to_pil(image):
+    arr = image.permute(1, 2, 0).contiguous().numpy()
+    return Image.fromarray(arr[:, :, 0], "L") if image.shape[0] == 1 else Image.fromarray(arr, "RGB")
+
+
+def from_pil(pil):
+    t = torch.from_numpy(np.asarray(pil).copy())
+    return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("text", ["rand-m9-mstd0.5-inc1", "rand-m9-mstd0.5", "rand-m10-n3-p1.0-mstd1",
+                                  "rand-m9-mstd0.5-tweights"])
+@pytest.mark.parametrize("interpolation", ["random", "bicubic"])
+@pytest.mark.parametrize("c, h, w", [(3, 36, 44), (1, 19, 23)])
+def test_each_image_is_timms_ops_with_its_draws(text, interpolation, c, h, w):
+    n = 64
+    fill = FILL[:c] if c == 3 else (FILL[0],)
+    ra = RandAugment(text, interpolation=interpolation, fill=fill, seed=7)
+    images = photos(n, c, h, w, seed=len(text))
+    position = BatchPosition(1, 3, 0)
+    got = ra.augment(images, position)
+    d = ra.draws(n, *position)
+    names = ra.config.transforms
+    reached = set()
+    for k in range(n):
+        img = to_pil(images[k])
+        for layer in range(ra.config.num_layers):
+            if bool(d.applied[k, layer]):
+                name = names[int(d.ops[k, layer])]
+                reached.add(name)
+                img = timm_op(name, img, float(d.magnitudes[k, layer]), bool(d.negative[k, layer]),
+                              bool(d.bicubic[k, layer]), FILL if c == 3 else fill)
+        assert torch.equal(got[k], from_pil(img)), (k, [names[int(o)] for o in d.ops[k]], d.applied[k])
+    assert len(reached) >= (6 if "tweights" in text else 10)  # most ops reached in one batch
+    assert torch.equal(images, photos(n, c, h, w, seed=len(text)))  # the input is not written
+
+
+def test_timms_own_ops_where_installed():
+    """timm's AugmentOp on each PIL image, its randomness replaced by this image's draws."""
+    aa = pytest.importorskip("timm.data.auto_augment")
+    n = 48
+    ra = RandAugment("rand-m9-mstd0.5-inc1", interpolation="random", fill=FILL, seed=5)
+    images = photos(n, 3, 32, 40, seed=2)
+    got = ra.augment(images, BatchPosition(0, 0, 0))
+    d = ra.draws(n)
+    hparams = dict(translate_const=100, img_mean=FILL)
+    for k in range(n):
+        img = to_pil(images[k])
+        for layer in range(2):
+            if not bool(d.applied[k, layer]):
+                continue
+            name = ra.config.transforms[int(d.ops[k, layer])]
+            op = aa.AugmentOp(name, prob=1.0, magnitude=float(d.magnitudes[k, layer]), hparams=dict(
+                hparams, interpolation=Image.Resampling.BICUBIC if bool(d.bicubic[k, layer])
+                else Image.Resampling.BILINEAR))
+            negative = bool(d.negative[k, layer])
+            if name == "PosterizeIncreasing" and float(d.magnitudes[k, layer]) >= 10.0:
+                # 0 bits: Pillow >= 13 raises inside timm; the written-out reference stands in
+                img = timm_op(name, img, 10.0, negative, False, FILL)
+                continue
+            saved = aa.random.random
+            aa.random.random = lambda: 1.0 if negative else 0.0  # _randomly_negate's draw
+            try:
+                img = op(img)
+            finally:
+                aa.random.random = saved
+        assert torch.equal(got[k], from_pil(img)), k
+
+
+def test_create_transform_compiles_the_string_as_timm():
+    recipe = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                              interpolation="bicubic", re_prob=0.25, re_mode="pixel")
+    kinds = [type(s).__name__ for s in recipe.steps]
+    assert "RandAugmentStep" in kinds and "ColorJitter" not in kinds  # timm turns the jitter off
+    step = recipe.steps[kinds.index("RandAugmentStep")]
+    assert step.fill == (124, 116, 104) and step.interpolation == "bicubic"
+    assert step.config_str == "rand-m9-mstd0.5-inc1"
+    random_interp = create_transform(224, is_training=True, auto_augment="rand-m9", interpolation="random")
+    assert [s for s in random_interp.steps if type(s).__name__ == "RandAugmentStep"][0].interpolation == "random"
+
+
+def test_the_recipe_runs_a_batch_and_keeps_its_draws():
+    recipe = create_transform(32, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
+                              interpolation="bicubic", seed=4)
+    images = photos(8, 3, 48, 40, seed=9).permute(0, 2, 3, 1).contiguous()  # NHWC, as decoded
+    out = recipe.apply((images, torch.arange(8)), BatchPosition(0, 1, 0))
+    again = recipe.apply((images, torch.arange(8)), BatchPosition(0, 1, 0))
+    assert out[0].shape == (8, 3, 32, 32) and out[0].dtype == torch.float32
+    assert torch.equal(out[0], again[0])
