@@ -21,7 +21,7 @@ from .transforms.timm import (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGENET_
                               RandomErasing, create_transform)
 
 __all__ = ["create_loader", "create_transform", "PrefetchLoader", "RandomErasing",
-           "image_to_uint8", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
+           "image_to_uint8", "encoded_to_uint8", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
 
 
 def image_to_uint8(image: Any) -> torch.Tensor:
@@ -40,6 +40,25 @@ def image_to_uint8(image: Any) -> torch.Tensor:
         raise TypeError("prefetch.timm: the dataset's image must be a PIL image or a uint8 "
                         "[H, W, C] array, got %s of shape %s" % (array.dtype, list(array.shape)))
     return array if array.dim() == 3 else array.unsqueeze(-1)
+
+
+def encoded_to_uint8(data: Any) -> torch.Tensor:
+    """What the dataset's workers do in place of timm's transform with ``decode=True``: an encoded
+    image's bytes (timm's ``ImageDataset(load_bytes=True)`` hands its transform the file's
+    ``bytes``) as a 1-D uint8 tensor, which the recipe decodes window by window. Module level, so
+    spawned workers pickle it.
+
+    Raises:
+        TypeError: neither bytes-like nor a 1-D uint8 array or tensor.
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    array = data if isinstance(data, torch.Tensor) else torch.from_numpy(np.array(data, copy=True))
+    if array.dtype != torch.uint8 or array.dim() != 1:
+        raise TypeError("prefetch.timm: with decode=True the dataset's image must be the encoded "
+                        "file's bytes (timm's ImageDataset(load_bytes=True)), got %s of shape %s"
+                        % (array.dtype, list(array.shape)))
+    return array
 
 
 class _SwitchableMix(MixUpCutMix):
@@ -156,7 +175,9 @@ def create_loader(dataset: torch.utils.data.Dataset,
         worker_seeding: accepted; the workers draw nothing (every draw is the recipe's).
         seed: the recipe's, the mix's and the erasing's draws are a function of ``(seed, rank,
             epoch, batch index)``; None draws them (the loader's state saves them).
-        decode: the dataset yields encoded JPEG bytes (``create_transform(decode=True)``).
+        decode: the dataset yields encoded JPEG bytes (timm's ``ImageDataset(load_bytes=True)``;
+            its transform is :func:`encoded_to_uint8`), decoded window by window by the recipe
+            (``create_transform(decode=True)``).
 
     Returns:
         PrefetchLoader: yields ``(images, targets)`` on ``device``: images ``[N, C, h, w]`` of
@@ -207,7 +228,7 @@ def create_loader(dataset: torch.utils.data.Dataset,
         members.append(RandomErasing(re_prob, mode=re_mode, max_count=re_count,
                                      num_splits=2 if re_split else 0, seed=_derived_seed(seed, 2)))
     transform = members[0] if len(members) == 1 else Compose(members)
-    dataset.transform = image_to_uint8
+    dataset.transform = encoded_to_uint8 if decode else image_to_uint8
     iterable = isinstance(dataset, torch.utils.data.IterableDataset)
     sampler = None
     if distributed and not iterable:

@@ -2,6 +2,7 @@
 batches equal the compiled recipe applied to the dataset's images read in order; timm's
 FastCollateMixup (its attributes) becomes prefetch's MixUpCutMix with timm's mixup_enabled
 switch; the attributes timm's train.py reads are there; what is not compiled is refused."""
+import io
 import types
 
 import numpy as np
@@ -10,7 +11,8 @@ import torch
 
 import prefetch
 from prefetch.transforms import BatchPosition
-from prefetch.timm import PrefetchLoader, create_loader, create_transform, image_to_uint8
+from prefetch.timm import (PrefetchLoader, create_loader, create_transform, encoded_to_uint8,
+                           image_to_uint8)
 
 Image = pytest.importorskip("PIL.Image")
 
@@ -46,6 +48,53 @@ def test_image_to_uint8_reads_pil_and_arrays():
     assert image_to_uint8(Image.fromarray(a[..., 0])).shape == (2, 4, 1)
     with pytest.raises(TypeError, match=r"must be a PIL image or a uint8 \[H, W, C\] array, got torch.float32"):
         image_to_uint8(torch.zeros(2, 2, 3))
+
+
+class JpegFiles(PilImages):
+    """timm's ImageDataset(load_bytes=True)'s shape: the file's bytes through ``self.transform``."""
+
+    def __init__(self, n=12, seed=0):
+        super().__init__(n, seed)
+        self.files = []
+        for a in self.arrays:
+            out = io.BytesIO()
+            Image.fromarray(a).save(out, format="JPEG", quality=90)
+            self.files.append(out.getvalue())
+
+    def __getitem__(self, i):
+        data = self.files[i]
+        return (self.transform(data) if self.transform is not None else data), i % 5
+
+
+def test_encoded_to_uint8_reads_bytes_and_refuses_images():
+    assert torch.equal(encoded_to_uint8(b"\x01\x02"), torch.tensor([1, 2], dtype=torch.uint8))
+    assert torch.equal(encoded_to_uint8(np.array([3, 4], dtype=np.uint8)), torch.tensor([3, 4], dtype=torch.uint8))
+    with pytest.raises(TypeError, match=r"encoded file's bytes .*got torch.uint8 of shape \[2, 2, 3\]"):
+        encoded_to_uint8(torch.zeros(2, 2, 3, dtype=torch.uint8))
+
+
+@pytest.mark.skipif(not prefetch.built_with_jpeg(), reason="built without libjpeg-turbo")
+@pytest.mark.parametrize("training", [False, True])
+def test_decode_reads_the_files_bytes_and_equals_the_decoded_images(training):
+    # timm's ImageDataset(load_bytes=True) with decode=True: the same batches as the PIL images
+    # (on the CPU the decode is Pillow's, pixel for pixel), the recipe's draws alike.
+    kwargs = dict(batch_size=4, device="cpu", num_workers=0, is_training=training, seed=3,
+                  interpolation="bicubic", auto_augment="rand-m9-mstd0.5-inc1" if training else None)
+    files, images = JpegFiles(), PilImages()
+    with Image.open(io.BytesIO(files.files[0])) as f:
+        decoded0 = np.asarray(f.convert("RGB"))
+    images.arrays = [np.asarray(Image.open(io.BytesIO(b)).convert("RGB")) for b in files.files]
+    assert np.array_equal(images.arrays[0], decoded0)
+    with create_loader(files, 24, decode=True, **kwargs) as loader:
+        assert files.transform is encoded_to_uint8
+        torch.manual_seed(5)  # (the training order: the RandomSampler's seed is drawn from it)
+        got = [x.clone() for x, _ in loader]
+    with create_loader(images, 24, **kwargs) as loader:
+        torch.manual_seed(5)
+        expected = [x.clone() for x, _ in loader]
+    assert len(got) == len(expected) >= 2
+    for a, b in zip(got, expected):
+        assert torch.equal(a, b)
 
 
 def test_eval_batches_equal_the_recipe_on_the_images_in_order():
@@ -140,7 +189,7 @@ def test_an_iterable_dataset_is_neither_shuffled_nor_sampled_as_timms():
     (dict(use_multi_epochs_loader=True), ValueError, "use_multi_epochs_loader is not needed"),
     (dict(collate_fn=torch.utils.data.default_collate), ValueError,
      "collate_fn must be None or timm's FastCollateMixup"),
-    (dict(is_training=True, auto_augment="rand-m9-mstd0.5-inc1"), ValueError, "auto_augment: "),
+    (dict(is_training=True, auto_augment="augmix-m5-w4-d2"), ValueError, "auto_augment: "),
     (dict(input_size_choices=[16, 24]), ValueError, "input_size_choices"),
     (dict(collate_fn=types.SimpleNamespace(mixup_alpha=1.0)), ValueError, "FastCollateMixup"),
 ])
