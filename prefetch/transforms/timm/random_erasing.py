@@ -166,6 +166,9 @@ class RandomErasing(SeededTransform):
         if not bool(drawn[..., 0].any()):
             return batch
         dev = x.device
+        if self.mode == "pixel":
+            return set_leaf(batch, self.image_key, from_nchw(self._pixel_noise(x, drawn, position),
+                                                            layout))
         drawn = drawn.to(dev)
         rows = torch.arange(h, device=dev).view(1, h, 1)
         cols = torch.arange(w, device=dev).view(1, 1, w)
@@ -174,8 +177,8 @@ class RandomErasing(SeededTransform):
             from ..erasing import position_seed
 
             device_g = torch.Generator(device=dev).manual_seed(position_seed(self.seed, position))
-            shape = (n, c, h, w) if self.mode == "pixel" else (n, self.max_count, c)
-            noise = torch.randn(shape, generator=device_g, device=dev, dtype=torch.float32).to(x.dtype)
+            noise = torch.randn((n, self.max_count, c), generator=device_g, device=dev,
+                                dtype=torch.float32).to(x.dtype)
         out = x
         for j in range(self.max_count):
             erase, top, left, bh, bw = (drawn[:, j, f].view(n, 1, 1) for f in range(5))
@@ -183,9 +186,24 @@ class RandomErasing(SeededTransform):
                     & (erase != 0)).unsqueeze(1)
             if self.mode == "const":
                 fill = torch.zeros((), dtype=x.dtype, device=dev)
-            elif self.mode == "rand":
-                fill = noise[:, j].view(n, c, 1, 1)
             else:
-                fill = noise
+                fill = noise[:, j].view(n, c, 1, 1)
             out = torch.where(mask, fill, out)
         return set_leaf(batch, self.image_key, from_nchw(out, layout))
+
+    def _pixel_noise(self, x, drawn, position):
+        """``pixel`` mode: each erased box written with its own standard normal noise, box slot by
+        slot (the last box over a pixel decides it, as timm erases in turn), drawn from one
+        generator per batch position. Only the boxes' pixels are drawn: noise for the whole
+        batch cost more than the rest of a DeiT recipe (48 ms a batch of 32 at 224 on 2 cores)."""
+        from ..erasing import position_seed
+
+        out = x.clone()
+        c = x.shape[1]
+        g = torch.Generator(device=x.device).manual_seed(position_seed(self.seed, position))
+        for j in range(self.max_count):
+            for i in torch.nonzero(drawn[:, j, 0]).flatten().tolist():
+                _, top, left, bh, bw = drawn[i, j].tolist()
+                noise = torch.randn((c, bh, bw), generator=g, device=x.device, dtype=torch.float32)
+                out[i, :, top:top + bh, left:left + bw] = noise.to(x.dtype)
+        return out
