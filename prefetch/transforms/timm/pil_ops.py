@@ -111,22 +111,18 @@ _SMOOTH_CENTRE = float(torch.tensor(5.0, dtype=torch.float32) / torch.tensor(13.
 def _smooth(images):
     """``img.filter(ImageFilter.SMOOTH)`` (``Filter.c``'s ``ImagingFilter3x3``): the border rows
     and columns kept; inside, per row of the kernel ``(a k0 + b k1) + c k2`` in float32, the rows
-    summed onto ``0.5`` (the rounding offset) bottom row first, and truncated to uint8."""
+    summed onto ``0.5`` (the rounding offset) bottom row first, and truncated to uint8. Each
+    product is computed once (the same float32 value whichever sum it enters) and the outer rows'
+    sums once for both: nine passes over the image where the written-out order takes eighteen."""
     h, w = images.shape[2], images.shape[3]
     if h < 3 or w < 3:
         return images
     x = images.to(torch.float32)
-    edge = torch.tensor(_SMOOTH_EDGE, dtype=torch.float32)
-    centre = torch.tensor(_SMOOTH_CENTRE, dtype=torch.float32)
-
-    def row(r, mid):
-        left, middle, right = x[:, :, r, :-2], x[:, :, r, 1:-1], x[:, :, r, 2:]
-        return (left * edge + middle * mid) + right * edge
-
-    inner = torch.full_like(x[:, :, 1:-1, 1:-1], 0.5)
-    inner = inner + row(slice(2, None), edge)       # the row below, kernel[0..2]
-    inner = inner + row(slice(1, -1), centre)       # the row itself, kernel[3..5]
-    inner = inner + row(slice(0, -2), edge)         # the row above, kernel[6..8]
+    edge = x * torch.tensor(_SMOOTH_EDGE, dtype=torch.float32)
+    centre = x[:, :, 1:-1, 1:-1] * torch.tensor(_SMOOTH_CENTRE, dtype=torch.float32)
+    outer = (edge[:, :, :, :-2] + edge[:, :, :, 1:-1]).add_(edge[:, :, :, 2:])  # rows of 1 1 1
+    middle = (edge[:, :, 1:-1, :-2] + centre).add_(edge[:, :, 1:-1, 2:])      # the row 1 5 1
+    inner = (outer[:, :, 2:] + 0.5).add_(middle).add_(outer[:, :, :-2])  # below, itself, above
     out = images.clone()
     out[:, :, 1:-1, 1:-1] = inner.clamp_(0.0, 255.0).to(torch.uint8)
     return out
