@@ -117,7 +117,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         import_torchvision()
-        import timm  # noqa: F401
+        import timm
     except Exception as exc:  # not installed: nothing to compare with
         print("timm_recipe_bench: timm (with torchvision's transforms) does not import (%s); "
               "skipped" % exc)
@@ -141,8 +141,6 @@ def main(argv=None):
     for _, close in loaders.values():
         close()
     if args.out:
-        import timm
-
         state = checkout_state()  # the commit measured, and whether the tree differs from it
         result = {
             "benchmark": "benchmarks/timm_recipe_bench.py", "recipe": RECIPE, "size": args.size,

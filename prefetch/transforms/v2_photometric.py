@@ -54,8 +54,9 @@ def _fill(value, what: str):
     return value
 
 
-class _Policy(Spec):
-    """One policy per recipe, compiled into the PolicyAugment :meth:`policy` builds."""
+class PolicyStep(Spec):
+    """One policy per recipe, compiled into the stage :meth:`policy` builds (a PolicyAugment here;
+    timm's RandAugment and AutoAugment in :mod:`prefetch.transforms.timm.steps`)."""
 
     phase = Phase.PHOTOMETRIC
     rule = ("one policy, on uint8 images before ToDtype (as torchvision's recipes apply it)")
@@ -83,7 +84,7 @@ class _Policy(Spec):
 _INTERPOLATIONS = ("nearest", "bilinear")
 
 
-class TrivialAugmentWide(_Policy):
+class TrivialAugmentWide(PolicyStep):
     """torchvision's ``TrivialAugmentWide``: one op of its wide set per image, at a uniform
     magnitude bin.
 
@@ -112,7 +113,7 @@ class TrivialAugmentWide(_Policy):
                              layout="NCHW")
 
 
-class RandAugment(_Policy):
+class RandAugment(PolicyStep):
     """torchvision's ``RandAugment``: ``num_ops`` ops per image, each drawn from its set, at
     ``magnitude``.
 
@@ -146,7 +147,7 @@ class RandAugment(_Policy):
                              layout="NCHW")
 
 
-class AutoAugment(_Policy):
+class AutoAugment(PolicyStep):
     """torchvision's ``AutoAugment`` with its ImageNet policy (one of its 25 sub-policies per
     image).
 
@@ -174,7 +175,7 @@ class AutoAugment(_Policy):
                              seed=seed, layout="NCHW")
 
 
-class ColorJitter(_Policy):
+class ColorJitter(PolicyStep):
     """torchvision's ``ColorJitter``: brightness, contrast, saturation and hue factors drawn
     per image, applied in a random order per image.
 
@@ -211,7 +212,7 @@ class ColorJitter(_Policy):
                                     saturation=self.saturation, hue=self.hue)
 
 
-class AugMix(_Policy):
+class AugMix(PolicyStep):
     """torchvision's ``AugMix``: each image mixed with ``mixture_width`` chains of its policy ops
     by Dirichlet weights (:class:`~prefetch.transforms.AugMixAugment`, each image its own
     draws), as one policy of the recipe.

@@ -6,19 +6,20 @@ prefetch's fused transforms: a timm user ports ``create_transform`` by changing 
 - :class:`RandomErasing`: timm's erasing (``const``/``rand``/``pixel`` fills, several boxes,
   ``num_splits``), each image its own boxes, on the device;
 - :class:`RandomResizedCropAndInterpolation`: timm's window, with its ``"random"`` interpolation;
-- :class:`RandAugment`: timm's RandAugment by its string (``"rand-m9-mstd0.5-inc1"``), each
-  image its own draws, with Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
+- :class:`RandAugment` and :class:`AutoAugment`: timm's RandAugment and AutoAugment by their
+  strings (``"rand-m9-mstd0.5-inc1"``, ``"original"``, ``"v0r"``), each image its own draws, with
+  Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
 
 timm's loader (``create_loader`` over a :class:`prefetch.Prefetcher`) is :mod:`prefetch.timm`.
 
-Not yet: timm's AugMix and AutoAugment strings and the 3-Augment RandAugment sets (refused by
-name).
+Not yet: timm's AugMix strings and the 3-Augment sets (refused by name).
 """
-from .auto_augment import RandAugment, rand_augment_config
+from .auto_augment import AutoAugment, RandAugment, auto_augment_policy, rand_augment_config
 from .random_erasing import RandomErasing
 from .steps import RandomResizedCropAndInterpolation
 from .transforms_factory import (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD,
                                  create_transform)
 
-__all__ = ["create_transform", "RandomErasing", "RandAugment", "rand_augment_config", "RandomResizedCropAndInterpolation",
+__all__ = ["create_transform", "RandomErasing", "RandAugment", "rand_augment_config",
+           "AutoAugment", "auto_augment_policy", "RandomResizedCropAndInterpolation",
            "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]

@@ -1,6 +1,7 @@
-"""timm's RandAugment (``timm/data/auto_augment.py``, timm 1.0) by its config string, each image
-its own draws, applied to the uint8 window of a batch with Pillow's arithmetic
-(:mod:`.pil_ops`), as timm applies it to each PIL image in a DataLoader worker.
+"""timm's RandAugment and AutoAugment (``timm/data/auto_augment.py``, timm 1.0) by their config
+strings, each image its own draws, applied to the uint8 window of a batch with Pillow's arithmetic
+(:mod:`.augment_ops`, :mod:`.pil_ops`), as timm applies them to each PIL image in a DataLoader
+worker.
 
 timm's string: ``rand`` then dash-separated sections in any order: ``m<int>`` the magnitude (10),
 ``n<int>`` ops per image (2), ``p<float>`` each op's probability (0.5), ``mstd<float>`` the
@@ -11,6 +12,11 @@ bound (10), ``inc<0|1>`` the ops that grow with the magnitude, ``t<name>`` the o
 at magnitude ``m`` (plus noise, clipped to [0, mmax]), a sign for the signed ops with probability
 1/2 each, and for the geometric ops bilinear or bicubic with probability 1/2 each unless
 create_transform fixed the interpolation.
+
+timm's AutoAugment string: a policy name (``original``, ``originalr``, ``v0``, ``v0r``; ``3a``
+is not compiled) then optionally ``-mstd<float>``. Per image, as timm draws per call: one of the
+policy's 25 sub-policies uniformly, then each of its two ops applied with its own probability at
+its own magnitude (plus the noise), with a sign and a resampling drawn as above.
 """
 import math
 import re
@@ -19,13 +25,12 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from .. import arguments
-from ..contract import BatchPosition, LeafKey, check_image_layout
-from ..uint8_stage import Uint8Stage
-from . import pil_ops
+from ..contract import BatchPosition, LeafKey
+from .augment_ops import LEVEL_DENOM, OpDraws, TimmOpsStage
 
 __all__ = ["RandAugmentConfig", "rand_augment_config", "RandAugment", "RAND_TRANSFORMS",
-           "RAND_INCREASING_TRANSFORMS", "RAND_WEIGHTED_0"]
+           "RAND_INCREASING_TRANSFORMS", "RAND_WEIGHTED_0", "AutoAugment", "AUTO_AUGMENT_POLICIES",
+           "auto_augment_policy"]
 
 # timm's op sets (_RAND_TRANSFORMS, _RAND_INCREASING_TRANSFORMS, _RAND_WEIGHTED_0).
 RAND_TRANSFORMS = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize",
@@ -42,10 +47,6 @@ RAND_WEIGHTED_0 = (("Rotate", 3), ("ShearX", 2), ("ShearY", 2), ("TranslateXRel"
                    ("ContrastIncreasing", .05), ("BrightnessIncreasing", .05), ("Equalize", .05),
                    ("PosterizeIncreasing", 0.05), ("Invert", 0.05))
 
-_LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
-_GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
-_ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
-            "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
 
 
 @dataclass(frozen=True)
@@ -146,21 +147,7 @@ def rand_augment_config(config_str: str) -> RandAugmentConfig:
                              weights=weights, **fields)
 
 
-@dataclass
-class RandAugmentDraws:
-    """One batch's draws, each ``Tensor[N, num_layers]`` on the host: ``ops`` (int64, indices
-    into the config's transforms), ``applied`` (bool), ``magnitudes`` (float64, after noise and
-    clipping), ``negative`` (bool: the signed ops' sign) and ``bicubic`` (bool: the geometric
-    ops' resampling)."""
-
-    ops: torch.Tensor
-    applied: torch.Tensor
-    magnitudes: torch.Tensor
-    negative: torch.Tensor
-    bicubic: torch.Tensor
-
-
-class RandAugment(Uint8Stage):
+class RandAugment(TimmOpsStage):
     """timm's RandAugment on the batch's uint8 image leaf, each image its own draws, with
     Pillow's arithmetic (each op equals timm's on a PIL image: :mod:`.pil_ops`).
 
@@ -174,6 +161,8 @@ class RandAugment(Uint8Stage):
             (create_transform: ``round(255 * mean)`` per channel), 128 without it.
         translate_pct (float): TranslateXRel/YRel's largest shift as a fraction of the side
             (timm: 0.45).
+        translate_const (float): TranslateX/Y's largest shift in pixels (timm's default set has
+            none; create_transform passes ``int(0.45 * size)``, timm's).
         seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)``;
             None picks one (the loader's state saves it).
         image_key, layout: as :class:`~prefetch.transforms.PolicyAugment`'s.
@@ -186,29 +175,19 @@ class RandAugment(Uint8Stage):
 
     def __init__(self, config_str: str, *, interpolation: str = "random",
                  fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45,
-                 seed: Optional[int] = None, image_key: LeafKey = 0, layout: str = "auto") -> None:
+                 translate_const: float = 250, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, layout: str = "auto") -> None:
         self.config_str = config_str
         self.config = rand_augment_config(config_str)
-        self.interpolation = arguments.one_of("RandAugment", "interpolation", interpolation,
-                                              ("random", "bilinear", "bicubic"))
-        values = list(fill) if isinstance(fill, (list, tuple)) else [fill]
-        for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
-                raise ValueError("prefetch: RandAugment fill[%d] must be a whole number in "
-                                 "[0, 255] (timm's img_mean), got %r" % (i, v))
-        self.fill = tuple(values)
-        self.translate_pct = arguments.number("RandAugment", "translate_pct", translate_pct,
-                                              low=0.0)
-        self.image_key = arguments.leaf_key("RandAugment", "image_key", image_key)
-        check_image_layout(layout)
-        self.layout = layout
-        self._set_seed(seed)
+        self.transforms = self.config.transforms
+        self._init_common("RandAugment", interpolation, fill, translate_pct, translate_const, seed,
+                          image_key, layout)
 
     def __repr__(self):
         return "RandAugment(%r, interpolation=%r, fill=%r, seed=%d)" % (
             self.config_str, self.interpolation, self.fill, self.seed)
 
-    def draws(self, n: int, epoch: int = 0, index: int = 0, rank: int = 0) -> RandAugmentDraws:
+    def draws(self, n: int, epoch: int = 0, index: int = 0, rank: int = 0) -> OpDraws:
         """Each image's draws for one batch, as timm draws them for each image.
 
         Args:
@@ -216,7 +195,7 @@ class RandAugment(Uint8Stage):
             epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
 
         Returns:
-            RandAugmentDraws.
+            OpDraws.
         """
         c = self.config
         g = BatchPosition(epoch, index, rank).generator(self.seed)
@@ -229,82 +208,187 @@ class RandAugment(Uint8Stage):
         else:
             ops = torch.zeros((n, layers), dtype=torch.int64)
         applied = torch.rand((n, layers), generator=g, dtype=torch.float64) <= c.prob
-        magnitudes = torch.full((n, layers), float(c.magnitude), dtype=torch.float64)
-        if c.magnitude_std == math.inf:
-            magnitudes = torch.rand((n, layers), generator=g, dtype=torch.float64) * c.magnitude
-        elif c.magnitude_std > 0:
-            noise = torch.randn((n, layers), generator=g, dtype=torch.float64)
-            magnitudes = magnitudes + noise * c.magnitude_std
-        upper = float(c.magnitude_max or _LEVEL_DENOM)
-        magnitudes = magnitudes.clamp(max=upper).clamp(min=0.0)
-        negative = torch.rand((n, layers), generator=g, dtype=torch.float64) > 0.5
-        if self.interpolation == "random":
-            bicubic = torch.rand((n, layers), generator=g, dtype=torch.float64) < 0.5
-        else:
-            bicubic = torch.full((n, layers), self.interpolation == "bicubic")
-        return RandAugmentDraws(ops, applied, magnitudes, negative, bicubic)
+        magnitudes = _magnitudes(g, torch.full((n, layers), float(c.magnitude), dtype=torch.float64),
+                                 c.magnitude_std, c.magnitude_max)
+        negative, bicubic = self._signs_and_filters(g, n, layers)
+        return OpDraws(ops, applied, magnitudes, negative, bicubic)
 
-    def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
-        d = self.draws(x.shape[0], *position)
-        out = x.contiguous()
-        for layer in range(self.config.num_layers):
-            ops, applied = d.ops[:, layer], d.applied[:, layer]
-            for code in torch.unique(ops[applied]).tolist():
-                idx = torch.nonzero(applied & (ops == code)).flatten()
-                name = self.config.transforms[code]
-                on = idx.to(out.device)
-                part = self._op(name, out.index_select(0, on), d.magnitudes[idx, layer],
-                                d.negative[idx, layer], d.bicubic[idx, layer])
-                if out is x:
-                    out = out.clone()
-                out.index_copy_(0, on, part)
-        return out
 
-    def _op(self, name, x, magnitude, negative, bicubic):
-        """timm's op ``name`` on images ``x`` at their magnitudes (timm's level functions, in
-        float64 as timm's Python floats)."""
-        level = magnitude / _LEVEL_DENOM
-        sign = torch.where(negative, -1.0, 1.0).to(torch.float64)
-        if name == "AutoContrast":
-            return pil_ops.autocontrast(x)
-        if name == "Equalize":
-            return pil_ops.equalize(x)
-        if name == "Invert":
-            return pil_ops.invert(x)
-        if name.startswith("Posterize"):
-            bits = torch.trunc(level * 4).to(torch.int64)
-            bits = {"Posterize": bits, "PosterizeIncreasing": 4 - bits,
-                    "PosterizeOriginal": bits + 4}[name]
-            return pil_ops.posterize(x, bits)
-        if name.startswith("Solarize") and name != "SolarizeAdd":
-            threshold = torch.trunc(level * 256).to(torch.int64).clamp(max=256)
-            return pil_ops.solarize(x, 256 - threshold if name == "SolarizeIncreasing" else threshold)
-        if name == "SolarizeAdd":
-            return pil_ops.solarize_add(x, torch.trunc(level * 110).to(torch.int64).clamp(max=128))
-        base = name[:-len("Increasing")] if name.endswith("Increasing") else name
-        if base in _ENHANCE:
-            if name.endswith("Increasing"):
-                factor = (1.0 + (level * 0.9) * sign).clamp(min=0.1)
-            else:
-                factor = level * 1.8 + 0.1
-            return _ENHANCE[base](x, factor)
-        return pil_ops.affine(x, self._matrices(name, level, sign, x.shape[3], x.shape[2]),
-                              bicubic, self.fill)
+def _magnitudes(g, base, std, upper):
+    """timm's AugmentOp magnitude: ``base`` with Gaussian noise of ``std`` (``inf``: uniform in
+    [0, base]), clipped to [0, upper or 10]."""
+    if std == math.inf:
+        base = torch.rand(base.shape, generator=g, dtype=torch.float64) * base
+    elif std > 0:
+        base = base + torch.randn(base.shape, generator=g, dtype=torch.float64) * std
+    return base.clamp(max=float(upper or LEVEL_DENOM)).clamp(min=0.0)
 
-    def _matrices(self, name, level, sign, width, height):
-        """Each image's ``Image.transform`` coefficients for the geometric op ``name``."""
-        n = level.shape[0]
-        if name == "Rotate":
-            degrees = ((level * 30.0) * sign).tolist()
-            return torch.tensor([pil_ops.rotate_matrix(a, width, height) for a in degrees],
-                                dtype=torch.float64).reshape(n, 6)
-        m = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64).repeat(n, 1)
-        if name in ("ShearX", "ShearY"):
-            m[:, 1 if name == "ShearX" else 3] = (level * 0.3) * sign
-        else:  # TranslateXRel / YRel: the fraction of the side, in pixels
-            pct = (level * self.translate_pct) * sign
-            if name == "TranslateXRel":
-                m[:, 2] = pct * width
-            else:
-                m[:, 5] = pct * height
-        return m
+
+# timm's AutoAugment policies (auto_augment_policy_original / _originalr / _v0 / _v0r: the
+# AutoAugment paper's ImageNet policy and TensorFlow's EfficientNet policy "v0"; the "r" variants
+# posterize with PosterizeIncreasing), each sub-policy two (op, probability, magnitude).
+def _policy(text):
+    return tuple(tuple((op, float(p), int(m)) for op, p, m in (step.split(":") for step in sub.split()))
+                 for sub in text.strip().splitlines())
+
+
+_V0 = """
+Equalize:0.8:1 ShearY:0.8:4
+Color:0.4:9 Equalize:0.6:3
+Color:0.4:1 Rotate:0.6:8
+Solarize:0.8:3 Equalize:0.4:7
+Solarize:0.4:2 Solarize:0.6:2
+Color:0.2:0 Equalize:0.8:8
+Equalize:0.4:8 SolarizeAdd:0.8:3
+ShearX:0.2:9 Rotate:0.6:8
+Color:0.6:1 Equalize:1.0:2
+Invert:0.4:9 Rotate:0.6:0
+Equalize:1.0:9 ShearY:0.6:3
+Color:0.4:7 Equalize:0.6:0
+Posterize:0.4:6 AutoContrast:0.4:7
+Solarize:0.6:8 Color:0.6:9
+Solarize:0.2:4 Rotate:0.8:9
+Rotate:1.0:7 TranslateYRel:0.8:9
+ShearX:0.0:0 Solarize:0.8:4
+ShearY:0.8:0 Color:0.6:4
+Color:1.0:0 Rotate:0.6:2
+Equalize:0.8:4 Equalize:0.0:8
+Equalize:1.0:4 AutoContrast:0.6:2
+ShearY:0.4:7 SolarizeAdd:0.6:7
+Posterize:0.8:2 Solarize:0.6:10
+Solarize:0.6:8 Equalize:0.6:1
+Color:0.8:6 Rotate:0.4:5
+"""
+
+_ORIGINAL = """
+PosterizeOriginal:0.4:8 Rotate:0.6:9
+Solarize:0.6:5 AutoContrast:0.6:5
+Equalize:0.8:8 Equalize:0.6:3
+PosterizeOriginal:0.6:7 PosterizeOriginal:0.6:6
+Equalize:0.4:7 Solarize:0.2:4
+Equalize:0.4:4 Rotate:0.8:8
+Solarize:0.6:3 Equalize:0.6:7
+PosterizeOriginal:0.8:5 Equalize:1.0:2
+Rotate:0.2:3 Solarize:0.6:8
+Equalize:0.6:8 PosterizeOriginal:0.4:6
+Rotate:0.8:8 Color:0.4:0
+Rotate:0.4:9 Equalize:0.6:2
+Equalize:0.0:7 Equalize:0.8:8
+Invert:0.6:4 Equalize:1.0:8
+Color:0.6:4 Contrast:1.0:8
+Rotate:0.8:8 Color:1.0:2
+Color:0.8:8 Solarize:0.8:7
+Sharpness:0.4:7 Invert:0.6:8
+ShearX:0.6:5 Equalize:1.0:9
+Color:0.4:0 Equalize:0.6:3
+Equalize:0.4:7 Solarize:0.2:4
+Solarize:0.6:5 AutoContrast:0.6:5
+Invert:0.6:4 Equalize:1.0:8
+Color:0.6:4 Contrast:1.0:8
+Equalize:0.8:8 Equalize:0.6:3
+"""
+
+#: timm's AutoAugment policies by name: 25 sub-policies of two ``(op, probability, magnitude)``.
+AUTO_AUGMENT_POLICIES = {
+    "original": _policy(_ORIGINAL),
+    "originalr": _policy(_ORIGINAL.replace("PosterizeOriginal", "PosterizeIncreasing")),
+    "v0": _policy(_V0),
+    "v0r": _policy(_V0.replace("Posterize:", "PosterizeIncreasing:")),
+}
+
+
+def auto_augment_policy(config_str: str) -> Tuple[str, tuple, float]:
+    """timm's AutoAugment string parsed as ``auto_augment_transform`` parses it.
+
+    Args:
+        config_str (str): ``"original"``, ``"originalr"``, ``"v0"`` or ``"v0r"``, optionally
+            ``-mstd<float>``.
+
+    Returns:
+        (name, policy, magnitude_std): the policy's name, its sub-policies
+        (:data:`AUTO_AUGMENT_POLICIES`) and the magnitude noise (0: none).
+
+    Raises:
+        ValueError: an unknown policy (``3a``, whose PIL blur and Desaturate are not compiled,
+            named as such), or a section other than ``mstd``.
+    """
+    sections = str(config_str).split("-")
+    name, std = sections[0], 0.0
+    for section in sections[1:]:
+        parts = re.split(r"(\d.*)", section)
+        if len(parts) < 2:
+            continue
+        key, value = parts[:2]
+        if key != "mstd":
+            raise ValueError("prefetch: timm AutoAugment %r: unknown section %r (timm knows mstd)"
+                             % (config_str, section))
+        try:
+            std = float(value)
+        except ValueError:
+            raise ValueError("prefetch: timm AutoAugment %r: section %r: %r does not parse as its "
+                             "number" % (config_str, section, value)) from None
+    if name == "3a":
+        raise ValueError("prefetch: timm AutoAugment %r: the 3-Augment policy (PIL's GaussianBlur "
+                         "and Desaturate) is not compiled; original, originalr, v0 and v0r are"
+                         % (config_str,))
+    if name not in AUTO_AUGMENT_POLICIES:
+        raise ValueError("prefetch: timm AutoAugment %r: unknown policy %r (timm's are original, "
+                         "originalr, v0, v0r and 3a)" % (config_str, name))
+    return name, AUTO_AUGMENT_POLICIES[name], std
+
+
+class AutoAugment(TimmOpsStage):
+    """timm's AutoAugment on the batch's uint8 image leaf: each image one of the policy's
+    sub-policies, each of its ops applied with its probability at its magnitude, with Pillow's
+    arithmetic (each op equals timm's on a PIL image).
+
+    Args:
+        config_str (str): timm's string, e.g. ``"original"`` or ``"v0r-mstd0.5"``
+            (:func:`auto_augment_policy`).
+        interpolation, fill, translate_pct, translate_const, seed, image_key, layout: as
+            :class:`RandAugment`'s.
+
+    Raises:
+        ValueError: a bad string or argument, naming it.
+    """
+
+    what_draws = "AutoAugment draws"
+
+    def __init__(self, config_str: str, *, interpolation: str = "random",
+                 fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45,
+                 translate_const: float = 250, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, layout: str = "auto") -> None:
+        self.config_str = config_str
+        self.name, self.policy, self.magnitude_std = auto_augment_policy(config_str)
+        self.transforms = tuple(sorted({op for sub in self.policy for op, _, _ in sub}))
+        code = {op: k for k, op in enumerate(self.transforms)}
+        self._ops = torch.tensor([[code[op] for op, _, _ in sub] for sub in self.policy])
+        self._probs = torch.tensor([[p for _, p, _ in sub] for sub in self.policy],
+                                   dtype=torch.float64)
+        self._magnitudes = torch.tensor([[m for _, _, m in sub] for sub in self.policy],
+                                        dtype=torch.float64)
+        self._init_common("AutoAugment", interpolation, fill, translate_pct, translate_const,
+                          seed, image_key, layout)
+
+    def __repr__(self):
+        return "AutoAugment(%r, interpolation=%r, fill=%r, seed=%d)" % (
+            self.config_str, self.interpolation, self.fill, self.seed)
+
+    def draws(self, n: int, epoch: int = 0, index: int = 0, rank: int = 0) -> OpDraws:
+        """Each image's sub-policy and its ops' draws for one batch, as timm draws them.
+
+        Args:
+            n (int): the number of images.
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            OpDraws: two layers, the sub-policy's ops in order.
+        """
+        g = BatchPosition(epoch, index, rank).generator(self.seed)
+        sub = torch.randint(len(self.policy), (n,), generator=g)
+        layers = self._ops.shape[1]
+        probs = self._probs[sub]
+        applied = (torch.rand((n, layers), generator=g, dtype=torch.float64) <= probs) | (probs >= 1.0)
+        magnitudes = _magnitudes(g, self._magnitudes[sub], self.magnitude_std, None)
+        negative, bicubic = self._signs_and_filters(g, n, layers)
+        return OpDraws(self._ops[sub], applied, magnitudes, negative, bicubic, sub_policy=sub)

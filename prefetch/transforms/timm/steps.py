@@ -6,12 +6,13 @@ from typing import Optional, Sequence, Tuple, Union
 
 from .. import arguments
 from ..v2_geometry import RandomResizedCrop as _V2RandomResizedCrop
-from ..v2_photometric import _Policy
+from ..v2_photometric import PolicyStep
 from ..v2_plan import Phase, Plan, Spec
-from .auto_augment import RandAugment
+from .auto_augment import AutoAugment, RandAugment
 from .random_erasing import RandomErasing
 
-__all__ = ["RandomResizedCropAndInterpolation", "RandAugmentStep", "RandomErasingStep"]
+__all__ = ["RandomResizedCropAndInterpolation", "RandAugmentStep", "AutoAugmentStep",
+           "RandomErasingStep"]
 
 
 class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
@@ -38,32 +39,53 @@ class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
                                                      interpolation, ("bilinear", "bicubic", "random"))
 
 
-class RandAugmentStep(_Policy):
+class RandAugmentStep(PolicyStep):
     """timm's RandAugment by its string as a recipe step: the recipe's policy, on the uint8
     window after the crop and flips (:class:`prefetch.transforms.timm.RandAugment`, each image
     its own draws, Pillow's arithmetic).
 
     Args:
-        config_str, interpolation, fill, translate_pct: as that RandAugment takes them.
+        config_str, interpolation, fill, translate_pct, translate_const: as that RandAugment
+            takes them.
 
     Raises:
         ValueError: as that RandAugment refuses them.
     """
 
+    stage = RandAugment
+
     def __init__(self, config_str: str, interpolation: str = "random",
-                 fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45):
-        checked = RandAugment(config_str, interpolation=interpolation, fill=fill,
-                              translate_pct=translate_pct, seed=0)
+                 fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45,
+                 translate_const: float = 250):
+        checked = self.stage(config_str, interpolation=interpolation, fill=fill,
+                             translate_pct=translate_pct, translate_const=translate_const, seed=0)
         self.config_str, self.interpolation = checked.config_str, checked.interpolation
         self.fill, self.translate_pct = checked.fill, checked.translate_pct
+        self.translate_const = checked.translate_const
 
     def __repr__(self):
-        return "RandAugment(%r, interpolation=%r, fill=%r)" % (self.config_str,
-                                                               self.interpolation, self.fill)
+        return "%s(%r, interpolation=%r, fill=%r)" % (self.stage.__name__, self.config_str,
+                                                      self.interpolation, self.fill)
 
-    def policy(self, seed: Optional[int]) -> RandAugment:
-        return RandAugment(self.config_str, interpolation=self.interpolation, fill=self.fill,
-                           translate_pct=self.translate_pct, seed=seed, layout="NCHW")
+    def policy(self, seed: Optional[int]):
+        return self.stage(self.config_str, interpolation=self.interpolation, fill=self.fill,
+                          translate_pct=self.translate_pct, translate_const=self.translate_const,
+                          seed=seed, layout="NCHW")
+
+
+class AutoAugmentStep(RandAugmentStep):
+    """timm's AutoAugment by its string (``"original"``, ``"v0r-mstd0.5"``, ...) as a recipe
+    step (:class:`prefetch.transforms.timm.AutoAugment`), in the policy's place.
+
+    Args:
+        config_str, interpolation, fill, translate_pct, translate_const: as that AutoAugment
+            takes them.
+
+    Raises:
+        ValueError: as that AutoAugment refuses them.
+    """
+
+    stage = AutoAugment
 
 
 class RandomErasingStep(Spec):

@@ -9,7 +9,8 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from .. import arguments, v2
-from .steps import RandAugmentStep, RandomErasingStep, RandomResizedCropAndInterpolation
+from .steps import (AutoAugmentStep, RandAugmentStep, RandomErasingStep,
+                    RandomResizedCropAndInterpolation)
 
 __all__ = ["create_transform", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
 
@@ -81,6 +82,7 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     Training: timm's ``RandomResizedCropAndInterpolation(input_size, scale, ratio,
     interpolation)`` (``"random"``: bilinear or bicubic per image), ``RandomHorizontalFlip(hflip)``,
     ``RandomVerticalFlip(vflip)``, timm's RandAugment for an ``auto_augment`` string ``"rand-..."``
+    or its AutoAugment for ``"original"``, ``"originalr"``, ``"v0"``, ``"v0r"``
     (its geometric ops with ``interpolation`` unless ``"random"``, filled with
     ``round(255 * mean)``, TranslateRel by 0.45 of the side; ColorJitter then off, as timm's
     create_transform does), ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
@@ -104,10 +106,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
             or 0: 0.875).
         re_num_splits: accepted and, as in timm's transform (which erases one image at a
             time), without effect; timm's loader applies it (``create_loader``'s ``re_split``).
-        auto_augment: None, or timm's RandAugment string (``"rand-m9-mstd0.5-inc1"``:
-            :class:`prefetch.transforms.timm.RandAugment`); AugMix (``"augmix-..."``),
-            AutoAugment (``"original"``, ``"v0"``, ...) and the 3-Augment sets are refused,
-            naming the string.
+        auto_augment: None, timm's RandAugment string (``"rand-m9-mstd0.5-inc1"``:
+            :class:`prefetch.transforms.timm.RandAugment`) or AutoAugment string
+            (``"original"``, ``"v0r-mstd0.5"``: :class:`prefetch.transforms.timm.AutoAugment`);
+            AugMix (``"augmix-..."``) and the 3-Augment sets are refused, naming the string.
         train_crop_mode, crop_border_pixels, tf_preprocessing, separate, naflex, patchify:
             timm's defaults only (refused otherwise, saying what is not compiled).
         patch_size, max_seq_len, patchify_channels_last, patchify_flatten: read only by the
@@ -136,10 +138,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     if not normalize:
         _refuse("normalize", "False keeps timm's uint8 tensors; this recipe always ends with the "
                 "normalisation (pass normalize=True and mean/std)")
-    if auto_augment and not str(auto_augment).startswith("rand"):
-        _refuse("auto_augment", "timm's RandAugment strings ('rand-...') are compiled; its AugMix "
-                "and AutoAugment (%r) are not yet: torchvision's are (prefetch.transforms.v2."
-                "AugMix, AutoAugment), or keep timm's in the DataLoader's workers"
+    if auto_augment and str(auto_augment).startswith("augmix"):
+        _refuse("auto_augment", "timm's RandAugment ('rand-...') and AutoAugment ('original', "
+                "'v0', ...) strings are compiled; its AugMix (%r) is not yet: torchvision's is "
+                "(prefetch.transforms.v2.AugMix), or keep timm's in the DataLoader's workers"
                 % (auto_augment,))
     h, w = _image_size(input_size)
     steps = []
@@ -152,10 +154,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         if vflip > 0.0:
             steps.append(v2.RandomVerticalFlip(vflip))
         if auto_augment:  # timm's aa_params
-            mode = _interpolation(interpolation, True)
-            steps.append(RandAugmentStep(
-                auto_augment, interpolation=mode,
-                fill=tuple(min(255, round(255 * float(x))) for x in mean)))
+            step = RandAugmentStep if auto_augment.startswith("rand") else AutoAugmentStep
+            steps.append(step(auto_augment, interpolation=_interpolation(interpolation, True),
+                              fill=tuple(min(255, round(255 * float(x))) for x in mean),
+                              translate_const=int(min(h, w) * 0.45)))
             if "3a" not in auto_augment:  # (timm's force_color_jitter: not create_transform's)
                 color_jitter = None
         if color_jitter is not None:

@@ -1,7 +1,8 @@
-"""timm's RandAugment by its string (prefetch.transforms.timm.RandAugment): the string parsed as
-timm's ``rand_augment_transform`` parses it; the draws follow timm's distributions (statistical
-tests over many images); and each image comes out as timm's ops, applied one by one to the PIL
-image with that image's draws, would leave it (the reference below is written from timm 1.0's
+"""timm's RandAugment and AutoAugment by their strings (prefetch.transforms.timm.RandAugment,
+AutoAugment): the strings parsed as timm's ``rand_augment_transform`` and
+``auto_augment_transform`` parse them; the draws follow timm's distributions (statistical tests
+over many images); and each image comes out as timm's ops, applied one by one to the PIL image
+with that image's draws, would leave it (the reference below is written from timm 1.0's
 ``auto_augment.py`` with Pillow's calls; where timm is installed, its own op functions are the
 reference too)."""
 import math
@@ -13,7 +14,8 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 
 from prefetch.transforms import BatchPosition
-from prefetch.transforms.timm import RandAugment, create_transform, rand_augment_config
+from prefetch.transforms.timm import (AutoAugment, RandAugment, auto_augment_policy, create_transform,
+                                     rand_augment_config)
 from prefetch.transforms.timm.auto_augment import (RAND_INCREASING_TRANSFORMS, RAND_TRANSFORMS,
                                                    RAND_WEIGHTED_0)
 
@@ -279,3 +281,81 @@ def test_the_recipe_runs_a_batch_and_keeps_its_draws():
     again = recipe.apply((images, torch.arange(8)), BatchPosition(0, 1, 0))
     assert out[0].shape == (8, 3, 32, 32) and out[0].dtype == torch.float32
     assert torch.equal(out[0], again[0])
+
+
+# --- AutoAugment --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, name, std", [("original", "original", 0.0), ("v0r-mstd0.5", "v0r", 0.5),
+                                             ("originalr", "originalr", 0.0), ("v0-mstd1", "v0", 1.0),
+                                             ("v0-x", "v0", 0.0)])
+def test_auto_augment_strings_parse_as_timm_parses_them(text, name, std):
+    got_name, policy, got_std = auto_augment_policy(text)
+    assert (got_name, got_std) == (name, std)
+    assert len(policy) == 25 and all(len(sub) == 2 for sub in policy)
+
+
+@pytest.mark.parametrize("text", ["original", "originalr", "v0", "v0r"])
+def test_timms_own_policies_where_installed(text):
+    aa = pytest.importorskip("timm.data.auto_augment")
+    theirs = aa.auto_augment_policy(text, dict(translate_const=100, img_mean=FILL))
+    ours = auto_augment_policy(text)[1]
+    assert [[(op.name, op.prob, op.magnitude) for op in sub] for sub in theirs] == \
+        [[(op, p, m) for op, p, m in sub] for sub in ours]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("3a", "the 3-Augment policy"), ("v1", "unknown policy 'v1'"),
+    ("original-n2", "unknown section 'n2'"), ("original-mstd0.5.5", "'0.5.5' does not parse"),
+])
+def test_bad_auto_augment_strings_are_refused(text, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        AutoAugment(text)
+
+
+def test_auto_augment_draws_follow_timms():
+    aa = AutoAugment("v0", seed=2)
+    d = aa.draws(N, epoch=1, index=4)
+    policy = auto_augment_policy("v0")[1]
+    # the sub-policy: uniform over the 25, and each image's ops are its sub-policy's
+    picked = d.sub_policy
+    counts = torch.bincount(picked, minlength=25).double() / N
+    assert (counts - 1 / 25).abs().max() < 0.006
+    for k, sub in enumerate(policy):
+        rows = picked == k
+        assert bool((d.ops[rows] == torch.tensor([aa.transforms.index(op) for op, _, _ in sub])).all())
+        for layer, (_, p, m) in enumerate(sub):
+            rate = d.applied[rows, layer].double().mean()
+            assert abs(rate - p) < 0.05, (k, layer)
+            assert bool((d.magnitudes[rows, layer] == m).all())  # no noise without mstd
+    noisy = AutoAugment("v0-mstd0.5", seed=2).draws(N)
+    spread = noisy.magnitudes - torch.tensor([[m for _, _, m in policy[0]]], dtype=torch.float64)
+    assert float(noisy.magnitudes.max()) <= 10.0 and float(noisy.magnitudes.min()) >= 0.0
+    assert 0.3 < float(spread.std()) < 6.0  # (the magnitudes differ by sub-policy too)
+
+
+@pytest.mark.parametrize("text", ["original", "v0", "v0r-mstd0.5", "originalr"])
+@pytest.mark.parametrize("interpolation", ["random", "bilinear"])
+def test_each_image_is_timms_auto_augment_with_its_draws(text, interpolation):
+    n = 96
+    aa = AutoAugment(text, interpolation=interpolation, fill=FILL, seed=9)
+    images = photos(n, 3, 33, 41, seed=5)
+    got = aa.augment(images, BatchPosition(2, 0, 0))
+    d = aa.draws(n, 2, 0, 0)
+    for k in range(n):
+        img = to_pil(images[k])
+        for layer in range(2):
+            if bool(d.applied[k, layer]):
+                img = timm_op(aa.transforms[int(d.ops[k, layer])], img, float(d.magnitudes[k, layer]),
+                              bool(d.negative[k, layer]), bool(d.bicubic[k, layer]), FILL)
+        assert torch.equal(got[k], from_pil(img)), k
+
+
+def test_create_transform_compiles_an_auto_augment_string_as_timm():
+    recipe = create_transform(224, is_training=True, auto_augment="original", interpolation="bicubic")
+    kinds = [type(s).__name__ for s in recipe.steps]
+    assert "AutoAugmentStep" in kinds and "ColorJitter" not in kinds
+    step = recipe.steps[kinds.index("AutoAugmentStep")]
+    assert step.fill == FILL and step.translate_const == int(224 * 0.45)
+    out = create_transform(32, is_training=True, auto_augment="v0r", seed=1).apply(
+        (photos(4, 3, 40, 36, seed=1).permute(0, 2, 3, 1).contiguous(), torch.arange(4)), BatchPosition(0, 0, 0))
+    assert out[0].shape == (4, 3, 32, 32)

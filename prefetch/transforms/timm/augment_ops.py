@@ -1,0 +1,157 @@
+"""What timm's RandAugment and AutoAugment share (``timm/data/auto_augment.py``'s ``AugmentOp``):
+each image's ops in layers, applied with that image's draws, by timm's level functions and
+Pillow's arithmetic (:mod:`.pil_ops`). A stage subclass draws the layers (:meth:`TimmOpsStage.draws`);
+this applies them."""
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+from .. import arguments
+from ..contract import BatchPosition, check_image_layout
+from ..uint8_stage import Uint8Stage
+from . import pil_ops
+
+__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "OP_NAMES"]
+
+LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
+_ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
+            "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
+_GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel", "TranslateX",
+              "TranslateY")
+#: The ops compiled: timm's names (its 3-Augment ops Desaturate, GaussianBlur and
+#: GaussianBlurRand are not).
+OP_NAMES = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "PosterizeIncreasing",
+            "PosterizeOriginal", "Solarize", "SolarizeIncreasing", "SolarizeAdd", "Color",
+            "ColorIncreasing", "Contrast", "ContrastIncreasing", "Brightness",
+            "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing", "ShearX", "ShearY",
+            "TranslateX", "TranslateY", "TranslateXRel", "TranslateYRel")
+
+
+@dataclass
+class OpDraws:
+    """One batch's draws, each ``Tensor[N, layers]`` on the host: ``ops`` (int64, indices into
+    the stage's ``transforms``), ``applied`` (bool), ``magnitudes`` (float64, after noise and
+    clipping), ``negative`` (bool: the signed ops' sign) and ``bicubic`` (bool: the geometric
+    ops' resampling); AutoAugment's also ``sub_policy`` (int64 ``Tensor[N]``: each image's
+    sub-policy)."""
+
+    ops: torch.Tensor
+    applied: torch.Tensor
+    magnitudes: torch.Tensor
+    negative: torch.Tensor
+    bicubic: torch.Tensor
+    sub_policy: Optional[torch.Tensor] = None
+
+
+class TimmOpsStage(Uint8Stage):
+    """A uint8 stage applying timm's ops in layers, each image its own draws.
+
+    Subclasses set ``transforms`` (the op names the draws index) and implement :meth:`draws`.
+
+    Args (of :meth:`_init_common`):
+        interpolation (str): ``"random"``, ``"bilinear"`` or ``"bicubic"``.
+        fill (int or sequence of int): the geometric ops' ``fillcolor``, each in [0, 255].
+        translate_pct (float): TranslateXRel/YRel's largest shift, a fraction of the side.
+        translate_const (float): TranslateX/Y's largest shift in pixels (timm: 250, or
+            ``int(0.45 * size)`` from create_transform).
+    """
+
+    transforms: Tuple[str, ...] = ()
+
+    def _init_common(self, cls, interpolation, fill, translate_pct, translate_const, seed,
+                     image_key, layout):
+        self.interpolation = arguments.one_of(cls, "interpolation", interpolation,
+                                              ("random", "bilinear", "bicubic"))
+        values = list(fill) if isinstance(fill, (list, tuple)) else [fill]
+        for i, v in enumerate(values):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
+                raise ValueError("prefetch: %s fill[%d] must be a whole number in [0, 255] "
+                                 "(timm's img_mean), got %r" % (cls, i, v))
+        self.fill = tuple(values)
+        self.translate_pct = arguments.number(cls, "translate_pct", translate_pct, low=0.0)
+        self.translate_const = arguments.number(cls, "translate_const", translate_const, low=0.0)
+        self.image_key = arguments.leaf_key(cls, "image_key", image_key)
+        check_image_layout(layout)
+        self.layout = layout
+        self._set_seed(seed)
+
+    def draws(self, n: int, epoch: int = 0, index: int = 0, rank: int = 0) -> OpDraws:
+        raise NotImplementedError
+
+    def _signs_and_filters(self, g, n, layers):
+        """The draws every op takes whether it uses them: a sign (negative with probability 1/2,
+        timm's ``_randomly_negate``) and bicubic (probability 1/2 under ``"random"``)."""
+        negative = torch.rand((n, layers), generator=g, dtype=torch.float64) > 0.5
+        if self.interpolation == "random":
+            bicubic = torch.rand((n, layers), generator=g, dtype=torch.float64) < 0.5
+        else:
+            bicubic = torch.full((n, layers), self.interpolation == "bicubic")
+        return negative, bicubic
+
+    def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        d = self.draws(x.shape[0], *position)
+        out = x.contiguous()
+        for layer in range(d.ops.shape[1]):
+            ops, applied = d.ops[:, layer], d.applied[:, layer]
+            for code in torch.unique(ops[applied]).tolist():
+                idx = torch.nonzero(applied & (ops == code)).flatten()
+                on = idx.to(out.device)
+                part = self._op(self.transforms[code], out.index_select(0, on),
+                                d.magnitudes[idx, layer], d.negative[idx, layer],
+                                d.bicubic[idx, layer])
+                if out is x:
+                    out = out.clone()
+                out.index_copy_(0, on, part)
+        return out
+
+    def _op(self, name, x, magnitude, negative, bicubic):
+        """timm's op ``name`` on images ``x`` at their magnitudes (timm's level functions, in
+        float64 as timm's Python floats)."""
+        level = magnitude / LEVEL_DENOM
+        sign = torch.where(negative, -1.0, 1.0).to(torch.float64)
+        if name == "AutoContrast":
+            return pil_ops.autocontrast(x)
+        if name == "Equalize":
+            return pil_ops.equalize(x)
+        if name == "Invert":
+            return pil_ops.invert(x)
+        if name.startswith("Posterize"):
+            bits = torch.trunc(level * 4).to(torch.int64)
+            bits = {"Posterize": bits, "PosterizeIncreasing": 4 - bits,
+                    "PosterizeOriginal": bits + 4}[name]
+            return pil_ops.posterize(x, bits)
+        if name in ("Solarize", "SolarizeIncreasing"):
+            threshold = torch.trunc(level * 256).to(torch.int64).clamp(max=256)
+            return pil_ops.solarize(x, 256 - threshold if name == "SolarizeIncreasing" else threshold)
+        if name == "SolarizeAdd":
+            return pil_ops.solarize_add(x, torch.trunc(level * 110).to(torch.int64).clamp(max=128))
+        base = name[:-len("Increasing")] if name.endswith("Increasing") else name
+        if base in _ENHANCE:
+            if name.endswith("Increasing"):
+                factor = (1.0 + (level * 0.9) * sign).clamp(min=0.1)
+            else:
+                factor = level * 1.8 + 0.1
+            return _ENHANCE[base](x, factor)
+        return pil_ops.affine(x, self._matrices(name, level, sign, x.shape[3], x.shape[2]),
+                              bicubic, self.fill)
+
+    def _matrices(self, name, level, sign, width, height):
+        """Each image's ``Image.transform`` coefficients for the geometric op ``name``."""
+        n = level.shape[0]
+        if name == "Rotate":
+            degrees = ((level * 30.0) * sign).tolist()
+            return torch.tensor([pil_ops.rotate_matrix(a, width, height) for a in degrees],
+                                dtype=torch.float64).reshape(n, 6)
+        m = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64).repeat(n, 1)
+        if name in ("ShearX", "ShearY"):
+            m[:, 1 if name == "ShearX" else 3] = (level * 0.3) * sign
+        elif name in ("TranslateX", "TranslateY"):  # in pixels: level times translate_const
+            m[:, 2 if name == "TranslateX" else 5] = (level * float(self.translate_const)) * sign
+        else:  # TranslateXRel / YRel: the fraction of the side, in pixels
+            pct = (level * self.translate_pct) * sign
+            if name == "TranslateXRel":
+                m[:, 2] = pct * width
+            else:
+                m[:, 5] = pct * height
+        return m
