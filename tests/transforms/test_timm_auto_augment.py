@@ -1,6 +1,6 @@
-"""timm's RandAugment and AutoAugment by their strings (prefetch.transforms.timm.RandAugment,
-AutoAugment): the strings parsed as timm's ``rand_augment_transform`` and
-``auto_augment_transform`` parse them; the draws follow timm's distributions (statistical tests
+"""timm's RandAugment, AutoAugment and AugMix by their strings (prefetch.transforms.timm.
+RandAugment, AutoAugment, AugMix): the strings parsed as timm's ``rand_augment_transform``,
+``auto_augment_transform`` and ``augment_and_mix_transform`` parse them; the draws follow timm's distributions (statistical tests
 over many images); and each image comes out as timm's ops, applied one by one to the PIL image
 with that image's draws, would leave it (the reference below is written from timm 1.0's
 ``auto_augment.py`` with Pillow's calls; where timm is installed, its own op functions are the
@@ -14,8 +14,8 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 
 from prefetch.transforms import BatchPosition
-from prefetch.transforms.timm import (AutoAugment, RandAugment, auto_augment_policy, create_transform,
-                                     rand_augment_config)
+from prefetch.transforms.timm import (AugMix, AutoAugment, RandAugment, augmix_config, auto_augment_policy,
+                                     create_transform, rand_augment_config)
 from prefetch.transforms.timm.auto_augment import (RAND_INCREASING_TRANSFORMS, RAND_TRANSFORMS,
                                                    RAND_WEIGHTED_0)
 
@@ -359,3 +359,96 @@ def test_create_transform_compiles_an_auto_augment_string_as_timm():
     out = create_transform(32, is_training=True, auto_augment="v0r", seed=1).apply(
         (photos(4, 3, 40, 36, seed=1).permute(0, 2, 3, 1).contiguous(), torch.arange(4)), BatchPosition(0, 0, 0))
     assert out[0].shape == (4, 3, 32, 32)
+
+
+# --- AugMix ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("augmix", dict(magnitude=3, width=3, depth=-1, alpha=1.0, magnitude_std=math.inf)),
+    ("augmix-m5-w4-d2", dict(magnitude=5, width=4, depth=2)),
+    ("augmix-m9-mstd0.5-a0.5-b0", dict(magnitude=9, magnitude_std=0.5, alpha=0.5)),
+])
+def test_augmix_strings_parse_as_timm_parses_them(text, expected):
+    config = augmix_config(text)
+    for name, value in expected.items():
+        assert getattr(config, name) == value, name
+
+
+@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix-m9-mstd0.5-a0.5"])
+def test_timms_own_augmix_where_installed_parses_the_same(text):
+    aa = pytest.importorskip("timm.data.auto_augment")
+    theirs = aa.augment_and_mix_transform(text, dict(translate_pct=0.3, img_mean=FILL))
+    ours = augmix_config(text)
+    assert (theirs.width, theirs.depth, theirs.alpha) == (ours.width, ours.depth, ours.alpha)
+    assert tuple(op.name for op in theirs.ops) == AugMix.transforms
+    assert {op.magnitude for op in theirs.ops} == {ours.magnitude}
+    assert {op.magnitude_std for op in theirs.ops} == {ours.magnitude_std}
+    assert {op.prob for op in theirs.ops} == {1.0}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("rand-m9", "starts with 'augmix'"), ("augmix-q2", "unknown section 'q2'"),
+    ("augmix-b1", "blended mode (b1) is not compiled"), ("augmix-w0", "w must be >= 1"),
+    ("augmix-m3.5", "'3.5' does not parse"),
+])
+def test_bad_augmix_strings_are_refused(text, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        AugMix(text)
+
+
+def test_augmix_draws_follow_timms():
+    n = 20000
+    d = AugMix("augmix-m5-w3", seed=4).draws(n, 1, 2)
+    w = d.weights.double()
+    assert torch.allclose(w.sum(1), torch.ones(n, dtype=torch.float64), atol=1e-6)
+    # Dirichlet(1, 1, 1): each weight Beta(1, 2), mean 1/3, variance 1/18; m ~ Beta(1, 1) uniform
+    assert abs(w.mean() - 1 / 3) < 0.01 and abs(w[:, 0].var() - 1 / 18) < 0.005
+    assert abs(d.m.double().mean() - 0.5) < 0.01 and abs(d.m.double().var() - 1 / 12) < 0.005
+    for chain in d.chains:
+        depth = chain.applied.sum(1)
+        counts = torch.bincount(depth, minlength=4).double() / n
+        assert counts[0] == 0 and (counts[1:] - 1 / 3).abs().max() < 0.015  # 1 to 3 ops
+        assert bool((chain.applied[:, 0]).all())  # the applied ops are the first ones
+        assert bool((chain.applied[:, 1] | ~chain.applied[:, 2]).all())
+        m = chain.magnitudes.flatten()  # uniform in [0, 5]
+        assert abs(m.mean() - 2.5) < 0.05 and m.min() >= 0 and m.max() <= 5
+        ops = torch.bincount(chain.ops.flatten(), minlength=13).double() / chain.ops.numel()
+        assert (ops - 1 / 13).abs().max() < 0.01
+    fixed = AugMix("augmix-d2", seed=4).draws(100)
+    assert all(bool((c.applied.sum(1) == 2).all()) for c in fixed.chains)
+
+
+def timm_augmix(img, d, k):
+    """timm's AugMixAugment._apply_basic for image k with its draws: each chain from the image,
+    summed in float32 as numpy sums, clipped, truncated, then Image.blend with m."""
+    mixed = np.zeros(np.asarray(img).shape, dtype=np.float32)
+    for c, chain in enumerate(d.chains):
+        aug = img
+        for layer in range(chain.ops.shape[1]):
+            if bool(chain.applied[k, layer]):
+                aug = timm_op(AugMix.transforms[int(chain.ops[k, layer])], aug,
+                              float(chain.magnitudes[k, layer]), bool(chain.negative[k, layer]),
+                              bool(chain.bicubic[k, layer]), FILL, translate_pct=0.3)
+        mixed += np.float32(d.weights[k, c]) * np.asarray(aug, dtype=np.float32)
+    np.clip(mixed, 0, 255.0, out=mixed)
+    return Image.blend(img, Image.fromarray(mixed.astype(np.uint8)), float(np.float32(d.m[k])))
+
+
+@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix", "augmix-m9-mstd0.5-a0.5"])
+@pytest.mark.parametrize("interpolation", ["random", "bicubic"])
+def test_each_image_is_timms_augmix_with_its_draws(text, interpolation):
+    n = 48
+    mix = AugMix(text, interpolation=interpolation, fill=FILL, seed=6)
+    images = photos(n, 3, 30, 38, seed=7)
+    got = mix.augment(images, BatchPosition(0, 5, 0))
+    d = mix.draws(n, 0, 5, 0)
+    for k in range(n):
+        assert torch.equal(got[k], from_pil(timm_augmix(to_pil(images[k]), d, k))), k
+
+
+def test_create_transform_compiles_augmix_as_timm():
+    recipe = create_transform(224, is_training=True, auto_augment="augmix-m5-w4-d2")
+    kinds = [type(s).__name__ for s in recipe.steps]
+    assert "AugMixStep" in kinds and "ColorJitter" not in kinds
+    step = recipe.steps[kinds.index("AugMixStep")]
+    assert step.translate_pct == 0.3 and step.fill == FILL

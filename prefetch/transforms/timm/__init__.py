@@ -6,14 +6,15 @@ prefetch's fused transforms: a timm user ports ``create_transform`` by changing 
 - :class:`RandomErasing`: timm's erasing (``const``/``rand``/``pixel`` fills, several boxes,
   ``num_splits``), each image its own boxes, on the device;
 - :class:`RandomResizedCropAndInterpolation`: timm's window, with its ``"random"`` interpolation;
-- :class:`RandAugment` and :class:`AutoAugment`: timm's RandAugment and AutoAugment by their
-  strings (``"rand-m9-mstd0.5-inc1"``, ``"original"``, ``"v0r"``), each image its own draws, with
-  Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
+- :class:`RandAugment`, :class:`AutoAugment` and :class:`AugMix`: timm's by their strings
+  (``"rand-m9-mstd0.5-inc1"``, ``"original"``, ``"augmix-m5-w4-d2"``), each image its own draws,
+  with Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
 
 timm's loader (``create_loader`` over a :class:`prefetch.Prefetcher`) is :mod:`prefetch.timm`.
 
-Not yet: timm's AugMix strings and the 3-Augment sets (refused by name).
+Not yet: timm's 3-Augment sets and AugMix's blended mode (refused by name).
 """
+from .augmix import AugMix, augmix_config
 from .auto_augment import AutoAugment, RandAugment, auto_augment_policy, rand_augment_config
 from .random_erasing import RandomErasing
 from .steps import RandomResizedCropAndInterpolation
@@ -21,5 +22,5 @@ from .transforms_factory import (DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGEN
                                  create_transform)
 
 __all__ = ["create_transform", "RandomErasing", "RandAugment", "rand_augment_config",
-           "AutoAugment", "auto_augment_policy", "RandomResizedCropAndInterpolation",
+           "AutoAugment", "auto_augment_policy", "AugMix", "augmix_config", "RandomResizedCropAndInterpolation",
            "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]

@@ -5,6 +5,8 @@ this applies them."""
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+import math
+
 import torch
 
 from .. import arguments
@@ -12,7 +14,7 @@ from ..contract import BatchPosition, check_image_layout
 from ..uint8_stage import Uint8Stage
 from . import pil_ops
 
-__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "OP_NAMES"]
+__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "OP_NAMES", "draw_magnitudes"]
 
 LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
 _ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
@@ -26,6 +28,17 @@ OP_NAMES = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Poster
             "ColorIncreasing", "Contrast", "ContrastIncreasing", "Brightness",
             "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing", "ShearX", "ShearY",
             "TranslateX", "TranslateY", "TranslateXRel", "TranslateYRel")
+
+
+def draw_magnitudes(g: torch.Generator, base: torch.Tensor, std: float,
+                    upper: Optional[float]) -> torch.Tensor:
+    """timm's AugmentOp magnitudes: ``base`` (float64) with Gaussian noise of ``std`` (``inf``:
+    uniform in [0, base]), clipped to [0, upper or 10], drawn from ``g``."""
+    if std == math.inf:
+        base = torch.rand(base.shape, generator=g, dtype=torch.float64) * base
+    elif std > 0:
+        base = base + torch.randn(base.shape, generator=g, dtype=torch.float64) * std
+    return base.clamp(max=float(upper or LEVEL_DENOM)).clamp(min=0.0)
 
 
 @dataclass
@@ -90,7 +103,19 @@ class TimmOpsStage(Uint8Stage):
         return negative, bicubic
 
     def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
-        d = self.draws(x.shape[0], *position)
+        return self.apply_layers(x, self.draws(x.shape[0], *position))
+
+    def apply_layers(self, x: torch.Tensor, d: OpDraws) -> torch.Tensor:
+        """Each image of ``x`` through its layers of ops (``d``), one batched op per op kind and
+        layer.
+
+        Args:
+            x (Tensor[N, C, H, W], uint8): the images (not written).
+            d (OpDraws): their draws.
+
+        Returns:
+            Tensor[N, C, H, W], uint8.
+        """
         out = x.contiguous()
         for layer in range(d.ops.shape[1]):
             ops, applied = d.ops[:, layer], d.applied[:, layer]

@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from ..contract import BatchPosition, LeafKey
-from .augment_ops import LEVEL_DENOM, OpDraws, TimmOpsStage
+from .augment_ops import OpDraws, TimmOpsStage, draw_magnitudes
 
 __all__ = ["RandAugmentConfig", "rand_augment_config", "RandAugment", "RAND_TRANSFORMS",
            "RAND_INCREASING_TRANSFORMS", "RAND_WEIGHTED_0", "AutoAugment", "AUTO_AUGMENT_POLICIES",
@@ -208,20 +208,10 @@ class RandAugment(TimmOpsStage):
         else:
             ops = torch.zeros((n, layers), dtype=torch.int64)
         applied = torch.rand((n, layers), generator=g, dtype=torch.float64) <= c.prob
-        magnitudes = _magnitudes(g, torch.full((n, layers), float(c.magnitude), dtype=torch.float64),
+        magnitudes = draw_magnitudes(g, torch.full((n, layers), float(c.magnitude), dtype=torch.float64),
                                  c.magnitude_std, c.magnitude_max)
         negative, bicubic = self._signs_and_filters(g, n, layers)
         return OpDraws(ops, applied, magnitudes, negative, bicubic)
-
-
-def _magnitudes(g, base, std, upper):
-    """timm's AugmentOp magnitude: ``base`` with Gaussian noise of ``std`` (``inf``: uniform in
-    [0, base]), clipped to [0, upper or 10]."""
-    if std == math.inf:
-        base = torch.rand(base.shape, generator=g, dtype=torch.float64) * base
-    elif std > 0:
-        base = base + torch.randn(base.shape, generator=g, dtype=torch.float64) * std
-    return base.clamp(max=float(upper or LEVEL_DENOM)).clamp(min=0.0)
 
 
 # timm's AutoAugment policies (auto_augment_policy_original / _originalr / _v0 / _v0r: the
@@ -389,6 +379,7 @@ class AutoAugment(TimmOpsStage):
         layers = self._ops.shape[1]
         probs = self._probs[sub]
         applied = (torch.rand((n, layers), generator=g, dtype=torch.float64) <= probs) | (probs >= 1.0)
-        magnitudes = _magnitudes(g, self._magnitudes[sub], self.magnitude_std, None)
+        magnitudes = draw_magnitudes(g, self._magnitudes[sub], self.magnitude_std, None)
         negative, bicubic = self._signs_and_filters(g, n, layers)
         return OpDraws(self._ops[sub], applied, magnitudes, negative, bicubic, sub_policy=sub)
+

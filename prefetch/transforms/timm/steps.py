@@ -8,11 +8,12 @@ from .. import arguments
 from ..v2_geometry import RandomResizedCrop as _V2RandomResizedCrop
 from ..v2_photometric import PolicyStep
 from ..v2_plan import Phase, Plan, Spec
+from .augmix import AugMix
 from .auto_augment import AutoAugment, RandAugment
 from .random_erasing import RandomErasing
 
 __all__ = ["RandomResizedCropAndInterpolation", "RandAugmentStep", "AutoAugmentStep",
-           "RandomErasingStep"]
+           "AugMixStep", "RandomErasingStep"]
 
 
 class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
@@ -86,6 +87,21 @@ class AutoAugmentStep(RandAugmentStep):
     """
 
     stage = AutoAugment
+
+
+class AugMixStep(RandAugmentStep):
+    """timm's AugMix by its string (``"augmix-m5-w4-d2"``) as a recipe step
+    (:class:`prefetch.transforms.timm.AugMix`), in the policy's place.
+
+    Args:
+        config_str, interpolation, fill, translate_pct, translate_const: as that AugMix takes
+            them (create_transform passes timm's ``translate_pct`` 0.3).
+
+    Raises:
+        ValueError: as that AugMix refuses them.
+    """
+
+    stage = AugMix
 
 
 class RandomErasingStep(Spec):

@@ -9,7 +9,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 
 from .. import arguments, v2
-from .steps import (AutoAugmentStep, RandAugmentStep, RandomErasingStep,
+from .steps import (AugMixStep, AutoAugmentStep, RandAugmentStep, RandomErasingStep,
                     RandomResizedCropAndInterpolation)
 
 __all__ = ["create_transform", "IMAGENET_DEFAULT_MEAN", "IMAGENET_DEFAULT_STD", "DEFAULT_CROP_PCT"]
@@ -81,8 +81,9 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
 
     Training: timm's ``RandomResizedCropAndInterpolation(input_size, scale, ratio,
     interpolation)`` (``"random"``: bilinear or bicubic per image), ``RandomHorizontalFlip(hflip)``,
-    ``RandomVerticalFlip(vflip)``, timm's RandAugment for an ``auto_augment`` string ``"rand-..."``
-    or its AutoAugment for ``"original"``, ``"originalr"``, ``"v0"``, ``"v0r"``
+    ``RandomVerticalFlip(vflip)``, timm's RandAugment for an ``auto_augment`` string ``"rand-..."``,
+    its AugMix for ``"augmix-..."`` or its AutoAugment for ``"original"``, ``"originalr"``,
+    ``"v0"``, ``"v0r"``
     (its geometric ops with ``interpolation`` unless ``"random"``, filled with
     ``round(255 * mean)``, TranslateRel by 0.45 of the side; ColorJitter then off, as timm's
     create_transform does), ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
@@ -107,9 +108,10 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         re_num_splits: accepted and, as in timm's transform (which erases one image at a
             time), without effect; timm's loader applies it (``create_loader``'s ``re_split``).
         auto_augment: None, timm's RandAugment string (``"rand-m9-mstd0.5-inc1"``:
-            :class:`prefetch.transforms.timm.RandAugment`) or AutoAugment string
-            (``"original"``, ``"v0r-mstd0.5"``: :class:`prefetch.transforms.timm.AutoAugment`);
-            AugMix (``"augmix-..."``) and the 3-Augment sets are refused, naming the string.
+            :class:`prefetch.transforms.timm.RandAugment`), AugMix string (``"augmix-m5-w4-d2"``:
+            :class:`prefetch.transforms.timm.AugMix`) or AutoAugment string (``"original"``,
+            ``"v0r-mstd0.5"``: :class:`prefetch.transforms.timm.AutoAugment`); the 3-Augment
+            sets and AugMix's blended mode are refused, naming the string.
         train_crop_mode, crop_border_pixels, tf_preprocessing, separate, naflex, patchify:
             timm's defaults only (refused otherwise, saying what is not compiled).
         patch_size, max_seq_len, patchify_channels_last, patchify_flatten: read only by the
@@ -138,11 +140,6 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     if not normalize:
         _refuse("normalize", "False keeps timm's uint8 tensors; this recipe always ends with the "
                 "normalisation (pass normalize=True and mean/std)")
-    if auto_augment and str(auto_augment).startswith("augmix"):
-        _refuse("auto_augment", "timm's RandAugment ('rand-...') and AutoAugment ('original', "
-                "'v0', ...) strings are compiled; its AugMix (%r) is not yet: torchvision's is "
-                "(prefetch.transforms.v2.AugMix), or keep timm's in the DataLoader's workers"
-                % (auto_augment,))
     h, w = _image_size(input_size)
     steps = []
     if is_training and not no_aug:
@@ -154,10 +151,16 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         if vflip > 0.0:
             steps.append(v2.RandomVerticalFlip(vflip))
         if auto_augment:  # timm's aa_params
-            step = RandAugmentStep if auto_augment.startswith("rand") else AutoAugmentStep
-            steps.append(step(auto_augment, interpolation=_interpolation(interpolation, True),
-                              fill=tuple(min(255, round(255 * float(x))) for x in mean),
-                              translate_const=int(min(h, w) * 0.45)))
+            fill = tuple(min(255, round(255 * float(x))) for x in mean)
+            mode = _interpolation(interpolation, True)
+            if auto_augment.startswith("rand"):
+                step = RandAugmentStep(auto_augment, mode, fill)
+            elif auto_augment.startswith("augmix"):  # (timm's aa_params["translate_pct"] = 0.3)
+                step = AugMixStep(auto_augment, mode, fill, translate_pct=0.3)
+            else:
+                step = AutoAugmentStep(auto_augment, mode, fill,
+                                       translate_const=int(min(h, w) * 0.45))
+            steps.append(step)
             if "3a" not in auto_augment:  # (timm's force_color_jitter: not create_transform's)
                 color_jitter = None
         if color_jitter is not None:

@@ -1,0 +1,181 @@
+"""timm's AugMix by its string (``timm/data/auto_augment.py``'s ``augment_and_mix_transform``
+and ``AugMixAugment``, timm 1.0), each image its own draws, with Pillow's arithmetic: ``width``
+chains of timm's ops (:mod:`.augment_ops`), summed with Dirichlet weights in float32 as timm's
+numpy sum, clipped and truncated, then blended with the image by a Beta weight (Pillow's
+``Image.blend``). timm's string: ``augmix`` then ``m<int>`` the magnitude (3), ``w<int>`` the
+chains (3), ``d<int>`` each chain's ops (-1: 1 to 3 uniformly), ``a<float>`` the Dirichlet's
+and Beta's alpha (1.0), ``mstd<float>`` the magnitude noise (default: uniform in [0, m]),
+``b<0|1>`` timm's blended mode (refused).
+"""
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from ..contract import BatchPosition, LeafKey
+from . import pil_ops
+from .augment_ops import OpDraws, TimmOpsStage, draw_magnitudes
+
+__all__ = ["AugMix", "AugMixConfig", "AugMixDraws", "augmix_config", "AUGMIX_TRANSFORMS"]
+
+
+# timm's _AUGMIX_TRANSFORMS: RandAugment's increasing set without Invert, Solarize's add and
+# the posterize of the original policy.
+AUGMIX_TRANSFORMS = ("AutoContrast", "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing",
+                     "SharpnessIncreasing", "Equalize", "Rotate", "PosterizeIncreasing",
+                     "SolarizeIncreasing", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
+
+
+@dataclass(frozen=True)
+class AugMixConfig:
+    """A parsed AugMix string (timm's ``augment_and_mix_transform`` defaults).
+
+    Attributes:
+        magnitude (int): ``m``, 3 by default.
+        width (int): ``w``, the chains, 3 by default.
+        depth (int): ``d``, each chain's ops (-1: 1 to 3, uniformly).
+        alpha (float): ``a``, the Dirichlet's and Beta's parameter, 1.0.
+        magnitude_std (float): ``mstd`` (``inf``, uniform in [0, m], by default).
+    """
+
+    magnitude: int = 3
+    width: int = 3
+    depth: int = -1
+    alpha: float = 1.0
+    magnitude_std: float = math.inf
+
+
+def augmix_config(config_str: str) -> AugMixConfig:
+    """timm's AugMix string parsed as ``augment_and_mix_transform`` parses it.
+
+    Args:
+        config_str (str): ``"augmix-m5-w4-d2"`` and the like: sections ``m``, ``w``, ``d``,
+            ``a``, ``mstd`` and ``b`` (``b1``, timm's blended mode, is refused).
+
+    Returns:
+        AugMixConfig.
+
+    Raises:
+        ValueError: not an ``augmix`` string, an unknown section, a value that does not parse, a
+            width below 1 or ``alpha`` <= 0, or ``b1``.
+    """
+    sections = str(config_str).split("-")
+    if sections[0] != "augmix":
+        raise ValueError("prefetch: a timm AugMix string starts with 'augmix', got %r" % (config_str,))
+    fields = dict(magnitude=3, width=3, depth=-1, alpha=1.0, magnitude_std=math.inf)
+    kinds = {"m": ("magnitude", int), "w": ("width", int), "d": ("depth", int),
+             "a": ("alpha", float), "mstd": ("magnitude_std", float), "b": ("blended", int)}
+    for section in sections[1:]:
+        parts = re.split(r"(\d.*)", section)
+        if len(parts) < 2:
+            continue
+        key, value = parts[:2]
+        if key not in kinds:
+            raise ValueError("prefetch: timm AugMix %r: unknown section %r (timm knows m, w, d, a, "
+                             "mstd and b)" % (config_str, section))
+        name, kind = kinds[key]
+        try:
+            parsed = kind(value)
+        except ValueError:
+            raise ValueError("prefetch: timm AugMix %r: section %r: %r does not parse as its number"
+                             % (config_str, section, value)) from None
+        if name == "blended":
+            if parsed:
+                raise ValueError("prefetch: timm AugMix %r: the blended mode (b1) is not compiled"
+                                 % (config_str,))
+            continue
+        fields[name] = parsed
+    if fields["width"] < 1 or not fields["alpha"] > 0:
+        raise ValueError("prefetch: timm AugMix %r: w must be >= 1 and a > 0, got w = %d, a = %g"
+                         % (config_str, fields["width"], fields["alpha"]))
+    return AugMixConfig(**fields)
+
+
+@dataclass
+class AugMixDraws:
+    """One batch's AugMix draws on the host: ``weights`` (float32 ``[N, width]``, each chain's
+    Dirichlet weight), ``m`` (float32 ``[N]``, the Beta skip weight) and ``chains`` (one
+    :class:`OpDraws` a chain, three layers, those past the chain's depth not applied)."""
+
+    weights: torch.Tensor
+    m: torch.Tensor
+    chains: list
+
+
+class AugMix(TimmOpsStage):
+    """timm's AugMix (``AugMixAugment``, its basic mode) on the batch's uint8 image leaf: each
+    image ``width`` chains of 1 to 3 ops from timm's AugMix set (each op always applied, the
+    magnitude uniform in [0, m] by default), the chains summed with Dirichlet weights in
+    float32, clipped and truncated to uint8, then blended with the image by a Beta weight
+    (Pillow's ``Image.blend``), with Pillow's arithmetic throughout.
+
+    Args:
+        config_str (str): timm's string, e.g. ``"augmix-m5-w4-d2"`` (:func:`augmix_config`).
+        interpolation, fill, seed, image_key, layout: as :class:`RandAugment`'s.
+        translate_pct (float): TranslateXRel/YRel's largest shift (create_transform: timm's
+            0.3 for AugMix).
+        translate_const (float): unused by AugMix's set (kept for the shared arguments).
+
+    Raises:
+        ValueError: a bad string or argument, naming it.
+    """
+
+    what_draws = "AugMix draws"
+    transforms = AUGMIX_TRANSFORMS
+
+    def __init__(self, config_str: str, *, interpolation: str = "random",
+                 fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.3,
+                 translate_const: float = 250, seed: Optional[int] = None,
+                 image_key: LeafKey = 0, layout: str = "auto") -> None:
+        self.config_str = config_str
+        self.config = augmix_config(config_str)
+        self._init_common("AugMix", interpolation, fill, translate_pct, translate_const, seed,
+                          image_key, layout)
+
+    def __repr__(self):
+        return "AugMix(%r, interpolation=%r, fill=%r, seed=%d)" % (
+            self.config_str, self.interpolation, self.fill, self.seed)
+
+    def draws(self, n: int, epoch: int = 0, index: int = 0, rank: int = 0) -> AugMixDraws:
+        """Each image's weights and chains for one batch, as timm draws them per image.
+
+        Args:
+            n (int): the number of images.
+            epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
+
+        Returns:
+            AugMixDraws.
+        """
+        c = self.config
+        g = BatchPosition(epoch, index, rank).generator(self.seed)
+        alpha = float(c.alpha)
+        weights = torch._sample_dirichlet(torch.full((n, c.width), alpha, dtype=torch.float64),
+                                          generator=g).to(torch.float32)
+        m = torch._sample_dirichlet(torch.full((n, 2), alpha, dtype=torch.float64),
+                                    generator=g)[:, 0].to(torch.float32)  # Beta(alpha, alpha)
+        chains = []
+        for _ in range(c.width):
+            if c.depth > 0:
+                depth = torch.full((n,), c.depth, dtype=torch.int64)
+            else:
+                depth = torch.randint(1, 4, (n,), generator=g)
+            layers = max(c.depth, 3)
+            ops = torch.randint(len(self.transforms), (n, layers), generator=g)
+            applied = torch.arange(layers).view(1, layers) < depth.view(n, 1)
+            magnitudes = draw_magnitudes(g, torch.full((n, layers), float(c.magnitude),
+                                                   dtype=torch.float64), c.magnitude_std, None)
+            negative, bicubic = self._signs_and_filters(g, n, layers)
+            chains.append(OpDraws(ops, applied, magnitudes, negative, bicubic))
+        return AugMixDraws(weights, m, chains)
+
+    def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        d = self.draws(x.shape[0], *position)
+        n = x.shape[0]
+        mixed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        weights = d.weights.to(x.device)
+        for k, chain in enumerate(d.chains):  # float32, each product and sum rounded (numpy's)
+            mixed = mixed + weights[:, k].view(n, 1, 1, 1) * self.apply_layers(x, chain).to(torch.float32)
+        mixed = mixed.clamp_(0.0, 255.0).to(torch.uint8)
+        return pil_ops.blend(x, mixed, d.m.to(torch.float64))
