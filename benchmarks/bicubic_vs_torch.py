@@ -16,15 +16,13 @@ importing it) [--out FILE.json]
 """
 import argparse
 import glob
-import json
 import os
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from prefetch.bench.provenance import checkout_state
+from prefetch.bench.provenance import script_record, write_record
 from prefetch.ops import resized_crop
 from prefetch.transforms.crop_boxes import random_resized_boxes
 
@@ -95,18 +93,13 @@ def main():
         print("antialias=%s: vs torch's uint8 kernel max %d, %.2f%% differ, %.3f%% by more than 1; "
               "vs its float path max %d" % (antialias, int(du.max()), 100 * float((du > 0).double().mean()),
                                            100 * float((du > 1).double().mean()), int(df.max())))
-    state = checkout_state()  # the commit measured, and whether the tree differs from it
-    commit, dirty = state["commit"], state["dirty"]
     import PIL
 
-    result = {"rows": rows, "images": [n for n, _ in imgs], "torch": torch.__version__,
-              "pillow": PIL.__version__,
-              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "commit": commit,
-              "dirty": dirty, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    result = script_record("benchmarks/bicubic_vs_torch.py")
+    result.update(rows=rows, images=[n for n, _ in imgs], pillow=PIL.__version__,
+                  cpu_capability=torch.backends.cpu.get_cpu_capability())
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        write_record(args.out, result)
 
 
 if __name__ == "__main__":

@@ -19,21 +19,17 @@ torchvision is a benchmark peer, never a dependency: its pure-Python transforms 
 with ``--out``. Run: ``python benchmarks/ssl_views_bench.py [--recipe dino|simclr] [--files 96]``.
 """
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
-import time
 
-import torch
 from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 from prefetch.bench.datasets import JpegBytes, write_jpegs
-from prefetch.bench.provenance import checkout_state
-from prefetch.bench.timing import interleaved
+from prefetch.bench.provenance import script_record, write_record
+from prefetch.bench.timing import interleaved, spread
 from prefetch.transforms import ssl
 from torchvision_peer import import_torchvision
 
@@ -176,24 +172,18 @@ def main(argv=None):
     for _, close in pipelines.values():
         close()
     if args.out:
-        state = checkout_state()  # the commit measured, and whether the tree differs from it
-        result = {
-            "benchmark": "benchmarks/ssl_views_bench.py", "recipe": args.recipe,
-            "views": "2 x %d + 8 x %d" % (args.size, args.local) if args.recipe == "dino"
-            else "2 x %d" % args.size,
-            "commit": state["commit"], "dirty": state["dirty"], "changed": state.get("changed"),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()},
-            "torch": torch.__version__, "torchvision": __import__("torchvision").__version__,
-            "resources": "%d DataLoader workers (usual) = %d DataLoader workers reading bytes + "
-                         "%d prefetch threads" % (args.workers, args.workers, args.workers),
-            "files": args.files, "batch": args.batch, "rounds": args.rounds,
-            "images_per_s": {k: {"median": statistics.median(v), "min": min(v), "max": max(v),
-                                 "rounds": v} for k, v in times.items()},
-            "ratio": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
-        }
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+        record = script_record("benchmarks/ssl_views_bench.py")
+        record.update(recipe=args.recipe,
+                      views="2 x %d + 8 x %d" % (args.size, args.local) if args.recipe == "dino"
+                      else "2 x %d" % args.size,
+                      torchvision=__import__("torchvision").__version__,
+                      resources="%d DataLoader workers (usual) = %d DataLoader workers reading "
+                                "bytes + %d prefetch threads" % (args.workers, args.workers,
+                                                                 args.workers),
+                      files=args.files, batch=args.batch, rounds=args.rounds,
+                      images_per_s={k: dict(spread(v), rounds=v) for k, v in times.items()},
+                      ratio=spread(ratios))
+        write_record(args.out, record)
     return 0
 
 

@@ -24,20 +24,17 @@ torchvision's op set and magnitudes, not timm's (not the same work). Writes a JS
 ``--out``. Run: ``python benchmarks/timm_recipe_bench.py [--files 96] [--rounds 5]``.
 """
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 from torch.utils.data import Dataset
 
 from prefetch.bench.datasets import write_jpegs
-from prefetch.bench.provenance import checkout_state
-from prefetch.bench.timing import interleaved
+from prefetch.bench.provenance import script_record, write_record
+from prefetch.bench.timing import interleaved, spread
 from torchvision_peer import import_torchvision
 
 RECIPE = dict(is_training=True, interpolation="bicubic", auto_augment="rand-m9-mstd0.5-inc1",
@@ -141,23 +138,15 @@ def main(argv=None):
     for _, close in loaders.values():
         close()
     if args.out:
-        state = checkout_state()  # the commit measured, and whether the tree differs from it
-        result = {
-            "benchmark": "benchmarks/timm_recipe_bench.py", "recipe": RECIPE, "size": args.size,
-            "commit": state["commit"], "dirty": state["dirty"], "changed": state.get("changed"),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "machine": {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()},
-            "torch": torch.__version__, "timm": timm.__version__,
-            "pillow": __import__("PIL").__version__,
-            "resources": "%d DataLoader workers (timm) = %d DataLoader workers reading bytes + "
-                         "%d prefetch threads" % (args.workers, args.workers, args.workers),
-            "files": args.files, "batch": args.batch, "rounds": args.rounds,
-            "images_per_s": {k: {"median": statistics.median(v), "min": min(v), "max": max(v),
-                                 "rounds": v} for k, v in times.items()},
-            "ratio": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
-        }
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
+        record = script_record("benchmarks/timm_recipe_bench.py")
+        record.update(recipe=RECIPE, size=args.size, timm=timm.__version__,
+                      pillow=__import__("PIL").__version__,
+                      resources="%d DataLoader workers (timm) = %d DataLoader workers reading bytes "
+                                "+ %d prefetch threads" % (args.workers, args.workers, args.workers),
+                      files=args.files, batch=args.batch, rounds=args.rounds,
+                      images_per_s={k: dict(spread(v), rounds=v) for k, v in times.items()},
+                      ratio=spread(ratios))
+        write_record(args.out, record)
     return 0
 
 

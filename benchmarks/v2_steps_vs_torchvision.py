@@ -20,14 +20,13 @@ Run: python benchmarks/v2_steps_vs_torchvision.py [--batch 64] [--size 176] [--t
 [--rounds 7] [--window-size 320] [--steps NAME,...] [--out FILE.json]
 """
 import argparse
-import json
 import os
 import statistics
 import time
 
 import torch
 
-from prefetch.bench.provenance import checkout_state
+from prefetch.bench.provenance import script_record, write_record
 from prefetch.transforms import BatchPosition, v2 as P
 from torchvision_peer import import_torchvision
 
@@ -149,18 +148,12 @@ def main():
         print("%-16s prefetch %8.0f img/s  torchvision loop %7.0f img/s  ratio %.1fx (%.1f-%.1f)" % (
             name, rows[name]["prefetch"]["images_per_s"], rows[name]["torchvision loop"]["images_per_s"],
             rows[name]["ratio"], *rows[name]["ratio_range"]), flush=True)
-    state = checkout_state()  # the commit measured, and whether the tree differs from it
-    commit, dirty = state["commit"], state["dirty"]
-    result = {"rows": rows, "batch": args.batch, "size": args.size, "window_size": args.window_size,
-              "threads": args.threads,
-              "rounds": args.rounds, "commit": commit, "dirty": dirty, "torch": torch.__version__,
-              "torchvision": tv.__name__ and __import__("torchvision").__version__,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-              "cores": len(os.sched_getaffinity(0))}
+    result = script_record("benchmarks/v2_steps_vs_torchvision.py")
+    result.update(rows=rows, batch=args.batch, size=args.size, window_size=args.window_size,
+                  threads=args.threads, rounds=args.rounds,
+                  torchvision=tv.__name__ and __import__("torchvision").__version__)
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
+        write_record(args.out, result)
 
 
 if __name__ == "__main__":

@@ -7,10 +7,16 @@ results from a dirty checkout unless ``--allow-dirty``, and then results.json sa
 outputs, ``bench-out/``) does not make a checkout dirty; an untracked file that git does not
 ignore does (it may be imported). Where prefetch is not imported from a git checkout (an
 installed wheel), the version stands for the code: ``commit`` and ``dirty`` are None and ``why``
-says why.
+says why. The benchmark scripts of ``benchmarks/`` begin their JSON results with
+:func:`script_record` and write them with :func:`write_record`.
 """
+import json
 import os
+import platform
 import subprocess
+import time
+
+import torch
 
 import prefetch
 
@@ -93,3 +99,37 @@ def refusal(state):
             "--allow-dirty: results.json then says \"dirty\": true and lists them."
             % (state["checkout"], state["changed_files"], ", ".join(state["changed"]),
                ", and %d more" % more if more > 0 else "", state["commit"][:12]))
+
+
+def script_record(benchmark: str) -> dict:
+    """What every benchmark script's JSON result begins with, so that no figure is published
+    without its provenance: the script, the commit measured and whether the tree differed from it
+    (:func:`checkout_state`), the UTC date, the machine's usable cores and platform, and torch's
+    version.
+
+    Args:
+        benchmark (str): the script, as the repository names it (``benchmarks/....py``).
+
+    Returns:
+        dict: ``benchmark``, ``commit``, ``dirty``, ``changed``, ``date``, ``machine`` (``cores``,
+        ``platform``) and ``torch``; the caller adds its figures.
+    """
+    state = checkout_state()
+    return {"benchmark": benchmark, "commit": state["commit"], "dirty": state["dirty"],
+            "changed": state.get("changed"),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": {"cores": len(os.sched_getaffinity(0)), "platform": platform.platform()},
+            "torch": torch.__version__}
+
+
+def write_record(path: str, record: dict) -> None:
+    """``record`` written to ``path`` as indented JSON with a final newline (what the results
+    files in benchmarks/results/ hold).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+

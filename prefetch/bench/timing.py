@@ -105,6 +105,12 @@ def median(values):
     return statistics.median(values)
 
 
+def spread(values):
+    """``{"median", "min", "max"}`` of a list of samples: how the benchmark scripts' JSON results
+    report each figure's rounds."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
 class Summary(NamedTuple):
     """A list of samples as the bench reports them: the median and the range around it."""
 

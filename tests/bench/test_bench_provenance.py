@@ -139,3 +139,18 @@ def test_a_clean_checkout_writes_its_commit(tmp_path, checkout, monkeypatch):
     result = json.loads((tmp_path / "results.json").read_text())
     assert result["commit"] == clean["commit"] and result["dirty"] is False
     assert result["changed"] == [] and result["metrics"] == {"fake_metric": 1.0}
+
+
+def test_a_scripts_record_names_its_commit_and_is_written_whole(tmp_path, checkout, monkeypatch):
+    dirty_pkg = provenance.checkout_state(str(checkout / "pkg"))
+    monkeypatch.setattr(provenance, "checkout_state", lambda: dirty_pkg)
+    record = provenance.script_record("benchmarks/some_bench.py")
+    assert record["benchmark"] == "benchmarks/some_bench.py"
+    assert (record["commit"], record["dirty"], record["changed"]) == (
+        dirty_pkg["commit"], dirty_pkg["dirty"], dirty_pkg["changed"])
+    assert record["machine"]["cores"] == len(os.sched_getaffinity(0)) and record["torch"]
+    assert record["date"].endswith("Z")
+    record["ratio"] = {"median": 1.5, "min": 1.2, "max": 1.7}
+    provenance.write_record(str(tmp_path / "r.json"), record)
+    text = (tmp_path / "r.json").read_text()
+    assert text.endswith("\n") and json.loads(text) == record

@@ -8,11 +8,12 @@ import re
 
 import pytest
 import torch
-import numpy as np
 from PIL import Image
 
 from prefetch.ops import pil_affine
 from prefetch.transforms.timm.pil_ops import rotate_matrix
+
+from ..pil_images import from_pil, to_pil
 
 RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 
@@ -20,12 +21,9 @@ RESAMPLE = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.B
 def pillow(image, m, mode, fill):
     """One uint8 image ``[C, H, W]`` through Pillow's transform: the reference."""
     c, h, w = image.shape
-    arr = image.permute(1, 2, 0).contiguous().numpy()
-    pil = Image.fromarray(arr[:, :, 0], "L") if c == 1 else Image.fromarray(arr, "RGB")
     color = fill[0] if c == 1 else tuple(fill[k % len(fill)] for k in range(3))
-    out = pil.transform((w, h), Image.Transform.AFFINE, tuple(m), RESAMPLE[mode], fillcolor=color)
-    t = torch.from_numpy(np.asarray(out).copy())
-    return t.unsqueeze(0) if c == 1 else t.permute(2, 0, 1)
+    return from_pil(to_pil(image).transform((w, h), Image.Transform.AFFINE, tuple(m), RESAMPLE[mode],
+                                            fillcolor=color))
 
 
 def maps_for(n, h, w, rng):

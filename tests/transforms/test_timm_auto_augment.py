@@ -19,6 +19,8 @@ from prefetch.transforms.timm import (AugMix, AutoAugment, RandAugment, augmix_c
 from prefetch.transforms.timm.auto_augment import (RAND_INCREASING_TRANSFORMS, RAND_TRANSFORMS,
                                                    RAND_WEIGHTED_0)
 
+from ..pil_images import from_pil, to_pil
+
 FILL = (124, 116, 104)
 
 
@@ -191,15 +193,6 @@ def photos(n, c, h, w, seed):
     noise = torch.randint(-20, 21, out.shape, generator=g)
     return (out + noise).clamp(0, 255).to(torch.uint8)
 
-
-def to_pil(image):
-    arr = image.permute(1, 2, 0).contiguous().numpy()
-    return Image.fromarray(arr[:, :, 0], "L") if image.shape[0] == 1 else Image.fromarray(arr, "RGB")
-
-
-def from_pil(pil):
-    t = torch.from_numpy(np.asarray(pil).copy())
-    return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1)
 
 
 @pytest.mark.parametrize("text", ["rand-m9-mstd0.5-inc1", "rand-m9-mstd0.5", "rand-m10-n3-p1.0-mstd1",

@@ -11,15 +11,8 @@ from PIL import Image, ImageEnhance, ImageOps
 
 from prefetch.transforms.timm import pil_ops
 
+from ..pil_images import from_pil, to_pil
 
-def to_pil(image):
-    arr = image.permute(1, 2, 0).contiguous().numpy()
-    return Image.fromarray(arr[:, :, 0], "L") if image.shape[0] == 1 else Image.fromarray(arr, "RGB")
-
-
-def from_pil(pil):
-    t = torch.from_numpy(np.asarray(pil).copy())
-    return t.unsqueeze(0) if t.dim() == 2 else t.permute(2, 0, 1)
 
 
 def batches():
