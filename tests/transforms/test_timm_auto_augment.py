@@ -445,3 +445,16 @@ def test_create_transform_compiles_augmix_as_timm():
     assert "AugMixStep" in kinds and "ColorJitter" not in kinds
     step = recipe.steps[kinds.index("AugMixStep")]
     assert step.translate_pct == 0.3 and step.fill == FILL
+
+
+@pytest.mark.parametrize("stage", [RandAugment("rand-m9-mstd0.5-inc1", fill=FILL, seed=3),
+                                   AutoAugment("v0r-mstd0.5", fill=FILL, seed=3),
+                                   AugMix("augmix-m5-w3", fill=FILL, seed=3)], ids=repr)
+def test_the_device_writes_the_cpus_bytes(stage, device):
+    # Every op is on the images' device (tables, blends, pil_affine's float64 thread work); the
+    # draws are the host's: the same bytes on CUDA as on the CPU.
+    images = photos(24, 3, 29, 35, seed=4)
+    expected = stage.augment(images, BatchPosition(0, 1, 0))
+    got = stage.augment(images.to(device), BatchPosition(0, 1, 0))
+    assert got.device.type == torch.device(device).type
+    assert torch.equal(got.cpu(), expected)

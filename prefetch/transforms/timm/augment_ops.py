@@ -2,10 +2,9 @@
 each image's ops in layers, applied with that image's draws, by timm's level functions and
 Pillow's arithmetic (:mod:`.pil_ops`). A stage subclass draws the layers (:meth:`TimmOpsStage.draws`);
 this applies them."""
+import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
-
-import math
 
 import torch
 
@@ -19,8 +18,6 @@ __all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "OP_NAMES", "draw_magnitude
 LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
 _ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
             "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
-_GEOMETRIC = ("Rotate", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel", "TranslateX",
-              "TranslateY")
 #: The ops compiled: timm's names (its 3-Augment ops Desaturate, GaussianBlur and
 #: GaussianBlurRand are not).
 OP_NAMES = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "PosterizeIncreasing",

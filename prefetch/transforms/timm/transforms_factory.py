@@ -85,8 +85,8 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     its AugMix for ``"augmix-..."`` or its AutoAugment for ``"original"``, ``"originalr"``,
     ``"v0"``, ``"v0r"``
     (its geometric ops with ``interpolation`` unless ``"random"``, filled with
-    ``round(255 * mean)``, TranslateRel by 0.45 of the side; ColorJitter then off, as timm's
-    create_transform does), ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
+    ``round(255 * mean)``, TranslateRel by 0.45 of the side, 0.3 for AugMix; ColorJitter then off,
+    as timm's create_transform does), ``ColorJitter`` (a number ``c`` is ``(c, c, c)``, no hue; under
     ``RandomApply`` with ``color_jitter_prob``), ``RandomGrayscale(grayscale_prob)``,
     ``RandomApply([GaussianBlur(23)], gaussian_blur_prob)``, the normalisation with ``mean`` and
     ``std``, then timm's ``RandomErasing(re_prob, re_mode, max_count=re_count)`` (1 to
