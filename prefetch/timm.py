@@ -50,8 +50,12 @@ def encoded_to_uint8(data: Any) -> torch.Tensor:
 
     Raises:
         TypeError: neither bytes-like nor a 1-D uint8 array or tensor.
+        ValueError: an empty file (no bytes).
     """
     if isinstance(data, (bytes, bytearray, memoryview)):
+        if len(data) == 0:
+            raise ValueError("prefetch.timm: with decode=True the dataset gave an empty file (0 "
+                             "bytes) where an encoded image's bytes were expected")
         return torch.frombuffer(bytearray(data), dtype=torch.uint8)
     array = data if isinstance(data, torch.Tensor) else torch.from_numpy(np.array(data, copy=True))
     if array.dtype != torch.uint8 or array.dim() != 1:

@@ -7,6 +7,7 @@ auto_augment.py``), so their recipes need Pillow's conventions rather than grid_
 source point leaves the image, the taps clamped to the edge, bicubic's a = -1 and truncation to
 uint8.
 """
+import operator
 from typing import Sequence, Union
 
 import torch
@@ -39,8 +40,9 @@ def pil_affine(images: torch.Tensor, matrices: torch.Tensor, *, interpolation: s
         matrices (Tensor[N, 6]): float64, one map per image, on the images' device.
         interpolation (str): ``"bilinear"`` or ``"bicubic"`` (Pillow's ``BILINEAR``,
             ``BICUBIC``).
-        fill (int or sequence of int): Pillow's ``fillcolor``: one value, or one per channel, each
-            in [0, 255].
+        fill (int or sequence of int): the value outside, Pillow's ``fillcolor`` given per
+            channel: one per channel, or one value for every channel, each in [0, 255]. (Pillow
+            reads a single int on an RGB image as red only; timm always passes one per channel.)
 
     Returns:
         Tensor[N, C, H, W]: uint8, contiguous, on the images' device.
@@ -56,7 +58,11 @@ def pil_affine(images: torch.Tensor, matrices: torch.Tensor, *, interpolation: s
                          "got %r" % (interpolation,))
     values = list(fill) if isinstance(fill, (list, tuple)) else [fill]
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            values[i] = operator.index(v)  # (a NumPy integer too)
+        except TypeError:
+            values[i] = None
+        if isinstance(v, bool) or values[i] is None:
             raise TypeError("prefetch: pil_affine's fill[%d] must be a whole number in [0, 255] "
                             "(Pillow's fillcolor), got %r" % (i, v))
     return torch.ops.prefetch.pil_affine.default(images, matrices, interpolation == "bicubic",

@@ -56,7 +56,7 @@ def _fill(value, what: str):
 
 class PolicyStep(Spec):
     """One policy per recipe, compiled into the stage :meth:`policy` builds (a PolicyAugment here;
-    timm's RandAugment and AutoAugment in :mod:`prefetch.transforms.timm.steps`)."""
+    timm's RandAugment, AutoAugment and AugMix in :mod:`prefetch.transforms.timm.steps`)."""
 
     phase = Phase.PHOTOMETRIC
     rule = ("one policy, on uint8 images before ToDtype (as torchvision's recipes apply it)")
@@ -69,7 +69,7 @@ class PolicyStep(Spec):
             seed: its seed (None: drawn).
 
         Returns:
-            A PolicyAugment on NCHW uint8 images.
+            The stage on NCHW uint8 images (a PolicyAugment for torchvision's policies).
         """
         raise NotImplementedError
 
@@ -276,7 +276,7 @@ class _RandomOp(Spec):
             seed: its seed (None: drawn).
 
         Returns:
-            A PolicyAugment on NCHW uint8 images.
+            The stage on NCHW uint8 images (a PolicyAugment for torchvision's policies).
         """
         return PolicyAugment("random_op", **self.table_step()[1], seed=seed, layout="NCHW")
 
@@ -698,7 +698,7 @@ class RandomOrder(Spec):
             seed: its seed (None: drawn).
 
         Returns:
-            A PolicyAugment on NCHW uint8 images.
+            The stage on NCHW uint8 images (a PolicyAugment for torchvision's policies).
         """
         return PolicyAugment("random_order", steps=[t.table_step() for t in self.transforms],
                              seed=seed, layout="NCHW")

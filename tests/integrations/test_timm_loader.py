@@ -71,6 +71,8 @@ def test_encoded_to_uint8_reads_bytes_and_refuses_images():
     assert torch.equal(encoded_to_uint8(np.array([3, 4], dtype=np.uint8)), torch.tensor([3, 4], dtype=torch.uint8))
     with pytest.raises(TypeError, match=r"encoded file's bytes .*got torch.uint8 of shape \[2, 2, 3\]"):
         encoded_to_uint8(torch.zeros(2, 2, 3, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"an empty file \(0 bytes\)"):
+        encoded_to_uint8(b"")
 
 
 @pytest.mark.skipif(not prefetch.built_with_jpeg(), reason="built without libjpeg-turbo")

@@ -266,14 +266,45 @@ def test_create_transform_compiles_the_string_as_timm():
     assert [s for s in random_interp.steps if type(s).__name__ == "RandAugmentStep"][0].interpolation == "random"
 
 
-def test_the_recipe_runs_a_batch_and_keeps_its_draws():
+def test_the_recipe_runs_timms_ops_on_its_window():
+    # The compiled recipe: the window (uint8), then RandAugment on it with that image's draws
+    # (each image timm's ops replayed through Pillow), then the normalisation.
     recipe = create_transform(32, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",
                               interpolation="bicubic", seed=4)
-    images = photos(8, 3, 48, 40, seed=9).permute(0, 2, 3, 1).contiguous()  # NHWC, as decoded
-    out = recipe.apply((images, torch.arange(8)), BatchPosition(0, 1, 0))
-    again = recipe.apply((images, torch.arange(8)), BatchPosition(0, 1, 0))
-    assert out[0].shape == (8, 3, 32, 32) and out[0].dtype == torch.float32
-    assert torch.equal(out[0], again[0])
+    window, stage, _ = recipe.transforms
+    images = photos(16, 3, 48, 40, seed=9).permute(0, 2, 3, 1).contiguous()  # NHWC, as decoded
+    position = BatchPosition(0, 1, 0)
+    windows = window.apply((images, torch.arange(16)), position)[0]
+    assert windows.dtype == torch.uint8 and windows.shape == (16, 3, 32, 32)
+    augmented = stage.augment(windows, position)
+    d = stage.draws(16, *position)
+    for k in range(16):
+        img = to_pil(windows[k])
+        for layer in range(2):
+            if bool(d.applied[k, layer]):
+                img = timm_op(stage.transforms[int(d.ops[k, layer])], img, float(d.magnitudes[k, layer]),
+                              bool(d.negative[k, layer]), bool(d.bicubic[k, layer]), FILL)
+        assert torch.equal(augmented[k], from_pil(img)), k
+    assert not torch.equal(augmented, windows)
+    out = recipe.apply((images, torch.arange(16)), position)[0]
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    assert torch.allclose(out, (augmented.float() / 255 - mean) / std, atol=1e-5)
+    assert torch.equal(out, recipe.apply((images, torch.arange(16)), position)[0])
+
+
+def test_a_fill_for_other_channels_is_refused_before_any_draw():
+    gray = photos(4, 1, 16, 16, seed=1)
+    for stage in (RandAugment("rand-m9", seed=1), AutoAugment("v0", seed=1), AugMix("augmix", seed=1)):
+        for index in range(4):  # every batch, whether a geometric op is drawn or not
+            with pytest.raises(ValueError, match=r"fill \(128, 128, 128\) has 3 values for images of 1 "
+                                                 r"channels"):
+                stage.augment(gray, BatchPosition(0, index, 0))
+    assert RandAugment("rand-m9", fill=(np.int64(7),)).fill == (7,)
+    with pytest.raises(ValueError, match="one value or one per channel .* got 4 values"):
+        RandAugment("rand-m9", fill=(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="auto_augment: a timm config string"):
+        create_transform(32, is_training=True, auto_augment=3)
 
 
 # --- AutoAugment --------------------------------------------------------------------------------
@@ -444,7 +475,9 @@ def test_create_transform_compiles_augmix_as_timm():
     kinds = [type(s).__name__ for s in recipe.steps]
     assert "AugMixStep" in kinds and "ColorJitter" not in kinds
     step = recipe.steps[kinds.index("AugMixStep")]
-    assert step.translate_pct == 0.3 and step.fill == FILL
+    assert step.translate_pct == 0.3 and step.fill == FILL and step.translate_const == int(224 * 0.45)
+    stage = create_transform(32, is_training=True, auto_augment="augmix-m5-w4-d2", seed=2).transforms[1]
+    assert isinstance(stage, AugMix) and stage.config.width == 4 and stage.translate_pct == 0.3
 
 
 @pytest.mark.parametrize("stage", [RandAugment("rand-m9-mstd0.5-inc1", fill=FILL, seed=3),

@@ -3,6 +3,7 @@ each image's ops in layers, applied with that image's draws, by timm's level fun
 Pillow's arithmetic (:mod:`.pil_ops`). A stage subclass draws the layers (:meth:`TimmOpsStage.draws`);
 this applies them."""
 import math
+import operator
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -13,18 +14,11 @@ from ..contract import BatchPosition, check_image_layout
 from ..uint8_stage import Uint8Stage
 from . import pil_ops
 
-__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "OP_NAMES", "draw_magnitudes"]
+__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "draw_magnitudes"]
 
 LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
 _ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
             "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
-#: The ops compiled: timm's names (its 3-Augment ops Desaturate, GaussianBlur and
-#: GaussianBlurRand are not).
-OP_NAMES = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "PosterizeIncreasing",
-            "PosterizeOriginal", "Solarize", "SolarizeIncreasing", "SolarizeAdd", "Color",
-            "ColorIncreasing", "Contrast", "ContrastIncreasing", "Brightness",
-            "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing", "ShearX", "ShearY",
-            "TranslateX", "TranslateY", "TranslateXRel", "TranslateYRel")
 
 
 def draw_magnitudes(g: torch.Generator, base: torch.Tensor, std: float,
@@ -36,6 +30,14 @@ def draw_magnitudes(g: torch.Generator, base: torch.Tensor, std: float,
     elif std > 0:
         base = base + torch.randn(base.shape, generator=g, dtype=torch.float64) * std
     return base.clamp(max=float(upper or LEVEL_DENOM)).clamp(min=0.0)
+
+
+def _whole(v):
+    """``v`` as an int when it is a whole number (a NumPy integer too), else None."""
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
 
 
 @dataclass
@@ -75,9 +77,14 @@ class TimmOpsStage(Uint8Stage):
                                               ("random", "bilinear", "bicubic"))
         values = list(fill) if isinstance(fill, (list, tuple)) else [fill]
         for i, v in enumerate(values):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
+            whole = None if isinstance(v, bool) else _whole(v)
+            if whole is None or not 0 <= whole <= 255:
                 raise ValueError("prefetch: %s fill[%d] must be a whole number in [0, 255] "
                                  "(timm's img_mean), got %r" % (cls, i, v))
+            values[i] = whole
+        if len(values) not in (1, 3):
+            raise ValueError("prefetch: %s fill must be one value or one per channel (timm's "
+                             "img_mean), got %d values" % (cls, len(values)))
         self.fill = tuple(values)
         self.translate_pct = arguments.number(cls, "translate_pct", translate_pct, low=0.0)
         self.translate_const = arguments.number(cls, "translate_const", translate_const, low=0.0)
@@ -99,7 +106,20 @@ class TimmOpsStage(Uint8Stage):
             bicubic = torch.full((n, layers), self.interpolation == "bicubic")
         return negative, bicubic
 
+    def check_fill(self, x: torch.Tensor) -> None:
+        """Refuses images whose channels the fill does not cover, before any draw (the geometric
+        ops that read it are drawn for some batches only).
+
+        Raises:
+            ValueError: ``fill`` has neither 1 value nor one per channel of ``x``.
+        """
+        if len(self.fill) not in (1, x.shape[1]):
+            raise ValueError("prefetch: %s fill %r has %d values for images of %d channels (one "
+                             "value, or one per channel: timm's img_mean of the recipe's mean)"
+                             % (type(self).__name__, self.fill, len(self.fill), x.shape[1]))
+
     def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        self.check_fill(x)
         return self.apply_layers(x, self.draws(x.shape[0], *position))
 
     def apply_layers(self, x: torch.Tensor, d: OpDraws) -> torch.Tensor:

@@ -116,7 +116,8 @@ class AugMix(TimmOpsStage):
         interpolation, fill, seed, image_key, layout: as :class:`RandAugment`'s.
         translate_pct (float): TranslateXRel/YRel's largest shift (create_transform: timm's
             0.3 for AugMix).
-        translate_const (float): unused by AugMix's set (kept for the shared arguments).
+        translate_const (float): TranslateX/Y's shift in pixels, which AugMix's set does not
+            draw (taken as timm's hparams take it).
 
     Raises:
         ValueError: a bad string or argument, naming it.
@@ -171,6 +172,7 @@ class AugMix(TimmOpsStage):
         return AugMixDraws(weights, m, chains)
 
     def augment(self, x: torch.Tensor, position: BatchPosition) -> torch.Tensor:
+        self.check_fill(x)
         d = self.draws(x.shape[0], *position)
         n = x.shape[0]
         mixed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)

@@ -161,8 +161,8 @@ class RandAugment(TimmOpsStage):
             (create_transform: ``round(255 * mean)`` per channel), 128 without it.
         translate_pct (float): TranslateXRel/YRel's largest shift as a fraction of the side
             (timm: 0.45).
-        translate_const (float): TranslateX/Y's largest shift in pixels (timm's default set has
-            none; create_transform passes ``int(0.45 * size)``, timm's).
+        translate_const (float): TranslateX/Y's largest shift in pixels (none of timm's
+            RandAugment sets draws them; create_transform passes timm's ``int(0.45 * size)``).
         seed (int, optional): the draws are a function of ``(seed, rank, epoch, batch index)``;
             None picks one (the loader's state saves it).
         image_key, layout: as :class:`~prefetch.transforms.PolicyAugment`'s.
@@ -378,7 +378,7 @@ class AutoAugment(TimmOpsStage):
         sub = torch.randint(len(self.policy), (n,), generator=g)
         layers = self._ops.shape[1]
         probs = self._probs[sub]
-        applied = (torch.rand((n, layers), generator=g, dtype=torch.float64) <= probs) | (probs >= 1.0)
+        applied = torch.rand((n, layers), generator=g, dtype=torch.float64) <= probs  # (rand < 1)
         magnitudes = draw_magnitudes(g, self._magnitudes[sub], self.magnitude_std, None)
         negative, bicubic = self._signs_and_filters(g, n, layers)
         return OpDraws(self._ops[sub], applied, magnitudes, negative, bicubic, sub_policy=sub)

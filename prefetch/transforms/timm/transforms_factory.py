@@ -151,15 +151,18 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         if vflip > 0.0:
             steps.append(v2.RandomVerticalFlip(vflip))
         if auto_augment:  # timm's aa_params
+            if not isinstance(auto_augment, str):
+                _refuse("auto_augment", "a timm config string ('rand-...', 'augmix-...', "
+                        "'original', ...), got %r" % (auto_augment,))
             fill = tuple(min(255, round(255 * float(x))) for x in mean)
-            mode = _interpolation(interpolation, True)
+            shared = dict(interpolation=_interpolation(interpolation, True), fill=fill,
+                          translate_const=int(min(h, w) * 0.45))
             if auto_augment.startswith("rand"):
-                step = RandAugmentStep(auto_augment, mode, fill)
+                step = RandAugmentStep(auto_augment, **shared)
             elif auto_augment.startswith("augmix"):  # (timm's aa_params["translate_pct"] = 0.3)
-                step = AugMixStep(auto_augment, mode, fill, translate_pct=0.3)
+                step = AugMixStep(auto_augment, translate_pct=0.3, **shared)
             else:
-                step = AutoAugmentStep(auto_augment, mode, fill,
-                                       translate_const=int(min(h, w) * 0.45))
+                step = AutoAugmentStep(auto_augment, **shared)
             steps.append(step)
             if "3a" not in auto_augment:  # (timm's force_color_jitter: not create_transform's)
                 color_jitter = None
