@@ -210,9 +210,12 @@ def test_a_state_saved_at_any_moment_resumes_what_the_uninterrupted_run_produces
     with make() as loader:
         full = _epochs(loader, EPOCHS)
         n = len(full[0])
-        if source == "worker_ring":  # the ring carried the batches once it had a block (the
-            # first batches of the first epoch go the per-sample way: docs/engine.md, "Memory")
-            assert loader.stats()["worker_ring_batches"] >= (EPOCHS - 1) * n
+        if source == "worker_ring":  # the ring carried the later epochs' batches but for the
+            # W * P each epoch's workers prime before the ring opens, which may go the usual way
+            # (docs/engine.md, "Memory"; the first epoch's first batches find no block yet). A
+            # bound of (EPOCHS - 1) * n held on an idle machine only: CI's loaded one saw 7 of 10.
+            workers, prefetch_factor = 2, 2  # (_sdl's: 2 workers, torch's default prefetch)
+            assert loader.stats()["worker_ring_batches"] >= (EPOCHS - 1) * (n - workers * prefetch_factor) > 0
     assert all(len(e) == n for e in full)
     # Each batch knows its place: the draws of epoch e, batch i are keyed (e, i).
     assert [[(t[1], t[2]) for t in e] for e in full] == [[(e, i) for i in range(n)]
