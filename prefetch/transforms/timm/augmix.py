@@ -21,8 +21,8 @@ from .augment_ops import OpDraws, TimmOpsStage, draw_magnitudes
 __all__ = ["AugMix", "AugMixConfig", "AugMixDraws", "augmix_config", "AUGMIX_TRANSFORMS"]
 
 
-# timm's _AUGMIX_TRANSFORMS: RandAugment's increasing set without Invert, Solarize's add and
-# the posterize of the original policy.
+# timm's _AUGMIX_TRANSFORMS: RandAugment's increasing set without Invert and SolarizeAdd, in
+# timm's order.
 AUGMIX_TRANSFORMS = ("AutoContrast", "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing",
                      "SharpnessIncreasing", "Equalize", "Rotate", "PosterizeIncreasing",
                      "SolarizeIncreasing", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
