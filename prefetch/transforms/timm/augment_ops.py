@@ -4,8 +4,9 @@ Pillow's arithmetic (:mod:`.pil_ops`). A stage subclass draws the layers (:meth:
 this applies them."""
 import math
 import operator
+import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -14,11 +15,50 @@ from ..contract import BatchPosition, check_image_layout
 from ..uint8_stage import Uint8Stage
 from . import pil_ops
 
-__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "draw_magnitudes"]
+__all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "draw_magnitudes", "config_sections"]
 
 LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
 _ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
             "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
+
+
+def config_sections(what: str, config_str: str, kinds: Dict[str, type]) -> Dict[str, object]:
+    """The ``key<number>`` sections after the name of one of timm's augmentation strings, parsed
+    as timm's ``rand_augment_transform``, ``auto_augment_transform`` and
+    ``augment_and_mix_transform`` split them (``re.split(r"(\\d.*)", section)``; a section
+    without a number skipped). A ``t<name>`` section, RandAugment's op set, is kept as a string
+    under ``"t"`` where ``kinds`` has ``"t"`` (the first one, as timm keeps it).
+
+    Args:
+        what (str): the augmentation's name in errors (``"RandAugment"``, ...).
+        config_str (str): the whole string.
+        kinds (dict): each key timm knows and the type its number parses as.
+
+    Returns:
+        dict: key -> parsed value, for the sections given (a later one replaces an earlier).
+
+    Raises:
+        ValueError: a key timm does not know (timm asserts), or a number that does not parse,
+            naming the string and the section.
+    """
+    found: Dict[str, object] = {}
+    for section in config_str.split("-")[1:]:
+        if "t" in kinds and section.startswith("t"):
+            found.setdefault("t", section[1:])
+            continue
+        parts = re.split(r"(\d.*)", section)
+        if len(parts) < 2:
+            continue
+        key, value = parts[:2]
+        if key not in kinds:
+            raise ValueError("prefetch: timm %s %r: unknown section %r (timm knows %s)"
+                             % (what, config_str, section, ", ".join(kinds)))
+        try:
+            found[key] = kinds[key](value)
+        except ValueError:
+            raise ValueError("prefetch: timm %s %r: section %r: %r does not parse as its number"
+                             % (what, config_str, section, value)) from None
+    return found
 
 
 def draw_magnitudes(g: torch.Generator, base: torch.Tensor, std: float,

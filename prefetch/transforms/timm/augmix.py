@@ -8,7 +8,6 @@ and Beta's alpha (1.0), ``mstd<float>`` the magnitude noise (default: uniform in
 ``b<0|1>`` timm's blended mode (refused).
 """
 import math
-import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -16,7 +15,7 @@ import torch
 
 from ..contract import BatchPosition, LeafKey
 from . import pil_ops
-from .augment_ops import OpDraws, TimmOpsStage, draw_magnitudes
+from .augment_ops import OpDraws, TimmOpsStage, config_sections, draw_magnitudes
 
 __all__ = ["AugMix", "AugMixConfig", "AugMixDraws", "augmix_config", "AUGMIX_TRANSFORMS"]
 
@@ -64,29 +63,13 @@ def augmix_config(config_str: str) -> AugMixConfig:
     sections = str(config_str).split("-")
     if sections[0] != "augmix":
         raise ValueError("prefetch: a timm AugMix string starts with 'augmix', got %r" % (config_str,))
-    fields = dict(magnitude=3, width=3, depth=-1, alpha=1.0, magnitude_std=math.inf)
-    kinds = {"m": ("magnitude", int), "w": ("width", int), "d": ("depth", int),
-             "a": ("alpha", float), "mstd": ("magnitude_std", float), "b": ("blended", int)}
-    for section in sections[1:]:
-        parts = re.split(r"(\d.*)", section)
-        if len(parts) < 2:
-            continue
-        key, value = parts[:2]
-        if key not in kinds:
-            raise ValueError("prefetch: timm AugMix %r: unknown section %r (timm knows m, w, d, a, "
-                             "mstd and b)" % (config_str, section))
-        name, kind = kinds[key]
-        try:
-            parsed = kind(value)
-        except ValueError:
-            raise ValueError("prefetch: timm AugMix %r: section %r: %r does not parse as its number"
-                             % (config_str, section, value)) from None
-        if name == "blended":
-            if parsed:
-                raise ValueError("prefetch: timm AugMix %r: the blended mode (b1) is not compiled"
-                                 % (config_str,))
-            continue
-        fields[name] = parsed
+    found = config_sections("AugMix", config_str,
+                            {"m": int, "w": int, "d": int, "a": float, "mstd": float, "b": int})
+    if found.get("b"):
+        raise ValueError("prefetch: timm AugMix %r: the blended mode (b1) is not compiled"
+                         % (config_str,))
+    fields = dict(magnitude=found.get("m", 3), width=found.get("w", 3), depth=found.get("d", -1),
+                  alpha=found.get("a", 1.0), magnitude_std=found.get("mstd", math.inf))
     if fields["width"] < 1 or not fields["alpha"] > 0:
         raise ValueError("prefetch: timm AugMix %r: w must be >= 1 and a > 0, got w = %d, a = %g"
                          % (config_str, fields["width"], fields["alpha"]))

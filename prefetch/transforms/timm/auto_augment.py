@@ -19,14 +19,13 @@ policy's 25 sub-policies uniformly, then each of its two ops applied with its ow
 its own magnitude (plus the noise), with a sign and a resampling drawn as above.
 """
 import math
-import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 import torch
 
 from ..contract import BatchPosition, LeafKey
-from .augment_ops import OpDraws, TimmOpsStage, draw_magnitudes
+from .augment_ops import OpDraws, TimmOpsStage, config_sections, draw_magnitudes
 
 __all__ = ["RandAugmentConfig", "rand_augment_config", "RandAugment", "RAND_TRANSFORMS",
            "RAND_INCREASING_TRANSFORMS", "RAND_WEIGHTED_0", "AutoAugment", "AUTO_AUGMENT_POLICIES",
@@ -97,37 +96,13 @@ def rand_augment_config(config_str: str) -> RandAugmentConfig:
     if not isinstance(config_str, str) or config_str.split("-")[0] != "rand":
         raise ValueError("prefetch: a timm RandAugment string starts with 'rand', got %r"
                          % (config_str,))
-    fields = dict(magnitude=10, num_layers=2, prob=0.5, magnitude_std=0.0, magnitude_max=None)
-    increasing, set_name = False, None
-    for section in config_str.split("-")[1:]:
-        if section.startswith("t"):
-            set_name = set_name or section[1:]
-            continue
-        parts = re.split(r"(\d.*)", section)
-        if len(parts) < 2:
-            continue  # (timm skips a section without a number)
-        key, value = parts[:2]
-        try:
-            if key == "mstd":
-                std = float(value)
-                fields["magnitude_std"] = math.inf if std > 100 else std
-            elif key == "mmax":
-                fields["magnitude_max"] = int(value)
-            elif key == "inc":
-                increasing = bool(int(value))
-            elif key == "m":
-                fields["magnitude"] = int(value)
-            elif key == "n":
-                fields["num_layers"] = int(value)
-            elif key == "p":
-                fields["prob"] = float(value)
-            else:
-                _refuse(config_str, "unknown section %r (timm knows m, n, p, mstd, mmax, inc "
-                        "and t)" % (section,))
-        except ValueError as e:
-            if str(e).startswith("prefetch"):
-                raise
-            _refuse(config_str, "section %r: %r does not parse as its number" % (section, value))
+    found = config_sections("RandAugment", config_str, {
+        "m": int, "n": int, "p": float, "mstd": float, "mmax": int, "inc": int, "t": str})
+    std = found.get("mstd", 0.0)
+    fields = dict(magnitude=found.get("m", 10), num_layers=found.get("n", 2),
+                  prob=found.get("p", 0.5), magnitude_std=math.inf if std > 100 else std,
+                  magnitude_max=found.get("mmax"))
+    increasing, set_name = bool(found.get("inc", 0)), found.get("t")
     weights = None
     if set_name == "weights":
         transforms, raw = zip(*RAND_WEIGHTED_0)
@@ -302,21 +277,8 @@ def auto_augment_policy(config_str: str) -> Tuple[str, tuple, float]:
         ValueError: an unknown policy (``3a``, whose PIL blur and Desaturate are not compiled,
             named as such), or a section other than ``mstd``.
     """
-    sections = str(config_str).split("-")
-    name, std = sections[0], 0.0
-    for section in sections[1:]:
-        parts = re.split(r"(\d.*)", section)
-        if len(parts) < 2:
-            continue
-        key, value = parts[:2]
-        if key != "mstd":
-            raise ValueError("prefetch: timm AutoAugment %r: unknown section %r (timm knows mstd)"
-                             % (config_str, section))
-        try:
-            std = float(value)
-        except ValueError:
-            raise ValueError("prefetch: timm AutoAugment %r: section %r: %r does not parse as its "
-                             "number" % (config_str, section, value)) from None
+    name = str(config_str).split("-")[0]
+    std = config_sections("AutoAugment", str(config_str), {"mstd": float}).get("mstd", 0.0)
     if name == "3a":
         raise ValueError("prefetch: timm AutoAugment %r: the 3-Augment policy (PIL's GaussianBlur "
                          "and Desaturate) is not compiled; original, originalr, v0 and v0r are"
