@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "common/cpu_dispatch.h"
 #include "pil_affine/pil_affine.h"
 #include "pil_affine/pil_affine_thread_work.h"
 #include "plane_rows_threads.h"
@@ -71,6 +72,46 @@ TEST(PilAffine, ThreadWorkEqualsTheCpuKernelOverAnySplit) {
       expect_guards_intact(by_threads);
       expect_guards_intact(by_cpu);
       EXPECT_EQ(by_threads, by_cpu) << "bicubic " << bicubic << ", C " << C;
+    }
+  }
+}
+
+// The CPU kernel's AVX2 build (bicubic, four pixels a step; where the CPU has AVX2) and its
+// baseline both write the thread work's bytes: planar and channels-last sources, 1, 3 and 5
+// channels, maps that keep most groups inside (the four-pixel path, its adjacent-tap loads and its
+// clamped edges) and ones that leave many (the per-pixel groups), widths with a remainder.
+TEST(PilAffine, EveryCpuBuildWritesTheThreadWorksBytes) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> angle(-0.5, 0.5), scale(0.6, 1.6), shift(-6.0, 6.0);
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool planar = variant & 1, avx2 = variant & 2;
+    for (int64_t C : {1, 3, 5}) {
+      Case k = random_case(6, C, 19, 37, &rng);
+      k.maps.clear();
+      for (int64_t n = 0; n < k.N; ++n) {
+        const double t = angle(rng), s = n == 0 ? 1.0 : scale(rng);
+        k.maps.insert(k.maps.end(), {s * std::cos(t), s * std::sin(t), shift(rng), -s * std::sin(t), s * std::cos(t),
+                                     shift(rng)});
+      }
+      auto by_threads = plane_rows_test::guarded_output(k.N * C * k.H * k.W);
+      auto by_cpu = plane_rows_test::guarded_output(k.N * C * k.H * k.W);
+      std::vector<uint8_t> planes(k.images.size());
+      if (planar) {  // the same values, [N, C, H, W]
+        for (int64_t n = 0; n < k.N; ++n)
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < k.H * k.W; ++i) planes[(n * C + c) * k.H * k.W + i] = k.images[(n * k.H * k.W + i) * C + c];
+      }
+      const auto args = [&](std::vector<uint8_t>* out) {
+        PilAffineArgs b = k.args(out, true);
+        if (planar) b.images = planes.data(), b.sC = k.H * k.W, b.sH = k.W, b.sW = 1;
+        return b;
+      };
+      plane_rows_test::run_every_thread(PilAffineThread<0>{args(&by_threads)}, k.N, 1, k.H, k.W, 2, &rng);
+      const bool previous = set_cpu_avx2_allowed(avx2);
+      plane_rows_test::run_cpu_in_random_chunks(&pil_affine_cpu, args(&by_cpu), k.N * k.H, 5, &rng);
+      set_cpu_avx2_allowed(previous);
+      expect_guards_intact(by_cpu);
+      ASSERT_EQ(by_threads, by_cpu) << "planar " << planar << " avx2 " << avx2 << " C " << C;
     }
   }
 }
