@@ -506,7 +506,7 @@ def _rotate(images, angles, interpolation, fill):
             out[i] = torch.rot90(images[i], k=turns[v], dims=(-2, -1))
     if rest:
         idx = torch.tensor(rest, device=images.device)
-        _put_rows(out, idx, affine(_take_rows(images, idx), angle=[-a[i] for i in rest],
+        put_rows(out, idx, affine(take_rows(images, idx), angle=[-a[i] for i in rest],
                                    interpolation=interpolation, fill=fill))
     return out
 
@@ -563,12 +563,12 @@ def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "n
         # The batch sorted by this column's op (one gather), so that each kind's images are one
         # slice: the op reads it as it is and its result is copied back whole; then unsorted
         # (one gather). Per kind drawn: the op and one copy (on the CPU each an OpenMP region —
-        # the comment above _take_rows says why they are counted).
+        # the comment above take_rows says why they are counted).
         codes = table.ops[:, k]
         order = torch.argsort(codes, stable=True)
         kinds, counts = torch.unique_consecutive(codes[order], return_counts=True)
         device_order = order.to(images.device)
-        ordered = _take_rows(out, device_order)
+        ordered = take_rows(out, device_order)
         start = 0
         for code, count in zip(kinds.tolist(), counts.tolist()):
             name, part = OPS[code], slice(start, start + count)
@@ -576,7 +576,7 @@ def apply_table(images: torch.Tensor, table: OpTable, *, interpolation: str = "n
                 ordered[part].copy_(_apply_op(name, ordered[part], params[order[part], k],
                                               interpolation, fill))
             start += count
-        out = _take_rows(ordered, torch.argsort(device_order))
+        out = take_rows(ordered, torch.argsort(device_order))
     return out
 
 
@@ -614,17 +614,31 @@ def _as_words(*tensors):
 # ``index_select`` over word rows is one region, and ``index_copy_`` copies element by element,
 # so the widest word that tiles a row moves the fewest elements.
 
-def _take_rows(x, idx):
-    """``x.index_select(0, idx)``; on the CPU over word rows (one OpenMP region, not one a row)."""
+def take_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``x.index_select(0, idx)``; on the CPU over word rows (one OpenMP region, not one a row).
+
+    Args:
+        x (Tensor[N, ...]): uint8 (any dtype where a row is not contiguous or off the CPU).
+        idx (Tensor[K]): int64 row indices, on ``x``'s device.
+
+    Returns:
+        Tensor[K, ...]: the rows, a new tensor of ``x``'s dtype.
+    """
     words = _as_words(x) if x.device.type == "cpu" else None
     if words is None:
         return x.index_select(0, idx)
     return words[0].index_select(0, idx).view(torch.uint8).view((idx.shape[0],) + x.shape[1:])
 
 
-def _put_rows(out, idx, values):
+def put_rows(out: torch.Tensor, idx: torch.Tensor, values: torch.Tensor) -> None:
     """``out[idx] = values`` along the first dimension: one ``index_copy_`` (on the CPU over word
-    rows, one OpenMP region; one ``copy_`` a row where a batch is not contiguous)."""
+    rows, one OpenMP region; one ``copy_`` a row where a batch is not contiguous).
+
+    Args:
+        out (Tensor[N, ...]): written in place.
+        idx (Tensor[K]): int64 row indices, on ``out``'s device, each at most once.
+        values (Tensor[K, ...]): ``out``'s dtype and row shape.
+    """
     words = _as_words(out, values) if out.device.type == "cpu" else None
     if words is not None:
         words[0].index_copy_(0, idx, words[1])

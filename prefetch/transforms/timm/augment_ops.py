@@ -12,6 +12,7 @@ import torch
 
 from .. import arguments
 from ..contract import BatchPosition, check_image_layout
+from ..policy_ops import put_rows, take_rows
 from ..uint8_stage import Uint8Stage
 from . import pil_ops
 
@@ -179,12 +180,12 @@ class TimmOpsStage(Uint8Stage):
             for code in torch.unique(ops[applied]).tolist():
                 idx = torch.nonzero(applied & (ops == code)).flatten()
                 on = idx.to(out.device)
-                part = self._op(self.transforms[code], out.index_select(0, on),
+                part = self._op(self.transforms[code], take_rows(out, on),
                                 d.magnitudes[idx, layer], d.negative[idx, layer],
                                 d.bicubic[idx, layer])
                 if out is x:
                     out = out.clone()
-                out.index_copy_(0, on, part)
+                put_rows(out, on, part)
         return out
 
     def _op(self, name, x, magnitude, negative, bicubic):

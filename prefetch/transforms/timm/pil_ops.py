@@ -19,7 +19,7 @@ import torch
 
 from ...ops.color import lookup
 from ...ops.pil_geometry import pil_affine
-from ..policy_ops import equalize
+from ..policy_ops import equalize, put_rows, take_rows
 
 __all__ = ["grayscale", "blend", "color", "contrast", "brightness", "sharpness", "autocontrast",
            "solarize", "solarize_add", "posterize", "invert", "equalize", "rotate_matrix",
@@ -233,8 +233,8 @@ def affine(images: torch.Tensor, matrices: torch.Tensor, bicubic: torch.Tensor,
         idx = torch.nonzero(pick).flatten()
         if idx.numel() == 0:
             continue
-        part = pil_affine(images.index_select(0, idx.to(images.device)),
+        part = pil_affine(take_rows(images, idx.to(images.device)),
                           matrices.index_select(0, idx).to(images.device), interpolation=mode,
                           fill=list(fill))
-        out.index_copy_(0, idx.to(images.device), part)
+        put_rows(out, idx.to(images.device), part)
     return out
