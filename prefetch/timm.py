@@ -229,8 +229,10 @@ def create_loader(dataset: torch.utils.data.Dataset,
     if mix is not None:
         members.append(mix)
     if is_training and not no_aug and re_prob > 0.0:
+        # inplace: the batch it erases is the recipe's (or the mix's) new float tensor
         members.append(RandomErasing(re_prob, mode=re_mode, max_count=re_count,
-                                     num_splits=2 if re_split else 0, seed=_derived_seed(seed, 2)))
+                                     num_splits=2 if re_split else 0, seed=_derived_seed(seed, 2),
+                                     inplace=True))
     transform = members[0] if len(members) == 1 else Compose(members)
     dataset.transform = encoded_to_uint8 if decode else image_to_uint8
     iterable = isinstance(dataset, torch.utils.data.IterableDataset)

@@ -141,6 +141,27 @@ def test_apply_writes_exactly_the_drawn_boxes(mode, device):
         assert abs(float(changed.std()) - 1.0) < 5 * math.sqrt(2 / n)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("mode", ["const", "rand", "pixel"])
+def test_inplace_erases_the_leaf_itself_with_the_same_values(mode, layout, device):
+    """inplace=True writes the copy's values into the leaf itself on the CPU (timm's in-place
+    erasing); inplace=False never writes the leaf; a device erases out of place either way."""
+    x = torch.rand(32, 3, 20, 24, generator=torch.Generator().manual_seed(1)).to(device)
+    if layout == "NHWC":
+        x = x.permute(0, 2, 3, 1).contiguous()
+    kept = x.clone()
+    pos = BatchPosition(2, 5, 0)
+    copied = RandomErasing(probability=0.8, mode=mode, max_count=2, seed=9, layout=layout).apply(
+        (x, 0), pos)[0]
+    assert torch.equal(x, kept)  # inplace=False: the leaf is not written
+    assert not torch.equal(copied, kept)
+    erased = RandomErasing(probability=0.8, mode=mode, max_count=2, seed=9, layout=layout,
+                           inplace=True).apply((x, 0), pos)[0]
+    assert torch.equal(erased, copied)
+    if x.device.type == "cpu":
+        assert erased.data_ptr() == x.data_ptr() and torch.equal(x, copied)
+
+
 def test_const_erases_uint8_and_noise_needs_floats():
     x = torch.full((4, 3, 16, 16), 200, dtype=torch.uint8)
     out = RandomErasing(probability=1.0, seed=0).apply((x, 0), BatchPosition(0, 0, 0))[0]

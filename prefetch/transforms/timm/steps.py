@@ -133,6 +133,8 @@ class RandomErasingStep(Spec):
             self.probability, self.mode, self.max_count, self.num_splits)
 
     def contribute(self, plan: Plan) -> None:
+        # inplace: a float stage erases the plan's own images (FusedAugment's new output, or a
+        # stage's after it), never the caller's batch
         plan.add_stage(lambda seed: RandomErasing(
             self.probability, mode=self.mode, max_count=self.max_count, num_splits=self.num_splits,
-            seed=seed, image_key=plan.image_key, layout="NCHW"))
+            seed=seed, image_key=plan.image_key, layout="NCHW", inplace=True))
