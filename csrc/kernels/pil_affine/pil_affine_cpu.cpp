@@ -34,8 +34,9 @@ void pil_affine_cpu_baseline(const PilAffineArgs& a, int64_t row_begin, int64_t 
 }  // namespace
 
 void pil_affine_cpu(const PilAffineArgs& a, int64_t row_begin, int64_t row_end) {
-  // Bilinear has no other build (a third of bicubic's cost, and not timm's recipes' choice).
-  if (!a.bicubic) return pil_affine_cpu_baseline(a, row_begin, row_end);
+  // Bilinear has no other build (a third of bicubic's cost, and not timm's recipes' choice); the
+  // AVX2 build keeps each channel's rows for up to kPilAffineMaxChannels (the op's own bound).
+  if (!a.bicubic || a.C > kPilAffineMaxChannels) return pil_affine_cpu_baseline(a, row_begin, row_end);
   run_cpu_build(a, row_begin, row_end, &pil_affine_cpu_baseline, PREFETCH_ISA_BUILD(pil_affine_cpu_avx2));
 }
 
