@@ -57,7 +57,7 @@ Fill = Union[float, Sequence[float], None]
 
 __all__ = ["adjust_brightness", "adjust_saturation", "adjust_contrast", "adjust_sharpness",
            "adjust_hue", "posterize", "solarize", "autocontrast", "equalize", "invert",
-           "affine", "pixel_maps", "apply_table"]
+           "affine", "pixel_maps", "apply_table", "equalize_tables"]
 
 
 def _per_sample(values, images, name):
@@ -365,6 +365,18 @@ def equalize(images: torch.Tensor) -> torch.Tensor:
     _check(images, "equalize")
     if images.numel() == 0:
         return images.clone()
+    return lookup(images, equalize_tables(images))
+
+
+def equalize_tables(images: torch.Tensor) -> torch.Tensor:
+    """:func:`equalize`'s tables: each channel's 256 values as its equalization maps them.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8): at least one pixel.
+
+    Returns:
+        Tensor[N, C, 256], uint8, on ``images``' device.
+    """
     hist = histograms(images)  # int32 [N, C, 256], one fused pass (torch's scatter_add_ is slower)
     cum = hist.cumsum(dim=-1)
     index = cum.argmax(dim=-1, keepdim=True)  # the last non-empty bin
@@ -374,7 +386,7 @@ def equalize(images: torch.Tensor) -> torch.Tensor:
     lut = cum[..., :-1].add(step // 2).div_(step.clamp(min=1), rounding_mode="floor").clamp_(0, 255)
     lut = torch.cat([lut.new_zeros(lut.shape[:-1] + (1,)), lut], dim=-1).to(torch.uint8)
     identity = torch.arange(256, dtype=torch.uint8, device=images.device)
-    return lookup(images, torch.where(valid, lut, identity))  # tables [N, C, 256]
+    return torch.where(valid, lut, identity)
 
 
 def _inverse_affine(angle, translate, shear, center, scale=1.0):

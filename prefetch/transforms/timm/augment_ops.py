@@ -19,8 +19,28 @@ from . import pil_ops
 __all__ = ["OpDraws", "TimmOpsStage", "LEVEL_DENOM", "draw_magnitudes", "config_sections"]
 
 LEVEL_DENOM = 10.0  # timm's: magnitude / 10 is the op's level
-_ENHANCE = {"Color": pil_ops.color, "Contrast": pil_ops.contrast,
-            "Brightness": pil_ops.brightness, "Sharpness": pil_ops.sharpness}
+# The batched call each of timm's ops joins within a layer (TimmOpsStage.apply_layers): one
+# pil_affine for the geometric ops, one lookup for the value-wise ones (a table per image; the
+# Contrast and Brightness blends are tables too: their degenerate image is one value), and a call
+# of their own for the blends with a per-pixel degenerate image.
+_AFFINE_OPS = frozenset(("Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY", "TranslateXRel",
+                         "TranslateYRel"))
+_TABLE_OPS = frozenset(("AutoContrast", "Equalize", "Invert", "Posterize", "PosterizeIncreasing",
+                        "PosterizeOriginal", "Solarize", "SolarizeIncreasing", "SolarizeAdd",
+                        "Contrast", "ContrastIncreasing", "Brightness", "BrightnessIncreasing"))
+_ENHANCE = {"Color": pil_ops.color, "ColorIncreasing": pil_ops.color,
+            "Sharpness": pil_ops.sharpness, "SharpnessIncreasing": pil_ops.sharpness}
+
+
+def _call_of(name: str) -> str:
+    """``"affine"``, ``"table"`` or the op's own name (Color, Sharpness)."""
+    if name in _AFFINE_OPS:
+        return "affine"
+    if name in _TABLE_OPS:
+        return "table"
+    if name in _ENHANCE:
+        return name
+    raise ValueError("prefetch: timm op %r has no batched call here" % name)
 
 
 def config_sections(what: str, config_str: str, kinds: Dict[str, type]) -> Dict[str, object]:
@@ -164,8 +184,12 @@ class TimmOpsStage(Uint8Stage):
         return self.apply_layers(x, self.draws(x.shape[0], *position))
 
     def apply_layers(self, x: torch.Tensor, d: OpDraws) -> torch.Tensor:
-        """Each image of ``x`` through its layers of ops (``d``), one batched op per op kind and
-        layer.
+        """Each image of ``x`` through its layers of ops (``d``). Within a layer each image takes
+        one op, so the images of every geometric op go through one :func:`prefetch.ops.
+        pil_affine` call (each its own matrix) and those of every value-wise op through one
+        lookup (each its own table); Color and Sharpness are a call each. Fewer, larger calls:
+        a batch of 32 drew ~27 op groups a two-layer recipe, one call each, where the calls'
+        own cost (gathering, putting back, a parallel region) outweighed their images' work.
 
         Args:
             x (Tensor[N, C, H, W], uint8): the images (not written).
@@ -177,47 +201,85 @@ class TimmOpsStage(Uint8Stage):
         out = x.contiguous()
         for layer in range(d.ops.shape[1]):
             ops, applied = d.ops[:, layer], d.applied[:, layer]
+            groups: Dict[str, list] = {}
             for code in torch.unique(ops[applied]).tolist():
-                idx = torch.nonzero(applied & (ops == code)).flatten()
+                name = self.transforms[code]
+                groups.setdefault(_call_of(name), []).append(
+                    (name, torch.nonzero(applied & (ops == code)).flatten()))
+            for call, members in groups.items():
+                idx = torch.cat([i for _, i in members])
                 on = idx.to(out.device)
-                part = self._op(self.transforms[code], take_rows(out, on),
-                                d.magnitudes[idx, layer], d.negative[idx, layer],
-                                d.bicubic[idx, layer])
+                part = self._call(call, members, take_rows(out, on), d, layer)
                 if out is x:
                     out = out.clone()
                 put_rows(out, on, part)
         return out
 
-    def _op(self, name, x, magnitude, negative, bicubic):
-        """timm's op ``name`` on images ``x`` at their magnitudes (timm's level functions, in
-        float64 as timm's Python floats)."""
-        level = magnitude / LEVEL_DENOM
-        sign = torch.where(negative, -1.0, 1.0).to(torch.float64)
+    def _call(self, call, members, x, d, layer):
+        """One batched call (:func:`_call_of`) over the images of ``members`` (``(op name,
+        image indices)`` pairs, ``x`` their images in that order)."""
+        params = [(name, idx.shape[0]) + self._levels(d.magnitudes[idx, layer], d.negative[idx, layer])
+                  for name, idx in members]
+        if call == "affine":
+            h, w = x.shape[2], x.shape[3]
+            matrices = torch.cat([self._matrices(name, level, sign, w, h)
+                                  for name, _, level, sign in params])
+            bicubic = torch.cat([d.bicubic[idx, layer] for _, idx in members])
+            return pil_ops.affine(x, matrices, bicubic, self.fill)
+        if call == "table":
+            n, c = x.shape[:2]
+            tables, at = [], 0
+            for name, k, level, sign in params:
+                table = self._table(name, x[at:at + k], level, sign).to(torch.uint8)
+                tables.append(table.reshape(k, -1, 256).expand(k, c, 256))
+                at += k
+            return pil_ops.lookup_tables(x, torch.cat(tables))
+        (name, _, level, sign), = params
+        return self._enhance(name, x, level, sign)
+
+    @staticmethod
+    def _levels(magnitude, negative):
+        """timm's level (magnitude / 10, float64 as timm's Python floats) and the sign its
+        ``_randomly_negate`` draws (-1 or 1)."""
+        return magnitude / LEVEL_DENOM, torch.where(negative, -1.0, 1.0).to(torch.float64)
+
+    def _table(self, name, x, level, sign):
+        """The 256-entry tables of value-wise op ``name`` for images ``x``: Tensor[k, 256] or
+        Tensor[k, C, 256]."""
+        k, dev = x.shape[0], x.device
         if name == "AutoContrast":
-            return pil_ops.autocontrast(x)
+            return pil_ops.autocontrast_tables(x)
         if name == "Equalize":
-            return pil_ops.equalize(x)
+            return pil_ops.equalize_tables(x)
         if name == "Invert":
-            return pil_ops.invert(x)
+            return pil_ops.invert_tables(k, dev)
         if name.startswith("Posterize"):
             bits = torch.trunc(level * 4).to(torch.int64)
             bits = {"Posterize": bits, "PosterizeIncreasing": 4 - bits,
                     "PosterizeOriginal": bits + 4}[name]
-            return pil_ops.posterize(x, bits)
+            return pil_ops.posterize_tables(bits, k, dev)
         if name in ("Solarize", "SolarizeIncreasing"):
             threshold = torch.trunc(level * 256).to(torch.int64).clamp(max=256)
-            return pil_ops.solarize(x, 256 - threshold if name == "SolarizeIncreasing" else threshold)
+            return pil_ops.solarize_tables(256 - threshold if name == "SolarizeIncreasing" else threshold,
+                                           k, dev)
         if name == "SolarizeAdd":
-            return pil_ops.solarize_add(x, torch.trunc(level * 110).to(torch.int64).clamp(max=128))
-        base = name[:-len("Increasing")] if name.endswith("Increasing") else name
-        if base in _ENHANCE:
-            if name.endswith("Increasing"):
-                factor = (1.0 + (level * 0.9) * sign).clamp(min=0.1)
-            else:
-                factor = level * 1.8 + 0.1
-            return _ENHANCE[base](x, factor)
-        return pil_ops.affine(x, self._matrices(name, level, sign, x.shape[3], x.shape[2]),
-                              bicubic, self.fill)
+            return pil_ops.solarize_add_tables(torch.trunc(level * 110).to(torch.int64).clamp(max=128), k, dev)
+        factor = self._factor(name, level, sign)
+        if name.startswith("Contrast"):
+            return pil_ops.contrast_tables(x, factor)
+        return pil_ops.brightness_tables(k, factor, dev)  # (_TABLE_OPS: Brightness is the last)
+
+    @staticmethod
+    def _factor(name, level, sign):
+        """The enhance ops' factor: timm's ``_enhance_increasing_level_to_arg`` (``1 + 0.9 level``
+        randomly negated, at least 0.1) or ``_enhance_level_to_arg`` (``1.8 level + 0.1``)."""
+        if name.endswith("Increasing"):
+            return (1.0 + (level * 0.9) * sign).clamp(min=0.1)
+        return level * 1.8 + 0.1
+
+    def _enhance(self, name, x, level, sign):
+        """Color or Sharpness (a blend with each image's own degenerate image)."""
+        return _ENHANCE[name](x, self._factor(name, level, sign))
 
     def _matrices(self, name, level, sign, width, height):
         """Each image's ``Image.transform`` coefficients for the geometric op ``name``."""

@@ -19,15 +19,26 @@ import torch
 
 from ...ops.color import lookup
 from ...ops.pil_geometry import pil_affine
-from ..policy_ops import equalize, put_rows, take_rows
+from ..policy_ops import equalize, equalize_tables, put_rows, take_rows
 
 __all__ = ["grayscale", "blend", "color", "contrast", "brightness", "sharpness", "autocontrast",
            "solarize", "solarize_add", "posterize", "invert", "equalize", "rotate_matrix",
-           "affine"]
+           "affine", "contrast_tables", "brightness_tables", "autocontrast_tables",
+           "solarize_tables", "solarize_add_tables", "posterize_tables", "invert_tables",
+           "equalize_tables", "lookup_tables"]
 
 
-def _tables(images, tables):
-    """``images`` through one table per image ``[N, 256]`` or per channel ``[N, C, 256]``."""
+def lookup_tables(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+    """``images`` through one table per image or per channel (:func:`prefetch.ops.lookup`).
+
+    Args:
+        images (Tensor[N, C, H, W], uint8).
+        tables (Tensor[N, 256] or Tensor[N, C, 256]): values in [0, 255], any integer dtype, any
+            device (moved to the images').
+
+    Returns:
+        Tensor[N, C, H, W], uint8.
+    """
     if tables.dim() == 2:
         tables = tables.unsqueeze(1)
     return lookup(images, tables.to(device=images.device, dtype=torch.uint8).contiguous())
@@ -85,22 +96,42 @@ def color(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     return blend(grayscale(images), images, factor)
 
 
-def contrast(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """``ImageEnhance.Contrast(img).enhance(factor)``: blended with the image's mean grey, the
-    float64 mean of ``convert("L")`` rounded as ``int(mean + 0.5)``. Args and returns as
-    :func:`blend`."""
+def _blend_constant_tables(levels: torch.Tensor, n: int, factor: torch.Tensor,
+                           device: torch.device) -> torch.Tensor:
+    """:func:`blend` with a degenerate image of one value per image (``levels``, Tensor[N] or a
+    scalar, uint8) is a function of each value alone: one table per image, the blend of the 256
+    values with the same float32 operations (a lookup then, where blending the pixels takes six
+    passes over the batch). Returns Tensor[n, 256], uint8."""
+    ramp = torch.arange(256, dtype=torch.uint8, device=device).view(1, 1, 1, 256)
+    degenerate = levels.to(device).expand(n).reshape(n, 1, 1, 1)
+    return blend(degenerate, ramp.expand(n, 1, 1, 256), factor).reshape(n, 256)
+
+
+def contrast_tables(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """:func:`contrast`'s tables. Returns Tensor[N, 256], uint8, on ``images``' device."""
     n = images.shape[0]
     grey = grayscale(images).reshape(n, -1)
     sums = grey.sum(dim=1, dtype=torch.int64).to(torch.float64)
     mean = torch.floor(sums / grey.shape[1] + 0.5)  # (ImageStat's mean: sum / count, float64)
-    degenerate = mean.to(torch.uint8).view(n, 1, 1, 1)
-    return blend(degenerate, images, factor)
+    return _blend_constant_tables(mean.to(torch.uint8), n, factor, images.device)
+
+
+def contrast(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """``ImageEnhance.Contrast(img).enhance(factor)``: blended with the image's mean grey, the
+    float64 mean of ``convert("L")`` rounded as ``int(mean + 0.5)``. Args and returns as
+    :func:`blend`."""
+    return lookup_tables(images, contrast_tables(images, factor))
+
+
+def brightness_tables(n: int, factor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """:func:`brightness`'s tables for ``n`` images. Returns Tensor[n, 256], uint8."""
+    return _blend_constant_tables(torch.zeros((), dtype=torch.uint8), n, factor, device)
 
 
 def brightness(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """``ImageEnhance.Brightness(img).enhance(factor)``: blended with black. Args and returns
     as :func:`blend`."""
-    return blend(torch.zeros((), dtype=torch.uint8, device=images.device), images, factor)
+    return lookup_tables(images, brightness_tables(images.shape[0], factor, images.device))
 
 
 # ImageFilter.SMOOTH: the 3x3 kernel [1 1 1; 1 5 1; 1 1 1] / 13, each weight a float32 quotient.
@@ -135,8 +166,14 @@ def sharpness(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
 
 
 def autocontrast(images: torch.Tensor) -> torch.Tensor:
-    """``ImageOps.autocontrast(img)`` (no cutoff): each channel's values from its lowest ``lo``
-    to its highest ``hi`` stretched by the table ``int(i * scale + offset)`` clipped to [0, 255],
+    """``ImageOps.autocontrast(img)`` (no cutoff): :func:`autocontrast_tables` read by
+    :func:`prefetch.ops.lookup`."""
+    return lookup_tables(images, autocontrast_tables(images))
+
+
+def autocontrast_tables(images: torch.Tensor) -> torch.Tensor:
+    """:func:`autocontrast`'s tables, Tensor[N, C, 256] uint8: each channel's values from its
+    lowest ``lo`` to its highest ``hi`` stretched by the table ``int(i * scale + offset)`` clipped to [0, 255],
     ``scale = 255 / (hi - lo)``, ``offset = -lo * scale`` (float64); a channel of one value kept.
     """
     n, c = images.shape[:2]
@@ -149,7 +186,13 @@ def autocontrast(images: torch.Tensor) -> torch.Tensor:
     offset = -lo * scale
     table = torch.trunc(ramp * scale + offset).clamp_(0, 255)
     table = torch.where(hi > lo, table, ramp)
-    return _tables(images, table.to(torch.uint8))
+    return table.to(torch.uint8)
+
+
+def solarize_tables(threshold: torch.Tensor, n: int, device: torch.device) -> torch.Tensor:
+    """:func:`solarize`'s tables for ``n`` images. Returns Tensor[n, 256], int64."""
+    i = _ramp(n, device)
+    return torch.where(i < _column(threshold, n, device, torch.int64), i, 255 - i)
 
 
 def solarize(images: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
@@ -160,10 +203,14 @@ def solarize(images: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
         images (Tensor[N, C, H, W], uint8).
         threshold (Tensor[N]): int64, one per image, in [0, 256].
     """
-    n = images.shape[0]
-    i = _ramp(n, images.device)
-    t = _column(threshold, n, images.device, torch.int64)
-    return _tables(images, torch.where(i < t, i, 255 - i))
+    return lookup_tables(images, solarize_tables(threshold, images.shape[0], images.device))
+
+
+def solarize_add_tables(add: torch.Tensor, n: int, device: torch.device,
+                        threshold: int = 128) -> torch.Tensor:
+    """:func:`solarize_add`'s tables for ``n`` images. Returns Tensor[n, 256], int64."""
+    i = _ramp(n, device)
+    return torch.where(i < threshold, (i + _column(add, n, device, torch.int64)).clamp(max=255), i)
 
 
 def solarize_add(images: torch.Tensor, add: torch.Tensor, threshold: int = 128) -> torch.Tensor:
@@ -175,10 +222,14 @@ def solarize_add(images: torch.Tensor, add: torch.Tensor, threshold: int = 128) 
         add (Tensor[N]): int64, one per image.
         threshold (int): timm's 128.
     """
-    n = images.shape[0]
-    i = _ramp(n, images.device)
-    a = _column(add, n, images.device, torch.int64)
-    return _tables(images, torch.where(i < threshold, (i + a).clamp(max=255), i))
+    return lookup_tables(images, solarize_add_tables(add, images.shape[0], images.device, threshold))
+
+
+def posterize_tables(bits: torch.Tensor, n: int, device: torch.device) -> torch.Tensor:
+    """:func:`posterize`'s tables for ``n`` images. Returns Tensor[n, 256], int64."""
+    b = _column(bits, n, device, torch.int64).clamp(max=8)
+    mask = 256 - (1 << (8 - b))  # ~(2 ** (8 - bits) - 1) & 0xff
+    return _ramp(n, device) & mask
 
 
 def posterize(images: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
@@ -189,10 +240,12 @@ def posterize(images: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
         images (Tensor[N, C, H, W], uint8).
         bits (Tensor[N]): int64, one per image, >= 0.
     """
-    n = images.shape[0]
-    b = _column(bits, n, images.device, torch.int64).clamp(max=8)
-    mask = 256 - (1 << (8 - b))  # ~(2 ** (8 - bits) - 1) & 0xff
-    return _tables(images, _ramp(n, images.device) & mask)
+    return lookup_tables(images, posterize_tables(bits, images.shape[0], images.device))
+
+
+def invert_tables(n: int, device: torch.device) -> torch.Tensor:
+    """:func:`invert`'s table for ``n`` images. Returns Tensor[n, 256], int64."""
+    return 255 - _ramp(n, device)
 
 
 def invert(images: torch.Tensor) -> torch.Tensor:
