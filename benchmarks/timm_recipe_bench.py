@@ -14,14 +14,17 @@ ImageNet's mean and std, hflip 0.5 (timm's ColorJitter is off under RandAugment,
   decodes each random window, resamples it (bicubic), flips, runs timm's RandAugment per image
   (Pillow's arithmetic, :mod:`prefetch.transforms.timm.pil_ops`), normalizes and erases, batched.
 
-N = the usable cores (``--workers``, default ``os.cpu_count()``) on both sides. Interleaved rounds
+N = the usable cores (``--workers``, default ``os.cpu_count()``) on both sides. An epoch is 256
+files by default, 8 batches of 32: as many for each of timm's 2 workers, where 96 files (3
+batches) left one worker idle for the last batch of every epoch, a cost of the bench's short
+epochs that timm's side paid and prefetch's (its threads share each batch) did not. Interleaved rounds
 (timm, prefetch, timm, ...) after a warm-up epoch each; images/s per round; the ratio is the median
 of per-round ratios. timm (and torchvision, which timm imports) are benchmark peers, never
 dependencies: torchvision's pure-Python modules import with ``torch.library.register_fake``
 stubbed (its native ops are a CUDA build). timm's posterize is given Pillow 12's 0-bit result
 (Pillow 13 raises there, inside timm's PosterizeIncreasing). DALI's CPU pipeline is not a row: its RandAugment is
 torchvision's op set and magnitudes, not timm's (not the same work). Writes a JSON result with
-``--out``. Run: ``python benchmarks/timm_recipe_bench.py [--files 96] [--rounds 5]``.
+``--out``. Run: ``python benchmarks/timm_recipe_bench.py [--files 256] [--rounds 5]``.
 """
 import argparse
 import os
@@ -105,7 +108,7 @@ def counted(loader):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--files", type=int, default=96)
+    ap.add_argument("--files", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workers", type=int, default=os.cpu_count())
