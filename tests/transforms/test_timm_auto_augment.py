@@ -391,6 +391,7 @@ def test_create_transform_compiles_an_auto_augment_string_as_timm():
     ("augmix", dict(magnitude=3, width=3, depth=-1, alpha=1.0, magnitude_std=math.inf)),
     ("augmix-m5-w4-d2", dict(magnitude=5, width=4, depth=2)),
     ("augmix-m9-mstd0.5-a0.5-b0", dict(magnitude=9, magnitude_std=0.5, alpha=0.5)),
+    ("augmix-m3-b1", dict(magnitude=3, blended=True)),
 ])
 def test_augmix_strings_parse_as_timm_parses_them(text, expected):
     config = augmix_config(text)
@@ -398,12 +399,16 @@ def test_augmix_strings_parse_as_timm_parses_them(text, expected):
         assert getattr(config, name) == value, name
 
 
-@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix-m9-mstd0.5-a0.5"])
+@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix-m9-mstd0.5-a0.5", "augmix-m5-b1"])
 def test_timms_own_augmix_where_installed_parses_the_same(text):
     aa = pytest.importorskip("timm.data.auto_augment")
     theirs = aa.augment_and_mix_transform(text, dict(translate_pct=0.3, img_mean=FILL))
     ours = augmix_config(text)
     assert (theirs.width, theirs.depth, theirs.alpha) == (ours.width, ours.depth, ours.alpha)
+    assert theirs.blended == ours.blended
+    if ours.blended:  # timm's own weights (NumPy 2: float32)
+        ws, m = np.float32([0.5, 0.3, 0.2]), np.float32(0.7)
+        assert np.array_equal(theirs._calc_blended_weights(ws, m), timm_blended_weights(ws, m))
     assert tuple(op.name for op in theirs.ops) == AugMix.transforms
     assert {op.magnitude for op in theirs.ops} == {ours.magnitude}
     assert {op.magnitude_std for op in theirs.ops} == {ours.magnitude_std}
@@ -412,7 +417,7 @@ def test_timms_own_augmix_where_installed_parses_the_same(text):
 
 @pytest.mark.parametrize("text, words", [
     ("rand-m9", "starts with 'augmix'"), ("augmix-q2", "unknown section 'q2'"),
-    ("augmix-b1", "blended mode (b1) is not compiled"), ("augmix-w0", "w must be >= 1"),
+    ("augmix-w0", "w must be >= 1"),
     ("augmix-m3.5", "'3.5' does not parse"),
 ])
 def test_bad_augmix_strings_are_refused(text, words):
@@ -458,7 +463,40 @@ def timm_augmix(img, d, k):
     return Image.blend(img, Image.fromarray(mixed.astype(np.uint8)), float(np.float32(d.m[k])))
 
 
-@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix", "augmix-m9-mstd0.5-a0.5"])
+def timm_chain(img, chain, k):
+    aug = img
+    for layer in range(chain.ops.shape[1]):
+        if bool(chain.applied[k, layer]):
+            aug = timm_op(AugMix.transforms[int(chain.ops[k, layer])], aug,
+                          float(chain.magnitudes[k, layer]), bool(chain.negative[k, layer]),
+                          bool(chain.bicubic[k, layer]), FILL, translate_pct=0.3)
+    return aug
+
+
+def timm_blended_weights(ws, m):
+    """timm's _calc_blended_weights, as NumPy 2 computes it (float32 scalars)."""
+    ws = ws * m
+    cump = 1.
+    rws = []
+    for w in ws[::-1]:
+        alpha = w / cump
+        cump *= (1 - alpha)
+        rws.append(alpha)
+    return np.array(rws[::-1], dtype=np.float32)
+
+
+def timm_augmix_blended(img, d, k):
+    """timm's AugMixAugment._apply_blended for image k with its draws: each chain from the
+    image, the image blended with each in turn by timm's blended weights."""
+    weights = timm_blended_weights(d.weights[k].numpy().astype(np.float32), np.float32(d.m[k]))
+    out = img
+    for c, chain in enumerate(d.chains):
+        out = Image.blend(out, timm_chain(img, chain, k), float(weights[c]))
+    return out
+
+
+@pytest.mark.parametrize("text", ["augmix-m5-w4-d2", "augmix", "augmix-m9-mstd0.5-a0.5", "augmix-b1",
+                                  "augmix-m5-w4-d2-b1"])
 @pytest.mark.parametrize("interpolation", ["random", "bicubic"])
 def test_each_image_is_timms_augmix_with_its_draws(text, interpolation):
     n = 48
@@ -466,8 +504,31 @@ def test_each_image_is_timms_augmix_with_its_draws(text, interpolation):
     images = photos(n, 3, 30, 38, seed=7)
     got = mix.augment(images, BatchPosition(0, 5, 0))
     d = mix.draws(n, 0, 5, 0)
+    timm = timm_augmix_blended if "b1" in text else timm_augmix
     for k in range(n):
-        assert torch.equal(got[k], from_pil(timm_augmix(to_pil(images[k]), d, k))), k
+        assert torch.equal(got[k], from_pil(timm(to_pil(images[k]), d, k))), k
+
+
+def test_blended_weights_are_timms_and_leave_the_image_its_share():
+    """The blended weights against timm's loop (NumPy 2's float32); and, as the mode intends,
+    blending in turn gives chain k the share w_k m of the result and the image 1 - m (float64)."""
+    g = torch.Generator().manual_seed(3)
+    weights = torch._sample_dirichlet(torch.full((200, 4), 1.0, dtype=torch.float64), generator=g).float()
+    m = torch.rand(200, generator=g).float()
+    from prefetch.transforms.timm.augmix import blended_weights
+    got = blended_weights(weights, m)
+    for k in range(200):
+        want = timm_blended_weights(weights[k].numpy(), np.float32(m[k]))
+        assert np.array_equal(got[k].numpy(), want), k
+    a = got.double()
+    share = torch.empty_like(a)  # the image's share after each blend: (1 - a_k) times the last
+    image = torch.ones(200, dtype=torch.float64)
+    for k in range(4):
+        share[:, k] = a[:, k]
+        share[:, :k] *= (1 - a[:, k]).view(-1, 1)
+        image *= 1 - a[:, k]
+    assert torch.allclose(share, weights.double() * m.double().view(-1, 1), atol=1e-5)
+    assert torch.allclose(image, 1 - m.double(), atol=1e-5)
 
 
 def test_create_transform_compiles_augmix_as_timm():

@@ -110,7 +110,6 @@ def test_use_prefetcher_leaves_the_erasing_to_the_loader_as_timm():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(is_training=True, auto_augment="augmix-m5-b1"), r"the blended mode \(b1\) is not compiled"),
     (dict(is_training=True, auto_augment="3a"), "the 3-Augment policy"),
     (dict(is_training=True, auto_augment="rand-m9-t3a"), "the op set '3a'"),
     (dict(crop_mode="squash"), "crop_mode: 'center' is compiled .*got 'squash'"),

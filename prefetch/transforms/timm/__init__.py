@@ -12,7 +12,7 @@ prefetch's fused transforms: a timm user ports ``create_transform`` by changing 
 
 timm's loader (``create_loader`` over a :class:`prefetch.Prefetcher`) is :mod:`prefetch.timm`.
 
-Not yet: timm's 3-Augment sets and AugMix's blended mode (refused by name).
+Not yet: timm's 3-Augment sets (refused by name).
 """
 from .augmix import AugMix, augmix_config
 from .auto_augment import AutoAugment, RandAugment, auto_augment_policy, rand_augment_config
