@@ -191,7 +191,6 @@ def test_an_iterable_dataset_is_neither_shuffled_nor_sampled_as_timms():
     (dict(use_multi_epochs_loader=True), ValueError, "use_multi_epochs_loader is not needed"),
     (dict(collate_fn=torch.utils.data.default_collate), ValueError,
      "collate_fn must be None or timm's FastCollateMixup"),
-    (dict(is_training=True, auto_augment="augmix-m5-b1"), ValueError, "blended mode"),
     (dict(input_size_choices=[16, 24]), ValueError, "input_size_choices"),
     (dict(collate_fn=types.SimpleNamespace(mixup_alpha=1.0)), ValueError, "FastCollateMixup"),
 ])

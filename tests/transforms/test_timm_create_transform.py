@@ -110,8 +110,6 @@ def test_use_prefetcher_leaves_the_erasing_to_the_loader_as_timm():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(is_training=True, auto_augment="3a"), "the 3-Augment policy"),
-    (dict(is_training=True, auto_augment="rand-m9-t3a"), "the op set '3a'"),
     (dict(crop_mode="squash"), "crop_mode: 'center' is compiled .*got 'squash'"),
     (dict(is_training=True, train_crop_mode="rkrc"), "train_crop_mode: .*got 'rkrc'"),
     (dict(naflex=True), "naflex: NaFlex"),

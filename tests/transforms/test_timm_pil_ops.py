@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from PIL import Image, ImageEnhance, ImageOps
+from PIL import Image, ImageEnhance, ImageFilter, ImageOps
 
 from prefetch.transforms.timm import pil_ops
 
@@ -101,3 +101,35 @@ def test_rotate_matrix_is_pillows(degrees, size):
         b = pil.transform((w, h), Image.Transform.AFFINE, tuple(pil_ops.rotate_matrix(degrees, w, h)), resample,
                           fillcolor=(1, 2, 3))
         assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name, images", BATCHES, ids=IDS)
+def test_gaussian_blur_equals_pillows(name, images):
+    """3-Augment's blur: Pillow's GaussianBlur (extended box blur, 3 passes a direction) at radii
+    from 0 (the image) through timm's [0.1, 2] to wider than the image (the edges repeated)."""
+    rng = random.Random(name)
+    radii = [0.0, 0.1, rng.uniform(0.1, 2.0), 2.0, rng.uniform(2.0, 9.0), 60.0][:images.shape[0]]
+    got = pil_ops.gaussian_blur(images, torch.tensor(radii, dtype=torch.float64))
+    for k, r in enumerate(radii):
+        expected = from_pil(to_pil(images[k]).filter(ImageFilter.GaussianBlur(r)))
+        assert torch.equal(got[k], expected), (k, r, (got[k].int() - expected.int()).abs().max())
+    assert torch.equal(pil_ops.gaussian_blur(images, torch.zeros(images.shape[0])), images)
+
+
+def test_gaussian_box_radius_is_pillows_formula():
+    """Pillow's _gaussian_blur_radius (Gwosdek et al. 2011, eq. 7, 11, 14) against a float64
+    reference of the same formula, within float32 rounding; and what the formula is for: three
+    passes of the extended box (weight 1 on its 2 l + 1 taps, a on the two beyond) have the
+    Gaussian's variance, radius^2 (the box's variance: its taps' squared offsets, weighted)."""
+    for radius in (0.1, 0.5, 1.0, 1.7, 2.0, 5.5, 30.0):
+        sigma2 = radius * radius / 3
+        big_l = (12 * sigma2 + 1) ** 0.5
+        small_l = float(int((big_l - 1) / 2))
+        a = (2 * small_l + 1) * (small_l * (small_l + 1) - 3 * sigma2) / (6 * (sigma2 - (small_l + 1) ** 2))
+        got = pil_ops.gaussian_box_radius(radius)
+        assert abs(got - (small_l + a)) < 1e-5 * max(1.0, radius), radius
+        whole, frac = int(got), got - int(got)
+        # the extended box of radius whole + frac: weights 1 on 2 whole + 1 taps, frac on the next two
+        width = 2 * whole + 1 + 2 * frac
+        variance = (sum(k * k for k in range(-whole, whole + 1)) + 2 * frac * (whole + 1) ** 2) / width
+        assert abs(3 * variance - radius * radius) < 1e-3 * max(1.0, radius * radius), radius

@@ -7,12 +7,11 @@ prefetch's fused transforms: a timm user ports ``create_transform`` by changing 
   ``num_splits``), each image its own boxes, on the device;
 - :class:`RandomResizedCropAndInterpolation`: timm's window, with its ``"random"`` interpolation;
 - :class:`RandAugment`, :class:`AutoAugment` and :class:`AugMix`: timm's by their strings
-  (``"rand-m9-mstd0.5-inc1"``, ``"original"``, ``"augmix-m5-w4-d2"``), each image its own draws,
-  with Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
+  (``"rand-m9-mstd0.5-inc1"``, ``"original"``, ``"3a"``, ``"augmix-m5-w4-d2"``), each image its
+  own draws, with Pillow's arithmetic (:mod:`.pil_ops`, equal to timm's on PIL images).
 
 timm's loader (``create_loader`` over a :class:`prefetch.Prefetcher`) is :mod:`prefetch.timm`.
 
-Not yet: timm's 3-Augment sets (refused by name).
 """
 from .augmix import AugMix, augmix_config
 from .auto_augment import AutoAugment, RandAugment, auto_augment_policy, rand_augment_config

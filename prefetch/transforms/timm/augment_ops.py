@@ -28,8 +28,10 @@ _AFFINE_OPS = frozenset(("Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY
 _TABLE_OPS = frozenset(("AutoContrast", "Equalize", "Invert", "Posterize", "PosterizeIncreasing",
                         "PosterizeOriginal", "Solarize", "SolarizeIncreasing", "SolarizeAdd",
                         "Contrast", "ContrastIncreasing", "Brightness", "BrightnessIncreasing"))
-_ENHANCE = {"Color": pil_ops.color, "ColorIncreasing": pil_ops.color,
+_ENHANCE = {"Color": pil_ops.color, "ColorIncreasing": pil_ops.color, "Desaturate": pil_ops.color,
             "Sharpness": pil_ops.sharpness, "SharpnessIncreasing": pil_ops.sharpness}
+# 3-Augment's blurs (DeiT III): Pillow's GaussianBlur, each image its own radius.
+_BLUR_OPS = frozenset(("GaussianBlur", "GaussianBlurRand"))
 
 
 def _call_of(name: str) -> str:
@@ -38,7 +40,7 @@ def _call_of(name: str) -> str:
         return "affine"
     if name in _TABLE_OPS:
         return "table"
-    if name in _ENHANCE:
+    if name in _ENHANCE or name in _BLUR_OPS:
         return name
     raise ValueError("prefetch: timm op %r has no batched call here" % name)
 
@@ -107,7 +109,8 @@ class OpDraws:
     the stage's ``transforms``), ``applied`` (bool), ``magnitudes`` (float64, after noise and
     clipping), ``negative`` (bool: the signed ops' sign) and ``bicubic`` (bool: the geometric
     ops' resampling); AutoAugment's also ``sub_policy`` (int64 ``Tensor[N]``: each image's
-    sub-policy)."""
+    sub-policy), and ``uniform`` (float64, in [0, 1)) where an op draws a number of its own
+    (3-Augment's GaussianBlurRand: its radius)."""
 
     ops: torch.Tensor
     applied: torch.Tensor
@@ -115,6 +118,7 @@ class OpDraws:
     negative: torch.Tensor
     bicubic: torch.Tensor
     sub_policy: Optional[torch.Tensor] = None
+    uniform: Optional[torch.Tensor] = None
 
 
 class TimmOpsStage(Uint8Stage):
@@ -235,6 +239,10 @@ class TimmOpsStage(Uint8Stage):
                 at += k
             return pil_ops.lookup_tables(x, torch.cat(tables))
         (name, _, level, sign), = params
+        if name in _BLUR_OPS:
+            idx = members[0][1]
+            uniform = d.uniform[idx, layer] if d.uniform is not None else None
+            return pil_ops.gaussian_blur(x, self._blur_radius(name, level, uniform))
         return self._enhance(name, x, level, sign)
 
     @staticmethod
@@ -270,9 +278,24 @@ class TimmOpsStage(Uint8Stage):
         return pil_ops.brightness_tables(k, factor, dev)  # (_TABLE_OPS: Brightness is the last)
 
     @staticmethod
+    def _blur_radius(name, level, uniform):
+        """3-Augment's blur radius: GaussianBlur's ``_minmax_level_to_arg(level, 0.1, 2.0)``;
+        GaussianBlurRand's ``random.uniform(0.1, 2.0 * f)`` with ``f`` the level clipped to
+        [0, 1] (``_minmax_level_to_arg``'s defaults), ``uniform`` its draw (float64, as timm's
+        Python floats)."""
+        if name == "GaussianBlur":
+            return (0.1 + (2.0 - 0.1) * level).clamp(0.1, 2.0)
+        factor = (0.0 + (1.0 - 0.0) * level).clamp(0.0, 1.0)
+        return 0.1 + (2.0 * factor - 0.1) * uniform
+
+    @staticmethod
     def _factor(name, level, sign):
         """The enhance ops' factor: timm's ``_enhance_increasing_level_to_arg`` (``1 + 0.9 level``
-        randomly negated, at least 0.1) or ``_enhance_level_to_arg`` (``1.8 level + 0.1``)."""
+        randomly negated, at least 0.1) or ``_enhance_level_to_arg`` (``1.8 level + 0.1``);
+        Desaturate's ``1 - _minmax_level_to_arg(level, 0.5, 1.0)`` clipped to [0, 1] (Color's
+        factor: 0 is grey)."""
+        if name == "Desaturate":
+            return (1.0 - (0.5 + (1.0 - 0.5) * level).clamp(0.5, 1.0)).clamp(0.0, 1.0)
         if name.endswith("Increasing"):
             return (1.0 + (level * 0.9) * sign).clamp(min=0.1)
         return level * 1.8 + 0.1

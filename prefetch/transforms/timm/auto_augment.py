@@ -7,16 +7,18 @@ timm's string: ``rand`` then dash-separated sections in any order: ``m<int>`` th
 ``n<int>`` ops per image (2), ``p<float>`` each op's probability (0.5), ``mstd<float>`` the
 magnitude's Gaussian noise (above 100: uniform in [0, m]), ``mmax<int>`` the magnitude's upper
 bound (10), ``inc<0|1>`` the ops that grow with the magnitude, ``t<name>`` the op set
-(``weights``: timm's weighted set, chosen without replacement). Per image, as timm draws per call:
+(``weights``: timm's weighted set, chosen without replacement; ``3a``: DeiT III's 3-Augment set,
+SolarizeIncreasing, Desaturate and GaussianBlur; ``3aw``: it weighted with ten more). Per image, as timm draws per call:
 ``n`` ops (uniformly with replacement, or by weight without), each applied with probability ``p``
 at magnitude ``m`` (plus noise, clipped to [0, mmax]), a sign for the signed ops with probability
 1/2 each, and for the geometric ops bilinear or bicubic with probability 1/2 each unless
 create_transform fixed the interpolation.
 
-timm's AutoAugment string: a policy name (``original``, ``originalr``, ``v0``, ``v0r``; ``3a``
-is not compiled) then optionally ``-mstd<float>``. Per image, as timm draws per call: one of the
-policy's 25 sub-policies uniformly, then each of its two ops applied with its own probability at
-its own magnitude (plus the noise), with a sign and a resampling drawn as above.
+timm's AutoAugment string: a policy name (``original``, ``originalr``, ``v0``, ``v0r``, or ``3a``,
+DeiT III's 3-Augment) then optionally ``-mstd<float>``. Per image, as timm draws per call: one of
+the policy's sub-policies uniformly (25 of two ops; 3a's three of one: Solarize, Desaturate, a
+Gaussian blur of radius uniform in [0.1, 2]), then each of its ops applied with its own
+probability at its own magnitude (plus the noise), with a sign and a resampling drawn as above.
 """
 import math
 from dataclasses import dataclass
@@ -45,6 +47,12 @@ RAND_WEIGHTED_0 = (("Rotate", 3), ("ShearX", 2), ("ShearY", 2), ("TranslateXRel"
                    ("AutoContrast", 0.25), ("SolarizeIncreasing", .05), ("SolarizeAdd", .05),
                    ("ContrastIncreasing", .05), ("BrightnessIncreasing", .05), ("Equalize", .05),
                    ("PosterizeIncreasing", 0.05), ("Invert", 0.05))
+# timm's 3-Augment sets (DeiT III; _RAND_3A, _RAND_WEIGHTED_3A).
+RAND_3A = ("SolarizeIncreasing", "Desaturate", "GaussianBlur")
+RAND_WEIGHTED_3A = (("SolarizeIncreasing", 6), ("Desaturate", 6), ("GaussianBlur", 6), ("Rotate", 3),
+                    ("ShearX", 2), ("ShearY", 2), ("PosterizeIncreasing", 1), ("AutoContrast", 1),
+                    ("ColorIncreasing", 1), ("SharpnessIncreasing", 1), ("ContrastIncreasing", 1),
+                    ("BrightnessIncreasing", 1), ("Equalize", 1), ("Invert", 1))
 
 
 
@@ -90,8 +98,7 @@ def rand_augment_config(config_str: str) -> RandAugmentConfig:
 
     Raises:
         ValueError: not a ``rand`` string, a section timm does not know (timm asserts), a value
-            that does not parse, the ``3a``/``3aw`` op sets (their PIL Gaussian blur is not
-            compiled), or more ops per image than a weighted set holds.
+            that does not parse, or more ops per image than a weighted set holds.
     """
     if not isinstance(config_str, str) or config_str.split("-")[0] != "rand":
         raise ValueError("prefetch: a timm RandAugment string starts with 'rand', got %r"
@@ -104,13 +111,12 @@ def rand_augment_config(config_str: str) -> RandAugmentConfig:
                   magnitude_max=found.get("mmax"))
     increasing, set_name = bool(found.get("inc", 0)), found.get("t")
     weights = None
-    if set_name == "weights":
-        transforms, raw = zip(*RAND_WEIGHTED_0)
+    if set_name in ("weights", "3aw"):
+        transforms, raw = zip(*(RAND_WEIGHTED_0 if set_name == "weights" else RAND_WEIGHTED_3A))
         total = sum(raw)
         weights = tuple(w / total for w in raw)
-    elif set_name in ("3a", "3aw"):
-        _refuse(config_str, "the op set %r (3-Augment: PIL's GaussianBlur and Desaturate) is "
-                "not compiled; the default and 'weights' sets are" % (set_name,))
+    elif set_name == "3a":
+        transforms = RAND_3A
     else:  # (timm: any other name is the default set)
         transforms = RAND_INCREASING_TRANSFORMS if increasing else RAND_TRANSFORMS
     if fields["num_layers"] < 0:
@@ -259,6 +265,8 @@ AUTO_AUGMENT_POLICIES = {
     "originalr": _policy(_ORIGINAL.replace("PosterizeOriginal", "PosterizeIncreasing")),
     "v0": _policy(_V0),
     "v0r": _policy(_V0.replace("Posterize:", "PosterizeIncreasing:")),
+    # 3-Augment (DeiT III): one op a sub-policy, always applied
+    "3a": _policy("Solarize:1.0:5\nDesaturate:1.0:10\nGaussianBlurRand:1.0:10"),
 }
 
 
@@ -266,23 +274,18 @@ def auto_augment_policy(config_str: str) -> Tuple[str, tuple, float]:
     """timm's AutoAugment string parsed as ``auto_augment_transform`` parses it.
 
     Args:
-        config_str (str): ``"original"``, ``"originalr"``, ``"v0"`` or ``"v0r"``, optionally
-            ``-mstd<float>``.
+        config_str (str): ``"original"``, ``"originalr"``, ``"v0"``, ``"v0r"`` or ``"3a"``,
+            optionally ``-mstd<float>``.
 
     Returns:
         (name, policy, magnitude_std): the policy's name, its sub-policies
         (:data:`AUTO_AUGMENT_POLICIES`) and the magnitude noise (0: none).
 
     Raises:
-        ValueError: an unknown policy (``3a``, whose PIL blur and Desaturate are not compiled,
-            named as such), or a section other than ``mstd``.
+        ValueError: an unknown policy, or a section other than ``mstd``.
     """
     name = str(config_str).split("-")[0]
     std = config_sections("AutoAugment", str(config_str), {"mstd": float}).get("mstd", 0.0)
-    if name == "3a":
-        raise ValueError("prefetch: timm AutoAugment %r: the 3-Augment policy (PIL's GaussianBlur "
-                         "and Desaturate) is not compiled; original, originalr, v0 and v0r are"
-                         % (config_str,))
     if name not in AUTO_AUGMENT_POLICIES:
         raise ValueError("prefetch: timm AutoAugment %r: unknown policy %r (timm's are original, "
                          "originalr, v0, v0r and 3a)" % (config_str, name))
@@ -343,5 +346,9 @@ class AutoAugment(TimmOpsStage):
         applied = torch.rand((n, layers), generator=g, dtype=torch.float64) <= probs  # (rand < 1)
         magnitudes = draw_magnitudes(g, self._magnitudes[sub], self.magnitude_std, None)
         negative, bicubic = self._signs_and_filters(g, n, layers)
-        return OpDraws(self._ops[sub], applied, magnitudes, negative, bicubic, sub_policy=sub)
+        uniform = None
+        if "GaussianBlurRand" in self.transforms:  # (drawn last: the other policies' draws keep)
+            uniform = torch.rand((n, layers), generator=g, dtype=torch.float64)
+        return OpDraws(self._ops[sub], applied, magnitudes, negative, bicubic, sub_policy=sub,
+                       uniform=uniform)
 

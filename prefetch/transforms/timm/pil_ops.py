@@ -10,7 +10,8 @@ Every op takes uint8 ``images [N, C, H, W]`` (C 1 or 3, any device) and returns 
 same shape on that device. Per-image parameters are float64 or int64 tensors of N on any device
 (moved to the images'). The value-wise ops are a 256-entry table per image (or channel) read by
 :func:`prefetch.ops.lookup`; the blends are float32 torch ops, each rounded on its own as Pillow's
-C does; the geometry is :func:`prefetch.ops.pil_affine`.
+C does; the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is Pillow's box blur in
+integer torch ops.
 """
 import math
 from typing import Sequence
@@ -25,7 +26,7 @@ __all__ = ["grayscale", "blend", "color", "contrast", "brightness", "sharpness",
            "solarize", "solarize_add", "posterize", "invert", "equalize", "rotate_matrix",
            "affine", "contrast_tables", "brightness_tables", "autocontrast_tables",
            "solarize_tables", "solarize_add_tables", "posterize_tables", "invert_tables",
-           "equalize_tables", "lookup_tables"]
+           "equalize_tables", "lookup_tables", "gaussian_blur", "gaussian_box_radius"]
 
 
 def lookup_tables(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
@@ -291,3 +292,95 @@ def affine(images: torch.Tensor, matrices: torch.Tensor, bicubic: torch.Tensor,
                           fill=list(fill))
         put_rows(out, idx.to(images.device), part)
     return out
+
+
+def _f32(v: float) -> float:
+    """``v`` rounded to a C float (a float32 value as a Python float)."""
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def gaussian_box_radius(radius: float, passes: int = 3) -> float:
+    """Pillow's ``_gaussian_blur_radius`` (``BoxBlur.c``): the extended box radius whose
+    ``passes`` box blurs approximate a Gaussian of standard deviation ``radius`` (Gwosdek et al.,
+    "Theoretical foundations of Gaussian convolution by extended box filtering", SSVM 2011),
+    computed in C floats as Pillow computes it (the square root and the floor in double).
+
+    Args:
+        radius (float): the Gaussian's standard deviation (``ImageFilter.GaussianBlur``'s
+            radius), >= 0.
+        passes (int): Pillow's 3.
+
+    Returns:
+        float: a float32 value, the box's radius: its integer part whole taps on each side, its
+        fraction the weight of the next tap.
+    """
+    r = _f32(radius)
+    sigma2 = _f32(_f32(r * r) / passes)
+    big_l = _f32(math.sqrt(12.0 * sigma2 + 1.0))
+    small_l = _f32(math.floor((big_l - 1.0) / 2.0))
+    a = _f32(_f32(_f32(2 * small_l) + 1) * _f32(_f32(small_l * _f32(small_l + 1)) - _f32(3 * sigma2)))
+    a = _f32(a / _f32(6 * _f32(sigma2 - _f32(_f32(small_l + 1) * _f32(small_l + 1)))))
+    return _f32(small_l + a)
+
+
+def _box_weights(box_radius: float):
+    """``ImagingHorizontalBoxBlur``'s integer radius and 24-bit fixed-point weights: ``ww`` for
+    each whole tap (the float quotient ``2^24 / (2 r + 1)`` truncated) and ``fw`` for the two
+    taps just outside (half what the whole taps leave of 2^24)."""
+    whole = int(box_radius)
+    ww = int(_f32(16777216.0 / _f32(_f32(box_radius * 2) + 1)))
+    return whole, ww, (16777216 - (2 * whole + 1) * ww) // 2
+
+
+def _box_blur_lines(lines: torch.Tensor, whole: torch.Tensor, ww: torch.Tensor,
+                    fw: torch.Tensor) -> torch.Tensor:
+    """One pass of ``ImagingLineBoxBlur`` along the last dimension of ``lines`` (int64
+    ``[N, C, H, W]``), each image its own integer radius and weights (int64 ``[N]``): a window of
+    ``2 r + 1`` values around each, the line's ends repeated beyond them, weighted ``ww``, the two
+    values just outside it weighted ``fw``, rounded from 24-bit fixed point."""
+    n, w = lines.shape[0], lines.shape[-1]
+    pad = int(whole.max()) + 2
+    at = torch.arange(-pad, w + pad, device=lines.device).clamp_(0, w - 1)
+    ext = lines.index_select(-1, at)  # ext[..., k]: the value at k - pad, the ends repeated
+    prefix = torch.nn.functional.pad(ext.cumsum(-1), (1, 0))  # prefix[k]: ext[:k]'s sum
+    x = torch.arange(w, device=lines.device).view(1, w) + pad
+    r = whole.view(n, 1)
+
+    def take(t, index):  # t[..., index[n, x]] for each image n
+        return t.gather(-1, index.view(n, 1, 1, w).expand(t.shape[:-1] + (w,)))
+
+    acc = take(prefix, x + r + 1) - take(prefix, x - r)
+    far = take(ext, x - r - 1) + take(ext, x + r + 1)
+    bulk = acc * ww.view(n, 1, 1, 1) + far * fw.view(n, 1, 1, 1)
+    return (bulk + (1 << 23)) >> 24
+
+
+def gaussian_blur(images: torch.Tensor, radius: torch.Tensor) -> torch.Tensor:
+    """``img.filter(ImageFilter.GaussianBlur(radius))`` for each image (what timm's 3-Augment
+    blur calls): Pillow's extended box blur (``BoxBlur.c``), three passes along the rows then
+    three along the columns, each image its own radius, in Pillow's 24-bit fixed point: equal to
+    Pillow byte for byte (the tests compare with Pillow itself). A radius of 0 is the image.
+
+    Args:
+        images (Tensor[N, C, H, W], uint8).
+        radius (Tensor[N]): each image's Gaussian standard deviation in pixels (float, >= 0).
+
+    Returns:
+        Tensor[N, C, H, W], uint8.
+    """
+    n = images.shape[0]
+    boxes = [_box_weights(gaussian_box_radius(float(r))) if float(r) != 0.0 else (0, 0, 0)
+             for r in torch.as_tensor(radius, dtype=torch.float64).reshape(-1).tolist()]
+    if n == 0 or all(b == (0, 0, 0) for b in boxes):
+        return images.clone()
+    whole, ww, fw = (torch.tensor(v, dtype=torch.int64, device=images.device) for v in zip(*boxes))
+    # (Pillow blurs a radius whose box radius is 0 with ww = 2^24, fw = 0: the line itself, as
+    # the pad-0 rows here give; a radius of 0 skips the blur: ww = 2^24 as well)
+    ww = torch.where(ww == 0, torch.full_like(ww, 1 << 24), ww)
+    x = images.to(torch.int64)
+    for _ in range(3):
+        x = _box_blur_lines(x, whole, ww, fw)
+    x = x.transpose(-1, -2)
+    for _ in range(3):
+        x = _box_blur_lines(x, whole, ww, fw)
+    return x.transpose(-1, -2).to(torch.uint8).contiguous()

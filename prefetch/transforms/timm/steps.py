@@ -41,9 +41,10 @@ class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
 
 
 class RandAugmentStep(PolicyStep):
-    """timm's RandAugment by its string as a recipe step: the recipe's policy, on the uint8
-    window after the crop and flips (:class:`prefetch.transforms.timm.RandAugment`, each image
-    its own draws, Pillow's arithmetic).
+    """timm's RandAugment by its string as a recipe step: the recipe's timm augmentation, on the
+    uint8 window after the crop and flips (:class:`prefetch.transforms.timm.RandAugment`, each
+    image its own draws, Pillow's arithmetic). A ColorJitter may follow it, as timm's
+    create_transform keeps one after the 3-Augment strings (DeiT III's recipe).
 
     Args:
         config_str, interpolation, fill, translate_pct, translate_const: as that RandAugment
@@ -54,6 +55,8 @@ class RandAugmentStep(PolicyStep):
     """
 
     stage = RandAugment
+    # (a slot of its own: torchvision's one policy slot would refuse the ColorJitter after it)
+    slot = "timm's auto_augment (RandAugment, AutoAugment or AugMix)"
 
     def __init__(self, config_str: str, interpolation: str = "random",
                  fill: Sequence[int] = (128, 128, 128), translate_pct: float = 0.45,

@@ -110,8 +110,7 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
         auto_augment: None, timm's RandAugment string (``"rand-m9-mstd0.5-inc1"``:
             :class:`prefetch.transforms.timm.RandAugment`), AugMix string (``"augmix-m5-w4-d2"``:
             :class:`prefetch.transforms.timm.AugMix`) or AutoAugment string (``"original"``,
-            ``"v0r-mstd0.5"``: :class:`prefetch.transforms.timm.AutoAugment`); the 3-Augment
-            sets are refused, naming the string.
+            ``"v0r-mstd0.5"``, ``"3a"``: :class:`prefetch.transforms.timm.AutoAugment`).
         train_crop_mode, crop_border_pixels, tf_preprocessing, separate, naflex, patchify:
             timm's defaults only (refused otherwise, saying what is not compiled).
         patch_size, max_seq_len, patchify_channels_last, patchify_flatten: read only by the
