@@ -35,7 +35,7 @@ _BLUR_OPS = frozenset(("GaussianBlur", "GaussianBlurRand"))
 
 
 def _call_of(name: str) -> str:
-    """``"affine"``, ``"table"`` or the op's own name (Color, Sharpness)."""
+    """``"affine"``, ``"table"`` or the op's own name (Color, Sharpness, Desaturate, the blurs)."""
     if name in _AFFINE_OPS:
         return "affine"
     if name in _TABLE_OPS:
@@ -191,9 +191,9 @@ class TimmOpsStage(Uint8Stage):
         """Each image of ``x`` through its layers of ops (``d``). Within a layer each image takes
         one op, so the images of every geometric op go through one :func:`prefetch.ops.
         pil_affine` call (each its own matrix) and those of every value-wise op through one
-        lookup (each its own table); Color and Sharpness are a call each. Fewer, larger calls:
-        a batch of 32 drew ~27 op groups a two-layer recipe, one call each, where the calls'
-        own cost (gathering, putting back, a parallel region) outweighed their images' work.
+        lookup (each its own table); Color, Sharpness, Desaturate and the blurs are a call each.
+        (A two-layer recipe's ~27 op groups a batch of 32 become ~8 calls; measured, the calls'
+        own cost had been small next to their images' work.)
 
         Args:
             x (Tensor[N, C, H, W], uint8): the images (not written).
