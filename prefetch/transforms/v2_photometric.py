@@ -1,6 +1,7 @@
 """The photometric steps of :mod:`prefetch.transforms.v2` (:attr:`Phase.PHOTOMETRIC`): on the
 uint8 window, before ``ToDtype``, as torchvision's recipes apply them. One policy per recipe —
-``TrivialAugmentWide``, ``RandAugment``, ``AutoAugment`` or ``ColorJitter`` — and any number of
+``TrivialAugmentWide``, ``RandAugment``, ``AutoAugment`` or ``ColorJitter`` (timm's augmentation
+steps, :mod:`prefetch.transforms.timm`, have a slot of their own) — and any number of
 torchvision's single-op random transforms (``RandomGrayscale``, ``Grayscale``,
 ``RandomSolarize``, ``RandomInvert``, ``RandomPosterize``, ``RandomAdjustSharpness``,
 ``RandomAutocontrast``, ``RandomEqualize``) and ``RandomApply`` over them and ``ColorJitter`` (the

@@ -440,9 +440,15 @@ def test_timms_own_augmix_where_installed_parses_the_same(text):
     ours = augmix_config(text)
     assert (theirs.width, theirs.depth, theirs.alpha) == (ours.width, ours.depth, ours.alpha)
     assert theirs.blended == ours.blended
-    if ours.blended:  # timm's own weights (NumPy 2: float32)
-        ws, m = np.float32([0.5, 0.3, 0.2]), np.float32(0.7)
-        assert np.array_equal(theirs._calc_blended_weights(ws, m), timm_blended_weights(ws, m))
+    if ours.blended and int(np.__version__.split(".")[0]) >= 2:  # timm's own weights (NumPy 2: float32)
+        from prefetch.transforms.timm.augmix import blended_weights
+        g = torch.Generator().manual_seed(1)
+        ws = torch._sample_dirichlet(torch.ones(50, 3, dtype=torch.float64), generator=g).float()
+        m = torch.rand(50, generator=g).float()
+        ours_w = blended_weights(ws, m)
+        for k in range(50):
+            assert np.array_equal(theirs._calc_blended_weights(ws[k].numpy(), np.float32(m[k])),
+                                  ours_w[k].numpy()), k
     assert tuple(op.name for op in theirs.ops) == AugMix.transforms
     assert {op.magnitude for op in theirs.ops} == {ours.magnitude}
     assert {op.magnitude_std for op in theirs.ops} == {ours.magnitude_std}
@@ -508,9 +514,10 @@ def timm_chain(img, chain, k):
 
 
 def timm_blended_weights(ws, m):
-    """timm's _calc_blended_weights, as NumPy 2 computes it (float32 scalars)."""
+    """timm's _calc_blended_weights, as NumPy 2 computes it: float32 throughout (its Python
+    float 1. is a float32 here, so that NumPy 1, which would compute in float64, gives the same)."""
     ws = ws * m
-    cump = 1.
+    cump = np.float32(1.)
     rws = []
     for w in ws[::-1]:
         alpha = w / cump

@@ -1,5 +1,6 @@
 // One output pixel of pil_affine (every channel): the whole of a CUDA thread's work and of the CPU
-// kernel's (pil_affine_cpu.cpp runs it pixel by pixel). __host__ __device__, so the CPU tests run
+// baseline's (pil_affine_cpu.cpp runs it pixel by pixel; its AVX2 build, the same operations in
+// four lanes, falls back to it at the image's edges). __host__ __device__, so the CPU tests run
 // this exact code over every thread of every launch (tests/cpp/pil_affine_test.cpp). The
 // arithmetic is Pillow's (src/libImaging/Geometry.c), operation for operation in float64, each
 // product and sum rounded on its own: the bytes Pillow writes.

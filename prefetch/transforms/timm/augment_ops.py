@@ -192,8 +192,8 @@ class TimmOpsStage(Uint8Stage):
         one op, so the images of every geometric op go through one :func:`prefetch.ops.
         pil_affine` call (each its own matrix) and those of every value-wise op through one
         lookup (each its own table); Color, Sharpness, Desaturate and the blurs are a call each.
-        (A two-layer recipe's ~27 op groups a batch of 32 become ~8 calls; measured, the calls'
-        own cost had been small next to their images' work.)
+        (A two-layer recipe's ~20 op groups a batch of 32 become at most 8 calls; measured, the
+        calls' own cost had been small next to their images' work.)
 
         Args:
             x (Tensor[N, C, H, W], uint8): the images (not written).

@@ -8,7 +8,7 @@ timm's string: ``rand`` then dash-separated sections in any order: ``m<int>`` th
 magnitude's Gaussian noise (above 100: uniform in [0, m]), ``mmax<int>`` the magnitude's upper
 bound (10), ``inc<0|1>`` the ops that grow with the magnitude, ``t<name>`` the op set
 (``weights``: timm's weighted set, chosen without replacement; ``3a``: DeiT III's 3-Augment set,
-SolarizeIncreasing, Desaturate and GaussianBlur; ``3aw``: it weighted with ten more). Per image, as timm draws per call:
+SolarizeIncreasing, Desaturate and GaussianBlur; ``3aw``: it weighted with eleven more). Per image, as timm draws per call:
 ``n`` ops (uniformly with replacement, or by weight without), each applied with probability ``p``
 at magnitude ``m`` (plus noise, clipped to [0, mmax]), a sign for the signed ops with probability
 1/2 each, and for the geometric ops bilinear or bicubic with probability 1/2 each unless
@@ -197,7 +197,8 @@ class RandAugment(TimmOpsStage):
 
 # timm's AutoAugment policies (auto_augment_policy_original / _originalr / _v0 / _v0r: the
 # AutoAugment paper's ImageNet policy and TensorFlow's EfficientNet policy "v0"; the "r" variants
-# posterize with PosterizeIncreasing), each sub-policy two (op, probability, magnitude).
+# posterize with PosterizeIncreasing), each sub-policy two (op, probability, magnitude); 3a's
+# sub-policies (below) one.
 def _policy(text):
     return tuple(tuple((op, float(p), int(m)) for op, p, m in (step.split(":") for step in sub.split()))
                  for sub in text.strip().splitlines())
@@ -337,7 +338,8 @@ class AutoAugment(TimmOpsStage):
             epoch, index, rank (int): the batch's :class:`~prefetch.transforms.BatchPosition`.
 
         Returns:
-            OpDraws: two layers, the sub-policy's ops in order.
+            OpDraws: a layer per op of a sub-policy (two; 3a one), the sub-policy's ops in
+            order.
         """
         g = BatchPosition(epoch, index, rank).generator(self.seed)
         sub = torch.randint(len(self.policy), (n,), generator=g)

@@ -43,8 +43,10 @@ class RandomResizedCropAndInterpolation(_V2RandomResizedCrop):
 class RandAugmentStep(PolicyStep):
     """timm's RandAugment by its string as a recipe step: the recipe's timm augmentation, on the
     uint8 window after the crop and flips (:class:`prefetch.transforms.timm.RandAugment`, each
-    image its own draws, Pillow's arithmetic). A ColorJitter may follow it, as timm's
-    create_transform keeps one after the 3-Augment strings (DeiT III's recipe).
+    image its own draws, Pillow's arithmetic). It holds a slot of its own, not torchvision's
+    one policy slot: a ColorJitter may follow it, as timm's create_transform keeps one after the
+    3-Augment strings (DeiT III's recipe), and a torchvision policy or ColorJitter may stand
+    beside it; each runs in the recipe's order.
 
     Args:
         config_str, interpolation, fill, translate_pct, translate_const: as that RandAugment
