@@ -487,23 +487,8 @@ def test_augmix_draws_follow_timms():
     assert all(bool((c.applied.sum(1) == 2).all()) for c in fixed.chains)
 
 
-def timm_augmix(img, d, k):
-    """timm's AugMixAugment._apply_basic for image k with its draws: each chain from the image,
-    summed in float32 as numpy sums, clipped, truncated, then Image.blend with m."""
-    mixed = np.zeros(np.asarray(img).shape, dtype=np.float32)
-    for c, chain in enumerate(d.chains):
-        aug = img
-        for layer in range(chain.ops.shape[1]):
-            if bool(chain.applied[k, layer]):
-                aug = timm_op(AugMix.transforms[int(chain.ops[k, layer])], aug,
-                              float(chain.magnitudes[k, layer]), bool(chain.negative[k, layer]),
-                              bool(chain.bicubic[k, layer]), FILL, translate_pct=0.3)
-        mixed += np.float32(d.weights[k, c]) * np.asarray(aug, dtype=np.float32)
-    np.clip(mixed, 0, 255.0, out=mixed)
-    return Image.blend(img, Image.fromarray(mixed.astype(np.uint8)), float(np.float32(d.m[k])))
-
-
 def timm_chain(img, chain, k):
+    """Image k through one AugMix chain with timm's ops (its draws)."""
     aug = img
     for layer in range(chain.ops.shape[1]):
         if bool(chain.applied[k, layer]):
@@ -511,6 +496,16 @@ def timm_chain(img, chain, k):
                           float(chain.magnitudes[k, layer]), bool(chain.negative[k, layer]),
                           bool(chain.bicubic[k, layer]), FILL, translate_pct=0.3)
     return aug
+
+
+def timm_augmix(img, d, k):
+    """timm's AugMixAugment._apply_basic for image k with its draws: each chain from the image,
+    summed in float32 as numpy sums, clipped, truncated, then Image.blend with m."""
+    mixed = np.zeros(np.asarray(img).shape, dtype=np.float32)
+    for c, chain in enumerate(d.chains):
+        mixed += np.float32(d.weights[k, c]) * np.asarray(timm_chain(img, chain, k), dtype=np.float32)
+    np.clip(mixed, 0, 255.0, out=mixed)
+    return Image.blend(img, Image.fromarray(mixed.astype(np.uint8)), float(np.float32(d.m[k])))
 
 
 def timm_blended_weights(ws, m):
