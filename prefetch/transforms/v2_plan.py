@@ -252,7 +252,9 @@ class Plan:
         seed = seeds(self.seed, first + len(self._float))
         common = dict(seed=seed[0], image_key=self.image_key, layout=self.layout, **fused)
         if self.decode:
-            common["decode"] = True
+            # With later stages, decoding on the CPU runs in the host stage, a batch ahead of
+            # them (FusedAugment's decode_ahead; prefetch._engine.host_ahead).
+            common.update(decode=True, decode_ahead=bool(self._uint8 or self._float))
         mean = self.mean if self.mean is not None else (0.0,) * self.channels
         std = self.std if self.std is not None else (1.0,) * self.channels
         if not self._uint8:
