@@ -12,12 +12,11 @@ import weakref
 import torch
 
 from ._core.checks import is_stateful, resolve_device, whole
-from ._engine.host_ahead import HELD_AHEAD
 from ._engine.lazy_epoch import LatestEpoch, LazyEpoch
 from ._engine.pipeline import ClosesOnExit, Pipeline
 from ._engine.resume import FinishOpenEpoch, ResumeCursor
 from .sources import Reader, abandon, adapt
-from .transforms.contract import has_host_stage, load_transform_state, save_transform_state
+from .transforms.contract import load_transform_state, save_transform_state
 
 __all__ = ["Prefetcher"]
 
@@ -116,10 +115,7 @@ class Prefetcher(ClosesOnExit):
 
         # A Ray dataset becomes a RaySource, a DataLoader the worker ring serves a RingLoader
         # (prefetch.sources.adapt); a source made here is the Prefetcher's to close.
-        # A host stage runs a batch ahead (prefetch._engine.host_ahead): its thread holds more
-        # of the source's batches, hence of a worker ring's slots.
-        held = depth + (HELD_AHEAD if has_host_stage(transform, self.device) else 0)
-        self.source = adapt(source, Reader(self.device, held, max_batch_bytes, register_host,
+        self.source = adapt(source, Reader(self.device, depth, max_batch_bytes, register_host,
                                            bool(worker_ring)))
         self._owned_source = self.source if self.source is not source else None
         self._source_name = type(source).__name__  # what the user passed, for the messages

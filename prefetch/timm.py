@@ -151,8 +151,7 @@ def create_loader(dataset: torch.utils.data.Dataset,
                   use_multi_epochs_loader: bool = False, persistent_workers: bool = True,
                   worker_seeding: Any = "all", tf_preprocessing: bool = False,
                   input_size_choices: Optional[Sequence[Any]] = None, *,
-                  seed: Optional[int] = None, decode: bool = False,
-                  decode_ahead: Optional[bool] = None) -> PrefetchLoader:
+                  seed: Optional[int] = None, decode: bool = False) -> PrefetchLoader:
     """timm's ``create_loader`` over a Prefetcher (timm 1.0's ``loader.py``, its arguments in its
     order): the DataLoader timm would build (shuffle and ``drop_last`` for training; a
     ``DistributedSampler`` with ``distributed``; neither for an ``IterableDataset``), its
@@ -183,7 +182,6 @@ def create_loader(dataset: torch.utils.data.Dataset,
         decode: the dataset yields encoded JPEG bytes (timm's ``ImageDataset(load_bytes=True)``;
             its transform is :func:`encoded_to_uint8`), decoded window by window by the recipe
             (``create_transform(decode=True)``).
-        decode_ahead: :func:`create_transform`'s (None: with an ``auto_augment`` step).
 
     Returns:
         PrefetchLoader: yields ``(images, targets)`` on ``device``: images ``[N, C, h, w]`` of
@@ -225,7 +223,7 @@ def create_loader(dataset: torch.utils.data.Dataset,
                               re_mode=re_mode, re_count=re_count, crop_pct=crop_pct,
                               crop_mode=crop_mode, crop_border_pixels=crop_border_pixels,
                               tf_preprocessing=tf_preprocessing, use_prefetcher=True, seed=seed,
-                              decode=decode, decode_ahead=decode_ahead, dtype=dtype)
+                              decode=decode, dtype=dtype)
     members = [recipe]
     mix = _mix_from_timm(collate_fn, _derived_seed(seed, 1))
     if mix is not None:

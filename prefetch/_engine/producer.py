@@ -1,7 +1,6 @@
 """The producer thread of one run: ``next(source)`` → the host stage → flatten →
 ``engine.stage`` → the device stage → ``engine.publish``, once per batch, with what it was doing
-noted for an error (with a host stage, its first three steps run a batch ahead on a thread of
-their own: :mod:`prefetch._engine.host_ahead`); and the state it shares with the consumer (:class:`RunState`)."""
+noted for an error; and the state it shares with the consumer (:class:`RunState`)."""
 import os
 import re
 import threading
@@ -9,9 +8,8 @@ import time
 
 from .._core.errors import CollateError
 from .._core.extension import C as _C
-from .._core.tree import PreparedBatch, flatten
+from .._core.tree import PreparedBatch, flatten, host_batch
 from . import device_stage
-from .host_ahead import HostAhead
 from .resume import AT_END, MORE, UNKNOWN
 
 __all__ = ["RunState", "produce"]
@@ -79,16 +77,12 @@ _FETCHING = "while fetching batch %d of the epoch from the source"
 _COLLATING = "while collating and copying batch %d of the epoch"
 _TRANSFORMING = "in the transform, on batch %d of the epoch"
 
-# How long the producer waits, on its way out, for its host-stage thread (HostAhead) to leave
-# the source's next() or the host stage.
-_JOIN_AHEAD_S = 5.0
-
 
 def produce(engine, source, state, counters, stage, abandon=None):
     """The producer thread's body for one run (see the module docstring): every error goes to the
     consumer through ``state``. ``abandon(iterator, source)``, when given, is called when the run
     ends before the source did (a ``break``, an error, a newer run): the source's clean-up."""
-    it = batch = leaves = tensors = ahead = item = None
+    it = batch = leaves = tensors = None
     seq = 0
     ended = False  # the source said StopIteration
     step = _FETCHING  # what the producer is doing, for the note on an error
@@ -99,49 +93,37 @@ def produce(engine, source, state, counters, stage, abandon=None):
         if snapshots is not None:
             snapshots[-1] = source.state_dict()
         state.started.set()
-        if stage.host_stage:
-            ahead = HostAhead(it, source, state, stage, (_FETCHING, _TRANSFORMING, _COLLATING))
         while not state.stop.is_set():
             t0 = time.perf_counter()
             step = _FETCHING
+            try:
+                batch = next(it)
+            except StopIteration:
+                ended = True
+                # The state that starts the next epoch (a StatefulDataLoader's "finished"), not
+                # the one after the last batch, which resumes into this epoch's empty remainder.
+                end = source.state_dict() if snapshots is not None else None
+                state.noted(end_state=end, source_ended=True)
+                break
+            t_source = time.perf_counter() - t0
+            if snapshots is not None:
+                snapshots[seq] = source.state_dict()
+                state.noted(yielded=seq + 1)
             packed = host_s = None
-            if ahead is not None:  # the source's next batch, its host stage already run
-                item = ahead.get()
-                if item is None:  # stopped
-                    break
-                if item.error is not None:
-                    seq, step = item.seq, item.step
-                    raise item.error
-                if item.end:
-                    ended = True
-                    break
-                spec, leaves, moves = item.flat
-                # The producer's wait for it, split between the source and the host stage as
-                # the host-stage thread's own time was (the shares of produce_s sum to 1).
-                waited = time.perf_counter() - t0
-                busy = item.source_s + item.host_s
-                t_source = waited * item.source_s / busy if busy > 0 else 0.0
-                host_s, item = waited - t_source, None
+            if stage.host_stage:
+                t_host = time.perf_counter()
+                # (A packed batch's host views hold its slot until the engine has collated what
+                # the stage kept and they are gone.)
+                step = _TRANSFORMING
+                batch = stage.host(host_batch(batch), state.epoch, state.first_index + seq)
+                step = _COLLATING
+                spec, leaves, moves = flatten(batch)
+                host_s = time.perf_counter() - t_host
+            elif isinstance(batch, PreparedBatch):
+                spec, leaves, moves, packed = batch
             else:
-                try:
-                    batch = next(it)
-                except StopIteration:
-                    ended = True
-                    # The state that starts the next epoch (a StatefulDataLoader's "finished"),
-                    # not the one after the last batch, which resumes into this epoch's empty
-                    # remainder.
-                    end = source.state_dict() if snapshots is not None else None
-                    state.noted(end_state=end, source_ended=True)
-                    break
-                t_source = time.perf_counter() - t0
-                if snapshots is not None:
-                    snapshots[seq] = source.state_dict()
-                    state.noted(yielded=seq + 1)
-                if isinstance(batch, PreparedBatch):
-                    spec, leaves, moves, packed = batch
-                else:
-                    step = _COLLATING
-                    spec, leaves, moves = flatten(batch)
+                step = _COLLATING
+                spec, leaves, moves = flatten(batch)
             batch = None
             # Collate and copy (GIL released), finish the batch on the copy stream, then
             # publish: the consumer's stream waits for all of it, the host for none of it.
@@ -175,12 +157,6 @@ def produce(engine, source, state, counters, stage, abandon=None):
         except RuntimeError:
             pass  # the Pipeline was closed meanwhile; nobody is waiting
     finally:
-        if ahead is not None:
-            # Its thread uses the source's iterator: joined before the source's clean-up, which
-            # is skipped when it is stuck inside the source's own next().
-            ended = ahead.ended
-            if not ahead.close(_JOIN_AHEAD_S):
-                it = None
         if it is not None and not ended and abandon is not None and state.pid == os.getpid():
             try:  # broken off: the source's own clean-up (a Prefetcher's: prefetch.sources.abandon)
                 abandon(it, source)
@@ -192,7 +168,7 @@ def produce(engine, source, state, counters, stage, abandon=None):
         # batch (its tensors, moves, spec and packed buffer: a worker-ring batch holds its slot),
         # the source, the run's state, the engine and the transforms out of the traceback that
         # travels to the consumer: it holds this frame with the locals it has at its end.
-        it = batch = leaves = tensors = spec = moves = packed = ahead = item = None
+        it = batch = leaves = tensors = spec = moves = packed = None
         source = state = engine = stage = counters = snapshots = abandon = None
 
 

@@ -30,23 +30,19 @@ When and where (both kinds):
   ``state_dict()`` under ``"transform"`` and restored by ``load_state_dict()``.
 
 The host stage (a :class:`Transform` only): a Transform that overrides
-:meth:`Transform.host_apply` gets each batch **before** it is collated and copied — in batch
-order, at the same :class:`BatchPosition` its :meth:`~Transform.apply` will get, with the loader's
-``device``, on a thread of the producer's own that runs **one batch ahead**: ``host_apply`` of
-batch k+1 may run while ``apply`` of batch k does (``prefetch/_engine/host_ahead.py``; on the CPU
-the next batch's decoding then fills the cores while this batch's later stages run Python). So
-``host_apply`` must not change what ``apply`` reads (the transform's attributes, say): keep each
-batch's state in the batch it returns. The batch is as the source gave it, on the host: CPU
+:meth:`Transform.host_apply` gets each batch **before** it is collated and copied — on the same
+producer thread, in batch order, at the same :class:`BatchPosition` its :meth:`~Transform.apply`
+will get, with the loader's ``device``. The batch is as the source gave it, on the host: CPU
 tensors, ``Samples``, a :class:`prefetch.Ragged`; with DataLoader workers writing into prefetch's
 shared ring, views of the ring's pinned slot (the slot is released once the engine has collated
 what the stage returned). What it returns is what the loader collates, copies and hands to
 ``apply``, so only that crosses to the device: encoded JPEGs decoded here cross as pixels, not
 as bytes that would come back to the host for the decoder (``FusedAugment(decode=True)`` on a GPU
 does this). It may return tensors already on the device (a GPU decoder's output, say): the
-loader's copy stream waits for the device's current stream (the default stream on both threads)
-before it uses them. An exception raised there reaches the consumer like any other. A transform whose host
+loader's copy stream waits for the producer thread's current stream on their device before it
+uses them. An exception raised there reaches the consumer like any other. A transform whose host
 stage does work only for some devices says so with ``host_stage_for(device)`` (FusedAugment's
-decoding: before a copy to a GPU, and on the CPU with ``decode_ahead``), and loaders going elsewhere skip it — the batch then
+decoding: only before a copy to a GPU), and loaders going elsewhere skip it — the batch then
 reaches the engine as the source made it. Loaders without a host stage call nothing; the ``ArrayLoader``'s device residency has no host stage (its data is on the
 device already).
 

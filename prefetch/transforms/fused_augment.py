@@ -25,8 +25,7 @@ from ..ops.geometry import flip_crop
 from ..ops.normalize import normalize_flip
 from ..ops.gpu_decoders import may_serve
 from . import arguments
-from .resizing import (MASK_DTYPES, ResampledOnHost, ResizingPath, as_ragged, as_samples,
-                       channel_hint, uint8_hint)
+from .resizing import MASK_DTYPES, ResizingPath, as_ragged, as_samples, channel_hint, uint8_hint
 from .._core.ragged import Ragged
 from .contract import Batch, BatchPosition, LeafKey, SeededTransform, get_leaf, set_leaf
 
@@ -254,14 +253,6 @@ class FusedAugment(ResizingPath, SeededTransform):
             (:func:`prefetch.ops.decode_resized_crop`; libjpeg-turbo in C++ threads on the CPU,
             nvJPEG through torchvision on a GPU when it is installed). Needs
             ``random_resized_crop`` or ``resize`` + ``center_crop``; takes no masks.
-        decode_ahead (bool): with ``decode``, on a CPU device too, decode and resample in the
-            host stage (:meth:`host_apply`), which a loader runs one batch ahead of the rest of
-            the recipe on a thread of its own (``prefetch._engine.host_ahead``): the next batch's
-            decoding then fills the cores while this batch's later stages run their Python. For
-            a recipe with stages after this one (:class:`prefetch.transforms.v2.Compose` sets it
-            then); alone, the resampled batch would only be copied once more by the loader.
-            Default False. The output is the same either way (the same draws at the same
-            position).
 
     Called directly, without ``epoch``/``index``, successive calls draw afresh: call ``k``
     draws as batch ``k`` of epoch ``-1`` (:meth:`Transform.direct_position`).
@@ -290,8 +281,7 @@ class FusedAugment(ResizingPath, SeededTransform):
                  scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), resize: Optional[int] = None,
                  antialias: bool = True, decode: bool = False, pad_if_needed: bool = False,
-                 max_size: Optional[int] = None, interpolation: str = "bilinear",
-                 decode_ahead: bool = False) -> None:
+                 max_size: Optional[int] = None, interpolation: str = "bilinear") -> None:
         self.mean = _finite(mean, "mean")
         self.std = _finite(std, "std", positive=True)
         if len(self.mean) != len(self.std):
@@ -345,7 +335,6 @@ class FusedAugment(ResizingPath, SeededTransform):
             raise ValueError("prefetch: decode=True takes no mask_key: masks are not decoded; "
                              "decode the images and masks in the dataset, or use "
                              "random_resized_crop without decode")
-        self.decode_ahead = arguments.flag("FusedAugment", "decode_ahead", decode_ahead)
 
     def _init_resizing(self, random_resized_crop, scale, ratio, resize, antialias, max_size,
                        interpolation):
@@ -400,11 +389,10 @@ class FusedAugment(ResizingPath, SeededTransform):
                 self.output_size, self.scale, self.ratio) if not self.center_crop else
                 "crop=%s centred%s" % (self.output_size, ", resize=%g" % self.resize
                                         if self.resize is not None else ""))
-            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s%s%s)" % (
+            return "FusedAugment(%s, hflip=%g, vflip=%g, dtype=%s, seed=%d%s%s)" % (
                 how, self.hflip, self.vflip, self.dtype, self.seed,
                 ", interpolation=%r" % self.interpolation if self.interpolation != "bilinear" else "",
-                ", decode=True" if self.decode else "",
-                ", decode_ahead=True" if self.decode_ahead else "")
+                ", decode=True" if self.decode else "")
         return ("FusedAugment(crop=%s%s, padding=%r%s, hflip=%g, vflip=%g, dtype=%s, seed=%d)"
                 % (self.crop, " centred" if self.center_crop else "", self.padding,
                    ", pad_if_needed=True" if self.pad_if_needed else "", self.hflip, self.vflip,
@@ -629,10 +617,9 @@ class FusedAugment(ResizingPath, SeededTransform):
     def host_stage_for(self, device: Union[torch.device, str]) -> bool:
         """Whether a loader runs :meth:`host_apply` before copying to ``device``. Decoding
         before the copy is for a GPU only (or a device a registered fake GPU decoder serves,
-        ``prefetch.ops.gpu_decoders.FakeGpuBackend``: the GPU path run on a CPU), and for the
-        CPU with ``decode_ahead`` (the whole resizing path there, one batch ahead); otherwise on
-        the CPU a loader hands the encoded batch to the engine as it is (an ArrayLoader's byte
-        ranges are gathered in C++) and :meth:`apply` decodes it.
+        ``prefetch.ops.gpu_decoders.FakeGpuBackend``: the GPU path run on a CPU): on the CPU a
+        loader hands the encoded batch to the engine as it is (an ArrayLoader's byte ranges are
+        gathered in C++) and :meth:`apply` decodes it.
 
         Args:
             device (torch.device): where the loader copies.
@@ -640,17 +627,14 @@ class FusedAugment(ResizingPath, SeededTransform):
         Returns:
             bool: True with ``decode=True`` and such a device.
         """
-        return self.decode and (may_serve(device) or (
-            self.decode_ahead and torch.device(device).type == "cpu"))
+        return self.decode and may_serve(device)
 
     def host_apply(self, batch: Batch, position: BatchPosition,
                    device: Union[torch.device, str]) -> Batch:
         """The host stage (:mod:`prefetch.transforms.contract`): with ``decode=True`` and a CUDA
         ``device``, the drawn windows are decoded here, before the copy, so that the encoded
-        bytes never cross to the device and back; with ``decode_ahead`` and a CPU ``device``,
-        the whole resizing path runs here (its output wrapped as
-        :class:`~prefetch.transforms.resizing.ResampledOnHost`, which :meth:`apply` unwraps);
-        otherwise nothing (the device kernels do all the work).
+        bytes never cross to the device and back; otherwise nothing (the device kernels do all
+        the work).
 
         Args:
             batch: the batch on the host; its image leaf the encoded JPEGs.
@@ -659,9 +643,7 @@ class FusedAugment(ResizingPath, SeededTransform):
 
         Returns:
             The batch, its image leaf replaced by the decoded windows
-            (:class:`~prefetch.transforms.resizing.DecodedWindows`) when decoding here for a
-            GPU, by :class:`~prefetch.transforms.resizing.ResampledOnHost` with
-            ``decode_ahead`` on the CPU.
+            (:class:`~prefetch.transforms.resizing.DecodedWindows`) when decoding here.
 
         Raises:
             TypeError: the image leaf is not encoded bytes (a Ragged of 1-D uint8 samples or
@@ -671,9 +653,6 @@ class FusedAugment(ResizingPath, SeededTransform):
         """
         if not self.host_stage_for(torch.device(device)):
             return batch
-        if not may_serve(device):  # decode_ahead on the CPU: the whole resizing path, here
-            out = self.apply_resizing(batch, get_leaf(batch, self.image_key), position)
-            return set_leaf(out, self.image_key, ResampledOnHost.wrap(get_leaf(out, self.image_key)))
         return self.decode_on_host(batch, position, device)
 
     def gather(self, batch: Batch, indices: torch.Tensor, position: BatchPosition) -> Batch:

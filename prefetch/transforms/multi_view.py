@@ -194,10 +194,6 @@ class MultiView(Transform):
         Returns:
             bool: True when a loader must call :meth:`host_apply` before that copy.
         """
-        if self._twins is not None and torch.device(device).type == "cpu":
-            # The views' CPU host stages (decode_ahead) would each decode the image: apply
-            # decodes it once for all of them instead.
-            return False
         return any(has_host_stage(v, device) for v in self.views)
 
     def host_apply(self, batch: Batch, position: BatchPosition,

@@ -24,7 +24,7 @@ from .._core.ragged import Ragged
 from .contract import Batch, BatchPosition, get_leaf, set_leaf
 from .crop_boxes import center_boxes, random_resized_boxes
 
-__all__ = ["ResizingPath", "DecodedWindows", "ResampledOnHost", "as_ragged", "as_samples", "uint8_hint", "channel_hint",
+__all__ = ["ResizingPath", "DecodedWindows", "as_ragged", "as_samples", "uint8_hint", "channel_hint",
            "MASK_DTYPES"]
 
 # The mask dtypes every path takes (flip_crop's: labels are moved, never computed on).
@@ -55,37 +55,6 @@ class DecodedWindows:
 
     host_tables = None  # not annotated: not a field
     bicubic = None  # not annotated: not a field
-
-
-@dataclasses.dataclass
-class ResampledOnHost:
-    """What FusedAugment(decode=True, decode_ahead=True)'s host stage puts in place of the encoded
-    image leaf on a CPU device: the batch already decoded, resampled, flipped and normalized, as
-    ``apply`` would have made it at the same position; ``apply`` only unwraps it (:meth:`unwrap`).
-    A dataclass of a tensor so that the loader collates it like the batch's other leaves.
-
-    The loader's collation writes a contiguous tensor, which would turn a channels-last image leaf
-    into NCHW; so ``images`` holds the leaf's dimensions in its memory order (a contiguous view,
-    no copy) and ``dims``, not a field (the loader carries it over as it is), the permutation
-    that gives the leaf back as a view of the same memory.
-
-    Args:
-        images (Tensor): the image leaf's dimensions in memory order (outermost first)."""
-
-    images: torch.Tensor
-    dims = None  # not annotated: not a field
-
-    @classmethod
-    def wrap(cls, images: torch.Tensor) -> "ResampledOnHost":
-        """``images`` (Tensor[N, C, h, w], any dense memory format) as its memory-order view."""
-        order = sorted(range(images.dim()), key=lambda d: -images.stride(d))
-        out = cls(images.permute(order))
-        out.dims = tuple(order.index(d) for d in range(images.dim()))
-        return out
-
-    def unwrap(self) -> torch.Tensor:
-        """The image leaf as ``apply`` made it: its shape and memory format."""
-        return self.images.permute(self.dims)
 
 
 def uint8_hint(dtype: torch.dtype) -> str:
@@ -260,8 +229,6 @@ class ResizingPath:
         """
         if isinstance(images, DecodedWindows):
             return self._apply_decoded_windows(batch, images)
-        if isinstance(images, ResampledOnHost):  # decode_ahead: the host stage did it all
-            return set_leaf(batch, self.image_key, images.unwrap())
         if self.decode:
             return self._apply_decoded(batch, images, position)
         r = as_ragged(images, "FusedAugment's image leaf %r" % (self.image_key,), len(self.mean))

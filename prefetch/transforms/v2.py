@@ -81,15 +81,6 @@ class Compose(_Compose):
         layout: the images' layout, ``"auto"`` (FusedAugment's default), ``"NHWC"`` or
             ``"NCHW"``.
         channels: the images' channel count when the recipe has no ``Normalize`` (default 3).
-        decode_ahead: with ``decode=True`` and steps after the resampling (a policy, ColorJitter,
-            erasing...), decode and resample on the CPU in the loader's host stage, one batch
-            ahead of those steps on a thread of its own (FusedAugment's ``decode_ahead``): the
-            next batch's decoding then fills the cores while this batch's steps run their Python.
-            It pays where those steps are costly: timm's DeiT recipe (RandAugment with Pillow's
-            arithmetic, batch 32) gained ~15% (``benchmarks/results/cpu-2core-2026-11-30-timm-deit-recipe-host-ahead.json``),
-            where the ResNet-50 v2 recipe (TrivialAugmentWide, batch 64) lost 5-7% (the batch
-            copied once more, the two threads' kernels sharing the cores). Default False; the
-            output is the same either way.
 
     Raises:
         ValueError: a step outside the subset or out of order (naming it: ``step <k> (<Class>)``),
@@ -99,7 +90,8 @@ class Compose(_Compose):
 
     def __init__(self, transforms: Iterable[Spec], *, seed: Optional[int] = None,
                  decode: bool = False, image_key: LeafKey = 0, label_key: LeafKey = 1,
-                 layout: str = "auto", channels: int = 3, decode_ahead: bool = False):
+                 layout: str = "auto",
+                 channels: int = 3):
         if isinstance(transforms, Spec) or not hasattr(transforms, "__iter__"):
             arguments.fail("Compose", "transforms", "a list of steps", transforms,
                            arguments.ArgumentTypeError)
@@ -109,14 +101,13 @@ class Compose(_Compose):
             seed = arguments.integer("Compose", "seed", seed, low=-(1 << 63), high=(1 << 64) - 1,
                                      expected="None or an int in [-2**63, 2**64)")
         decode = arguments.flag("Compose", "decode", decode)
-        self.decode_ahead = arguments.flag("Compose", "decode_ahead", decode_ahead)
         if layout not in ("auto", "NHWC", "NCHW"):
             arguments.fail("Compose", "layout", "'auto', 'NHWC' or 'NCHW'", layout)
         channels = arguments.integer("Compose", "channels", channels, low=1)
         self.seed, self.decode, self.layout, self.channels = seed, decode, layout, channels
         self.image_key, self.label_key = image_key, label_key
         plan = Plan(seed=seed, decode=decode, image_key=image_key, label_key=label_key,
-                    layout=layout, channels=channels, decode_ahead=self.decode_ahead)
+                    layout=layout, channels=channels)
         for k, step in enumerate(steps):
             if not isinstance(step, Spec):
                 where = "step %d (%s)" % (k, type(step).__name__)
@@ -143,8 +134,7 @@ class Compose(_Compose):
             A new Compose.
         """
         return Compose(self.steps, seed=seed, decode=self.decode, image_key=self.image_key,
-                       label_key=self.label_key, layout=self.layout, channels=self.channels,
-                       decode_ahead=self.decode_ahead)
+                       label_key=self.label_key, layout=self.layout, channels=self.channels)
 
 
 def _torchvision_step(where, step):

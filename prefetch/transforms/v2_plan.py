@@ -119,8 +119,6 @@ class Plan:
     Args:
         seed: the recipe's seed (None: every compiled transform draws its own).
         decode: the image leaf holds encoded JPEGs (FusedAugment's ``decode=True``).
-        decode_ahead: with ``decode`` and stages after the resampling, FusedAugment's
-            ``decode_ahead`` (the CPU's decoding a batch ahead of them).
         image_key, label_key: the batch leaves of the images and the labels.
         layout: the images' layout as FusedAugment takes it (``"auto"``, ``"NHWC"``, ``"NCHW"``).
         channels: the channel count assumed for mean and std when no step sets them.
@@ -134,9 +132,8 @@ class Plan:
     """
 
     def __init__(self, *, seed: Optional[int], decode: bool, image_key, label_key, layout: str,
-                 channels: int, decode_ahead: bool = False):
+                 channels: int):
         self.seed, self.decode, self.layout, self.channels = seed, decode, layout, channels
-        self.decode_ahead = decode_ahead
         self.image_key, self.label_key = image_key, label_key
         self.fused: Dict[str, object] = {}
         self.dtype: Optional[torch.dtype] = None
@@ -255,9 +252,7 @@ class Plan:
         seed = seeds(self.seed, first + len(self._float))
         common = dict(seed=seed[0], image_key=self.image_key, layout=self.layout, **fused)
         if self.decode:
-            # Alone, the resampled batch would only be copied once more by the loader.
-            common.update(decode=True,
-                          decode_ahead=self.decode_ahead and bool(self._uint8 or self._float))
+            common["decode"] = True
         mean = self.mean if self.mean is not None else (0.0,) * self.channels
         std = self.std if self.std is not None else (1.0,) * self.channels
         if not self._uint8:

@@ -176,9 +176,7 @@ def test_the_host_stage_sees_each_batch_on_the_host_at_applys_position():
     assert len(t.host_calls) == len(t.apply_calls) == 2 * len(batches)
     assert [c[1] for c in t.host_calls] == t.apply_calls
     assert [(p.epoch, p.index) for p in t.apply_calls] == [(e, k) for e in range(2) for k in range(5)]
-    # The host stage runs a batch ahead on the producer's own thread for it (host_ahead), never
-    # on the consumer's.
-    assert {c[0] for c in t.host_calls} == {"prefetch-host-stage"}
+    assert {c[0] for c in t.host_calls} == {"prefetch-producer"}
     assert {c[2] for c in t.host_calls} == {torch.device("cpu")}
     assert {c[3] for c in t.host_calls} == {"cpu"}
 

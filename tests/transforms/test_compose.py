@@ -104,9 +104,4 @@ def test_decoding_is_a_host_stage_only_before_a_copy_to_a_gpu():
         # On the CPU the loader hands the encoded batch to the engine as it is (an ArrayLoader's
         # byte ranges stay a C++ gather) and apply() decodes.
         assert not has_host_stage(t, "cpu") and not has_host_stage(t, torch.device("cpu"))
-    # decode_ahead: on the CPU too, the whole resizing path a batch ahead (its own test:
-    # tests/transforms/test_fused_augment_decode.py).
-    ahead = prefetch.FusedAugment(mean, std, random_resized_crop=8, decode=True, seed=0,
-                                  decode_ahead=True)
-    assert has_host_stage(Compose([ahead, RandomErasing(seed=0)]), "cpu")
     assert not has_host_stage(prefetch.FusedAugment(mean, std), "cuda")

@@ -61,14 +61,11 @@ def run(files, aug, decoded, workers=0, batch_size=5):
         return [(x.clone(), y.clone()) for x, y in pf]
 
 
-@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_decoding_in_the_transform_equals_decoding_in_the_dataset(workers, dtype, ahead):
-    """ahead: decode_ahead, the decoding and resampling in the host stage, a batch ahead."""
+def test_decoding_in_the_transform_equals_decoding_in_the_dataset(workers, dtype):
     kw = dict(random_resized_crop=(24, 32), hflip=0.5, vflip=0.3, dtype=dtype, seed=7)
-    got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, decode_ahead=ahead, **kw),
-              decoded=False, workers=workers)
+    got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, **kw), decoded=False, workers=workers)
     want = run(FILES, prefetch.FusedAugment(MEAN, STD, **kw), decoded=True)
     assert len(got) == len(want) == 3
     for (x, y), (rx, ry) in zip(got, want):
@@ -89,11 +86,9 @@ def test_decoding_with_bicubic_or_random_interpolation(interpolation):
         assert not torch.equal(x, bx)
 
 
-@pytest.mark.parametrize("ahead", [False, True])
-def test_validation_resize_and_center_crop_with_decode(ahead):
+def test_validation_resize_and_center_crop_with_decode():
     kw = dict(crop=20, resize=24, center_crop=True, hflip=0.0, seed=1, channels_last=True)
-    got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, decode_ahead=ahead, **kw),
-              decoded=False)
+    got = run(FILES, prefetch.FusedAugment(MEAN, STD, decode=True, **kw), decoded=False)
     want = run(FILES, prefetch.FusedAugment(MEAN, STD, **kw), decoded=True)
     for (x, _), (rx, _) in zip(got, want):
         assert x.is_contiguous(memory_format=torch.channels_last)
@@ -117,12 +112,10 @@ def test_the_result_matches_a_float64_reference_of_pillows_decode():
         torch.testing.assert_close(x[n].double(), ref, atol=2e-5, rtol=0)
 
 
-@pytest.mark.parametrize("ahead", [False, True])
-def test_a_bad_file_names_its_sample_and_the_next_epoch_works(ahead):
+def test_a_bad_file_names_its_sample_and_the_next_epoch_works():
     files = FILES[:6]
     files[4] = b"not a jpeg at all"
-    aug = prefetch.FusedAugment(MEAN, STD, decode=True, random_resized_crop=16, seed=0,
-                                decode_ahead=ahead)
+    aug = prefetch.FusedAugment(MEAN, STD, decode=True, random_resized_crop=16, seed=0)
     loader = DataLoader(EncodedFiles(files), batch_size=3, collate_fn=prefetch.collate.samples)
     with prefetch.Prefetcher(loader, device="cpu", transform=aug) as pf:
         with pytest.raises(RuntimeError, match="sample 1 .*Not a JPEG file"):
@@ -166,41 +159,3 @@ def test_on_a_gpu_the_decoded_windows_are_close_to_the_cpu_decoders():
     assert gpu.device.type == "cuda" and gpu.shape == cpu.shape
     # nvJPEG's IDCT and chroma upsampling may differ from libjpeg's by a few levels
     assert (gpu.cpu() - cpu).abs().mean().item() < 4 / 255 / min(STD)
-
-
-def test_decode_ahead_is_a_cpu_host_stage_the_v2_recipe_sets_when_stages_follow():
-    from prefetch.transforms import has_host_stage
-    from prefetch.transforms import v2 as T
-
-    kw = dict(random_resized_crop=16, decode=True, seed=0)
-    assert not has_host_stage(prefetch.FusedAugment(MEAN, STD, **kw), "cpu")
-    ahead = prefetch.FusedAugment(MEAN, STD, decode_ahead=True, **kw)
-    assert has_host_stage(ahead, "cpu") and "decode_ahead=True" in repr(ahead)
-    with pytest.raises(TypeError, match="decode_ahead"):
-        prefetch.FusedAugment(MEAN, STD, decode_ahead=1, **kw)
-    tail = [T.ToDtype(torch.float32, scale=True), T.Normalize(MEAN, STD)]
-    plain = T.Compose([T.RandomResizedCrop(16)] + tail, decode=True, seed=0)
-    policy = T.Compose([T.RandomResizedCrop(16), T.RandAugment()] + tail, decode=True, seed=0)
-    assert not has_host_stage(plain, "cpu")  # alone: the batch would only be copied once more
-    assert has_host_stage(policy, "cpu") and has_host_stage(policy, "cuda")
-
-
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_v2_recipe_decoding_ahead_equals_the_recipe_on_decoded_pixels(workers):
-    """The recipe with stages after the resampling (decode_ahead set: the host stage decodes and
-    resamples a batch ahead of RandAugment and the erasing) against the same recipe, same seed, on
-    the images Pillow decoded in the dataset."""
-    from prefetch.transforms import v2 as T
-
-    def recipe(decode):
-        return T.Compose([T.RandomResizedCrop(24, interpolation=T.InterpolationMode.BICUBIC),
-                          T.RandomHorizontalFlip(), T.RandAugment(num_ops=2, magnitude=9),
-                          T.ToDtype(torch.float32, scale=True), T.Normalize(MEAN, STD),
-                          T.RandomErasing(0.5)], decode=decode, seed=5)
-
-    got = run(FILES, recipe(True), decoded=False, workers=workers)
-    want = run(FILES, recipe(False), decoded=True)
-    assert len(got) == len(want) == 3
-    for (x, y), (rx, ry) in zip(got, want):
-        assert torch.equal(y, ry) and x.dtype == rx.dtype and x.stride() == rx.stride()
-        assert torch.equal(x, rx)

@@ -380,12 +380,6 @@ def test_the_decode_is_shared_where_the_windows_are_expected_to_cover_the_images
     assert ssl.dino_views()._twins is None  # no decode
     with pytest.raises(ValueError, match="MultiView shared_decode"):
         T.MultiView(small.views, shared_decode=1)
-    # The views decode a batch ahead in their CPU host stages (their decode_ahead: stages follow
-    # the crop) only where the MultiView does not decode once for all of them in apply.
-    from prefetch.transforms import has_host_stage
-    assert all(has_host_stage(v, "cpu") for v in dino.views)
-    assert not has_host_stage(dino, "cpu") and has_host_stage(dino, "cuda")
-    assert has_host_stage(ssl.dino_views(decode=True, shared_decode=False), "cpu")
 
 
 def test_views_of_small_windows_decode_apart_by_default_with_the_same_output():

@@ -75,7 +75,6 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
                      max_seq_len: int = 576, patchify: bool = False,
                      patchify_channels_last: bool = True, patchify_flatten: bool = True, *,
                      seed: Optional[int] = None, decode: bool = False,
-                     decode_ahead: Optional[bool] = None,
                      dtype: torch.dtype = torch.float32) -> v2.Compose:
     """timm's ``create_transform`` compiled into one prefetch recipe: train (``is_training``) or
     eval, from timm's arguments and defaults (timm 1.0's ``transforms_factory.py``).
@@ -120,10 +119,6 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
             draws one (a loader's state saves it).
         decode: the image leaf holds encoded JPEGs, decoded window by window
             (``FusedAugment(decode=True)``).
-        decode_ahead: with ``decode``, decode on the CPU a batch ahead of the later steps
-            (:class:`prefetch.transforms.v2.Compose`'s ``decode_ahead``). None (default): with an
-            ``auto_augment`` step, where it was measured to pay (the DeiT recipe,
-            ``rand-m9-mstd0.5-inc1``: +9-15%, ``benchmarks/results/cpu-2core-2026-11-30-decode-ahead-ab.json``).
         dtype: the output dtype, float32 (timm's), float16 or bfloat16.
 
     Returns:
@@ -206,7 +201,4 @@ def create_transform(input_size: Union[int, Tuple[int, int], Tuple[int, int, int
     steps += [v2.ToDtype(dtype, scale=True), v2.Normalize(list(mean), list(std))]
     if is_training and not no_aug and re_prob > 0.0 and not use_prefetcher:
         steps.append(RandomErasingStep(re_prob, mode=re_mode, max_count=re_count))
-    if decode_ahead is None:
-        decode_ahead = bool(is_training and not no_aug and auto_augment)
-    return v2.Compose(steps, seed=seed, decode=decode, channels=len(mean),
-                      decode_ahead=decode_ahead)
+    return v2.Compose(steps, seed=seed, decode=decode, channels=len(mean))
