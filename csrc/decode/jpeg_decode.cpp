@@ -167,19 +167,33 @@ void decode_jpeg_rgb(const uint8_t* data, size_t size, const Region& region, uin
   if (width < c.output_width) jpeg_crop_scanline(&c, &x0, &width);
   const int64_t channels = c.output_components;
   const int64_t skip = (region.left - static_cast<int64_t>(x0)) * channels;
-  JSAMPARRAY row = (*c.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&c), JPOOL_IMAGE,
-                                          static_cast<JDIMENSION>(width * channels), 1);
+  // Several rows a call: libjpeg then runs its per-call path (the output and upsampling
+  // controllers' bookkeeping) once for them, not once a row. The pixels are the same.
+  constexpr JDIMENSION kRows = 16;
+  JSAMPARRAY rows = (*c.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&c), JPOOL_IMAGE,
+                                           static_cast<JDIMENSION>(width * channels), kRows);
   const int64_t first_y = region.top > margin_y ? region.top - margin_y : 0;
   if (first_y > 0) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(first_y));
   auto lost = [&] { return d.err.truncated || d.err.corrupt; };
-  for (int64_t y = first_y; y < region.top && !lost(); ++y) jpeg_read_scanlines(&c, row, 1);
-  for (int64_t y = 0; y < region.height && !lost(); ++y) {
-    if (jpeg_read_scanlines(&c, row, 1) != 1 || lost()) break;
-    uint8_t* dst = out + y * out_row_stride;
-    if (cmyk) {
-      cmyk_to_rgb(row[0] + skip, dst, region.width, /*inverted=*/true);
-    } else {
-      std::memcpy(dst, row[0] + skip, static_cast<size_t>(region.width * 3));
+  auto read = [&](int64_t wanted) {  // up to min(wanted, kRows) rows into `rows`; how many came
+    const JDIMENSION ask = static_cast<JDIMENSION>(std::min<int64_t>(wanted, kRows));
+    return static_cast<int64_t>(jpeg_read_scanlines(&c, rows, ask));
+  };
+  for (int64_t y = first_y; y < region.top && !lost();) {
+    const int64_t got = read(region.top - y);
+    if (got == 0) break;
+    y += got;
+  }
+  for (int64_t y = 0; y < region.height && !lost();) {
+    const int64_t got = read(region.height - y);
+    if (got == 0 || lost()) break;
+    for (int64_t k = 0; k < got; ++k, ++y) {
+      uint8_t* dst = out + y * out_row_stride;
+      if (cmyk) {
+        cmyk_to_rgb(rows[k] + skip, dst, region.width, /*inverted=*/true);
+      } else {
+        std::memcpy(dst, rows[k] + skip, static_cast<size_t>(region.width * 3));
+      }
     }
   }
   if (d.err.truncated) throw JpegError("Premature end of JPEG file (the stream is truncated)");
