@@ -12,7 +12,18 @@ views >= 2.5x the usual pipeline, equal cores).
   ``ssl.simclr_views`` with ``decode=True`` views: each image decoded once for all its views
   (MultiView's shared decode), each view fused in C++ threads.
 
-N = the usable cores (``--workers``, default ``os.cpu_count()``) on both sides. Interleaved rounds
+- dali_cpu (where NVIDIA DALI imports: ``pip install nvidia-dali-cuda130``): DALI's CPU pipeline
+  (``device_id=None``, N threads) of the same recipe as far as DALI expresses it: its file reader,
+  one full decode an image (``decoders.image``, libjpeg-turbo), then per view
+  ``random_resized_crop`` (cubic, antialiased), with DALI's conditionals ColorJitter as
+  ``color_twist`` (brightness, contrast, saturation and hue drawn as torchvision's ranges; DALI
+  applies them in its one fixed order, torchvision in a random one), grayscale as ``hsv`` with
+  saturation 0, ``gaussian_blur`` (sigma uniform in [0.1, 2.0]; SimCLR's window 23), DINO's
+  solarize in DALI's arithmetic, then ``crop_mirror_normalize`` (random mirror, float CHW); each
+  view's batch copied into a torch tensor, as DALI's PyTorch iterator does. The same work, not
+  the same draws.
+
+N = the usable cores (``--workers``, default ``os.cpu_count()``) on every side. Interleaved rounds
 (usual, prefetch, usual, ...), images/s per round, the ratio the median of per-round ratios.
 torchvision is a benchmark peer, never a dependency: its pure-Python transforms import with
 ``torch.library.register_fake`` stubbed (its native ops are a CUDA build). Writes a JSON result
@@ -28,6 +39,7 @@ from torch.utils.data import DataLoader, Dataset
 
 import prefetch
 from prefetch.bench.datasets import JpegBytes, write_jpegs
+from prefetch.bench.pipelines import dali_available
 from prefetch.bench.provenance import script_record, write_record
 from prefetch.bench.timing import interleaved, spread
 from prefetch.transforms import ssl
@@ -139,6 +151,80 @@ def with_prefetch(paths, batch, workers, recipe, size, local):
     return epoch, pf.close
 
 
+class DaliViews:
+    """DALI's CPU pipeline of the recipe's views (the module docstring's ``dali_cpu``); ``epoch()``
+    runs one epoch and returns its images. Each epoch schedules its own batches and no more (as
+    :class:`prefetch.bench.pipelines.DaliPipeline`: a batch DALI computed past an epoch's end would
+    run during the next pipeline's timed epoch)."""
+
+    def __init__(self, paths, batch, threads, recipe, size, local):
+        from nvidia.dali import fn, pipeline_def, types
+
+        def jitter(v, b, c, s, h):
+            return fn.color_twist(v, brightness=fn.random.uniform(range=(1 - b, 1 + b)),
+                                  contrast=fn.random.uniform(range=(1 - c, 1 + c)),
+                                  saturation=fn.random.uniform(range=(1 - s, 1 + s)),
+                                  hue=fn.random.uniform(range=(-360 * h, 360 * h)))  # degrees
+
+        def view(images, side, scale, jitter_args, blur_p, solarize_p, window=None):
+            v = fn.random_resized_crop(images, size=(side, side), random_area=scale,
+                                       interp_type=types.INTERP_CUBIC, antialias=True)
+            if fn.random.coin_flip(probability=0.8):
+                v = jitter(v, *jitter_args)
+            if fn.random.coin_flip(probability=0.2):
+                v = fn.hsv(v, saturation=0.0)
+            if blur_p > 0 and fn.random.coin_flip(probability=blur_p):
+                sigma = fn.random.uniform(range=(0.1, 2.0))
+                v = (fn.gaussian_blur(v, sigma=sigma, window_size=window) if window
+                     else fn.gaussian_blur(v, sigma=sigma))
+            if solarize_p > 0 and fn.random.coin_flip(probability=solarize_p):
+                w = fn.cast(v, dtype=types.INT16)
+                v = fn.cast(w + (w >= 128) * (255 - 2 * w), dtype=types.UINT8)
+            return fn.crop_mirror_normalize(v, dtype=types.FLOAT, output_layout="CHW",
+                                            mirror=fn.random.coin_flip(),
+                                            mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD])
+
+        @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=0,
+                      prefetch_queue_depth=1, enable_conditionals=True)
+        def pipe():
+            jpegs, labels = fn.readers.file(files=paths, labels=[i % 1000 for i in range(len(paths))],
+                                            random_shuffle=True, name="reader")
+            images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
+            if recipe == "dino":
+                dino = (0.4, 0.4, 0.2, 0.1)
+                views = [view(images, size, (0.4, 1.0), dino, 1.0, 0.0),
+                         view(images, size, (0.4, 1.0), dino, 0.1, 0.2)]
+                views += [view(images, local, (0.05, 0.4), dino, 0.5, 0.0) for _ in range(8)]
+            else:
+                views = [view(images, size, (0.08, 1.0), (0.8, 0.8, 0.8, 0.2), 0.5, 0.0, window=23)
+                         for _ in range(2)]
+            return tuple(views) + (labels,)
+
+        self._pipe = pipe()
+        self._pipe.build()
+        self._iterations = -(-len(paths) // batch)
+
+    def epoch(self):
+        import numpy as np
+        import torch
+
+        n = scheduled = 0
+        self._pipe.schedule_run()
+        scheduled = 1
+        for _ in range(self._iterations):
+            out = self._pipe.outputs()
+            views = [torch.from_numpy(np.array(v.as_tensor())) for v in out[:-1]]
+            n += views[0].shape[0]
+            self._pipe.release_outputs()
+            if scheduled < self._iterations:
+                self._pipe.schedule_run()
+                scheduled += 1
+        return n
+
+    def close(self):
+        self._pipe = None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--recipe", choices=["dino", "simclr"], default="dino")
@@ -159,16 +245,30 @@ def main(argv=None):
     paths = write_jpegs(directory, args.files)
     common = (args.batch, args.workers, args.recipe, args.size, args.local)
     pipelines = {"usual": usual(paths, *common), "prefetch": with_prefetch(paths, *common)}
+    dali_skipped = None if dali_available() else "DALI is not installed (pip install nvidia-dali-cuda130)"
+    if dali_skipped is None:
+        try:
+            dali = DaliViews(paths, *common)
+            pipelines["dali_cpu"] = (dali.epoch, dali.close)
+        except Exception as exc:  # noqa: BLE001 - an optional peer that cannot run here
+            dali_skipped = "DALI could not build its pipeline: %s" % str(exc).splitlines()[0][:200]
     # One warm-up epoch each (workers started, blocks made), then interleaved rounds.
     seconds = interleaved({name: epoch for name, (epoch, _) in pipelines.items()}, args.rounds)
     times = {name: [args.files / t for t in values] for name, values in seconds.items()}
     ratios = [p / u for p, u in zip(times["prefetch"], times["usual"])]
+    dali_ratios = ([p / d for p, d in zip(times["prefetch"], times["dali_cpu"])]
+                   if "dali_cpu" in times else None)
     for name, values in times.items():
         print("%-9s images/s median %.1f (%.1f-%.1f)" % (name, statistics.median(values),
                                                         min(values), max(values)))
     print("prefetch / usual: %.2fx (%.2f-%.2f), %s, %d rounds, %d files, batch %d, %d workers = "
           "threads" % (statistics.median(ratios), min(ratios), max(ratios), args.recipe,
                        args.rounds, args.files, args.batch, args.workers))
+    if dali_ratios:
+        print("prefetch / dali_cpu: %.2fx (%.2f-%.2f)" % (statistics.median(dali_ratios),
+                                                         min(dali_ratios), max(dali_ratios)))
+    else:
+        print("(dali_cpu: %s)" % dali_skipped)
     for _, close in pipelines.values():
         close()
     if args.out:
@@ -178,11 +278,14 @@ def main(argv=None):
                       else "2 x %d" % args.size,
                       torchvision=__import__("torchvision").__version__,
                       resources="%d DataLoader workers (usual) = %d DataLoader workers reading "
-                                "bytes + %d prefetch threads" % (args.workers, args.workers,
-                                                                 args.workers),
+                                "bytes + %d prefetch threads = %d DALI threads (dali_cpu)"
+                                % (args.workers, args.workers, args.workers, args.workers),
                       files=args.files, batch=args.batch, rounds=args.rounds,
                       images_per_s={k: dict(spread(v), rounds=v) for k, v in times.items()},
-                      ratio=spread(ratios))
+                      ratio=spread(ratios),
+                      ratio_vs_dali_cpu=spread(dali_ratios) if dali_ratios else None,
+                      dali=__import__("nvidia.dali").dali.__version__ if dali_ratios else None,
+                      dali_skipped=dali_skipped)
         write_record(args.out, record)
     return 0
 
