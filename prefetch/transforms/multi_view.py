@@ -27,6 +27,8 @@ __all__ = ["MultiView", "view_seeds"]
 
 # The key of the host stage's output: the views' host-staged batches, in view order.
 _HOST_VIEWS = "prefetch.multi_view.host_views"
+# ... or the batch with its images decoded whole, once for every view (the shared decode).
+_HOST_SHARED = "prefetch.multi_view.host_shared"
 _MASK63 = (1 << 63) - 1
 
 
@@ -109,8 +111,10 @@ class MultiView(Transform):
     for all the views where their windows are expected to cover at least its area
     (:meth:`expected_coverage`: DINO's ten crops about 3.2 images, SimCLR's two 1.1), else each
     view decodes its own windows (``shared_decode`` forces either); every view's output is the
-    same either way. Before a copy to a GPU each view still decodes its own windows, in the host
-    stage (a decode per view: shared decoding there is not built yet), so only pixels cross.
+    same either way. Before a copy to a GPU the same choice is made in the host stage: each image
+    decoded once, whole (by the GPU decoder straight onto the device when one serves it, else on
+    the host, its pixels then copied), and every view resampled from it on the device; or each
+    view decoding its own windows. Only pixels cross, never the encoded bytes.
 
     Raises:
         ValueError: fewer than two views, a view that mixes the batch, views reading different
@@ -206,10 +210,19 @@ class MultiView(Transform):
             device (torch.device or str): where the loader copies.
 
         Returns:
-            ``{"prefetch.multi_view.host_views": [view k's host-staged batch, ...]}`` (the batch
-            itself for a view without a host stage), which the loader copies and :meth:`apply`
-            takes.
+            ``{"prefetch.multi_view.host_shared": the batch, its images decoded whole}`` where the
+            decode is shared (:meth:`_decode_once`), else ``{"prefetch.multi_view.host_views":
+            [view k's host-staged batch, ...]}`` (the batch itself for a view without a host
+            stage); the loader copies it and :meth:`apply` takes it.
         """
+        if self._twins is not None and self._decode_once(batch, position):
+            from ..ops.decode import decode_jpeg, gpu_backend_for
+
+            # A GPU decoder writes on the device (its output travels as a move); else the host's
+            # decoder, and the loader copies the pixels.
+            where = device if gpu_backend_for(torch.device(device)) is not None else "cpu"
+            images = decode_jpeg(get_leaf(batch, self.image_key), device=where)
+            return {_HOST_SHARED: set_leaf(batch, self.image_key, images)}
         return {_HOST_VIEWS: [v.host_apply(batch, position, device) if has_host_stage(v, device)
                               else batch for v in self.views]}
 
@@ -231,6 +244,8 @@ class MultiView(Transform):
         views = self.views
         if isinstance(batch, dict) and _HOST_VIEWS in batch:
             inputs = batch[_HOST_VIEWS]
+        elif isinstance(batch, dict) and _HOST_SHARED in batch:  # decoded once in the host stage
+            views, inputs = self._twins, [batch[_HOST_SHARED]] * len(self.views)
         elif self._twins is not None and self._decode_once(batch, position):
             from ..ops.decode import decode_jpeg
 

@@ -289,11 +289,15 @@ class _AsIfOnAGpu(T.MultiView):
         return super().host_apply(batch, position, torch.device("cuda", 0))
 
 
-def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(monkeypatch):
+@pytest.mark.parametrize("shared", [False, True])
+def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(monkeypatch, shared):
+    """shared: the views' windows cover more than the image (shared_decode=True here), so the
+    host stage decodes each image once, whole, for every view; else each view its windows."""
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
     from prefetch.ops import gpu_decoders
+    from prefetch.transforms import multi_view
 
     monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")  # the host stage's decoder: the CPU's
     gpu_decoders.clear_cache()
@@ -308,12 +312,23 @@ def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(mo
                                T.ToDtype(torch.bfloat16, scale=True), T.Normalize(MEAN, STD)],
                               decode=True)]
 
+        keys = []
+        host_apply = _AsIfOnAGpu.host_apply
+
+        def recorded(self, batch, position, device):
+            out = host_apply(self, batch, position, device)
+            keys.append(set(out))
+            return out
+
+        monkeypatch.setattr(_AsIfOnAGpu, "host_apply", recorded)
         results = []
         for cls in (_AsIfOnAGpu, T.MultiView):
             loader = DataLoader(_Files(files), batch_size=4, collate_fn=prefetch.collate.samples)
-            with prefetch.Prefetcher(loader, device="cpu", transform=cls(views(), seed=6),
-                                     timeout=60) as p:
+            with prefetch.Prefetcher(loader, device="cpu", timeout=60,
+                                     transform=cls(views(), seed=6, shared_decode=shared)) as p:
                 results.append([([v.clone() for v in x], y.clone()) for x, y in p])
+        want = multi_view._HOST_SHARED if shared else multi_view._HOST_VIEWS
+        assert keys == [{want}] * 3
         assert len(results[0]) == 3
         for (a, la), (b, lb) in zip(*results):
             assert torch.equal(la, lb)
