@@ -127,7 +127,7 @@ def main(argv=None):
     common = (args.batch, args.workers, args.size)
     loaders = {"timm": timm_loader(paths, *common), "prefetch": prefetch_loader(paths, *common)}
     seconds = interleaved({name: counted(loader) for name, (loader, _) in loaders.items()},
-                          args.rounds, alternate=os.environ.get("ALT") == "1")
+                          args.rounds)
     # (training drops the last partial batch on both sides: the images an epoch yields)
     per_epoch = (args.files // args.batch) * args.batch
     times = {name: [per_epoch / t for t in values] for name, values in seconds.items()}
