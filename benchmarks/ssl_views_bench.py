@@ -24,7 +24,11 @@ views >= 2.5x the usual pipeline, equal cores).
   the same draws.
 
 N = the usable cores (``--workers``, default ``os.cpu_count()``) on every side. Interleaved rounds
-(usual, prefetch, usual, ...), images/s per round, the ratio the median of per-round ratios.
+in the counterbalanced order (usual, prefetch, dali_cpu, dali_cpu, prefetch, usual, ...: no row
+always follows the same one), images/s per round, each ratio the median of per-round ratios.
+DALI's queue depth is 1 and its batches are copied into torch on the main thread, so its copy
+does not overlap its compute (as :class:`prefetch.bench.pipelines.DaliPipeline`, which keeps it
+from computing during another row's epoch): a small handicap to DALI, stated with its figures.
 torchvision is a benchmark peer, never a dependency: its pure-Python transforms import with
 ``torch.library.register_fake`` stubbed (its native ops are a CUDA build). Writes a JSON result
 with ``--out``. Run: ``python benchmarks/ssl_views_bench.py [--recipe dino|simclr] [--files 96]``.
@@ -253,7 +257,8 @@ def main(argv=None):
         except Exception as exc:  # noqa: BLE001 - an optional peer that cannot run here
             dali_skipped = "DALI could not build its pipeline: %s" % str(exc).splitlines()[0][:200]
     # One warm-up epoch each (workers started, blocks made), then interleaved rounds.
-    seconds = interleaved({name: epoch for name, (epoch, _) in pipelines.items()}, args.rounds)
+    seconds = interleaved({name: epoch for name, (epoch, _) in pipelines.items()}, args.rounds,
+                          alternate=True)
     times = {name: [args.files / t for t in values] for name, values in seconds.items()}
     ratios = [p / u for p, u in zip(times["prefetch"], times["usual"])]
     dali_ratios = ([p / d for p, d in zip(times["prefetch"], times["dali_cpu"])]
@@ -281,6 +286,7 @@ def main(argv=None):
                                 "bytes + %d prefetch threads = %d DALI threads (dali_cpu)"
                                 % (args.workers, args.workers, args.workers, args.workers),
                       files=args.files, batch=args.batch, rounds=args.rounds,
+                      order="counterbalanced (ABCCBA...)",
                       images_per_s={k: dict(spread(v), rounds=v) for k, v in times.items()},
                       ratio=spread(ratios),
                       ratio_vs_dali_cpu=spread(dali_ratios) if dali_ratios else None,

@@ -167,8 +167,9 @@ void decode_jpeg_rgb(const uint8_t* data, size_t size, const Region& region, uin
   if (width < c.output_width) jpeg_crop_scanline(&c, &x0, &width);
   const int64_t channels = c.output_components;
   const int64_t skip = (region.left - static_cast<int64_t>(x0)) * channels;
-  // Several rows a call: libjpeg then runs its per-call path (the output and upsampling
-  // controllers' bookkeeping) once for them, not once a row. The pixels are the same.
+  // Room for several rows a call: libjpeg returns at most one row group a call (2 rows for
+  // 4:2:0's vertically subsampled chroma, 1 for 4:4:4, 4:2:2 and grayscale), so 4:2:0 files take
+  // half the calls through its per-call path. The pixels are the same.
   constexpr JDIMENSION kRows = 16;
   JSAMPARRAY rows = (*c.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&c), JPOOL_IMAGE,
                                            static_cast<JDIMENSION>(width * channels), kRows);

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence, Union
 
 import torch
 
+from .._core.ragged import Ragged
 from . import arguments
 from .compose import Compose as _Compose
 from .contract import (Batch, BatchPosition, LeafKey, Transform, get_leaf, has_host_stage,
@@ -40,6 +41,21 @@ def _splitmix64(x: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
     return x ^ (x >> 31)
+
+
+def _decode_whole(encoded, device) -> Ragged:
+    """The shared decode of the host stage: every image whole, HWC uint8, by the GPU decoder
+    straight onto ``device`` where one serves it (its output then travels as a move), else by the
+    host's decoder (the loader copies the pixels). The tables stay on the host either way, so that
+    nothing waits on the device for them (as FusedAugment's host stage keeps its windows')."""
+    from ..ops.decode import decode_jpeg, decode_with_backend, encoded_batch, gpu_backend_for
+
+    backend = gpu_backend_for(torch.device(device))
+    if backend is None:
+        return decode_jpeg(encoded)
+    values, offsets, sizes = decode_with_backend(encoded_batch(encoded), None,
+                                                 torch.device(device), backend)
+    return Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True, check=False)
 
 
 def _seeds_of(view) -> list:
@@ -183,7 +199,7 @@ class MultiView(Transform):
     def __len__(self) -> int:
         return len(self.views)
 
-    # --- the host stage: each view's, before the copy ---------------------------------------
+    # --- the host stage, before the copy: the shared decode or each view's ------------------
 
     @property
     def host_stage(self) -> bool:
@@ -202,7 +218,8 @@ class MultiView(Transform):
 
     def host_apply(self, batch: Batch, position: BatchPosition,
                    device: Union[torch.device, str]) -> Batch:
-        """Each view's host stage for ``device`` on ``batch``.
+        """The host stage for ``device`` on ``batch``: each image decoded once, whole, for every
+        view where the decode is shared (:meth:`_decode_once`), else each view's own host stage.
 
         Args:
             batch: the batch on the host.
@@ -216,13 +233,8 @@ class MultiView(Transform):
             stage); the loader copies it and :meth:`apply` takes it.
         """
         if self._twins is not None and self._decode_once(batch, position):
-            from ..ops.decode import decode_jpeg, gpu_backend_for
-
-            # A GPU decoder writes on the device (its output travels as a move); else the host's
-            # decoder, and the loader copies the pixels.
-            where = device if gpu_backend_for(torch.device(device)) is not None else "cpu"
-            images = decode_jpeg(get_leaf(batch, self.image_key), device=where)
-            return {_HOST_SHARED: set_leaf(batch, self.image_key, images)}
+            return {_HOST_SHARED: set_leaf(batch, self.image_key,
+                                           _decode_whole(get_leaf(batch, self.image_key), device))}
         return {_HOST_VIEWS: [v.host_apply(batch, position, device) if has_host_stage(v, device)
                               else batch for v in self.views]}
 

@@ -70,8 +70,9 @@ def simclr_views(size: Size = 224, *, strength: float = 1.0, blur_p: float = 0.5
             PyTorch ports use torchvision's default "bilinear").
         mean, std: the normalisation (ImageNet's).
         dtype: the views' float dtype.
-        decode: the image leaf holds encoded JPEGs: each view decodes its windows
-            (``Compose(decode=True)``).
+        decode: the image leaf holds encoded JPEGs (``Compose(decode=True)`` views): each
+            image decoded once for every view, or each view its windows, as
+            :class:`~prefetch.transforms.multi_view.MultiView` chooses (``shared_decode``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
         image_key, label_key: the batch's image and label leaves (an index or a dict's key).
@@ -115,8 +116,9 @@ def byol_views(size: Size = 224, *, blur_kernel: int = 23, interpolation: str = 
         interpolation: the crop's resampling.
         mean, std: the normalisation (ImageNet's).
         dtype: the views' float dtype.
-        decode: the image leaf holds encoded JPEGs: each view decodes its windows
-            (``Compose(decode=True)``).
+        decode: the image leaf holds encoded JPEGs (``Compose(decode=True)`` views): each
+            image decoded once for every view, or each view its windows, as
+            :class:`~prefetch.transforms.multi_view.MultiView` chooses (``shared_decode``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
         image_key, label_key: the batch's image and label leaves (an index or a dict's key).
@@ -167,8 +169,9 @@ def dino_views(global_size: Size = 224, local_size: Size = 96, *,
         interpolation: the crops' resampling.
         mean, std: the normalisation (ImageNet's).
         dtype: the views' float dtype.
-        decode: the image leaf holds encoded JPEGs: each view decodes its windows
-            (``Compose(decode=True)``).
+        decode: the image leaf holds encoded JPEGs (``Compose(decode=True)`` views): each
+            image decoded once for every view, or each view its windows, as
+            :class:`~prefetch.transforms.multi_view.MultiView` chooses (``shared_decode``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
         image_key, label_key: the batch's image and label leaves (an index or a dict's key).
@@ -223,8 +226,9 @@ def swav_views(size_crops: Sequence[int] = (224, 96), nmb_crops: Sequence[int] =
         interpolation: the crops' resampling.
         mean, std: the normalisation (SwAV's).
         dtype: the views' float dtype.
-        decode: the image leaf holds encoded JPEGs: each view decodes its windows
-            (``Compose(decode=True)``).
+        decode: the image leaf holds encoded JPEGs (``Compose(decode=True)`` views): each
+            image decoded once for every view, or each view its windows, as
+            :class:`~prefetch.transforms.multi_view.MultiView` chooses (``shared_decode``).
         seed, shared_decode: the views' seed and how ``decode=True`` views decode
             (:class:`MultiView`).
         image_key, label_key: the batch's image and label leaves (an index or a dict's key).

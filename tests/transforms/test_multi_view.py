@@ -338,6 +338,38 @@ def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(mo
         gpu_decoders.clear_cache()
 
 
+def test_the_shared_host_decode_with_a_gpu_decoder_is_one_call_a_batch_and_the_cpu_paths_output():
+    """The GPU decoder's branch of the shared host decode, run on the CPU by the fake GPU decoder
+    (prefetch.ops.gpu_backends.FakeGpuBackend serves the CPU device too): one batched decode a
+    batch for every view, and the views equal the CPU loader's, which decodes in apply."""
+    pytest.importorskip("PIL")
+    if not prefetch.built_with_jpeg():
+        pytest.skip("built without libjpeg-turbo")
+    from prefetch.ops import gpu_decoders
+    from prefetch.ops.gpu_backends import FakeGpuBackend
+
+    files = _jpegs(10)
+
+    def views():
+        return ssl.dino_views(20, 8, local_crops_number=2, blur_kernel=5, decode=True, seed=4)
+
+    def run(transform):
+        loader = DataLoader(_Files(files), batch_size=4, collate_fn=prefetch.collate.samples)
+        with prefetch.Prefetcher(loader, device="cpu", transform=transform, timeout=60) as p:
+            return [([v.clone() for v in x], y.clone()) for x, y in p]
+
+    want = run(views())
+    fake = FakeGpuBackend()
+    with gpu_decoders.registered(fake):
+        mv = views()
+        assert mv.host_stage_for("cpu")  # the fake serves the CPU device: the GPU path
+        got = run(mv)
+    assert fake.calls == len(want) == 3  # one decode a batch for all four views
+    for (a, la), (b, lb) in zip(got, want):
+        assert torch.equal(la, lb) and len(a) == len(b) == 4
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+
+
 def _mixed_jpegs():
     """Photo-like sizes and the forms the decoder converts: progressive, grayscale, CMYK."""
     from PIL import Image
