@@ -19,7 +19,10 @@
 # (~35 s) built again (130-140 s) and got nowhere; on 2026-11-30 a second call sent at once found
 # it warm, the build up to date (6 s), and ran the unfinished section:
 #     GPU_CHECK_FAIR_SECTIONS=workers bash benchmarks/gpu_check.sh --pack --budget 240 build,bench_fair
-# (name the sections the first call's output says were not reached), then give_back. A section or
+# (name the sections the first call's output says were not reached), then give_back. Without
+# GPU_CHECK_FAIR_SECTIONS it does the same: bench_fair skips the sections recorded at this commit
+# on this machine (2026-11-30, run 6: `--pack --budget 200 build,bench_fair,profile` ran workers and
+# the profile; a third call at once, `--pack --budget 150 build,memory,ddp`, the rest). A section or
 # target no call reached is what the next lent session's focused call runs first: the clean runs
 # it records let that call skip what this one finished. Commit what came back: $OUT/summary.json
 # (as benchmarks/results/h200-<date>-gpu-check.json), $OUT/bench_fair/results.json, and
@@ -83,6 +86,8 @@
 # every section at 2 workers (benchmarks/results/h200-2026-11-27*); on 2026-11-29, after the ops
 # got their own files (69 translation units): build 130-139, tests 121 (292), sanitize_changed 64
 # (14 targets), bench_fair's h2d 6-7 and e2e at N = 16 ~5.5 s a pass (h200-2026-11-29-gpu-check.json).
+# Run 6 (2026-11-30, 362 tests): build 111, tests 112, sanitize_changed 67
+# (12 targets), bench_fair 188 (h2d, e2e, recipes), workers 100, profile 25, memory 34, ddp 26.
 #
 # Files under $OUT: summary.json (every stage so far: status ok|failed|timeout|skipped, seconds,
 # limit, note, commit, uncommitted_files, details — the tests stage's details name its failed,
@@ -416,10 +421,9 @@ body_profile() {
     "$PY" "$GPU/profile_ops.py" >"$dir/ncu.txt" 2>&1
   local rc=$?
   "$PY" "$GPU/profile_ops.py" --launches >"$dir/variants.json"
-  # The figures to read first, one line each, as the stage's note.
-  grep -E '^  [a-zA-Z_:<>]*(kernel|Thread)|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per Thread|^    Duration' \
-    "$dir/ncu.txt" | head -n 60 >"$dir/summary.txt"
-  note "ncu over $n launches (variants.json's order); first figures in profile/summary.txt"
+  # The figures to read first: one line a launch, named by its variant.
+  "$PY" "$GPU/ncu_summary.py" "$dir/ncu.txt" "$dir/variants.json" >"$dir/summary.txt"
+  note "ncu over $n launches (variants.json's order); one line a launch in profile/summary.txt"
   return $rc
 }
 

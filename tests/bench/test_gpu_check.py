@@ -709,3 +709,59 @@ def test_the_profile_stage_selects_a_kernel_of_every_cuda_op():
     for op in ops:
         camel = "".join(part.title() for part in op.split("_"))
         assert any(a.startswith(op) or a.startswith(camel) for a in alternatives), (op, regex)
+
+
+NCU_REPORT_FRAGMENT = """\
+==PROF== Disconnected from process 1
+[1] python3.12@127.0.0.1
+  void prefetch::kernels::<unnamed>::normalize_flip_kernel<ToFloat32, 0>(NormalizeFlipArgs, ChannelRowsLaunch, AffineTable) (18816, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    Elapsed Cycles                cycle      192,792
+    Memory Throughput                 %        39.31
+    DRAM Throughput                   %        34.77
+    Duration                         us        98.98
+    ----------------------- ----------- ------------
+    Section: Memory Workload Analysis
+    Memory Throughput                          Tbyte/s         1.67
+    Registers Per Thread             register/thread              44
+    Achieved Occupancy                        %        56.67
+  void plane_rows_kernel<GaussianBlurRowsThread>(T1, PlaneRowsLaunch, long) (1, 21504, 1)x(32, 8, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Memory Throughput                 %        20.81
+    Duration                         ms         1.07
+    Memory Throughput                          Gbyte/s       156.20
+    Registers Per Thread             register/thread              46
+"""
+
+
+def test_the_profile_summary_names_every_launch_by_its_variant_in_common_units(tmp_path):
+    """The profile stage's summary: one row a launch in the report (the stage once kept the first
+    60 grep lines: 10 of 17 launches, no kernel names), each named by profile_ops.py's variant in
+    order, durations in microseconds whatever ncu's unit (us, ms), rates in GB/s (Tbyte/s, Gbyte/s),
+    the percentage and the rate of 'Memory Throughput' told apart, a missing metric None."""
+    summary = gpu_module("ncu_summary")
+    rows = summary.summarize(NCU_REPORT_FRAGMENT.splitlines(), ["nf float32", "blur rows"])
+    assert [r["variant"] for r in rows] == ["nf float32", "blur rows"]
+    assert [r["kernel"] for r in rows] == ["normalize_flip_kernel<ToFloat32, 0>",
+                                           "plane_rows_kernel<GaussianBlurRowsThread>"]
+    first, second = rows
+    assert first["duration_us"] == pytest.approx(98.98)
+    assert first["memory_pct"] == pytest.approx(39.31)
+    assert first["memory_gbps"] == pytest.approx(1670.0)
+    assert first["dram_pct"] == pytest.approx(34.77)
+    assert (first["registers"], first["occupancy_pct"]) == (44, pytest.approx(56.67))
+    assert second["duration_us"] == pytest.approx(1070.0)
+    assert second["memory_gbps"] == pytest.approx(156.2)
+    assert second["dram_pct"] is None and second["occupancy_pct"] is None
+    # More launches than names: still a row each, and the table says the names may not match.
+    rows = summary.summarize(NCU_REPORT_FRAGMENT.splitlines(), ["only one"])
+    assert rows[1]["variant"] == "launch 1 (unlisted)"
+    assert "2 launches in the report, 1 variants listed" in summary.format_rows(rows, 1)
+    report, names = tmp_path / "ncu.txt", tmp_path / "variants.json"
+    report.write_text(NCU_REPORT_FRAGMENT)
+    names.write_text(json.dumps(["nf float32", "blur rows"]))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu", "ncu_summary.py"),
+                          str(report), str(names)], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1].startswith("nf float32") and "1070.00" in out.splitlines()[2]
