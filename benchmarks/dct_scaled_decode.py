@@ -102,14 +102,14 @@ def main(argv=None):
             best_us(lambda f=f: pil_decode(f, factor), args.repeats) for f in files[:16])
 
     # The saving: resampling the qualifying windows from the full buffer or from the 1/2 one.
-    def halved(n, box):
+    def halved(box):
         return [v // 2 for v in box]  # (even: exact)
 
     # (Packed once, outside the timing: the kernel's time, not the packing of whole images.)
     images_full = prefetch.Ragged.from_tensors([full[n] for n, _ in windows])
     images_half = prefetch.Ragged.from_tensors([half[n] for n, _ in windows])
     boxes_full = [b for _, b in windows]
-    boxes_half = [halved(n, b) for n, b in windows]
+    boxes_half = [halved(b) for _, b in windows]
     zero, unit = (0.0,) * 3, (1.0 / 255,) * 3
     resample_us = {}
     for name, imgs, boxes in (("full", images_full, boxes_full), ("half", images_half, boxes_half)):

@@ -164,6 +164,8 @@ class DaliViews:
     def __init__(self, paths, batch, threads, recipe, size, local):
         from nvidia.dali import fn, pipeline_def, types
 
+        from prefetch.bench.pipelines import DALI_QUEUE
+
         def jitter(v, b, c, s, h):
             return fn.color_twist(v, brightness=fn.random.uniform(range=(1 - b, 1 + b)),
                                   contrast=fn.random.uniform(range=(1 - c, 1 + c)),
@@ -189,7 +191,7 @@ class DaliViews:
                                             mean=[m * 255 for m in MEAN], std=[s * 255 for s in STD])
 
         @pipeline_def(batch_size=batch, num_threads=threads, device_id=None, seed=0,
-                      prefetch_queue_depth=1, enable_conditionals=True)
+                      prefetch_queue_depth=DALI_QUEUE, enable_conditionals=True)
         def pipe():
             jpegs, labels = fn.readers.file(files=paths, labels=[i % 1000 for i in range(len(paths))],
                                             random_shuffle=True, name="reader")
@@ -212,17 +214,12 @@ class DaliViews:
         import numpy as np
         import torch
 
-        n = scheduled = 0
-        self._pipe.schedule_run()
-        scheduled = 1
-        for _ in range(self._iterations):
-            out = self._pipe.outputs()
+        from prefetch.bench.pipelines import dali_epoch_outputs
+
+        n = 0
+        for out in dali_epoch_outputs(self._pipe, self._iterations):
             views = [torch.from_numpy(np.array(v.as_tensor())) for v in out[:-1]]
             n += views[0].shape[0]
-            self._pipe.release_outputs()
-            if scheduled < self._iterations:
-                self._pipe.schedule_run()
-                scheduled += 1
         return n
 
     def close(self):

@@ -276,6 +276,38 @@ class EnginePipeline(Pipeline):
         return n
 
 
+# The batches a DALI pipeline schedules ahead of the one it hands out. 1: at depth 2 DALI's
+# executor still computed one iteration past an epoch's last scheduled one (a process used 0.13 s
+# of CPU in the 0.1 s after each epoch; none at depth 1).
+DALI_QUEUE = 1
+
+
+def dali_epoch_outputs(pipe, iterations: int, queue: int = DALI_QUEUE):
+    """One epoch of a built DALI pipeline whose ``prefetch_queue_depth`` is ``queue``, scheduled
+    by hand (``schedule_run``, not ``run``): yields ``pipe.outputs()`` ``iterations`` times, releasing each when the consumer asks
+    for the next (or abandons the epoch), and schedules exactly ``iterations`` runs, at most
+    ``queue`` ahead of the one handed out.
+
+    Why by hand: ``pipe.run()`` schedules the next iteration after every batch, so DALI kept
+    computing batches past an epoch's end, during the next pipeline's timed epoch: it stole CPU
+    from the usual pipeline timed after it (827 -> 700 images/s on 2 cores) and started its own
+    epochs with half their 4 batches done (1,050-1,200 images/s interleaved against ~880 alone).
+    Used by :class:`DaliPipeline` and by the benchmarks' other DALI peers."""
+    scheduled = 0
+    while scheduled < min(queue, iterations):
+        pipe.schedule_run()
+        scheduled += 1
+    for _ in range(iterations):
+        out = pipe.outputs()
+        try:
+            yield out
+        finally:
+            pipe.release_outputs()
+        if scheduled < iterations:
+            pipe.schedule_run()
+            scheduled += 1
+
+
 class DaliPipeline(Pipeline):
     """NVIDIA DALI's CPU pipeline on the same files: readers.file -> decoders.image_random_crop
     (libjpeg-turbo, only the window decoded) -> resize -> [DALI's trivial_augment_wide, bilinear,
@@ -324,30 +356,14 @@ class DaliPipeline(Pipeline):
         self._iterations = -(-len(paths) // batch_size)
         super().__init__("dali_cpu", self._batches_of_epoch, threads=threads)
 
-    # DALI's prefetch_queue_depth, and the batches an epoch schedules ahead of the one it takes.
-    # 1: at depth 2 DALI's executor still computed one iteration past an epoch's last scheduled
-    # one (a process used 0.13 s of CPU in the 0.1 s after each epoch; none at depth 1).
-    QUEUE = 1
+    # DALI's prefetch_queue_depth, and the batches an epoch schedules ahead of the one it takes
+    # (dali_epoch_outputs says why 1).
+    QUEUE = DALI_QUEUE
 
     def _batches_of_epoch(self):
-        # Each epoch schedules its own batches and no more. run() schedules the next iteration
-        # after every batch, so DALI kept computing batches past an epoch's end —
-        # during the next pipeline's timed epoch: it stole CPU from the usual pipeline timed after
-        # it (827 -> 700 images/s on 2 cores) and started its own epochs with half their 4 batches
-        # done (1,050-1,200 images/s interleaved against ~880 alone).
-        scheduled = 0
-        while scheduled < min(self.QUEUE, self._iterations):
-            self._pipe.schedule_run()
-            scheduled += 1
-        for _ in range(self._iterations):
-            images, _ = self._pipe.outputs()
+        for images, _ in dali_epoch_outputs(self._pipe, self._iterations, self.QUEUE):
             # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
-            batch = torch.from_numpy(np.array(images.as_tensor()))
-            self._pipe.release_outputs()
-            if scheduled < self._iterations:
-                self._pipe.schedule_run()
-                scheduled += 1
-            yield batch
+            yield torch.from_numpy(np.array(images.as_tensor()))
 
     def close(self) -> None:
         """Lets go of DALI's pipeline (its threads), then :meth:`Pipeline.close`."""
