@@ -166,9 +166,17 @@ class AugMixAugment(Uint8Stage):
         n, _, h, w = x.shape
         d = self.draws(n, h, w, *position)
         shape = (n, 1, 1, 1)
-        mix = d.original.to(x.device).reshape(shape) * x  # float32, as torchvision's
         weights = d.weights.to(x.device)
+        # torchvision's float32 arithmetic, value for value: m0 * x, then for each chain
+        # mix += w_i * chain_i(x), each product and sum rounded once, then truncated to uint8. The
+        # bytes are converted to float32 first (exactly) and every product and sum taken between
+        # float32 tensors, into two buffers: a uint8 * float32 product with broadcasting took torch
+        # ~14 ms on 64 images of 176^2 where the float32 one takes 0.2 (plus a fresh float32 batch
+        # each time); same values, as IEEE products and sums commute.
+        mix = x.to(torch.float32)
+        mix.mul_(d.original.to(x.device).reshape(shape))
+        term = torch.empty_like(mix)
         for i, chain in enumerate(d.chains):
-            aug = apply_table(x, chain, interpolation=self.interpolation, fill=self.fill)
-            mix.add_(weights[:, i].reshape(shape) * aug)
+            term.copy_(apply_table(x, chain, interpolation=self.interpolation, fill=self.fill))
+            mix.add_(term.mul_(weights[:, i].reshape(shape)))
         return mix.to(torch.uint8)
