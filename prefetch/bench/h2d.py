@@ -95,9 +95,13 @@ def _measure(device, batch_bytes, count, threads, repeats):
         # others (previous_calls below), so that what one call leaves behind is seen, not averaged
         # in: on the H200 (2026-11-29) each epoch's first batches collated 2-3x slower than the
         # rest, with the ring always timed right after pin_memory(), whose copy runs on torch's
-        # OpenMP threads.
+        # OpenMP threads. And each call starts after SETTLE_S on idle cores: those threads spin
+        # for milliseconds after pin_memory()'s last region, on the cores the ring's collation
+        # then needs (the ring's first batch 3.8 ms after pin_memory(), 0.58 after itself, the
+        # sixth run), a handicap of the order, not of either side; neither side's own threads
+        # are slowed by the pause (pin_memory()'s pool wakes as it does between a user's steps).
         seconds = timing.interleaved(calls, repeats, device=device, warmup=0, order=order,
-                                     alternate=True)
+                                     alternate=True, settle=SETTLE_S)
         stages = ring_stages(before, pipeline.stats())
         timeline = pipeline.engine.copy_timeline()
         rounds.append(timeline)  # the last round's: no setup after it
@@ -110,7 +114,7 @@ def _measure(device, batch_bytes, count, threads, repeats):
                 key + "_range": [batch_bytes * count / max(s) / 1e9, batch_bytes * count / min(s) / 1e9]}
 
     out = {"batch_mib": batch_bytes / 2**20, "repeats": repeats, "batches": count, "threads": threads,
-           "interleaved": True, "alternate_rounds": True}
+           "interleaved": True, "alternate_rounds": True, "settle_s": SETTLE_S}
     out.update(gbps("h2d_raw_gbps", RAW))
     out.update(gbps("pin_memory_gbps", PIN_MEMORY))
     out.update(gbps("h2d_gbps", RING))
@@ -127,6 +131,9 @@ def _measure(device, batch_bytes, count, threads, repeats):
 
 
 EPOCH_START = 3  # an epoch's first batches: one per slot of the ring's default depth
+# Seconds each timed call of the section waits first (timing.interleaved's settle): more than the
+# few milliseconds libgomp's threads spin after a region, small against a round (~20 ms a call).
+SETTLE_S = 0.05
 
 
 def epoch_start_collation(records, first=EPOCH_START):

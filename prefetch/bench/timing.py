@@ -39,7 +39,7 @@ def samples(fn, repeats, *, device=None, warmup=1, setup=None):
     return times
 
 
-def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=False):
+def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=False, settle=0.0):
     """Seconds of each of ``repeats`` rounds of every call in ``calls`` (a dict name -> fn, or
     name -> ``(setup, fn)`` as :func:`samples` takes them), **interleaved**: round r times each
     call once, in the dict's order (A, B, A, B, ...), so a slow phase of the machine lands on
@@ -47,9 +47,15 @@ def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=
     run in the reverse order (A, B, C, C, B, A, ...: the counterbalanced "ABBA" order), so that
     no call always follows the same one: what a call leaves behind (torch's OpenMP threads
     still spinning, the caches it filled) then lands on different calls from round to round.
-    Each call is warmed up ``warmup`` times first (all of A's, then all of B's). Returns
+    Each call is warmed up ``warmup`` times first (all of A's, then all of B's). With ``settle``
+    (seconds), the clock stops for that long before each timed call, so that each starts on idle
+    cores: torch's OpenMP threads spin for a few milliseconds after their last region, on the
+    cores the next call's own threads need (the H200 runs, 2026-11-29/30: the ring's first
+    collation 3.8 ms after a ``pin_memory()`` round, 0.58 after itself). Returns
     ``{name: [seconds of round 0, 1, ...]}``; ``order``, a list, receives the names in the order
     they were timed (what a test checks, and what :func:`previous_calls` reads)."""
+    if settle < 0:
+        raise ValueError("prefetch bench: settle must be >= 0 seconds, got %r" % (settle,))
     if repeats < 1:
         raise ValueError("prefetch bench: repeats must be >= 1, got %r" % (repeats,))
     parts = {name: (c if isinstance(c, tuple) else (None, c)) for name, c in calls.items()}
@@ -61,6 +67,9 @@ def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=
     for r in range(repeats):
         for name in (names[::-1] if alternate and r % 2 else names):
             setup, fn = parts[name]
+            if settle:
+                sync(device)
+                time.sleep(settle)
             out[name].extend(samples(fn, 1, device=device, warmup=0, setup=setup))
             if order is not None:
                 order.append(name)
