@@ -216,11 +216,10 @@ class DaliViews:
 
         from prefetch.bench.pipelines import dali_epoch_outputs
 
-        n = 0
-        for out in dali_epoch_outputs(self._pipe, self._iterations):
-            views = [torch.from_numpy(np.array(v.as_tensor())) for v in out[:-1]]
-            n += views[0].shape[0]
-        return n
+        def views(out):  # copied out of DALI's buffers, as a training step would take them
+            return [torch.from_numpy(np.array(v.as_tensor())) for v in out[:-1]]
+
+        return sum(v[0].shape[0] for v in dali_epoch_outputs(self._pipe, self._iterations, views))
 
     def close(self):
         self._pipe = None

@@ -16,8 +16,11 @@ import sys
 HEADER = re.compile(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)")
 METRIC = re.compile(r"^    (?P<name>[A-Za-z][A-Za-z /]*?)\s{2,}(?P<unit>\S+(?:/\S+)?)?\s+(?P<value>[\d,.]+)$")
 # ncu's units for a duration and a rate, to microseconds and GB/s.
-TO_US = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6}
-TO_GBPS = {"Kbyte/s": 1e-6, "Mbyte/s": 1e-3, "Gbyte/s": 1.0, "Tbyte/s": 1e3}
+TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+         "s": 1e6, "second": 1e6}
+TO_GBPS = {unit + per: scale for unit, scale in (("byte", 1e-9), ("Kbyte", 1e-6), ("Mbyte", 1e-3),
+                                                 ("Gbyte", 1.0), ("Tbyte", 1e3))
+           for per in ("/s", "/second")}
 
 
 def launches(lines):
@@ -37,8 +40,10 @@ def launches(lines):
 
 
 def kernel_name(header):
-    """The kernel's short name: its template and arguments dropped ('normalize_flip_kernel<ToFloat32,
-    0>' stays whole: the template arguments tell the variants apart)."""
+    """The kernel's short name: its namespaces, return type and parameter list dropped, its template
+    arguments kept ('normalize_flip_kernel<ToFloat32, 0>': they tell the variants apart). Read from
+    ncu's demangled header with --kernel-name-base demangled, whose namespaces ncu already
+    shortens; a '::' inside a template argument would cut the name there."""
     name = header.split("(")[0].strip()
     if name.startswith("void "):
         name = name[len("void "):]

@@ -282,17 +282,20 @@ class EnginePipeline(Pipeline):
 DALI_QUEUE = 1
 
 
-def dali_epoch_outputs(pipe, iterations: int, queue: int = DALI_QUEUE):
+def dali_epoch_outputs(pipe, iterations: int, convert, queue: int = DALI_QUEUE):
     """One epoch of a built DALI pipeline whose ``prefetch_queue_depth`` is ``queue``, scheduled
-    by hand (``schedule_run``, not ``run``): yields ``pipe.outputs()`` ``iterations`` times, releasing each when the consumer asks
-    for the next (or abandons the epoch), and schedules exactly ``iterations`` runs, at most
-    ``queue`` ahead of the one handed out.
+    by hand (``schedule_run``, not ``run``): yields ``convert(pipe.outputs())`` ``iterations``
+    times. Each batch's outputs are converted (copied out of DALI's buffers), released, and the
+    next run scheduled before the value is yielded, so DALI computes the next batch while the
+    consumer uses this one; exactly ``iterations`` runs are scheduled, at most ``queue`` ahead of
+    the one handed out.
 
     Why by hand: ``pipe.run()`` schedules the next iteration after every batch, so DALI kept
     computing batches past an epoch's end, during the next pipeline's timed epoch: it stole CPU
     from the usual pipeline timed after it (827 -> 700 images/s on 2 cores) and started its own
     epochs with half their 4 batches done (1,050-1,200 images/s interleaved against ~880 alone).
-    Used by :class:`DaliPipeline` and by the benchmarks' other DALI peers."""
+    Used by :class:`DaliPipeline` and by the SSL bench's DALI peer (benchmarks/ssl_views_bench.py).
+    """
     scheduled = 0
     while scheduled < min(queue, iterations):
         pipe.schedule_run()
@@ -300,12 +303,13 @@ def dali_epoch_outputs(pipe, iterations: int, queue: int = DALI_QUEUE):
     for _ in range(iterations):
         out = pipe.outputs()
         try:
-            yield out
+            value = convert(out)
         finally:
             pipe.release_outputs()
         if scheduled < iterations:
             pipe.schedule_run()
             scheduled += 1
+        yield value
 
 
 class DaliPipeline(Pipeline):
@@ -361,9 +365,10 @@ class DaliPipeline(Pipeline):
     QUEUE = DALI_QUEUE
 
     def _batches_of_epoch(self):
-        for images, _ in dali_epoch_outputs(self._pipe, self._iterations, self.QUEUE):
-            # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
-            yield torch.from_numpy(np.array(images.as_tensor()))
+        # Into a torch tensor, as DALI's PyTorch iterator copies it (a training step needs one).
+        yield from dali_epoch_outputs(self._pipe, self._iterations,
+                                      lambda out: torch.from_numpy(np.array(out[0].as_tensor())),
+                                      self.QUEUE)
 
     def close(self) -> None:
         """Lets go of DALI's pipeline (its threads), then :meth:`Pipeline.close`."""

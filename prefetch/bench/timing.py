@@ -50,8 +50,8 @@ def interleaved(calls, repeats, *, device=None, warmup=1, order=None, alternate=
     Each call is warmed up ``warmup`` times first (all of A's, then all of B's). With ``settle``
     (seconds), the clock stops for that long before each timed call, so that each starts on idle
     cores: torch's OpenMP threads spin for a few milliseconds after their last region, on the
-    cores the next call's own threads need (the H200 runs, 2026-11-29/30: the ring's first
-    collation 3.8 ms after a ``pin_memory()`` round, 0.58 after itself). Returns
+    cores the next call's own threads need (the sixth H200 run: the ring's epochs moved 36.9 GB/s
+    after a ``pin_memory()`` round, 45.9 after itself). Returns
     ``{name: [seconds of round 0, 1, ...]}``; ``order``, a list, receives the names in the order
     they were timed (what a test checks, and what :func:`previous_calls` reads)."""
     if settle < 0:

@@ -30,12 +30,21 @@ class RecordingPipe:
         self.held = None
 
 
+def converted(pipe):
+    """A convert that records when it runs and checks it reads a batch DALI still holds."""
+    def convert(out):
+        assert pipe.held == out[0], "converted after its release"
+        pipe.calls.append("convert")
+        return out[0] * 10
+    return convert
+
+
 @pytest.mark.parametrize("iterations", [0, 1, 2, 5])
 @pytest.mark.parametrize("queue", [1, 2, 3])
 def test_an_epoch_schedules_exactly_its_batches_at_most_queue_ahead(iterations, queue):
     pipe = RecordingPipe()
-    got = [out[0] for out in dali_epoch_outputs(pipe, iterations, queue)]
-    assert got == list(range(iterations))
+    got = list(dali_epoch_outputs(pipe, iterations, converted(pipe), queue))
+    assert got == [10 * k for k in range(iterations)]
     assert pipe.calls.count("schedule") == iterations  # none past the epoch's end
     assert pipe.calls.count("release") == iterations and pipe.held is None
     # Never more than `queue` runs scheduled and not yet taken.
@@ -45,15 +54,27 @@ def test_an_epoch_schedules_exactly_its_batches_at_most_queue_ahead(iterations, 
         assert 0 <= ahead <= queue
 
 
-def test_each_batch_is_released_only_after_the_consumer_asks_for_the_next_or_stops():
+def test_the_next_run_is_scheduled_before_the_consumer_gets_this_batch():
+    """Converted, released, the next run scheduled, then handed out: DALI computes batch k + 1
+    while the consumer holds batch k (the order the peers timed before the helper)."""
     pipe = RecordingPipe()
-    epoch = dali_epoch_outputs(pipe, 3)
-    next(epoch)
-    assert pipe.held == 0  # the consumer still reads it: not released under it
-    next(epoch)
-    assert pipe.calls[:4] == ["schedule", "outputs", "release", "schedule"]
-    epoch.close()  # a consumer that stops mid-epoch still releases what it held
-    assert pipe.held is None
+    epoch = dali_epoch_outputs(pipe, 3, converted(pipe))
+    assert next(epoch) == 0
+    assert pipe.calls == ["schedule", "outputs", "convert", "release", "schedule"]
+    assert list(epoch) == [10, 20]
+    taken = ["outputs", "convert", "release"]
+    assert pipe.calls == ["schedule"] + taken + ["schedule"] + taken + ["schedule"] + taken
+
+
+def test_a_failing_convert_still_releases_the_batch():
+    pipe = RecordingPipe()
+
+    def fails(out):
+        raise RuntimeError("bad batch")
+
+    with pytest.raises(RuntimeError, match="bad batch"):
+        next(dali_epoch_outputs(pipe, 2, fails))
+    assert pipe.held is None and pipe.calls == ["schedule", "outputs", "release"]
 
 
 def test_the_peers_default_queue_is_one():
