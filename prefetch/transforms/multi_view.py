@@ -13,6 +13,7 @@ The published recipes are functions returning a MultiView, in :mod:`prefetch.tra
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Optional, Sequence, Union
 
 import torch
@@ -22,13 +23,15 @@ from . import arguments
 from .compose import Compose as _Compose
 from .contract import (Batch, BatchPosition, LeafKey, Transform, get_leaf, has_host_stage,
                        run_transform, set_leaf)
+from .resizing import DecodedWindows
 from .v2_plan import Phase
 
-__all__ = ["MultiView", "view_seeds"]
+__all__ = ["MultiView", "view_seeds", "union_boxes"]
 
 # The key of the host stage's output: the views' host-staged batches, in view order.
 _HOST_VIEWS = "prefetch.multi_view.host_views"
-# ... or the batch with its images decoded whole, once for every view (the shared decode).
+# ... or the batch with its images decoded once for every view, over the union of their windows
+# (the shared decode).
 _HOST_SHARED = "prefetch.multi_view.host_shared"
 _MASK63 = (1 << 63) - 1
 
@@ -43,19 +46,83 @@ def _splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _decode_whole(encoded, device) -> Ragged:
-    """The shared decode of the host stage: every image whole, HWC uint8, by the GPU decoder
-    straight onto ``device`` where one serves it (its output then travels as a move), else by the
-    host's decoder (the loader copies the pixels). The tables stay on the host either way, so that
-    nothing waits on the device for them (as FusedAugment's host stage keeps its windows')."""
-    from ..ops.decode import decode_jpeg, decode_with_backend, encoded_batch, gpu_backend_for
+@dataclasses.dataclass
+class _UnionWindows:
+    """The shared decode's output (its host stage puts it in place of the encoded image leaf, and
+    the loader copies it like any dataclass of tensors): each image decoded once, over the
+    bounding box of its views' windows, and every view's draws.
 
-    backend = gpu_backend_for(torch.device(device))
+    Args:
+        windows (Ragged): each image's union box, decoded: ``[h_i, w_i, 3]`` uint8 RGB samples.
+        hflip, vflip (Tensor[V, N], bool): view ``k``'s drawn flips in row ``k``.
+
+    Not fields (so the loader leaves them on the host, as :class:`DecodedWindows` keeps its own):
+    ``host_tables``, the windows' ``(offsets, sizes)`` as int64 CPU tensors; ``boxes``, a list of
+    ``V`` int64 CPU ``[N, 4]``: view ``k``'s windows (top, left, height, width) inside the union
+    boxes; ``bicubic``, a list of ``V`` per-sample interpolation draws (bool CPU ``[N]``) or Nones.
+    """
+
+    windows: Ragged
+    hflip: torch.Tensor
+    vflip: torch.Tensor
+
+    host_tables = None  # not annotated: not a field
+    boxes = None  # not annotated: not a field
+    bicubic = None  # not annotated: not a field
+
+    def view_windows(self, k: int) -> DecodedWindows:
+        """What view ``k``'s window step takes from its own host stage: the decoded union boxes,
+        with its windows inside them and its flips."""
+        out = DecodedWindows(self.windows, self.hflip[k], self.vflip[k])
+        out.host_tables, out.boxes, out.bicubic = self.host_tables, self.boxes[k], self.bicubic[k]
+        return out
+
+
+def union_boxes(boxes: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The bounding box of each image's windows.
+
+    Args:
+        boxes (sequence of Tensor[N, 4], int64): one table per view, each row an image's window
+            (top, left, height, width) in its pixels.
+
+    Returns:
+        Tensor[N, 4], int64: per image the smallest box holding every view's window, (top, left,
+        height, width).
+    """
+    stacked = torch.stack(list(boxes))  # [V, N, 4]
+    top, left = stacked[..., 0].amin(0), stacked[..., 1].amin(0)
+    bottom = (stacked[..., 0] + stacked[..., 2]).amax(0)
+    right = (stacked[..., 1] + stacked[..., 3]).amax(0)
+    return torch.stack([top, left, bottom - top, right - left], 1)
+
+
+def _decode_union(views, encoded, position: BatchPosition, device) -> _UnionWindows:
+    """The shared decode: every view's windows drawn from the JPEG headers (the draws each view
+    makes alone at ``position``), then each image decoded once over the union of its windows — by
+    the GPU decoder straight onto ``device`` where one serves it (its output then travels as a
+    move), else by the host's decoder. The tables stay on the host either way, so that nothing
+    waits on the device for them (as FusedAugment's host stage keeps its windows')."""
+    from ..ops.decode import (decode_jpeg, decode_with_backend, encoded_batch, gpu_backend_for,
+                              jpeg_sizes)
+
+    data = encoded_batch(encoded)
+    sizes = jpeg_sizes(data)
+    draws = [v.transforms[0].decode_draws(data, position, sizes) for v in views]
+    union = union_boxes([d.boxes for d in draws])
+    backend = gpu_backend_for(torch.device(device)) if len(data) else None
     if backend is None:
-        return decode_jpeg(encoded)
-    values, offsets, sizes = decode_with_backend(encoded_batch(encoded), None,
-                                                 torch.device(device), backend)
-    return Ragged(values, offsets, sizes, shapes=sizes.tolist(), dense=True, check=False)
+        windows = decode_jpeg(data, union, header_sizes=sizes)
+    else:
+        values, offsets, window_sizes = decode_with_backend(data, union, torch.device(device),
+                                                            backend, header_sizes=sizes)
+        windows = Ragged(values, offsets, window_sizes, check=False)
+    out = _UnionWindows(windows, torch.stack([d.hflip for d in draws]),
+                        torch.stack([d.vflip for d in draws]))
+    out.host_tables = (windows.offsets, windows.sizes)  # on the CPU in either case
+    corner = torch.cat([union[:, :2], torch.zeros_like(union[:, 2:])], 1)
+    out.boxes = [d.boxes - corner for d in draws]
+    out.bicubic = [d.bicubic for d in draws]
+    return out
 
 
 def _seeds_of(view) -> list:
@@ -123,14 +190,18 @@ class MultiView(Transform):
     Output: ``batch`` with its image leaf replaced by ``[view_0_images, view_1_images, ...]``,
     each ``[N, C, h_k, w_k]`` of its view's dtype and layout.
 
-    With ``decode=True`` views (JPEG bytes) on the CPU device, each image is decoded once, whole,
-    for all the views where their windows are expected to cover at least its area
+    With ``decode=True`` views (JPEG bytes) on the CPU device, each image is decoded once for all
+    the views where their windows are expected to cover at least its area
     (:meth:`expected_coverage`: DINO's ten crops about 3.2 images, SimCLR's two 1.1), else each
-    view decodes its own windows (``shared_decode`` forces either); every view's output is the
-    same either way. Before a copy to a GPU the same choice is made in the host stage: each image
-    decoded once, whole (by the GPU decoder straight onto the device when one serves it, else on
-    the host, its pixels then copied), and every view resampled from it on the device; or each
-    view decoding its own windows. Only pixels cross, never the encoded bytes.
+    view decodes its own windows (``shared_decode`` forces either). The shared decode draws every
+    view's windows from the JPEG headers first (the draws each view makes alone), decodes only the
+    bounding box of each image's windows (:func:`union_boxes`; the rows below it and the iMCU
+    columns beside it are skipped), and resamples each view's window from that buffer. Every
+    view's output is the same either way. Before a copy to a GPU the same choice is made in the
+    host stage: each image's box decoded once (by the GPU decoder straight onto the device when
+    one serves it, else on the host, its pixels then copied), and every view resampled from it on
+    the device; or each view decoding its own windows. Only pixels cross, never the encoded
+    bytes.
 
     Raises:
         ValueError: fewer than two views, a view that mixes the batch, views reading different
@@ -180,18 +251,9 @@ class MultiView(Transform):
         if shared_decode is not None:
             shared_decode = arguments.flag("MultiView", "shared_decode", shared_decode)
         self.shared_decode = shared_decode
-        # One decode per image: where every view decodes (decode=True), each has a twin that
-        # takes decoded pixels, with the view's own seeds (so its draws are the view's).
-        self._twins = ([self._pixel_twin(v) for v in self.views]
-                       if all(v.decode for v in self.views) and shared_decode is not False
-                       else None)
-
-    @staticmethod
-    def _pixel_twin(view):
-        twin = type(view)(view.steps, seed=None, decode=False, image_key=view.image_key,
-                          label_key=view.label_key, layout=view.layout, channels=view.channels)
-        twin.load_state_dict(view.state_dict())
-        return twin
+        # One decode per image: possible where every view decodes (decode=True); each view then
+        # takes its windows inside the decoded union box, as from its own host stage.
+        self._shares_decode = all(v.decode for v in self.views) and shared_decode is not False
 
     def __repr__(self) -> str:
         return "MultiView([%s], seed=%r)" % (", ".join(repr(v) for v in self.views), self.seed)
@@ -218,8 +280,8 @@ class MultiView(Transform):
 
     def host_apply(self, batch: Batch, position: BatchPosition,
                    device: Union[torch.device, str]) -> Batch:
-        """The host stage for ``device`` on ``batch``: each image decoded once, whole, for every
-        view where the decode is shared (:meth:`_decode_once`), else each view's own host stage.
+        """The host stage for ``device`` on ``batch``: each image decoded once, over the union of
+        its views' windows, for every view where the decode is shared (:meth:`_decode_once`), else each view's own host stage.
 
         Args:
             batch: the batch on the host.
@@ -227,14 +289,14 @@ class MultiView(Transform):
             device (torch.device or str): where the loader copies.
 
         Returns:
-            ``{"prefetch.multi_view.host_shared": the batch, its images decoded whole}`` where the
-            decode is shared (:meth:`_decode_once`), else ``{"prefetch.multi_view.host_views":
+            ``{"prefetch.multi_view.host_shared": the batch, its image leaf the decoded union boxes
+            and every view's draws}`` where the decode is shared (:meth:`_decode_once`), else ``{"prefetch.multi_view.host_views":
             [view k's host-staged batch, ...]}`` (the batch itself for a view without a host
             stage); the loader copies it and :meth:`apply` takes it.
         """
-        if self._twins is not None and self._decode_once(batch, position):
-            return {_HOST_SHARED: set_leaf(batch, self.image_key,
-                                           _decode_whole(get_leaf(batch, self.image_key), device))}
+        if self._shares_decode and self._decode_once(batch, position):
+            return {_HOST_SHARED: set_leaf(batch, self.image_key, _decode_union(
+                self.views, get_leaf(batch, self.image_key), position, device))}
         return {_HOST_VIEWS: [v.host_apply(batch, position, device) if has_host_stage(v, device)
                               else batch for v in self.views]}
 
@@ -253,20 +315,17 @@ class MultiView(Transform):
         Raises:
             Exception: whatever a view raises, with a note naming the view.
         """
-        views = self.views
         if isinstance(batch, dict) and _HOST_VIEWS in batch:
             inputs = batch[_HOST_VIEWS]
         elif isinstance(batch, dict) and _HOST_SHARED in batch:  # decoded once in the host stage
-            views, inputs = self._twins, [batch[_HOST_SHARED]] * len(self.views)
-        elif self._twins is not None and self._decode_once(batch, position):
-            from ..ops.decode import decode_jpeg
-
-            decoded = set_leaf(batch, self.image_key, decode_jpeg(get_leaf(batch, self.image_key)))
-            views, inputs = self._twins, [decoded] * len(self.views)
+            inputs = self._view_inputs(batch[_HOST_SHARED])
+        elif self._shares_decode and self._decode_once(batch, position):
+            inputs = self._view_inputs(set_leaf(batch, self.image_key, _decode_union(
+                self.views, get_leaf(batch, self.image_key), position, "cpu")))
         else:
             inputs = [batch] * len(self.views)
         images = []
-        for k, (view, given) in enumerate(zip(views, inputs)):
+        for k, (view, given) in enumerate(zip(self.views, inputs)):
             try:
                 out = run_transform(view, given, position)
             except Exception as exc:
@@ -275,12 +334,20 @@ class MultiView(Transform):
             images.append(get_leaf(out, self.image_key))
         return set_leaf(inputs[0] if len(inputs) else batch, self.image_key, images)
 
+    def _view_inputs(self, shared: Batch) -> list:
+        """Each view's batch from the shared decode's: its image leaf what the view's window
+        step takes from its own host stage (its windows inside the decoded union boxes)."""
+        union = get_leaf(shared, self.image_key)
+        return [set_leaf(shared, self.image_key, union.view_windows(k)) for k in range(len(self.views))]
+
     def _decode_once(self, batch: Batch, position: BatchPosition) -> bool:
-        """Whether this batch's images are decoded once, whole, for every view: with
+        """Whether this batch's images are decoded once for every view: with
         ``shared_decode`` or the views' expected coverage (:meth:`expected_coverage`) at least 1,
-        for encoded images on the CPU (elsewhere each view decodes as it would alone). Each view
-        draws its windows from the headers, which are the decoded images' sizes, so it draws the
-        same windows and makes the same output either way."""
+        for encoded images on the CPU (elsewhere each view decodes as it would alone). The shared
+        decode draws each view's windows from the headers as the view would alone, and a window
+        resampled from a decoded box that holds it equals the window decoded alone (the decoder's
+        regions are exact crops of the whole image), so every view makes the same output either
+        way."""
         encoded = get_leaf(batch, self.image_key)
         if getattr(encoded, "device", torch.device("cpu")).type != "cpu":
             return False
@@ -292,8 +359,9 @@ class MultiView(Transform):
         """The views' windows' expected total area, in images: each RandomResizedCrop view its
         ``scale`` range's mean (the area is drawn uniformly in it; torchvision's fallback
         aside), a centred window 1. Decoding every window apart decodes about this many images'
-        pixels, one shared decode one image's (DINO's ten crops cover about 3.2, SimCLR's two
-        about 1.1), and most of a window's decode is entropy decoding that no window skips.
+        pixels, one shared decode at most one image's (the union of the windows; DINO's ten crops
+        cover about 3.2, SimCLR's two about 1.1), and most of a window's decode is entropy
+        decoding that no window skips.
 
         Returns:
             float: the sum over the views, in images (1.0: one image's area).
@@ -330,6 +398,3 @@ class MultiView(Transform):
                              % (len(states), len(self.views)))
         for v, s in zip(self.views, states):
             v.load_state_dict(s)
-        if self._twins is not None:
-            for twin, v in zip(self._twins, self.views):
-                twin.load_state_dict(v.state_dict())

@@ -47,7 +47,11 @@ class DecodedWindows:
     packed from 0 (``[N]``, ``[N, 3]``), when the host stage knew them; ``apply`` then resizes
     with no read of the device's tables and no Python per image. None: read from ``windows``.
     ``bicubic``, not a field either: the per-sample interpolation drawn with
-    ``interpolation="random"`` (a bool CPU tensor ``[N]``, :attr:`Draws.bicubic`), or None."""
+    ``interpolation="random"`` (a bool CPU tensor ``[N]``, :attr:`Draws.bicubic`), or None.
+    ``boxes``, not a field either: the region of each decoded sample that is resampled (an int64
+    CPU ``[N, 4]`` of top, left, height, width in the sample's pixels), where the host decoded more
+    than the window (:class:`~prefetch.transforms.multi_view.MultiView` decodes the union of its
+    views' windows once); None: each sample whole."""
 
     windows: Ragged
     hflip: torch.Tensor
@@ -55,6 +59,7 @@ class DecodedWindows:
 
     host_tables = None  # not annotated: not a field
     bicubic = None  # not annotated: not a field
+    boxes = None  # not annotated: not a field
 
 
 def uint8_hint(dtype: torch.dtype) -> str:
@@ -276,7 +281,7 @@ class ResizingPath:
         """
         data = _encoded(get_leaf(batch, self.image_key))
         sizes = jpeg_sizes(data)
-        d = self._decode_draws(data, position, sizes)
+        d = self.decode_draws(data, position, sizes)
         backend = gpu_backend_for(torch.device(device))
         if backend is not None:
             values, offsets, window_sizes = decode_with_backend(data, d.boxes, torch.device(device),
@@ -295,7 +300,7 @@ class ResizingPath:
         device = encoded.device if isinstance(encoded, (Ragged, torch.Tensor)) else torch.device("cpu")
         data = _encoded(encoded)
         sizes = jpeg_sizes(data)
-        d = self._decode_draws(data, position, sizes)
+        d = self.decode_draws(data, position, sizes)
         out = decode_resized_crop(data, d.boxes, d.crop, self.mean, self.std, hflip=d.hflip,
                                   vflip=d.vflip, dtype=self.dtype, channels_last=self.channels_last,
                                   antialias=self.antialias, interpolation=self._interpolation_of(d.bicubic),
@@ -303,7 +308,8 @@ class ResizingPath:
         return set_leaf(batch, self.image_key, out)
 
     def _apply_decoded_windows(self, batch, decoded):
-        """``apply`` after the host stage: the decoded windows resized whole, flipped, normalized."""
+        """``apply`` after the host stage: the decoded windows resized (whole, or the region
+        ``decoded.boxes`` of each), flipped, normalized."""
         if decoded.host_tables is not None:  # known on the host: no table read back, no loop
             offsets, sizes = decoded.host_tables
             r = Ragged(decoded.windows.values, offsets, sizes, check=False)
@@ -311,7 +317,8 @@ class ResizingPath:
         else:
             r = as_ragged(decoded.windows, "FusedAugment's decoded windows", len(self.mean))
             whole = torch.tensor([[0, 0, h, w] for h, w, _ in r.shapes()], dtype=torch.int64).reshape(-1, 4)
-        out = resized_crop(r, whole, self.output_size, self.mean, self.std, hflip=decoded.hflip,
+        boxes = whole if decoded.boxes is None else decoded.boxes
+        out = resized_crop(r, boxes, self.output_size, self.mean, self.std, hflip=decoded.hflip,
                            vflip=decoded.vflip, dtype=self.dtype, channels_last=self.channels_last,
                            antialias=self.antialias, interpolation=self._interpolation_of(decoded.bicubic))
         return set_leaf(batch, self.image_key, out)
@@ -326,7 +333,26 @@ class ResizingPath:
             return bicubic
         return self.interpolation
 
-    def _decode_draws(self, data, position, sizes=None):
+    def decode_draws(self, data: Ragged, position: BatchPosition,
+                     sizes: Optional[torch.Tensor] = None) -> Any:
+        """decode=True's draws for a batch of encoded JPEGs: each image's window drawn from its
+        header's size (no pixel decoded), and its flips, as :meth:`apply` draws them at
+        ``position``.
+
+        Args:
+            data (Ragged): the encoded JPEGs, 1-D uint8 samples on the CPU
+                (:func:`prefetch.ops.decode.encoded_batch`).
+            position (BatchPosition): where the batch sits.
+            sizes (Tensor[N, 3], int64, optional): the headers' ``(height, width, channels)``
+                (:func:`prefetch.ops.decode.jpeg_sizes`), when the caller has read them.
+
+        Returns:
+            Draws: on the CPU; ``boxes`` the windows in each image's pixels.
+
+        Raises:
+            ValueError: ``mean`` has not 3 values (decoding gives RGB).
+            RuntimeError: a sample whose header the decoder cannot read (naming it).
+        """
         if len(self.mean) != 3:
             raise ValueError("prefetch: decode=True gives RGB images: mean and std need 3 values, "
                              "got %d" % len(self.mean))

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 import prefetch
 from prefetch.transforms import BatchPosition
 from prefetch.transforms import ssl, v2 as T
-from prefetch.transforms.multi_view import view_seeds
+from prefetch.transforms.multi_view import union_boxes, view_seeds
 from prefetch.transforms.v2_plan import seeds as member_seeds
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -397,7 +397,7 @@ def test_one_decode_for_every_view_gives_each_views_own_decode(make):
     batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
     once, apart, auto = make(True), make(False), make(None)
     assert auto._decode_once(batch, AT)  # these recipes cover more than the images: shared
-    assert once._twins is not None and apart._twins is None
+    assert once._shares_decode and not apart._shares_decode
     for at in (AT, BatchPosition(0, 1, 0)):
         a = once.apply(batch, at)[0]
         b = apart.apply(batch, at)[0]
@@ -423,8 +423,8 @@ def test_the_decode_is_shared_where_the_windows_are_expected_to_cover_the_images
     assert dino._decode_once(encoded, AT) and simclr._decode_once(encoded, AT)
     assert not small._decode_once(encoded, AT)
     assert T.MultiView(small.views, shared_decode=True)._decode_once(encoded, AT)
-    assert ssl.dino_views(decode=True, shared_decode=False)._twins is None
-    assert ssl.dino_views()._twins is None  # no decode
+    assert not ssl.dino_views(decode=True, shared_decode=False)._shares_decode
+    assert not ssl.dino_views()._shares_decode  # no decode
     with pytest.raises(ValueError, match="MultiView shared_decode"):
         T.MultiView(small.views, shared_decode=1)
 
@@ -445,7 +445,7 @@ def test_views_of_small_windows_decode_apart_by_default_with_the_same_output():
         assert torch.equal(u, v)
 
 
-def test_after_a_state_is_loaded_the_twins_draw_as_the_views_do():
+def test_after_a_state_is_loaded_the_shared_decode_draws_as_the_views_do():
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
@@ -455,3 +455,61 @@ def test_after_a_state_is_loaded_the_twins_draw_as_the_views_do():
     a.load_state_dict(b.state_dict())
     for u, v in zip(a.apply(batch, AT)[0], b.apply(batch, AT)[0]):
         assert torch.equal(u, v)
+
+
+def _union_by_hand(tables):
+    """Per image, the smallest box holding every view's window: plain Python over the rows."""
+    out = []
+    for rows in zip(*[t.tolist() for t in tables]):
+        top, left = min(r[0] for r in rows), min(r[1] for r in rows)
+        bottom, right = max(r[0] + r[2] for r in rows), max(r[1] + r[3] for r in rows)
+        out.append([top, left, bottom - top, right - left])
+    return out
+
+
+def test_union_boxes_is_the_bounding_box_of_each_images_windows():
+    g = torch.Generator().manual_seed(3)
+    tables = []
+    for _ in range(4):
+        corner = torch.randint(0, 50, (9, 2), generator=g)
+        tables.append(torch.cat([corner, torch.randint(1, 40, (9, 2), generator=g)], 1))
+    assert union_boxes(tables).tolist() == _union_by_hand(tables)
+    one = torch.tensor([[2, 3, 4, 5]])
+    assert union_boxes([one, one]).tolist() == [[2, 3, 4, 5]]
+    assert union_boxes([torch.zeros(0, 4, dtype=torch.int64)] * 2).shape == (0, 4)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ssl.simclr_views(16, decode=True, seed=3, shared_decode=True),
+    lambda: ssl.dino_views(24, 12, local_crops_number=3, blur_kernel=5, decode=True, seed=2)])
+def test_the_shared_decode_decodes_only_the_union_of_the_views_windows(monkeypatch, make):
+    """The one decode of each image covers exactly the bounding box of the windows each view
+    draws alone (FusedAugment.draws_for, from the headers), on the CPU path and in the host
+    stage; each view's output is still its own decode's (the test above)."""
+    pytest.importorskip("PIL")
+    if not prefetch.built_with_jpeg():
+        pytest.skip("built without libjpeg-turbo")
+    from prefetch.ops import decode as decode_module
+
+    batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
+    mv = make()
+    decoded = []
+    real = decode_module.decode_jpeg
+
+    def recording(data, boxes=None, **kw):
+        decoded.append(None if boxes is None else boxes.tolist())
+        return real(data, boxes, **kw)
+
+    monkeypatch.setattr(decode_module, "decode_jpeg", recording)
+    for at in (AT, BatchPosition(0, 1, 0)):
+        want = _union_by_hand([v.transforms[0].draws_for(batch, at).boxes for v in mv.views])
+        sizes = [s[:2] for s in decode_module.jpeg_sizes(batch[0]).tolist()]
+        assert any(b[2:] != s for b, s in zip(want, sizes))  # some union is less than its image
+        decoded.clear()
+        views = mv.apply(batch, at)[0]
+        assert decoded == [want]  # one decode a batch, of the union boxes
+        decoded.clear()
+        staged = mv.host_apply(batch, at, torch.device("cuda", 0))  # no GPU decoder: the host's
+        assert decoded == [want]
+        for u, v in zip(views, mv.apply(staged, at)[0]):
+            assert torch.equal(u, v)
