@@ -1,7 +1,8 @@
 """Issue 47: the host stage of the self-supervised views before a copy to a GPU, measured on the
 CPU (no GPU needed: the host stage is host work). A GPU loader of ``ssl.dino_views`` /
 ``ssl.simclr_views`` with ``decode=True`` runs ``MultiView.host_apply`` on every batch before the
-copy; it decodes each image once, whole, for all the views (the shared decode), or each view its
+copy; it decodes each image once, over the union of its views' windows, for all the views (the
+shared decode; whole before 2026-12-01), or each view its
 own windows (``shared_decode=False``, what every GPU loader did before). This times both, with the
 host's JPEG decoder (``PREFETCH_GPU_JPEG_DECODER=cpu``: what a GPU without torchvision's or
 torchcodec's decoder uses), interleaved, N threads, on the bench's photo-like JPEGs; the figure is

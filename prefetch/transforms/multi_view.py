@@ -195,8 +195,9 @@ class MultiView(Transform):
     (:meth:`expected_coverage`: DINO's ten crops about 3.2 images, SimCLR's two 1.1), else each
     view decodes its own windows (``shared_decode`` forces either). The shared decode draws every
     view's windows from the JPEG headers first (the draws each view makes alone), decodes only the
-    bounding box of each image's windows (:func:`union_boxes`; the rows below it and the iMCU
-    columns beside it are skipped), and resamples each view's window from that buffer. Every
+    bounding box of each image's windows (:func:`union_boxes`; the rows below it are never
+    entropy-decoded, the iMCU columns beside it and the rows above it never inverse-transformed),
+    and resamples each view's window from that buffer. Every
     view's output is the same either way. Before a copy to a GPU the same choice is made in the
     host stage: each image's box decoded once (by the GPU decoder straight onto the device when
     one serves it, else on the host, its pixels then copied), and every view resampled from it on

@@ -292,7 +292,8 @@ class _AsIfOnAGpu(T.MultiView):
 @pytest.mark.parametrize("shared", [False, True])
 def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(monkeypatch, shared):
     """shared: the views' windows cover more than the image (shared_decode=True here), so the
-    host stage decodes each image once, whole, for every view; else each view its windows."""
+    host stage decodes each image once (the union of its views' windows) for every view; else each
+    view its windows."""
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
