@@ -122,6 +122,28 @@ def test_each_image_is_its_weighted_mix_of_its_own_chains_truncated(c, hw):
         assert torch.equal(out[i:i + 1], want), i
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 3, 10, 64])
+def test_the_mix_a_few_images_at_a_time_is_torchvisions_float32_sum(monkeypatch, chunk_rows):
+    """mix_chains on the CPU mixes ``_MIX_CHUNK_ELEMENTS`` worth of images at a time (here 1, 3
+    — a last chunk of 1 — 10 and more than the batch), the chains given as a generator: every
+    byte is torchvision's whole-batch float32 sum m0 * x + w_0 * c_0 + ..., truncated."""
+    from prefetch.transforms import augmix
+
+    n, c, h, w = 10, 3, 5, 7
+    monkeypatch.setattr(augmix, "_MIX_CHUNK_ELEMENTS", chunk_rows * c * h * w)
+    x = images(n, c, h, w, seed=1)
+    chains = [images(n, c, h, w, seed=10 + k) for k in range(3)]
+    g = torch.Generator().manual_seed(2)
+    original, weights = torch.rand(n, generator=g), torch.rand(n, 3, generator=g) * 0.5
+    want = original.reshape(n, 1, 1, 1) * x.float()
+    for k, chain in enumerate(chains):
+        want = want + weights[:, k].reshape(n, 1, 1, 1) * chain.float()
+    got = augmix.mix_chains(x, (t for t in chains), original, weights)
+    assert got.dtype == torch.uint8 and torch.equal(got, want.to(torch.uint8))
+    empty = torch.empty(0, c, h, w, dtype=torch.uint8)
+    assert augmix.mix_chains(empty, [empty], torch.empty(0), torch.empty(0, 1)).shape == empty.shape
+
+
 def test_nhwc_batches_keep_their_layout_and_the_draws_follow_the_position():
     x = images(4, 3, 12, 10)
     t = AugMixAugment(seed=7)
