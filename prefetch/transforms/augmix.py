@@ -185,8 +185,9 @@ def mix_chains(x: torch.Tensor, chains: Iterable[torch.Tensor], original: torch.
     of 176^2 where the float32 one takes 0.2); same values, as IEEE products and sums commute.
     On the CPU each chain's term is converted, weighted and added a few images at a time, in
     cache, so that only the sum makes passes over a whole float32 batch (the mix was eleven
-    whole-batch passes, ~23 ms for 64 images of 176^2; AugMix's call is 1.11-1.14x faster in
-    process, benchmarks/NOTES.md); on a GPU in whole-batch launches. ``chains`` may be a
+    whole-batch passes, ~23 ms for 64 images of 176^2; AugMix against torchvision's loop:
+    benchmarks/results/cpu-2core-2026-12-01-v2-steps-augmix-chunked-mix.json); on a GPU in
+    whole-batch launches. ``chains`` may be a
     generator: each chain's images are dropped once added, before the next is made (all three
     held at once cost ~11,000 page faults a call on the CPU, the heap grown and trimmed each
     time, and lost the gain).
