@@ -138,11 +138,16 @@ def usual(paths, batch, workers, recipe, size, local):
     return epoch, lambda: None
 
 
-def with_prefetch(paths, batch, workers, recipe, size, local):
+def prefetch_views(recipe, size, local):
+    """The recipe's MultiView, decoding (``decode=True``), seed 0."""
     if recipe == "dino":
-        mv = ssl.dino_views(size, local, decode=True, seed=0)
-    else:
-        mv = ssl.simclr_views(size, blur_kernel=23, decode=True, seed=0)
+        return ssl.dino_views(size, local, decode=True, seed=0)
+    return ssl.simclr_views(size, blur_kernel=23, decode=True, seed=0)
+
+
+def with_prefetch(paths, batch, workers, recipe, size, local, mv=None):
+    """The prefetch row: ``(epoch, close)``; ``mv`` the transform (default: :func:`prefetch_views`)."""
+    mv = prefetch_views(recipe, size, local) if mv is None else mv
     loader = DataLoader(JpegBytes(paths), batch_size=batch, shuffle=True, num_workers=workers,
                         persistent_workers=True, collate_fn=prefetch.collate.samples)
     pf = prefetch.Prefetcher(loader, device="cpu", transform=mv, num_threads=workers)

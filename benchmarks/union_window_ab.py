@@ -23,33 +23,14 @@ import tempfile
 import threading
 
 import torch
-from torch.utils.data import DataLoader
 
 import prefetch
-from prefetch.bench.datasets import JpegBytes, write_jpegs
+from prefetch.bench.datasets import write_jpegs
 from prefetch.bench.provenance import script_record, write_record
 from prefetch.bench.timing import interleaved, spread
 from prefetch.ops import decode as decode_module
-from prefetch.transforms import multi_view, ssl
-
-
-def views(recipe, size, local):
-    if recipe == "dino":
-        return ssl.dino_views(size, local, decode=True, seed=0)
-    return ssl.simclr_views(size, blur_kernel=23, decode=True, seed=0)
-
-
-def pipeline(paths, batch, workers, mv):
-    loader = DataLoader(JpegBytes(paths), batch_size=batch, shuffle=True, num_workers=workers,
-                        persistent_workers=True, collate_fn=prefetch.collate.samples)
-    pf = prefetch.Prefetcher(loader, device="cpu", transform=mv, num_threads=workers)
-
-    def epoch():
-        n = 0
-        for out, _ in pf:
-            n += out[0].shape[0]
-        return n
-    return epoch, pf.close
+from prefetch.transforms import multi_view
+from ssl_views_bench import prefetch_views, with_prefetch
 
 
 def widen_to_whole(whole_views):
@@ -97,10 +78,11 @@ def main(argv=None):
         print("union_window_ab: prefetch is built without libjpeg-turbo; skipped")
         return 0
     paths = write_jpegs(tempfile.mkdtemp(prefix="prefetch-union-"), args.files)
-    union_mv, whole_mv = (views(args.recipe, args.size, args.local) for _ in range(2))
+    common = (paths, args.batch, args.workers, args.recipe, args.size, args.local)
+    union_mv, whole_mv = (prefetch_views(args.recipe, args.size, args.local) for _ in range(2))
     widen_to_whole(whole_mv.views)
-    pipelines = {"union": pipeline(paths, args.batch, args.workers, union_mv),
-                 "whole": pipeline(paths, args.batch, args.workers, whole_mv)}
+    pipelines = {"union": with_prefetch(*common, mv=union_mv),
+                 "whole": with_prefetch(*common, mv=whole_mv)}
     seconds = interleaved({k: epoch for k, (epoch, _) in pipelines.items()}, args.rounds,
                           alternate=True)
     for _, close in pipelines.values():
