@@ -14,8 +14,8 @@ DataLoader's workers, PIL-decoding and resizing per view::
 
 After: the dataset yields the files' bytes, and the views are made per batch — each view's
 crop, flip, colour jitter, grayscale, blur and solarize fused, each image with its own draws, in
-C++ threads (on the CPU device each image decoded once for all its views; for a GPU each view
-decodes its windows before the copy and the rest runs on the GPU)::
+C++ threads (each image decoded once for all its views, only the box its views' windows span;
+for a GPU that decode is done before the copy and the rest runs on the GPU)::
 
     loader = DataLoader(JpegFiles(paths), batch_size=64, num_workers=2,
                         collate_fn=prefetch.collate.samples)

@@ -195,7 +195,7 @@ def mix_chains(x: torch.Tensor, chains: Iterable[torch.Tensor], original: torch.
     Args:
         x (Tensor[N, C, H, W], uint8): the images.
         chains (iterable of Tensor[N, C, H, W], uint8): each chain's images, on ``x``'s device.
-        original (Tensor[N], float32): ``m[0]``, the images' weight.
+        original (Tensor[N], float32): ``m[0]``, the images' weight, on ``x``'s device.
         weights (Tensor[N, k], float32): the chains' weights, on ``x``'s device.
 
     Returns:
@@ -210,7 +210,9 @@ def mix_chains(x: torch.Tensor, chains: Iterable[torch.Tensor], original: torch.
     for part in parts:
         mix[part].copy_(x[part])  # exact: every byte is a float32
         mix[part].mul_(original[part].reshape(-1, 1, 1, 1))
-    for i, chain in enumerate(chains):
+    i = -1
+    for chain in chains:  # (not enumerate: it holds each item until it has the next one)
+        i += 1
         for part in parts:
             term = term_rows[:part.stop - part.start]
             term.copy_(chain[part])

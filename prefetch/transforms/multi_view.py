@@ -282,7 +282,8 @@ class MultiView(Transform):
     def host_apply(self, batch: Batch, position: BatchPosition,
                    device: Union[torch.device, str]) -> Batch:
         """The host stage for ``device`` on ``batch``: each image decoded once, over the union of
-        its views' windows, for every view where the decode is shared (:meth:`_decode_once`), else each view's own host stage.
+        its views' windows, for every view where the decode is shared (:meth:`_decode_once`),
+        else each view's own host stage.
 
         Args:
             batch: the batch on the host.
@@ -290,10 +291,11 @@ class MultiView(Transform):
             device (torch.device or str): where the loader copies.
 
         Returns:
-            ``{"prefetch.multi_view.host_shared": the batch, its image leaf the decoded union boxes
-            and every view's draws}`` where the decode is shared (:meth:`_decode_once`), else ``{"prefetch.multi_view.host_views":
-            [view k's host-staged batch, ...]}`` (the batch itself for a view without a host
-            stage); the loader copies it and :meth:`apply` takes it.
+            ``{"prefetch.multi_view.host_shared": the batch, its image leaf the decoded union
+            boxes and every view's draws}`` where the decode is shared (:meth:`_decode_once`),
+            else ``{"prefetch.multi_view.host_views": [view k's host-staged batch, ...]}`` (the
+            batch itself for a view without a host stage); the loader copies it and
+            :meth:`apply` takes it.
         """
         if self._shares_decode and self._decode_once(batch, position):
             return {_HOST_SHARED: set_leaf(batch, self.image_key, _decode_union(

@@ -7,6 +7,7 @@ in [1, 3], Beta and Dirichlet weights); each image's result against ``m0 * x + s
 chain_i(x)`` in float32, truncated, with each chain applied to that image alone (the ops'
 exactness: test_policy_ops.py)."""
 import math
+import weakref
 
 import pytest
 import torch
@@ -140,6 +141,18 @@ def test_the_mix_a_few_images_at_a_time_is_torchvisions_float32_sum(monkeypatch,
         want = want + weights[:, k].reshape(n, 1, 1, 1) * chain.float()
     got = augmix.mix_chains(x, (t for t in chains), original, weights)
     assert got.dtype == torch.uint8 and torch.equal(got, want.to(torch.uint8))
+    # One chain's images alive at a time: each is dropped before the generator makes the next.
+    made, alive_while_making = [], []
+
+    def make(k):
+        alive_while_making.append([r() is not None for r in made])
+        t = chains[k].clone()
+        made.append(weakref.ref(t))
+        return t
+
+    again = augmix.mix_chains(x, (make(k) for k in range(3)), original, weights)
+    assert torch.equal(again, got)
+    assert alive_while_making == [[], [False], [False, False]]
     empty = torch.empty(0, c, h, w, dtype=torch.uint8)
     assert augmix.mix_chains(empty, [empty], torch.empty(0), torch.empty(0, 1)).shape == empty.shape
 

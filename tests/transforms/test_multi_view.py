@@ -491,26 +491,32 @@ def test_the_shared_decode_decodes_only_the_union_of_the_views_windows(monkeypat
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
     from prefetch.ops import decode as decode_module
+    from prefetch.ops import gpu_decoders
 
-    batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
-    mv = make()
-    decoded = []
-    real = decode_module.decode_jpeg
+    monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")  # the host stage's decoder: the CPU's
+    gpu_decoders.clear_cache()
+    try:
+        batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
+        mv = make()
+        decoded = []
+        real = decode_module.decode_jpeg
 
-    def recording(data, boxes=None, **kw):
-        decoded.append(None if boxes is None else boxes.tolist())
-        return real(data, boxes, **kw)
+        def recording(data, boxes=None, **kw):
+            decoded.append(None if boxes is None else boxes.tolist())
+            return real(data, boxes, **kw)
 
-    monkeypatch.setattr(decode_module, "decode_jpeg", recording)
-    for at in (AT, BatchPosition(0, 1, 0)):
-        want = _union_by_hand([v.transforms[0].draws_for(batch, at).boxes for v in mv.views])
-        sizes = [s[:2] for s in decode_module.jpeg_sizes(batch[0]).tolist()]
-        assert any(b[2:] != s for b, s in zip(want, sizes))  # some union is less than its image
-        decoded.clear()
-        views = mv.apply(batch, at)[0]
-        assert decoded == [want]  # one decode a batch, of the union boxes
-        decoded.clear()
-        staged = mv.host_apply(batch, at, torch.device("cuda", 0))  # no GPU decoder: the host's
-        assert decoded == [want]
-        for u, v in zip(views, mv.apply(staged, at)[0]):
-            assert torch.equal(u, v)
+        monkeypatch.setattr(decode_module, "decode_jpeg", recording)
+        for at in (AT, BatchPosition(0, 1, 0)):
+            want = _union_by_hand([v.transforms[0].draws_for(batch, at).boxes for v in mv.views])
+            sizes = [s[:2] for s in decode_module.jpeg_sizes(batch[0]).tolist()]
+            assert any(b[2:] != s for b, s in zip(want, sizes))  # some union is less than its image
+            decoded.clear()
+            views = mv.apply(batch, at)[0]
+            assert decoded == [want]  # one decode a batch, of the union boxes
+            decoded.clear()
+            staged = mv.host_apply(batch, at, torch.device("cuda", 0))  # the host's decoder
+            assert decoded == [want]
+            for u, v in zip(views, mv.apply(staged, at)[0]):
+                assert torch.equal(u, v)
+    finally:
+        gpu_decoders.clear_cache()
