@@ -187,10 +187,9 @@ def mix_chains(x: torch.Tensor, chains: Iterable[torch.Tensor], original: torch.
     cache, so that only the sum makes passes over a whole float32 batch (the mix was eleven
     whole-batch passes, ~23 ms for 64 images of 176^2; AugMix against torchvision's loop:
     benchmarks/results/cpu-2core-2026-12-01-v2-steps-augmix-chunked-mix.json); on a GPU in
-    whole-batch launches. ``chains`` may be a
-    generator: each chain's images are dropped once added, before the next is made (all three
-    held at once cost ~11,000 page faults a call on the CPU, the heap grown and trimmed each
-    time, and lost the gain).
+    whole-batch launches. ``chains`` may be a generator: each chain's images are dropped once
+    added, before the next is made (all three held at once cost ~11,000 page faults a call on the
+    CPU, the heap grown and trimmed each time, and lost the gain).
 
     Args:
         x (Tensor[N, C, H, W], uint8): the images.

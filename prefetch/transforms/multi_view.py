@@ -197,12 +197,11 @@ class MultiView(Transform):
     view's windows from the JPEG headers first (the draws each view makes alone), decodes only the
     bounding box of each image's windows (:func:`union_boxes`; the rows below it are never
     entropy-decoded, the iMCU columns beside it and the rows above it never inverse-transformed),
-    and resamples each view's window from that buffer. Every
-    view's output is the same either way. Before a copy to a GPU the same choice is made in the
-    host stage: each image's box decoded once (by the GPU decoder straight onto the device when
-    one serves it, else on the host, its pixels then copied), and every view resampled from it on
-    the device; or each view decoding its own windows. Only pixels cross, never the encoded
-    bytes.
+    and resamples each view's window from that buffer. Every view's output is the same either
+    way. Before a copy to a GPU the same choice is made in the host stage: each image's box
+    decoded once (by the GPU decoder straight onto the device when one serves it, else on the
+    host, its pixels then copied), and every view resampled from it on the device; or each view
+    decoding its own windows. Only pixels cross, never the encoded bytes.
 
     Raises:
         ValueError: fewer than two views, a view that mixes the batch, views reading different
@@ -341,7 +340,8 @@ class MultiView(Transform):
         """Each view's batch from the shared decode's: its image leaf what the view's window
         step takes from its own host stage (its windows inside the decoded union boxes)."""
         union = get_leaf(shared, self.image_key)
-        return [set_leaf(shared, self.image_key, union.view_windows(k)) for k in range(len(self.views))]
+        return [set_leaf(shared, self.image_key, union.view_windows(k))
+                for k in range(len(self.views))]
 
     def _decode_once(self, batch: Batch, position: BatchPosition) -> bool:
         """Whether this batch's images are decoded once for every view: with
