@@ -1,7 +1,8 @@
 """How much of an image lies outside the union of its views' windows (issue 47 item 2: decode the
 union's bounding box instead of the whole image), by drawing the recipes' RandomResizedCrop
 windows with prefetch's own draw of torchvision's rule (``prefetch.transforms.crop_boxes.
-random_resized_boxes``) on ImageNet's common 4:3 and 3:4 shapes. No decoding: this says what a
+random_resized_boxes``) on ImageNet's common 4:3 and 3:4 shapes, and their union as MultiView's
+shared decode takes it (``prefetch.transforms.multi_view.union_boxes``). No decoding: this says what a
 union decode could skip, not what it would save (NOTES.md relates the two).
 
     python benchmarks/union_window_estimate.py [--draws 20000] [--seed 0]
@@ -16,6 +17,7 @@ import argparse
 import torch
 
 from prefetch.transforms.crop_boxes import random_resized_boxes
+from prefetch.transforms.multi_view import union_boxes
 
 RECIPES = {  # the views' RandomResizedCrop scales (SimCLR and BYOL: two views of (0.08, 1))
     "simclr/byol": [(0.08, 1.0)] * 2,
@@ -27,13 +29,11 @@ SHAPES = [(500, 375), (375, 500)]  # (width, height)
 def estimate(views, width, height, draws, generator):
     """(rows below the union, area outside its box, share of unions under half the image), the
     means over ``draws`` images, each with one window per view."""
-    boxes = torch.stack([random_resized_boxes([height] * draws, [width] * draws, scale,
-                                              generator=generator) for scale in views], dim=1)
-    top, left, h, w = boxes.double().unbind(-1)  # [draws, views] each
-    y0, x0 = top.min(1).values, left.min(1).values
-    y1, x1 = (top + h).max(1).values, (left + w).max(1).values
-    share = (x1 - x0) * (y1 - y0) / (width * height)
-    below = (height - y1) / height
+    union = union_boxes([random_resized_boxes([height] * draws, [width] * draws, scale,
+                                              generator=generator) for scale in views])
+    top, _, h, w = union.double().unbind(-1)  # [draws] each
+    share = h * w / (width * height)
+    below = (height - (top + h)) / height
     return below.mean().item(), (1 - share).mean().item(), (share < 0.5).double().mean().item()
 
 

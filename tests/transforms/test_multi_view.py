@@ -289,54 +289,61 @@ class _AsIfOnAGpu(T.MultiView):
         return super().host_apply(batch, position, torch.device("cuda", 0))
 
 
+@pytest.fixture
+def host_jpeg_decoder(monkeypatch):
+    """The host stage's decoder for a CUDA device is the CPU's (as on a GPU without torchvision's
+    or torchcodec's decoder), whatever this machine has; the decoder cache cleared around it."""
+    from prefetch.ops import gpu_decoders
+
+    monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")
+    gpu_decoders.clear_cache()
+    yield
+    gpu_decoders.clear_cache()
+
+
 @pytest.mark.parametrize("shared", [False, True])
-def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(monkeypatch, shared):
+def test_decoding_views_in_the_host_stage_through_a_loader_equal_the_cpu_path(monkeypatch, shared,
+                                                                              host_jpeg_decoder):
     """shared: the views' windows cover more than the image (shared_decode=True here), so the
     host stage decodes each image once (the union of its views' windows) for every view; else each
     view its windows."""
     pytest.importorskip("PIL")
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
-    from prefetch.ops import gpu_decoders
     from prefetch.transforms import multi_view
 
-    monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")  # the host stage's decoder: the CPU's
-    gpu_decoders.clear_cache()
-    try:
-        files = _jpegs(10)
+    files = _jpegs(10)
 
-        def views():
-            return [T.Compose([T.RandomResizedCrop(20, interpolation="bicubic"),
-                               T.RandomHorizontalFlip(), T.ToDtype(torch.float32, scale=True),
-                               T.Normalize(MEAN, STD)], decode=True),
-                    T.Compose([T.RandomResizedCrop(8, scale=(0.05, 0.4)),
-                               T.ToDtype(torch.bfloat16, scale=True), T.Normalize(MEAN, STD)],
-                              decode=True)]
+    def views():
+        return [T.Compose([T.RandomResizedCrop(20, interpolation="bicubic"),
+                           T.RandomHorizontalFlip(), T.ToDtype(torch.float32, scale=True),
+                           T.Normalize(MEAN, STD)], decode=True),
+                T.Compose([T.RandomResizedCrop(8, scale=(0.05, 0.4)),
+                           T.ToDtype(torch.bfloat16, scale=True), T.Normalize(MEAN, STD)],
+                          decode=True)]
 
-        keys = []
-        host_apply = _AsIfOnAGpu.host_apply
+    keys = []
+    host_apply = _AsIfOnAGpu.host_apply
 
-        def recorded(self, batch, position, device):
-            out = host_apply(self, batch, position, device)
-            keys.append(set(out))
-            return out
+    def recorded(self, batch, position, device):
+        out = host_apply(self, batch, position, device)
+        keys.append(set(out))
+        return out
 
-        monkeypatch.setattr(_AsIfOnAGpu, "host_apply", recorded)
-        results = []
-        for cls in (_AsIfOnAGpu, T.MultiView):
-            loader = DataLoader(_Files(files), batch_size=4, collate_fn=prefetch.collate.samples)
-            with prefetch.Prefetcher(loader, device="cpu", timeout=60,
-                                     transform=cls(views(), seed=6, shared_decode=shared)) as p:
-                results.append([([v.clone() for v in x], y.clone()) for x, y in p])
-        want = multi_view._HOST_SHARED if shared else multi_view._HOST_VIEWS
-        assert keys == [{want}] * 3
-        assert len(results[0]) == 3
-        for (a, la), (b, lb) in zip(*results):
-            assert torch.equal(la, lb)
-            assert [v.shape for v in a] == [v.shape for v in b]
-            assert all(torch.equal(u.float(), v.float()) for u, v in zip(a, b))
-    finally:
-        gpu_decoders.clear_cache()
+    monkeypatch.setattr(_AsIfOnAGpu, "host_apply", recorded)
+    results = []
+    for cls in (_AsIfOnAGpu, T.MultiView):
+        loader = DataLoader(_Files(files), batch_size=4, collate_fn=prefetch.collate.samples)
+        with prefetch.Prefetcher(loader, device="cpu", timeout=60,
+                                 transform=cls(views(), seed=6, shared_decode=shared)) as p:
+            results.append([([v.clone() for v in x], y.clone()) for x, y in p])
+    want = multi_view._HOST_SHARED if shared else multi_view._HOST_VIEWS
+    assert keys == [{want}] * 3
+    assert len(results[0]) == 3
+    for (a, la), (b, lb) in zip(*results):
+        assert torch.equal(la, lb)
+        assert [v.shape for v in a] == [v.shape for v in b]
+        assert all(torch.equal(u.float(), v.float()) for u, v in zip(a, b))
 
 
 def test_the_shared_host_decode_with_a_gpu_decoder_is_one_call_a_batch_and_the_cpu_paths_output():
@@ -483,7 +490,8 @@ def test_union_boxes_is_the_bounding_box_of_each_images_windows():
 @pytest.mark.parametrize("make", [
     lambda: ssl.simclr_views(16, decode=True, seed=3, shared_decode=True),
     lambda: ssl.dino_views(24, 12, local_crops_number=3, blur_kernel=5, decode=True, seed=2)])
-def test_the_shared_decode_decodes_only_the_union_of_the_views_windows(monkeypatch, make):
+def test_the_shared_decode_decodes_only_the_union_of_the_views_windows(monkeypatch, make,
+                                                                       host_jpeg_decoder):
     """The one decode of each image covers exactly the bounding box of the windows each view
     draws alone (FusedAugment.draws_for, from the headers), on the CPU path and in the host
     stage; each view's output is still its own decode's (the test above)."""
@@ -491,32 +499,26 @@ def test_the_shared_decode_decodes_only_the_union_of_the_views_windows(monkeypat
     if not prefetch.built_with_jpeg():
         pytest.skip("built without libjpeg-turbo")
     from prefetch.ops import decode as decode_module
-    from prefetch.ops import gpu_decoders
 
-    monkeypatch.setenv("PREFETCH_GPU_JPEG_DECODER", "cpu")  # the host stage's decoder: the CPU's
-    gpu_decoders.clear_cache()
-    try:
-        batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
-        mv = make()
-        decoded = []
-        real = decode_module.decode_jpeg
+    batch = (prefetch.Ragged.from_tensors(_mixed_jpegs()), torch.arange(6))
+    mv = make()
+    decoded = []
+    real = decode_module.decode_jpeg
 
-        def recording(data, boxes=None, **kw):
-            decoded.append(None if boxes is None else boxes.tolist())
-            return real(data, boxes, **kw)
+    def recording(data, boxes=None, **kw):
+        decoded.append(None if boxes is None else boxes.tolist())
+        return real(data, boxes, **kw)
 
-        monkeypatch.setattr(decode_module, "decode_jpeg", recording)
-        for at in (AT, BatchPosition(0, 1, 0)):
-            want = _union_by_hand([v.transforms[0].draws_for(batch, at).boxes for v in mv.views])
-            sizes = [s[:2] for s in decode_module.jpeg_sizes(batch[0]).tolist()]
-            assert any(b[2:] != s for b, s in zip(want, sizes))  # some union is less than its image
-            decoded.clear()
-            views = mv.apply(batch, at)[0]
-            assert decoded == [want]  # one decode a batch, of the union boxes
-            decoded.clear()
-            staged = mv.host_apply(batch, at, torch.device("cuda", 0))  # the host's decoder
-            assert decoded == [want]
-            for u, v in zip(views, mv.apply(staged, at)[0]):
-                assert torch.equal(u, v)
-    finally:
-        gpu_decoders.clear_cache()
+    monkeypatch.setattr(decode_module, "decode_jpeg", recording)
+    for at in (AT, BatchPosition(0, 1, 0)):
+        want = _union_by_hand([v.transforms[0].draws_for(batch, at).boxes for v in mv.views])
+        sizes = [s[:2] for s in decode_module.jpeg_sizes(batch[0]).tolist()]
+        assert any(b[2:] != s for b, s in zip(want, sizes))  # some union is less than its image
+        decoded.clear()
+        views = mv.apply(batch, at)[0]
+        assert decoded == [want]  # one decode a batch, of the union boxes
+        decoded.clear()
+        staged = mv.host_apply(batch, at, torch.device("cuda", 0))  # the host's decoder
+        assert decoded == [want]
+        for u, v in zip(views, mv.apply(staged, at)[0]):
+            assert torch.equal(u, v)
