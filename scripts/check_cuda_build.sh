@@ -9,7 +9,8 @@
 # the architectures torch was built for. It then imports the build and checks that it has CUDA,
 # that nvcc came from the wheels, and that every op has its CUDA kernel registered. With --tests
 # it then runs the Python suite with that build (CUDA cases skip): the GPU image's torch version,
-# on the CPU.
+# on the CPU; pytest arguments after --tests replace the default `tests` (.ci/run's choice of
+# tests is written there).
 #
 # This compiles every CUDA source with the flags torch gives nvcc, links the extension against
 # libtorch_cuda and loads it, so a GPU session starts from a build that is known to work. Nothing
@@ -45,7 +46,12 @@ if [ "${1:-}" = "--hidden-build" ]; then
 fi
 
 run_tests=0
-[ "${1:-}" = "--tests" ] && run_tests=1
+pytest_args=(tests)
+if [ "${1:-}" = "--tests" ]; then
+  run_tests=1
+  shift
+  [ $# -gt 0 ] && pytest_args=("$@")
+fi
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch; assert torch.version.cuda" 2>/dev/null; then
   echo "check_cuda_build: installing $spec into $venv"
@@ -101,5 +107,5 @@ EOF
 if [ "$run_tests" = 1 ]; then
   source scripts/pytest_workers.sh "$PY"
   timeout --signal=TERM --kill-after=30 "${PREFETCH_TEST_TIMEOUT:-1200}" \
-    "$PY" -m pytest tests -q -p no:cacheprovider "${pytest_workers[@]}"
+    "$PY" -m pytest -q -p no:cacheprovider "${pytest_workers[@]}" "${pytest_args[@]}"
 fi
