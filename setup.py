@@ -232,10 +232,10 @@ cxx_flags = (["-O0", "-g"] if debug else ["-O3"]) + [std] + cfg["warnings"] + sa
 if not debug:
     # Python's own CFLAGS carry -g (full debug info): for sources that include torch's and
     # pybind11's headers it was a third of each compile (engine_binding.cpp 37 s against 27,
-    # an op file 21 against 13) and most of the extension's 89 MB (17 with -g1). -g1, given last so it
-    # wins over that -g and the sanitizers', keeps the function names and line tables that
-    # backtraces, sanitizer reports and perf need, without the types and locals a debugger needs
-    # (DEBUG=1 builds keep full -g).
+    # an op file 21 against 13) and most of the extension's 89 MB (17 with -g1). -g1, given
+    # last so that it wins over that -g and the sanitizers', keeps the function names and line
+    # tables that backtraces, sanitizer reports and perf need, without the types and locals a
+    # debugger needs (DEBUG=1 builds keep full -g).
     cxx_flags.append("-g1")
 # at::parallel_for is inline: in an OpenMP build of torch it is a `#pragma omp parallel`, which
 # without -fopenmp compiles to a serial loop (every CPU op of the extension then ran on one
