@@ -242,6 +242,11 @@ def case_sharpness(device):
     strided = images.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
     compare("sharpness channels_last", sharpness(strided.to(device), factors.to(device)),
             sharpness(images, factors), 0)
+    # Pillow's arithmetic: each float32 operation rounded alone on both (nvcc contracts none).
+    compare("sharpness pillow", sharpness(images.to(device), factors.to(device), pillow=True),
+            sharpness(images, factors, pillow=True), 0)
+    compare("sharpness pillow channels_last", sharpness(strided.to(device), factors.to(device), pillow=True),
+            sharpness(images, factors, pillow=True), 0)
 
 
 def case_gaussian_blur(device):

@@ -60,7 +60,7 @@ def workload(device, n=256, size=224, crop=224, padding=4):
 def policy_kernels(images):
     """[(name, call, bytes moved)] of the policies' kernels on ``images`` (N uint8 HWC images, as
     ``workload`` makes them), each image its own parameters: a rotation (bilinear, a fill), a
-    sharpness factor, a table, an order of brightness, saturation and hue; and the histograms;
+    sharpness factor (torchvision's arithmetic and Pillow's), a table, an order of brightness, saturation and hue; and the histograms;
     and timm's rotation with Pillow's conventions (bicubic, float64)."""
     from ..transforms.policy_ops import pixel_maps
     from ..transforms.timm.pil_ops import rotate_matrix
@@ -83,6 +83,7 @@ def policy_kernels(images):
         ("pil_affine bicubic", lambda: ops.pil_affine(nchw, pil_maps, interpolation="bicubic",
                                                       fill=[124, 116, 104]), both),
         ("sharpness", lambda: ops.sharpness(nchw, factors), both),
+        ("sharpness pillow", lambda: ops.sharpness(nchw, factors, pillow=True), both),
         ("lookup", lambda: ops.lookup(nchw, tables), both),
         ("color_jitter b/s/h", lambda: ops.color_jitter(nchw, steps, jitter), both),
         ("histograms", lambda: ops.histograms(nchw), nchw.numel()),

@@ -137,7 +137,8 @@ def _color_jitter_fake(images, steps, factors):
 
 # --- sharpness ------------------------------------------------------------------------------------
 
-def sharpness(images: torch.Tensor, factors: float | Sequence[float] | torch.Tensor) -> torch.Tensor:
+def sharpness(images: torch.Tensor, factors: float | Sequence[float] | torch.Tensor, *,
+              pillow: bool = False) -> torch.Tensor:
     """torchvision's ``adjust_sharpness`` with each image its own factor: the image blended with
     its 3x3 smoothing (1s around a 5, over 13, rounded to whole values) as
     ``v + (smooth - v) * (1 - factor)`` in float32 with one rounding (torchvision's fused
@@ -145,10 +146,19 @@ def sharpness(images: torch.Tensor, factors: float | Sequence[float] | torch.Ten
     or fewer a side unchanged. Equal to torchvision's output; the CPU and CUDA kernels write the
     same bytes.
 
+    With ``pillow=True``, Pillow's ``ImageEnhance.Sharpness(img).enhance(factor)`` instead (what
+    timm's RandAugment runs on PIL images): ``ImageFilter.SMOOTH`` in float32 as Pillow's
+    ``Filter.c`` computes it (each weight a float32 quotient by 13; per row ``(a w + b w_c) + c w``;
+    the rows added onto 0.5, the row below first), clipped and truncated, then ``Blend.c``'s
+    ``smooth + factor * (v - smooth)`` in float32 (the factor a C float; the product and the sum
+    rounded each), clipped and truncated, over every value (the border's smoothing is itself, so
+    the border is kept for any finite factor). Equal to Pillow's output byte for byte.
+
     Args:
         images (Tensor[N, C, H, W]): uint8, C * H below 2^31.
         factors (float, sequence of N floats, or Tensor[N]): a number for every image, or one per
             image (a float64 tensor on the images' device, or a sequence).
+        pillow (bool): Pillow's arithmetic instead of torchvision's.
 
     Returns:
         Tensor[N, C, H, W]: uint8, contiguous.
@@ -161,11 +171,11 @@ def sharpness(images: torch.Tensor, factors: float | Sequence[float] | torch.Ten
         t = torch.as_tensor(factors, dtype=torch.float64)
         factors = (t.expand(n) if t.dim() == 0 else t).to(
             images.device if isinstance(images, torch.Tensor) else "cpu")
-    return torch.ops.prefetch.sharpness.default(images, factors)
+    return torch.ops.prefetch.sharpness.default(images, factors, bool(pillow))
 
 
 @torch.library.register_fake("prefetch::sharpness")
-def _sharpness_fake(images, factors):
+def _sharpness_fake(images, factors, pillow=False):
     n, c, h, w = check_uint8_images("sharpness", images, factors, "factors")
     torch._check(factors.dtype == torch.float64 and factors.dim() == 1 and factors.shape[0] == n,
                  lambda: "sharpness: factors must be float64 [N] = [%s] (one per image), got %s of "

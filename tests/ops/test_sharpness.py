@@ -128,3 +128,81 @@ def test_cuda_writes_the_cpu_kernels_bytes():
     x = torch.randint(0, 256, (16, 3, 31, 29), dtype=torch.uint8, generator=g)
     f = torch.rand(16, generator=g, dtype=torch.float64) * 3
     assert torch.equal(sharpness(x.cuda(), f.cuda()).cpu(), sharpness(x, f))
+
+
+# --- pillow=True: Pillow's ImageEnhance.Sharpness (what timm's RandAugment runs) --------------------
+# The reference below is written from Pillow's C, one float32 torch operation for each of its
+# operations (Filter.c's ImagingFilter3x3 with ImageFilter.SMOOTH, Blend.c's ImagingBlend); Pillow
+# itself is compared in tests/transforms/test_timm_pil_ops.py.
+
+def pil_sharpness32(x, factors):
+    """uint8 [N, C, H, W]: Pillow's result, computed with float32 tensors."""
+    n, c, h, w = x.shape
+    f32 = torch.float32
+    side, centre = torch.tensor(1.0, dtype=f32) / 13.0, torch.tensor(5.0, dtype=f32) / 13.0
+    v = x.to(f32)
+
+    def taps(row, weight):  # KERNEL1x3 over rows `row` (a slice of v): (l k + c k_c) + r k
+        return (row[..., :-2] * side + row[..., 1:-1] * weight) + row[..., 2:] * side
+
+    smooth = x.clone()  # the border (all of an image under 3 a side) kept by the filter
+    if h >= 3 and w >= 3:
+        below, middle, above = taps(v[:, :, 2:], side), taps(v[:, :, 1:-1], centre), taps(v[:, :, :-2], side)
+        smooth[:, :, 1:-1, 1:-1] = clip8(((torch.tensor(0.5, dtype=f32) + below) + middle) + above)
+    alpha = factors.to(torch.float64).to(f32).view(n, 1, 1, 1)  # ImagingBlend's float alpha
+    d = smooth.to(f32)
+    return clip8(d + alpha * (v - d))
+
+
+def clip8(v):
+    """Pillow's clip8: 0 at or below 0, 255 at or above, else truncated (NaN: 0, as the kernel)."""
+    v = torch.where(v > 0, v, torch.zeros_like(v))
+    return torch.where(v >= 255, torch.full_like(v, 255.0), v).to(torch.uint8)
+
+
+@pytest.mark.parametrize("c", [3, 1])
+@pytest.mark.parametrize("hw", [(1, 1), (2, 7), (3, 3), (23, 19), (5, 300), (12, 517)])
+def test_pillow_arithmetic_equals_the_float32_reference(device, c, hw):
+    g = torch.Generator().manual_seed(c * 1000 + hw[1])
+    x = torch.randint(0, 256, (8, c) + hw, dtype=torch.uint8, generator=g)
+    x[0] = 90  # flat
+    x[1, ..., : hw[1] // 2] = 255  # a hard edge next to random values
+    # timm's factors (0.1 .. 1.9), Pillow's shortcuts 0 and 1, and beyond (2.7, 40, past float32)
+    factors = torch.tensor([0.0, 1.0, 0.1, 0.77, 1.3, 1.9, 2.7, 40.0], dtype=torch.float64)
+    got = sharpness(x.to(device), factors.to(device), pillow=True)
+    assert got.dtype == torch.uint8 and got.shape == x.shape and got.is_contiguous()
+    assert torch.equal(got.cpu(), pil_sharpness32(x, factors))
+    assert torch.equal(got[1].cpu(), x[1])  # factor 1: the image itself
+    if min(hw) >= 3 and c * hw[0] * hw[1] > 9:
+        assert not torch.equal(got[2].cpu(), x[2])  # not vacuous: a factor of 0.1 smooths
+    # and not torchvision's arithmetic, which rounds its smoothing before the blend
+    if min(hw) >= 10:
+        assert not torch.equal(got.cpu(), sharpness(x, factors).cpu())
+
+
+def test_pillow_arithmetic_with_any_strides_and_extreme_factors(device):
+    g = torch.Generator().manual_seed(11)
+    base = torch.randint(0, 256, (4, 30, 280, 3), dtype=torch.uint8, generator=g)
+    x = base.permute(0, 3, 1, 2)[:, :, 3:25, 1:]  # channels last, cropped
+    factors = torch.tensor([1e39, -3.0, 0.5, float("inf")], dtype=torch.float64)
+    got = sharpness(x.to(device), factors.to(device), pillow=True)
+    assert torch.equal(got.cpu(), pil_sharpness32(x.contiguous(), factors))
+    assert torch.equal(got.cpu(), sharpness(x.contiguous(), factors, pillow=True))
+
+
+def test_pillow_opcheck(device):
+    g = torch.Generator().manual_seed(12)
+    x = torch.randint(0, 256, (3, 3, 7, 6), dtype=torch.uint8, generator=g).to(device)
+    torch.library.opcheck(torch.ops.prefetch.sharpness.default,
+                          (x, torch.tensor([0.2, 1.0, 1.7], dtype=torch.float64, device=device), True))
+
+
+@pytest.mark.cuda
+def test_cuda_writes_the_cpu_kernels_bytes_in_pillows_arithmetic():
+    from ..conftest import require_cuda
+    require_cuda()
+    g = torch.Generator().manual_seed(13)
+    x = torch.randint(0, 256, (16, 3, 31, 290), dtype=torch.uint8, generator=g)
+    f = torch.rand(16, generator=g, dtype=torch.float64) * 3
+    f[0], f[1] = 1e39, 0.0
+    assert torch.equal(sharpness(x.cuda(), f.cuda(), pillow=True).cpu(), sharpness(x, f, pillow=True))

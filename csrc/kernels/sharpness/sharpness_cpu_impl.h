@@ -25,14 +25,36 @@ void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end, 
     const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
     const uint8_t* p = a.images + n * a.sN + c * a.sC + y * sH;
     uint8_t* dst = a.out + row * W;
+    if (a.pillow) {  // Pillow's float32 filter and blend (the baseline build's only: sharpness_cpu.cpp)
+      const float alpha = static_cast<float>(a.factors[n]);
+      if (y == 0 || y == H - 1 || W <= 2) {
+        for (int64_t x = 0; x < W; ++x) dst[x] = pil_border(p[x * sW], alpha);
+        continue;
+      }
+      dst[0] = pil_border(p[0], alpha);
+      dst[W - 1] = pil_border(p[(W - 1) * sW], alpha);
+      const uint8_t *up = p - sH, *down = p + sH;
+      if (sW == 1) {  // contiguous rows: the loop vectorises
+        for (int64_t x = 1; x < W - 1; ++x) {
+          const int32_t v = p[x];
+          const int32_t s = up[x - 1] + up[x] + up[x + 1] + p[x - 1] + 5 * v + p[x + 1] + down[x - 1] + down[x] +
+                            down[x + 1];
+          dst[x] = pil_blend(sharpness_smooth(s), v, alpha);
+        }
+      } else {
+        const SharpnessRow values = sharpness_row(a, n, c, y);
+        for (int64_t x = 1; x < W - 1; ++x) values(x);
+      }
+      continue;
+    }
     if (y == 0 || y == H - 1 || W <= 2) {
       for (int64_t x = 0; x < W; ++x) dst[x] = p[x * sW];
       continue;
     }
-    const float rest = sharpness_rest(a.factors[n]);
-    const uint8_t *up = p - sH, *down = p + sH;
     dst[0] = p[0];
     dst[W - 1] = p[(W - 1) * sW];
+    const float rest = sharpness_rest(a.factors[n]);
+    const uint8_t *up = p - sH, *down = p + sH;
     if (sW == 1) {  // contiguous rows: the loop vectorises
       for (int64_t x = interior(up, p, down, dst, W, rest); x < W - 1; ++x) {
         const int32_t v = p[x];

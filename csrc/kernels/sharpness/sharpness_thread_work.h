@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/host_device.h"
+#include "common/round_each.h"
 #include "sharpness/sharpness.h"
 
 namespace prefetch {
@@ -31,6 +32,32 @@ PF_HD uint8_t sharpness_blend(int32_t v, int32_t smooth, float rest) {
 // float32 (the tensor's dtype).
 PF_HD float sharpness_rest(double factor) { return static_cast<float>(1.0 - factor); }
 
+// Pillow's arithmetic (args.pillow): ImageEnhance.Sharpness, what timm's RandAugment calls. Its
+// smoothing, ImageFilter.SMOOTH in float32 (Filter.c: 0.5 plus the 3x3 products with 1/13 and
+// 5/13 as float32 quotients, then clip8), is sharpness_smooth's rounded s / 13 for every input:
+// its float32 error (values below 256, a dozen roundings: under 10^-3) never reaches the 1/26
+// between 0.5 plus a thirteenth and a whole number (tests/cpp/sharpness_test.cpp computes Pillow's
+// float32 sums against it). Its blend differs from torchvision's: two roundings, not one.
+
+// Filter.c's and Blend.c's clip8: 0 at or below 0, 255 at or above 255, else truncated. NaN (a
+// factor beyond float32's range times a difference of 0), where Pillow's C is undefined, is 0, as
+// its conversion gives on x86-64.
+PF_HD uint8_t pil_clip8(float v) {
+  const float low = v > 0.0f ? v : 0.0f;
+  return static_cast<uint8_t>(low >= 255.0f ? 255.0f : low);
+}
+
+// Blend.c's (float)(smooth + alpha * (v - smooth)): the product and the sum each rounded to
+// float32, clipped. alpha: the factor as a C float, as ImagingBlend takes it.
+PF_HD uint8_t pil_blend(int32_t smooth, int32_t v, float alpha) {
+  return pil_clip8(add_rn(static_cast<float>(smooth), mul_rn(alpha, static_cast<float>(v - smooth))));
+}
+
+// A border value in Pillow's arithmetic: Blend.c blends every value, and the smoothing keeps the
+// border's, so v + alpha * 0: v for every finite alpha; 0 for an infinite one (NaN: what Pillow's
+// undefined conversion gives on x86-64 too), as an interior value equal to its smoothing.
+PF_HD uint8_t pil_border(int32_t v, float alpha) { return pil_blend(v, v, alpha); }
+
 // Output row (n, c, y): its pointers, whether it is a border row and the image's factor found
 // once; then value x.
 struct SharpnessRow {
@@ -38,23 +65,32 @@ struct SharpnessRow {
   uint8_t* dst;
   int64_t sH, sW, last;  // last: the row's last x
   bool border;           // the first or last row: copied
-  float rest;
+  bool pillow;
+  float rest;   // torchvision's 1 - factor
+  float alpha;  // Pillow's factor
   PF_HD void operator()(int64_t x) const {
     const uint8_t* p = src + x * sW;
     const int32_t v = *p;
     if (border || x == 0 || x == last) {  // the border (all of a 2-pixel side)
-      dst[x] = static_cast<uint8_t>(v);
+      dst[x] = pillow ? pil_border(v, alpha) : static_cast<uint8_t>(v);
       return;
     }
     const int32_t s = p[-sH - sW] + p[-sH] + p[-sH + sW] + p[-sW] + 5 * v + p[sW] + p[sH - sW] + p[sH] + p[sH + sW];
-    dst[x] = sharpness_blend(v, sharpness_smooth(s), rest);
+    dst[x] = pillow ? pil_blend(sharpness_smooth(s), v, alpha) : sharpness_blend(v, sharpness_smooth(s), rest);
   }
 };
 
 PF_HD SharpnessRow sharpness_row(const SharpnessArgs& a, int64_t n, int64_t c, int64_t y) {
   const bool border = y == 0 || y == a.H - 1;
-  return SharpnessRow{a.images + n * a.sN + c * a.sC + y * a.sH, a.out + ((n * a.C + c) * a.H + y) * a.W,
-                      a.sH, a.sW, a.W - 1, border, border ? 0.0f : sharpness_rest(a.factors[n])};
+  return SharpnessRow{a.images + n * a.sN + c * a.sC + y * a.sH,
+                      a.out + ((n * a.C + c) * a.H + y) * a.W,
+                      a.sH,
+                      a.sW,
+                      a.W - 1,
+                      border,
+                      a.pillow,
+                      border ? 0.0f : sharpness_rest(a.factors[n]),
+                      static_cast<float>(a.factors[n])};
 }
 
 // CUDA threads: the values (n, c, y, x) of the launches common/plane_rows.h numbers, by rows.

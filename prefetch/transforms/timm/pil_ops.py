@@ -10,15 +10,16 @@ Every op takes uint8 ``images [N, C, H, W]`` (C 1 or 3, any device) and returns 
 same shape on that device. Per-image parameters are float64 or int64 tensors of N on any device
 (moved to the images'). The value-wise ops are a 256-entry table per image (or channel) read by
 :func:`prefetch.ops.lookup`; the blends are float32 torch ops, each rounded on its own as Pillow's
-C does; the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is Pillow's box blur in
-integer torch ops.
+C does, and Sharpness's smoothing and blend one fused kernel (:func:`prefetch.ops.sharpness`
+with ``pillow=True``); the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is
+Pillow's box blur in integer torch ops.
 """
 import math
 from typing import Sequence
 
 import torch
 
-from ...ops.color import lookup
+from ...ops.color import lookup, sharpness as sharpness_op
 from ...ops.pil_geometry import pil_affine
 from ..policy_ops import equalize, equalize_tables, put_rows, take_rows
 
@@ -135,35 +136,13 @@ def brightness(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     return lookup_tables(images, brightness_tables(images.shape[0], factor, images.device))
 
 
-# ImageFilter.SMOOTH: the 3x3 kernel [1 1 1; 1 5 1; 1 1 1] / 13, each weight a float32 quotient.
-_SMOOTH_EDGE = float(torch.tensor(1.0, dtype=torch.float32) / torch.tensor(13.0, dtype=torch.float32))
-_SMOOTH_CENTRE = float(torch.tensor(5.0, dtype=torch.float32) / torch.tensor(13.0, dtype=torch.float32))
-
-
-def _smooth(images):
-    """``img.filter(ImageFilter.SMOOTH)`` (``Filter.c``'s ``ImagingFilter3x3``): the border rows
-    and columns kept; inside, per row of the kernel ``(a k0 + b k1) + c k2`` in float32, the rows
-    summed onto ``0.5`` (the rounding offset) bottom row first, and truncated to uint8. Each
-    product is computed once (the same float32 value whichever sum it enters) and the outer rows'
-    sums once for both: nine passes over the image where the written-out order takes eighteen."""
-    h, w = images.shape[2], images.shape[3]
-    if h < 3 or w < 3:
-        return images
-    x = images.to(torch.float32)
-    edge = x * torch.tensor(_SMOOTH_EDGE, dtype=torch.float32)
-    centre = x[:, :, 1:-1, 1:-1] * torch.tensor(_SMOOTH_CENTRE, dtype=torch.float32)
-    outer = (edge[:, :, :, :-2] + edge[:, :, :, 1:-1]).add_(edge[:, :, :, 2:])  # rows of 1 1 1
-    middle = (edge[:, :, 1:-1, :-2] + centre).add_(edge[:, :, 1:-1, 2:])      # the row 1 5 1
-    inner = (outer[:, :, 2:] + 0.5).add_(middle).add_(outer[:, :, :-2])  # below, itself, above
-    out = images.clone()
-    out[:, :, 1:-1, 1:-1] = inner.clamp_(0.0, 255.0).to(torch.uint8)
-    return out
-
-
 def sharpness(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """``ImageEnhance.Sharpness(img).enhance(factor)``: blended with ``ImageFilter.SMOOTH``'s
-    result. Args and returns as :func:`blend`."""
-    return blend(_smooth(images), images, factor)
+    result, Pillow's float32 arithmetic fused in one kernel (:func:`prefetch.ops.sharpness` with
+    ``pillow=True``). Args and returns as :func:`blend`."""
+    n = images.shape[0]
+    f = torch.as_tensor(factor, dtype=torch.float64).to(images.device).expand(n).contiguous()
+    return sharpness_op(images, f, pillow=True)
 
 
 def autocontrast(images: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,8 @@ namespace py = pybind11;
 
 namespace prefetch {
 
-SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors, const OutputAllocator& allocate) {
+SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors, bool pillow,
+                             const OutputAllocator& allocate) {
   check_uint8_images("sharpness", images, factors, "factors");
   const int64_t N = images.size(0), C = images.size(1), H = images.size(2);
   TORCH_CHECK(factors.scalar_type() == at::kDouble && factors.dim() == 1 && factors.size(0) == N,
@@ -26,6 +27,7 @@ SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors
   plan_uint8_output(&plan, "sharpness", images, allocate);
   plan.values = factors.contiguous();
   plan.args.factors = plan.values.const_data_ptr<double>();
+  plan.args.pillow = pillow;
   return plan;
 }
 
@@ -37,8 +39,8 @@ std::vector<std::string> arg_problems(const SharpnessPlan& plan, bool /*cuda*/) 
 
 namespace {
 
-at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors) {
-  return run_cpu(plan_sharpness(images, factors, pooled_empty), &kernels::sharpness_cpu,
+at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors, bool pillow) {
+  return run_cpu(plan_sharpness(images, factors, pillow, pooled_empty), &kernels::sharpness_cpu,
                  [](const kernels::SharpnessArgs& a) {
                    // A row is W values of a 3x3 sum and a blend: a few thousand values make a chunk.
                    return CpuSplit{a.N * a.C * a.H, grain_for(8192, a.W)};
@@ -48,7 +50,7 @@ at::Tensor sharpness_cpu(const at::Tensor& images, const at::Tensor& factors) {
 py::dict sharpness_args(const std::string& target, const at::Tensor& images, const at::Tensor& factors,
                   const std::string& drop) {
   return describe_uint8_kernel_args(
-      target, drop, images, [&] { return plan_sharpness(images, factors); },
+      target, drop, images, [&] { return plan_sharpness(images, factors, false); },
       [](kernels::SharpnessArgs* a, const std::string& field) {
         if (field == "factors") a->factors = nullptr;
       },
@@ -67,7 +69,7 @@ const KernelArgsHook hook(&bind_hook);
 
 TORCH_LIBRARY_FRAGMENT(prefetch, m) {
   m.def(
-      "sharpness(Tensor images, Tensor factors) -> Tensor");
+      "sharpness(Tensor images, Tensor factors, bool pillow=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(prefetch, CPU, m) { m.impl("sharpness", &sharpness_cpu); }

@@ -9,9 +9,9 @@
 namespace prefetch {
 namespace {
 
-at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors) {
+at::Tensor sharpness_cuda(const at::Tensor& images, const at::Tensor& factors, bool pillow) {
   check_uint8_images("sharpness", images, factors, "factors");
-  return run_cuda(images.device(), [&] { return plan_sharpness(images, factors); }, &kernels::sharpness_cuda);
+  return run_cuda(images.device(), [&] { return plan_sharpness(images, factors, pillow); }, &kernels::sharpness_cuda);
 }
 
 }  // namespace

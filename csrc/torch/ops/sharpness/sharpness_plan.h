@@ -16,7 +16,8 @@ struct SharpnessPlan : Uint8ValuesPlan<kernels::SharpnessArgs> {
   static constexpr const char* kName = "sharpness";  // in errors
 };
 
-SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors,
+// pillow: Pillow's arithmetic (kernels' sharpness/sharpness.h), not torchvision's.
+SharpnessPlan plan_sharpness(const at::Tensor& images, const at::Tensor& factors, bool pillow,
                              const OutputAllocator& allocate = default_output);
 
 // What is wrong with plan.args for a kernel on the CPU or (cuda) a CUDA device; empty: complete
