@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -21,6 +22,11 @@ using namespace prefetch::kernels;
 
 using plane_rows_test::expect_guards_intact;
 using plane_rows_test::kGuard;
+
+// A factor (a float32 value) at which Pillow's blend, smooth + float32(alpha * (v - smooth)), and
+// the one rounding of a fused multiply-add truncate differently for 191 (smooth, v) pairs
+// (PillowsBlendRoundsTwiceNotOnce checks that); 1 of 4,000 random factors in timm's range is so.
+constexpr double kContractionWitness = 1.030302882194519;
 
 TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
   std::mt19937 rng(3);
@@ -44,11 +50,13 @@ TEST(SharpnessThreadWork, EveryThreadInAnyOrderWritesTheCpuKernelsBytes) {
         }
         // Factors whose rest (1 - factor) is positive, negative, 0, below 2^-20 (the AVX2 build's
         // FMA would not be the thread work's double there: it leaves them to the double loop), large,
-        // and beyond float32's range (Pillow's factor then infinite: NaN where a value equals its
-        // smoothing).
-        const double kinds[9] = {0.1, 2.6, 1.0, 1.0 + 1e-9, 0.0, 2.0, 1000.0, 0.5, 1e39};
+        // beyond float32's range (Pillow's factor then infinite: NaN where a value equals its
+        // smoothing), and one whose float32 product with a difference often rounds across a whole
+        // number (191 of the 65,536 (smooth, value) pairs: Pillow's blend then differs from one
+        // FMA, which a build that contracted would compute).
+        const double kinds[10] = {0.1, 2.6, 1.0, 1.0 + 1e-9, 0.0, 2.0, 1000.0, 0.5, 1e39, kContractionWitness};
         std::vector<double> factors;
-        for (int64_t n = 0; n < N; ++n) factors.push_back(N <= 3 ? 0.1 + 2.5 * n / std::max<int64_t>(1, N - 1) : kinds[n % 9]);
+        for (int64_t n = 0; n < N; ++n) factors.push_back(N <= 3 ? kContractionWitness - 0.9 * n : kinds[n % 10]);
         SharpnessArgs a;
         a.images = images.data();
         a.N = N, a.C = C, a.H = H, a.W = W;
@@ -115,6 +123,19 @@ TEST(SharpnessThreadWork, PillowsFloat32SmoothingIsTheRoundedThirteenthOfTheSum)
     for (int i = 0; i < 9; ++i) v[i] = k % 2 ? byte(rng) : std::min(255, base + near(rng));  // smooth regions too
     ASSERT_EQ(pillow_smooth(v), sharpness_smooth(neighbourhood_sum(v))) << k;
   }
+}
+
+TEST(SharpnessThreadWork, PillowsBlendRoundsTwiceNotOnce) {
+  const float alpha = static_cast<float>(kContractionWitness);
+  ASSERT_EQ(static_cast<double>(alpha), kContractionWitness);
+  int differ = 0;
+  for (int32_t smooth = 0; smooth < 256; ++smooth) {
+    for (int32_t v = 0; v < 256; ++v) {
+      const float fused = std::fma(alpha, static_cast<float>(v - smooth), static_cast<float>(smooth));
+      differ += pil_blend(smooth, v, alpha) != pil_clip8(fused);
+    }
+  }
+  EXPECT_EQ(differ, 191);
 }
 
 TEST(SharpnessThreadWork, PillowsClipTruncatesAndItsBlendRoundsTwice) {

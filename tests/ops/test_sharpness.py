@@ -154,6 +154,9 @@ def pil_sharpness32(x, factors):
     return clip8(d + alpha * (v - d))
 
 
+CONTRACTION_WITNESS = 1.030302882194519
+
+
 def clip8(v):
     """Pillow's clip8: 0 at or below 0, 255 at or above, else truncated (NaN: 0, as the kernel)."""
     v = torch.where(v > 0, v, torch.zeros_like(v))
@@ -167,8 +170,10 @@ def test_pillow_arithmetic_equals_the_float32_reference(device, c, hw):
     x = torch.randint(0, 256, (8, c) + hw, dtype=torch.uint8, generator=g)
     x[0] = 90  # flat
     x[1, ..., : hw[1] // 2] = 255  # a hard edge next to random values
-    # timm's factors (0.1 .. 1.9), Pillow's shortcuts 0 and 1, and beyond (2.7, 40, past float32)
-    factors = torch.tensor([0.0, 1.0, 0.1, 0.77, 1.3, 1.9, 2.7, 40.0], dtype=torch.float64)
+    # timm's factors (0.1 .. 1.9), Pillow's shortcuts 0 and 1, and beyond (2.7, 40); 1.0303...: a
+    # float32 at which Pillow's two roundings and one fused multiply-add often truncate apart
+    # (tests/cpp/sharpness_test.cpp)
+    factors = torch.tensor([0.0, 1.0, 0.1, CONTRACTION_WITNESS, 1.3, 1.9, 2.7, 40.0], dtype=torch.float64)
     got = sharpness(x.to(device), factors.to(device), pillow=True)
     assert got.dtype == torch.uint8 and got.shape == x.shape and got.is_contiguous()
     assert torch.equal(got.cpu(), pil_sharpness32(x, factors))
@@ -204,5 +209,5 @@ def test_cuda_writes_the_cpu_kernels_bytes_in_pillows_arithmetic():
     g = torch.Generator().manual_seed(13)
     x = torch.randint(0, 256, (16, 3, 31, 290), dtype=torch.uint8, generator=g)
     f = torch.rand(16, generator=g, dtype=torch.float64) * 3
-    f[0], f[1] = 1e39, 0.0
+    f[0], f[1], f[2] = 1e39, 0.0, CONTRACTION_WITNESS
     assert torch.equal(sharpness(x.cuda(), f.cuda(), pillow=True).cpu(), sharpness(x, f, pillow=True))

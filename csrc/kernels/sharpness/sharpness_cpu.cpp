@@ -25,14 +25,6 @@ void sharpness_cpu_baseline(const SharpnessArgs& args, int64_t row_begin, int64_
 }  // namespace
 
 void sharpness_cpu(const SharpnessArgs& args, int64_t row_begin, int64_t row_end) {
-  // Pillow's arithmetic rounds every product and sum on its own. GCC contracts a * b + c into an
-  // FMA wherever the target has one, even under -std=c++17 (GCC 12, checked), and the AVX2 build's
-  // target has: there it would round once and write other bytes. The baseline x86-64 build has
-  // no FMA instruction to contract into.
-  if (args.pillow) {
-    sharpness_cpu_baseline(args, row_begin, row_end);
-    return;
-  }
   run_cpu_build(args, row_begin, row_end, &sharpness_cpu_baseline, PREFETCH_ISA_BUILD(sharpness_cpu_avx2));
 }
 

@@ -5,9 +5,15 @@
 // which holds for every factor whose rest (1 - factor) is 0 or at least 2^-20 in magnitude: the
 // product's lowest bit is then at least 2^-43 and the sum's highest at most 2^9 (or, for a large
 // rest, 33 bits above its lowest). Rows with other rests, or narrower than 18 values, take the
-// loop of sharpness_cpu_impl.h (its doubles 4 to a vector).
+// loop of sharpness_cpu_impl.h (its doubles 4 to a vector). Pillow's arithmetic (args.pillow) takes
+// that loop too, whose float32 blend must round its product and its sum each: no contraction into
+// FMAs in this file (common/no_contraction.h; the intrinsic FMA above stays one), and its clips'
+// selects vectorised (common/vectorise_selects.h), both before the kernel's headers.
 #include "common/cpu_dispatch.h"
 #if PREFETCH_AVX2_BUILD
+#include "common/no_contraction.h"
+#include "common/vectorise_selects.h"
+
 #include <algorithm>
 #include <cstdint>
 

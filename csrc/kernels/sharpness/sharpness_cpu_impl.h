@@ -25,7 +25,7 @@ void sharpness_rows(const SharpnessArgs& a, int64_t row_begin, int64_t row_end, 
     const int64_t y = row % H, plane = row / H, n = plane / C, c = plane % C;
     const uint8_t* p = a.images + n * a.sN + c * a.sC + y * sH;
     uint8_t* dst = a.out + row * W;
-    if (a.pillow) {  // Pillow's float32 filter and blend (the baseline build's only: sharpness_cpu.cpp)
+    if (a.pillow) {  // Pillow's blend, each operation rounded (the AVX2 file contracts none)
       const float alpha = static_cast<float>(a.factors[n]);
       if (y == 0 || y == H - 1 || W <= 2) {
         for (int64_t x = 0; x < W; ++x) dst[x] = pil_border(p[x * sW], alpha);
