@@ -251,8 +251,10 @@ jpeg_libraries = ["jpeg"] if with_jpeg else []
 if with_cuda:
     srcs += cfg["kernels_cuda"] + cfg["torch_cuda"]
     # No fast-math, and no multiply-add contracted into an FMA (--fmad=false): the thread work is
-    # shared with the CPU, which never contracts, so both round each operation alike and write the
-    # same bytes; a uint8 stage that differed by one level on the GPU changed whole images further
+    # shared with the CPU, which contracts nowhere it would change a value (the baseline x86-64
+    # build has no FMA; GCC does contract in the FMA builds, which include
+    # common/no_contraction.h or round only exact products), so both round each operation alike
+    # and write the same bytes; a uint8 stage that differed by one level on the GPU changed whole images further
     # down a policy (Solarize's threshold, Equalize's table: the first GPU run of the v2 recipe).
     # Where an FMA is meant, the code says so (common/round_each.h's fma_rn). The warnings reach
     # nvcc's host compiler.
