@@ -2,7 +2,7 @@
 // would otherwise fuse a * b + c into one FMA (one rounding) where the host compiler of the
 // baseline build does not, and a value computed as torchvision computes it (each operation
 // rounded) could then differ by an ulp between CPU and GPU. Shared by the ops whose thread work
-// must round each operation (affine_warp, color_jitter).
+// must round each operation (affine_warp, color_jitter, sharpness's Pillow arithmetic).
 #pragma once
 
 #include <cmath>

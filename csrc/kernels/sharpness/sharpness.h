@@ -6,8 +6,9 @@
 // ImageEnhance.Sharpness instead (timm's RandAugment op on PIL images): ImageFilter.SMOOTH's
 // float32 filter (which gives the same rounded smoothing: sharpness_thread_work.h), then Blend.c's
 // smooth + factor * (v - smooth) in float32 with two roundings, clipped and truncated, over every
-// value (the border's smoothing is itself: the border kept for any finite factor). Arguments as raw pointers and sizes, a CPU implementation over a range of output rows
-// (the torch layer parallelises it), and a CUDA launcher on a stream.
+// value (the border's smoothing is itself: the border kept for any finite factor). Arguments as
+// raw pointers and sizes, a CPU implementation over a range of output rows (the torch layer
+// parallelises it), and a CUDA launcher on a stream.
 #pragma once
 #include <cstdint>
 

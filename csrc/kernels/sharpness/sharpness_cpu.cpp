@@ -1,6 +1,9 @@
 // CPU twin of sharpness.cu. The body is sharpness_cpu_impl.h; this file builds it for the baseline
 // ISA and dispatches to the AVX2 build (sharpness_cpu_avx2.cpp) when use_avx2_build() says so.
-// Before the kernel's own headers, so that Pillow's clips (selects) vectorise.
+// Before the kernel's own headers: Pillow's blend rounds its product and its sum each, where a
+// baseline with an FMA instruction (not x86-64's) would contract them; its clips (selects)
+// vectorise.
+#include "common/no_contraction.h"
 #include "common/vectorise_selects.h"
 
 #include "common/cpu_dispatch.h"

@@ -1,10 +1,12 @@
 // sharpness's CPU body over a range of output rows, compiled twice: for the baseline ISA
 // (sharpness_cpu.cpp) and for AVX2 (sharpness_cpu_avx2.cpp, where 4 doubles a vector halve the
 // blend's cost). The same per-value functions as a CUDA thread (sharpness_thread_work.h); the
-// interior of a contiguous row in one loop the compiler vectorises, the two border values copied.
-// Contraction is harmless here: the blend's product is exact in double, so a fused multiply-add
-// rounds exactly as the separate add does. The per-value functions are included, by the AVX2
-// file too, before its target pragma: they stay baseline functions in both builds.
+// interior of a contiguous row in one loop the compiler vectorises, the two border values copied
+// (torchvision's arithmetic) or blended with themselves (Pillow's). Contraction is harmless for
+// torchvision's blend (its product is exact in double, so a fused multiply-add rounds as the
+// separate add does) and would change Pillow's (two float32 roundings): both files include
+// common/no_contraction.h first. The per-value functions are included, by the AVX2 file too,
+// before its target pragma: they stay baseline functions in both builds.
 #pragma once
 #include <cstdint>
 

@@ -64,10 +64,10 @@ struct SharpnessRow {
   const uint8_t* src;  // the row's first value
   uint8_t* dst;
   int64_t sH, sW, last;  // last: the row's last x
-  bool border;           // the first or last row: copied
+  bool border;           // the first or last row: copied (torchvision's) or blended with itself (Pillow's)
   bool pillow;
   float rest;   // torchvision's 1 - factor
-  float alpha;  // Pillow's factor
+  float alpha;  // Pillow's factor (read in either arithmetic: factors[n] exists for every row)
   PF_HD void operator()(int64_t x) const {
     const uint8_t* p = src + x * sW;
     const int32_t v = *p;
