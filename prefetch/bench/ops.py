@@ -60,8 +60,9 @@ def workload(device, n=256, size=224, crop=224, padding=4):
 def policy_kernels(images):
     """[(name, call, bytes moved)] of the policies' kernels on ``images`` (N uint8 HWC images, as
     ``workload`` makes them), each image its own parameters: a rotation (bilinear, a fill), a
-    sharpness factor (in torchvision's arithmetic and in Pillow's), a table, an order of brightness, saturation and hue; and the histograms;
-    and timm's rotation with Pillow's conventions (bicubic, float64)."""
+    sharpness factor (in torchvision's arithmetic and in Pillow's), a table, an order of
+    brightness, saturation and hue; and the histograms; and timm's rotation with Pillow's
+    conventions (bicubic, float64)."""
     from ..transforms.policy_ops import pixel_maps
     from ..transforms.timm.pil_ops import rotate_matrix
 

@@ -149,7 +149,8 @@ def sharpness(images: torch.Tensor, factors: float | Sequence[float] | torch.Ten
     With ``pillow=True``, Pillow's ``ImageEnhance.Sharpness(img).enhance(factor)`` instead (what
     timm's RandAugment runs on PIL images): ``ImageFilter.SMOOTH`` in float32 as Pillow's
     ``Filter.c`` computes it (each weight a float32 quotient by 13; per row ``(a w + b w_c) + c w``;
-    the rows added onto 0.5, the row below first), clipped and truncated, then ``Blend.c``'s
+    the rows added onto 0.5, the row below first), clipped and truncated (which is torchvision's
+    whole-value smoothing for every input: the kernel computes that), then ``Blend.c``'s
     ``smooth + factor * (v - smooth)`` in float32 (the factor a C float; the product and the sum
     rounded each), clipped and truncated, over every value (the border's smoothing is itself, so
     the border is kept for any finite factor). Equal to Pillow's output byte for byte.
