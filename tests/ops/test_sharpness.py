@@ -180,7 +180,7 @@ def test_pillow_arithmetic_equals_the_float32_reference(device, c, hw):
     assert torch.equal(got[1].cpu(), x[1])  # factor 1: the image itself
     if min(hw) >= 3 and c * hw[0] * hw[1] > 9:
         assert not torch.equal(got[2].cpu(), x[2])  # not vacuous: a factor of 0.1 smooths
-    # and not torchvision's arithmetic, which rounds its smoothing before the blend
+    # and not torchvision's arithmetic: the same whole-value smoothing, but a blend of one rounding
     if min(hw) >= 10:
         assert not torch.equal(got.cpu(), sharpness(x, factors).cpu())
 
