@@ -1,4 +1,5 @@
 // Built only against a CUDA build of torch (setup.py adds it when CUDA is resolved).
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>

@@ -2,7 +2,7 @@
 // memory batches land in, the consumer's stream, and the protection of outputs for that stream.
 // CPU support lives in engine_binding.cpp; CUDA support is compiled only against a CUDA torch.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "engine.h"
 

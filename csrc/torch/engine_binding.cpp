@@ -3,7 +3,9 @@
 // into tensors that share one packed storage. bind_engine adds the class (and its NextStatus and
 // test-only entry points) to the module that module.cpp defines. One job, the engine's Python
 // face, past ~500 lines: its leaf planning and delivery are the methods' own helpers.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <algorithm>
 #include <chrono>

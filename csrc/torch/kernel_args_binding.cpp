@@ -1,6 +1,7 @@
 // bind_kernel_args: adds every op's kernel-argument test hook (ops/kernel_args_hook.h; each op's
 // <op>.cpp registers its own) to prefetch._C, and the target the hooks share.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
+#include <ATen/ops/empty.h>
 
 #include <cstring>
 #include <string>

@@ -1,7 +1,8 @@
 // prefetch._C, the module: its exceptions, its free functions, and each part's bindings (the
 // engine, the worker ring's slot table and packed layouts, the kernel-argument test hooks), each
 // defined in its own file.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <string>
 

@@ -1,5 +1,8 @@
 #include "packed_layout.h"
 
+#include <ATen/ops/from_blob.h>
+#include <torch/csrc/autograd/python_variable.h>
+
 #include <string>
 #include <utility>
 
@@ -116,7 +119,7 @@ void bind_packed_layout(py::module_& m) {
           // The storage's deleter frees the slot when the last view dies; until then it keeps
           // the block, and the lease the table, alive.
           auto release = [keep = packed.data, lease = packed.lease](void*) { lease->release(); };
-          bytes = torch::from_blob(packed.data.data_ptr<uint8_t>() + packed.offset,
+          bytes = at::from_blob(packed.data.data_ptr<uint8_t>() + packed.offset,
                                    {static_cast<int64_t>(packed.bytes)}, release,
                                    packed.data.options());
         } else {

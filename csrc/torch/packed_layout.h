@@ -4,7 +4,7 @@
 // worker ring those bytes are, if any. Checked once, where it enters the main process (here),
 // against the bytes it may reach.
 #pragma once
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstddef>
 #include <memory>

@@ -1,6 +1,8 @@
 // The checks every tensor the engine reads raw goes through (readable.h).
 #include "readable.h"
 
+#include <ATen/ops/zeros.h>
+
 #include <sstream>
 #include <string>
 

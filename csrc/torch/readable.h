@@ -1,7 +1,7 @@
 // Which tensors the engine, and a worker writing into the worker ring, may read raw; and the
 // pieces of the messages that name a leaf.
 #pragma once
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,10 @@
 // tensor, for prefetch/sources/worker_ring.py. Each process makes one; a DataLoader worker and
 // the main process each cross into C++ once per transition of a slot: a worker's place() lays
 // its batch out, claims a slot, writes every leaf into it and commits it in one call.
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <unistd.h>
 

@@ -1,7 +1,10 @@
 // The thin torch layer: schema, argument checks that print values, CPU registration, and the
 // CUDA registration when built with CUDA (WITH_CUDA).
+// The torch headers this file uses, not torch/extension.h (all of torch: ~15 s of parsing a file).
+#include <pybind11/pybind11.h>  // first: it includes Python.h
 #include <ATen/Parallel.h>
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "posterize.h"

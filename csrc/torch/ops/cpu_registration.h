@@ -2,8 +2,8 @@
 // the CPU (kernel_args.h), its torch-free kernel run over ranges of items with at::parallel_for,
 // the output returned. An op's <op>.cpp names only its plan, its kernel and its thread split.
 #pragma once
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <cstdint>

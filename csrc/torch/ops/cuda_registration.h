@@ -6,7 +6,8 @@
 // synchronisation (but what a plan says it needs), and for up to 64 channels nothing but the
 // launch itself.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>

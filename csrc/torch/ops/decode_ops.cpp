@@ -1,8 +1,9 @@
 // JPEG decoding as PyTorch ops on the CPU: the headers of a ragged batch of encoded images, and
 // their pixels (or only a box of each) as a ragged batch of HWC uint8 RGB images, one sample per
 // task of torch's intra-op thread pool, with the GIL released (ops never hold it).
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 

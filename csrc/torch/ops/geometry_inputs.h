@@ -2,7 +2,7 @@
 // share: an input's flips, offsets and gather indices checked and turned into the tensors and
 // Geometry the kernels read.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 

@@ -13,7 +13,9 @@
 //   on the current stream).
 // They have no plan shared with a CUDA registration: _gather_spans and _jpeg_layouts read host
 // memory, the other two are compositions of torch's own ops, registered once for every device.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/safe_numerics.h>
 #include <torch/library.h>
 

@@ -18,7 +18,7 @@
 // complete; every pointer the kernel reads is set, every size and stride agrees with the output,
 // and the launch can be numbered, as the CUDA kernels number their threads in 32 bits).
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <string>

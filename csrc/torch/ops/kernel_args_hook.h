@@ -13,8 +13,8 @@
 // ATen and torch's pybind11 casters (at::Tensor, ScalarType, optional), not <torch/extension.h>:
 // that one header pulls in the whole C++ frontend (torch/all.h) and doubled each op file's compile
 // time (one op's file: 44 s against 24.5 s), eleven files in each of CI's three builds.
-#include <ATen/ATen.h>
 #include <torch/csrc/utils/pybind.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

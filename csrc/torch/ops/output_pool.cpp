@@ -1,6 +1,10 @@
 // The output pool of output_pool.h.
 #include "ops/output_pool.h"
 
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/util/strides.h>
+
 #include <iterator>
 #include <memory>
 

@@ -2,7 +2,7 @@
 // buffers that a tensor returns when it dies; the reasons, the bounds and the Python controls are
 // in output_pool.cpp and docs/custom_ops.md ("Where prefetch's CPU outputs come from").
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,7 @@
 // The checks and helpers of plan_common.h.
 #include "ops/plan_common.h"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/safe_numerics.h>
 
 #include <cmath>

@@ -3,7 +3,7 @@
 // size, its allocation, and the checks and descriptions every image op repeats. Every error
 // prints the values it got.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <optional>

@@ -4,6 +4,7 @@
 // test hook. Its CUDA registration is color_jitter_cuda.cpp.
 #include "ops/color_jitter/color_jitter_plan.h"
 
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "ops/cpu_registration.h"

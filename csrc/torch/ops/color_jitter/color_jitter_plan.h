@@ -2,7 +2,7 @@
 // color_jitter/color_jitter.h), the output and the grey-sum scratch allocated. Both registrations
 // run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

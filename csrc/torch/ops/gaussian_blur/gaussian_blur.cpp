@@ -4,6 +4,7 @@
 // its kernel-argument test hook. Its CUDA registration is gaussian_blur_cuda.cpp.
 #include "ops/gaussian_blur/gaussian_blur_plan.h"
 
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "ops/cpu_registration.h"

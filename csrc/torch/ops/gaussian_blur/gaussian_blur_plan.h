@@ -2,7 +2,7 @@
 // gaussian_blur/gaussian_blur.h), the output allocated, and for a CUDA kernel the row pass's
 // float32 buffer. Both registrations run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

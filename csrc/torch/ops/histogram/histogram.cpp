@@ -4,6 +4,7 @@
 // test hook. Its CUDA registration is histogram_cuda.cpp.
 #include "ops/histogram/histogram_plan.h"
 
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "ops/cpu_registration.h"

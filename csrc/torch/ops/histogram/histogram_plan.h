@@ -1,7 +1,7 @@
 // histograms' plan: its argument checked and turned into the kernel's (kernels'
 // histogram/histogram.h), the zeroed counts allocated. Both registrations run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

@@ -1,7 +1,7 @@
 // normalize_flip's plan: its arguments checked and turned into the kernel's (kernels'
 // normalize_flip/normalize_flip.h), the output allocated. Both registrations run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 #include <string>

@@ -1,7 +1,7 @@
 // pil_affine's plan: its arguments checked and turned into the kernel's (kernels'
 // pil_affine/pil_affine.h), the output allocated. Both registrations run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

@@ -4,6 +4,7 @@
 // test hook. Its CUDA registration is resized_crop_cuda.cpp.
 #include "ops/resized_crop/resized_crop_plan.h"
 
+#include <ATen/ops/cat.h>
 #include <torch/library.h>
 
 #include "ops/cpu_registration.h"

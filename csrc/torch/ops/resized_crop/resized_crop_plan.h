@@ -2,7 +2,7 @@
 // (kernels' resized_crop/resized_crop.h), the output allocated. Both registrations run it, and the
 // decoding ops (decode_ops.cpp) its output half.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>

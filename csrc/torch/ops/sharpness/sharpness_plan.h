@@ -1,7 +1,7 @@
 // sharpness's plan: its arguments checked and turned into the kernel's (kernels'
 // sharpness/sharpness.h), the output allocated. Both registrations run it.
 #pragma once
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <vector>
