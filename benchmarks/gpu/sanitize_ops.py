@@ -291,12 +291,16 @@ def case_color_jitter(device):
     g = torch.Generator().manual_seed(7)
     n, H, W = 10, 23, 37
     images = torch.randint(0, 256, (n, 3, H, W), dtype=torch.uint8, generator=g)
-    # Every image its own order of the four steps, repeated Contrasts (one grey-sum launch per
-    # chain position), identities; hue factors in [-0.5, 0.5], the others in [0, 2].
-    steps = torch.stack([torch.randperm(5, generator=g)[:4] for _ in range(n)])
+    # Every image its own order of four of the steps (torchvision's four, Pillow's Color, the
+    # identity), repeated Contrasts (one grey-sum launch per chain position); hue factors in
+    # [-0.5, 0.5], the others in [0, 2]; image 1's Pillow Color at the factor where a contracted
+    # multiply-add would write other bytes (tests/ops/test_sharpness.py's witness).
+    steps = torch.stack([torch.randperm(6, generator=g)[:4] for _ in range(n)])
     steps[0] = torch.tensor([2, 2, 2, 2])
+    steps[1] = torch.tensor([5, 2, 5, 3])
     factors = torch.rand(n, 4, generator=g, dtype=torch.float64) * 2
     factors[steps == 4] = torch.rand(int((steps == 4).sum()), generator=g, dtype=torch.float64) - 0.5
+    factors[1, 0] = 1.030302882194519
     # The thread work rounds each operation as the CPU twin does (round_each.h): the same bytes
     # are expected (the second H200 run: 0); 1 is allowed for a contraction this check would then
     # report.

@@ -77,6 +77,7 @@ def policy_kernels(images):
     tables = torch.randint(0, 256, (n, 1, 256), dtype=torch.uint8, generator=g).to(device)
     steps = torch.stack([torch.tensor([1, 3, 4])[torch.randperm(3, generator=g)] for _ in range(n)]).to(device)
     jitter = torch.where(steps == 4, 0.05, 1.2).to(torch.float64)
+    pillow_color = torch.full((n, 1), prefetch.ops.COLOR_STEPS.index("pillow_color"), device=device)
     both = 2 * nchw.numel()  # uint8 read and written
     ops = prefetch.ops
     return [
@@ -87,6 +88,7 @@ def policy_kernels(images):
         ("sharpness pillow", lambda: ops.sharpness(nchw, factors, pillow=True), both),
         ("lookup", lambda: ops.lookup(nchw, tables), both),
         ("color_jitter b/s/h", lambda: ops.color_jitter(nchw, steps, jitter), both),
+        ("color_jitter pillow", lambda: ops.color_jitter(nchw, pillow_color, factors.view(n, 1)), both),
         ("histograms", lambda: ops.histograms(nchw), nchw.numel()),
     ]
 

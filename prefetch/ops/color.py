@@ -1,6 +1,6 @@
 """The colour ops on uint8 ``[N, C, H, W]`` images (CPU and CUDA), each its Python wrapper and its
 fake kernel: ``color_jitter`` (each image's own chain of brightness, contrast, saturation and hue:
-ColorJitter and the policies' colour ops in one pass), ``sharpness`` (torchvision's
+ColorJitter and the policies' colour ops in one pass; and Pillow's Color, timm's), ``sharpness`` (torchvision's
 adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
 policies' other value-wise ops) and ``histograms`` (each channel's 256-bin histogram: what
 Equalize's tables are built from).
@@ -18,7 +18,7 @@ __all__ = ["color_jitter", "COLOR_STEPS", "sharpness", "lookup", "histograms"]
 # --- color_jitter ---------------------------------------------------------------------------------
 
 # color_jitter's step codes, in order (csrc/kernels/color_jitter/color_jitter.h's ColorStep).
-COLOR_STEPS = ("identity", "brightness", "contrast", "saturation", "hue")
+COLOR_STEPS = ("identity", "brightness", "contrast", "saturation", "hue", "pillow_color")
 
 
 def color_jitter(images: torch.Tensor, steps: torch.Tensor | Sequence[Sequence[int | str]],
@@ -26,7 +26,13 @@ def color_jitter(images: torch.Tensor, steps: torch.Tensor | Sequence[Sequence[i
     """Each uint8 image through its own chain of colour steps, in its own order: torchvision v2's
     ``adjust_brightness``, ``adjust_contrast``, ``adjust_saturation`` and ``adjust_hue`` on uint8
     tensors, each step's result truncated to uint8 before the next (as ColorJitter, with its
-    random order per image, applies them).
+    random order per image, applies them). ``"pillow_color"`` is Pillow's
+    ``ImageEnhance.Color(image).enhance(factor)`` instead (what timm's RandAugment and AugMix Color
+    call): each value blended with its pixel's ``convert("L")`` grey, ``(19595 R + 38470 G + 7471 B
+    + 0x8000) >> 16`` (Convert.c), as Blend.c computes ``grey + factor (v - grey)``: the factor a C
+    float, the product and the sum each rounded to float32, clipped to [0, 255] and truncated;
+    a 1-channel image is blended with itself (itself, for a finite factor). Equal to Pillow's
+    bytes.
 
     Saturation and hue leave 1-channel images as they are. One pass over the pixels, plus one
     per Contrast step before it (a contrast blends with its image's mean grey where it stands in
@@ -50,7 +56,8 @@ def color_jitter(images: torch.Tensor, steps: torch.Tensor | Sequence[Sequence[i
             :data:`COLOR_STEPS`; ``"identity"`` does nothing) or, for every image, a sequence of
             step names or codes.
         factors (Tensor[N, K] or nested sequences): float64, each step's factor: brightness,
-            contrast and saturation finite and at least 0, hue in [-0.5, 0.5].
+            contrast and saturation finite and at least 0, hue in [-0.5, 0.5], pillow_color any
+            (Pillow's enhance takes any: below 0 and above 1 extrapolate).
 
     Returns:
         Tensor[N, C, H, W]: uint8, contiguous; a chain of no step (``K = 0``) returns a copy.
@@ -106,7 +113,7 @@ def _check_color_steps(steps, factors, n):
                                     int(steps[i, k])))
     hue = steps == COLOR_STEPS.index("hue")
     wrong = ~torch.isfinite(factors) | (~hue & (factors < 0)) | (hue & (factors.abs() > 0.5))
-    wrong &= steps != 0
+    wrong &= (steps != 0) & (steps != COLOR_STEPS.index("pillow_color"))  # any factor there
     if bool(wrong.any()):
         i, k = wrong.nonzero()[0].tolist()
         raise ValueError("prefetch: color_jitter's %s factor of image %d (step %d) is %r; "

@@ -1,24 +1,50 @@
 """prefetch.ops.color_jitter (each image's own chain of brightness, contrast, saturation and hue)
 against torchvision v2's formulas written here in float32 torch, operation for operation, one
-image and one step at a time: equal value for value. (The policies' float64 references of the same
+image and one step at a time: equal value for value; its pillow_color step against Pillow's
+formulas (Convert.c's grey, Blend.c's blend) written the same way, and against Pillow itself. (The policies' float64 references of the same
 ops, which bound the float32 arithmetic itself, are in tests/transforms/test_policy_ops.py.)"""
 import pytest
 import torch
 
 from prefetch.ops import COLOR_STEPS, color_jitter
 
-BRIGHTNESS, CONTRAST, SATURATION, HUE = (COLOR_STEPS.index(s) for s in
-                                         ("brightness", "contrast", "saturation", "hue"))
+BRIGHTNESS, CONTRAST, SATURATION, HUE, PILLOW_COLOR = (
+    COLOR_STEPS.index(s) for s in ("brightness", "contrast", "saturation", "hue", "pillow_color"))
+
+
+def fma32(a, b, c):
+    """float32 ``a * b + c`` in one rounding, exactly (a, b, c float32 tensors, a * b exact in
+    float64: 24-bit by 24-bit): the float64 sum s, its error e (TwoSum), and float32(s) moved one
+    step toward e where s is exactly halfway between two float32 values (the one case where the
+    float64 rounding could decide the float32 one)."""
+    a, b, c = (t.to(torch.float64) for t in (a, b, c))
+    q = a * b
+    s = q + c
+    bb = s - c
+    e = (c - (s - bb)) + (q - bb)
+    r = s.to(torch.float32)
+    other = torch.nextafter(r, torch.where(s > r.double(), torch.inf, -torch.inf).to(torch.float32))
+    halfway = (r.double() != s) & (2 * s == r.double() + other.double())
+    toward = torch.nextafter(r, torch.where(e > 0, torch.inf, -torch.inf).to(torch.float32))
+    return torch.where(halfway & (e != 0), toward, r)
 
 
 def blend(x, other, factor):
-    """torchvision's _blend on uint8: x * f + other * (1 - f) (add_ with alpha: one rounding)."""
-    return x.float().mul(factor).add_(other, alpha=1.0 - factor).clamp_(0, 255).to(torch.uint8)
+    """torchvision's _blend on uint8: x * f + other * (1 - f), where add_ with alpha is one
+    fused multiply-add in torch's vectorised loop (fma32 here: the loop's scalar remainder, a
+    tensor's last few values, rounds twice — 76.99999 for a flat 19 x 23 image's last 4 values at
+    factor 0.1056, 77.0 for the rest — so torch itself is not a reference for every position)."""
+    p = x.float().mul(factor)
+    alpha = torch.tensor(1.0 - factor, dtype=torch.float64).to(torch.float32)
+    other = torch.as_tensor(other, dtype=torch.float32).expand_as(p)
+    return fma32(other, alpha.expand_as(p), p).clamp_(0, 255).to(torch.uint8)
 
 
 def grey(x):
+    """torchvision's r * 0.2989 + g * 0.587 + b * 0.114 (add_ with alpha: fused), floored."""
     r, g, b = x.unbind(dim=-3)
-    return r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114).floor_().unsqueeze(-3)
+    f32 = lambda v: torch.tensor(v, dtype=torch.float64).to(torch.float32).expand_as(r)  # noqa: E731
+    return fma32(b, f32(0.114), fma32(g, f32(0.587), r.mul(0.2989))).floor_().unsqueeze(-3)
 
 
 def hue(x, factor):
@@ -53,6 +79,23 @@ def hue(x, factor):
     return vpqt.gather(-3, select).mul_(255.0 + 1.0 - 1e-3).to(torch.uint8)
 
 
+def pillow_color(x, factor):
+    """Pillow's ImageEnhance.Color(image).enhance(factor) on one uint8 image [C, H, W]: the grey
+    Convert.c's L24 for RGB (the image itself for L), then Blend.c's ``(float)(grey + alpha * (v -
+    grey))`` with alpha a C float, the product and the sum each rounded to float32 (two torch ops),
+    and its clip: 0 at or below 0 (NaN included), 255 at or above 255, else truncated."""
+    v = x.to(torch.int64)
+    if x.shape[0] == 3:
+        r, g, b = v.unbind(dim=0)
+        grey = ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16).unsqueeze(0)
+    else:
+        grey = v
+    alpha = torch.tensor(factor, dtype=torch.float64).to(torch.float32)
+    blended = grey.to(torch.float32) + alpha * (v - grey).to(torch.float32)
+    blended = torch.where(blended > 0, blended, 0.0)
+    return torch.where(blended >= 255, 255.0, blended).to(torch.uint8)
+
+
 def step_reference(x, step, factor):
     """One step of torchvision v2 on one uint8 image [C, H, W]."""
     c = x.shape[0]
@@ -65,6 +108,8 @@ def step_reference(x, step, factor):
         return x.clone() if c == 1 else blend(x, grey(x.float()), factor)
     if step == HUE:
         return x.clone() if c == 1 else hue(x, factor)
+    if step == PILLOW_COLOR:
+        return pillow_color(x, factor)
     return x.clone()
 
 
@@ -82,6 +127,8 @@ def draw(n, k, g, hue_range=0.5):
     steps = torch.randint(0, len(COLOR_STEPS), (n, k), generator=g)
     factors = torch.rand(n, k, generator=g, dtype=torch.float64) * 2
     hue_factors = (torch.rand(n, k, generator=g, dtype=torch.float64) * 2 - 1) * hue_range
+    pillow_factors = torch.rand(n, k, generator=g, dtype=torch.float64) * 4 - 1  # any: [-1, 3)
+    factors = torch.where(steps == PILLOW_COLOR, pillow_factors, factors)
     return steps, torch.where(steps == HUE, hue_factors, factors)
 
 
@@ -161,12 +208,67 @@ def test_the_hue_rounds_each_operation_alone_where_a_fused_multiply_add_would_di
     assert torch.equal(color_jitter(wide, steps, factors), torchvisions.expand(-1, -1, 1, 37))
 
 
+# A factor whose products and sums, rounded each (Pillow's Blend.c), differ from one fused
+# multiply-add for 191 of the 65,536 (grey, value) pairs (tests/ops/test_sharpness.py found it for
+# the same blend): a build that contracts them (GCC does wherever the target has FMA, unless the
+# file includes common/no_contraction.h) writes other bytes.
+from .test_sharpness import CONTRACTION_WITNESS  # noqa: E402
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 1, 1), (2, 3, 5, 7), (3, 3, 31, 65), (2, 1, 9, 33)])
+def test_pillow_color_equals_pillows_enhance_color(shape):
+    """Pillow itself: ImageEnhance.Color on each RGB or L image, factors Pillow takes (below 0,
+    between, above 1, large), sizes from 1x1 to rows the vectorised loop reaches."""
+    import numpy
+    from PIL import Image, ImageEnhance
+
+    n, c, h, w = shape
+    g = torch.Generator().manual_seed(h * w + c)
+    x = torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
+    for factor in (0.0, 1.0, 0.1, CONTRACTION_WITNESS, 1.3, 1.9, -0.5, 2.7, 40.0):
+        factors = torch.full((n, 1), factor, dtype=torch.float64)
+        got = color_jitter(x, torch.full((n, 1), PILLOW_COLOR), factors)
+        for i in range(n):
+            mode = "RGB" if c == 3 else "L"
+            pil = Image.fromarray(x[i].permute(1, 2, 0).squeeze(-1).numpy(), mode)
+            want = torch.from_numpy(numpy.array(ImageEnhance.Color(pil).enhance(factor)))
+            want = want.reshape(h, w, c).permute(2, 0, 1)
+            assert torch.equal(got[i], want), (shape, factor, i)
+            assert torch.equal(pillow_color(x[i], factor), want)  # the reference's own check
+
+
+def test_pillow_color_rounds_the_blends_product_and_sum_each(device):
+    """At CONTRACTION_WITNESS some values differ from the one-rounding blend; the op writes
+    Pillow's two roundings on every build (rows of 64 reach the vectorised loops)."""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randint(0, 256, (2, 3, 64, 64), dtype=torch.uint8, generator=g)
+    factors = torch.full((2, 1), CONTRACTION_WITNESS, dtype=torch.float64)
+    got = color_jitter(x.to(device), torch.full((2, 1), PILLOW_COLOR), factors).cpu()
+    want = chain_reference(x, torch.full((2, 1), PILLOW_COLOR), factors)
+    assert torch.equal(got, want)
+    # the fused blend (one rounding, exact in float64 first) differs: the test can tell them apart
+    v = x.to(torch.int64)
+    grey = ((v[:, 0] * 19595 + v[:, 1] * 38470 + v[:, 2] * 7471 + 0x8000) >> 16).unsqueeze(1)
+    alpha = float(torch.tensor(CONTRACTION_WITNESS, dtype=torch.float32))
+    fused = (grey.double() + alpha * (v - grey).double()).float().clamp(0, 255).to(torch.uint8)
+    assert not torch.equal(fused, want)
+
+
+def test_pillow_color_takes_any_factor_and_one_channel_images_blend_with_themselves(device):
+    x = torch.randint(0, 256, (3, 1, 6, 5), dtype=torch.uint8, generator=torch.Generator().manual_seed(10))
+    factors = torch.tensor([[-3.0], [3e38], [1e39]], dtype=torch.float64)  # 1e39: inf in float32
+    got = color_jitter(x.to(device), [["pillow_color"]] * 3, factors).cpu()
+    assert torch.equal(got[:2], x[:2])  # v + alpha * 0: v for every finite float32 alpha
+    assert not got[2].any()  # inf * 0 is NaN, which Pillow's conversion makes 0 on x86-64
+    assert torch.equal(got, chain_reference(x, torch.full((3, 1), PILLOW_COLOR), factors))
+
+
 def test_step_names_and_numbers_are_accepted_and_strides_do_not_matter(device):
     g = torch.Generator().manual_seed(4)
     x = images(3, 3, 14, 9, g)
     xs = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)[:, :, 1:, ::2]  # channels_last, cut
-    chains = [["hue", "contrast"], ["saturation", "identity"], ["brightness", "hue"]]
-    factors = [[0.2, 1.3], [0.4, 7.0], [1.5, -0.3]]
+    chains = [["hue", "contrast"], ["saturation", "pillow_color"], ["brightness", "hue"]]
+    factors = [[0.2, 1.3], [0.4, 1.7], [1.5, -0.3]]
     steps = torch.tensor([[COLOR_STEPS.index(s) for s in c] for c in chains])
     want = chain_reference(xs.contiguous(), steps, torch.tensor(factors, dtype=torch.float64))
     got = color_jitter(xs.to(device), chains, factors)
@@ -192,7 +294,7 @@ def test_empty_batches_and_images(device):
 
 
 @pytest.mark.parametrize("steps, factors, message", [
-    ([[7]], [[1.0]], r"step codes are 0 to 4 .*image 0, step 0 is 7"),
+    ([[7]], [[1.0]], r"step codes are 0 to 5 .*image 0, step 0 is 7"),
     ([["sharpen"]], [[1.0]], "color_jitter's steps are"),
     ([[BRIGHTNESS]], [[-0.5]], r"brightness factor of image 0 \(step 0\) is -0.5"),
     ([[HUE]], [[0.7]], r"hue factor of image 0 \(step 0\) is 0.7"),

@@ -127,7 +127,7 @@ def test_compiled_color_jitter_still_refuses_bad_host_steps():
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     bad_code = steps.clone()
     bad_code[1, 0] = 7
-    with pytest.raises(ValueError, match=r"step codes are 0 to 4 .*image 1, step 0 is 7"):
+    with pytest.raises(ValueError, match=r"step codes are 0 to 5 .*image 1, step 0 is 7"):
         compiled(x, bad_code, factors)
     bad_factor = factors.clone()
     bad_factor[0, 1] = -2.0

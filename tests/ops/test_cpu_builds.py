@@ -1,6 +1,6 @@
 """The CPU kernels' instruction-set builds (prefetch.ops.cpu_builds): each build a CPU runs writes
-the values of the independent references (plain table indexing; torchvision's colour formulas in
-float32 torch, tests/ops/test_color_jitter.py) — the C++ tests compare the builds byte for byte,
+the values of the independent references (plain table indexing; torchvision's and Pillow's colour
+formulas in float32 torch, tests/ops/test_color_jitter.py) — the C++ tests compare the builds byte for byte,
 these check them through the ops as users call them; the limit is set, reported, restored and
 read from PREFETCH_CPU_CAPABILITY, and a name that is no build is refused."""
 import os
@@ -13,7 +13,7 @@ import torch
 from prefetch.ops import color_jitter, cpu_kernel_build, lookup, set_cpu_kernel_build
 from prefetch.ops.cpu_builds import BUILDS
 
-from .test_color_jitter import HUE, chain_reference, draw, images
+from .test_color_jitter import CONTRACTION_WITNESS, HUE, PILLOW_COLOR, chain_reference, draw, images
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,11 @@ def test_each_build_writes_the_references_values(limit, best, limited):
     steps = torch.full((8, 1), HUE)
     hues = torch.linspace(-0.5, 0.5, 8, dtype=torch.float64).view(8, 1)
     assert torch.equal(color_jitter(x, steps, hues), chain_reference(x, steps, hues))
+    # Pillow's blend (pillow_color) at a factor where a contracted multiply-add writes other bytes
+    x = torch.randint(0, 256, (2, 3, 32, 64), dtype=torch.uint8, generator=g)
+    steps = torch.full((2, 1), PILLOW_COLOR)
+    factors = torch.full((2, 1), CONTRACTION_WITNESS, dtype=torch.float64)
+    assert torch.equal(color_jitter(x, steps, factors), chain_reference(x, steps, factors))
 
 
 def test_the_setter_returns_the_build_before_and_refuses_other_names(best, limited):

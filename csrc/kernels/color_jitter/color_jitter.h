@@ -2,7 +2,7 @@
 // (brightness, contrast, saturation, hue) applied to each uint8 image of a batch as its own chain
 // of steps, in its own order, with its own factors — torchvision v2's adjust_* on uint8 tensors,
 // each step rounded back to uint8 (truncated) before the next, as torchvision's chain of ops
-// rounds. One pass over the pixels, plus one per Contrast step before it (a contrast blends with
+// rounds — and Pillow's ImageEnhance.Color (pillow_color: timm's RandAugment and AugMix Color). One pass over the pixels, plus one per Contrast step before it (a contrast blends with
 // its image's mean grey at that point of the chain). Arguments as raw pointers and sizes, a CPU
 // implementation over a range of images (the torch layer parallelises it), and a CUDA launcher on
 // a stream.
@@ -19,8 +19,11 @@ enum ColorStep : int64_t {
   kColorContrast = 2,
   kColorSaturation = 3,
   kColorHue = 4,
+  // Pillow's ImageEnhance.Color(image).enhance(factor): Blend.c's blend of each value with the
+  // pixel's convert("L") grey (common/pillow_blend.h); a 1-channel image blends with itself.
+  kColorPillowColor = 5,
 };
-constexpr int64_t kColorSteps = 5;
+constexpr int64_t kColorSteps = 6;
 
 struct ColorJitterArgs {
   const uint8_t* images = nullptr;  // [N, C, H, W], C 1 or 3, any strides (in elements)

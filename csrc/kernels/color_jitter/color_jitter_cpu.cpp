@@ -1,7 +1,10 @@
 // CPU twin of color_jitter.cu. The body is color_jitter_cpu_impl.h; this file builds it for the
 // baseline ISA and dispatches to the AVX2 build (color_jitter_cpu_avx2.cpp) when use_avx2_build()
 // says so.
-// Before the kernel's own headers, so their inline functions vectorise their selects too.
+// Before the kernel's own headers, so their inline functions vectorise their selects too, and
+// round each product and sum alone (the hue's and Pillow's blend), where a baseline with an FMA
+// instruction (not x86-64's) would contract them.
+#include "common/no_contraction.h"
 #include "common/vectorise_selects.h"
 
 #include "color_jitter/color_jitter.h"

@@ -5,7 +5,7 @@
 // CUDA thread (color_jitter_thread_work.h) in the same order for each value, regrouped by step over
 // chunks of a row so that the compiler vectorises every step's loop.
 // Neither build may contract a * b + c on its own: torchvision rounds the hue's products and sums
-// one at a time. The baseline ISA has no FMA instruction; the AVX2 build compiles with
+// one at a time, and Pillow its blend's (pillow_color). The baseline ISA has no FMA instruction; the AVX2 build compiles with
 // contraction off (common/no_contraction.h), so only fma_rn fuses.
 // Both files include common/vectorise_selects.h first (the hue's selects vectorise only without
 // trapping math) and this file's headers before any target pragma (they stay baseline functions,
@@ -60,6 +60,15 @@ void color_jitter_chain_chunk(const ColorJitterArgs& a, int64_t n, int64_t y, in
         cj_hue(rgb, f);
         v[0][x] = rgb[0], v[1][x] = rgb[1], v[2][x] = rgb[2];
       }
+    } else if (step == kColorPillowColor && C == 3) {
+      for (int64_t x = 0; x < len; ++x) {
+        const int32_t grey = pil_grey(v[0][x], v[1][x], v[2][x]);
+        v[0][x] = pil_blend(grey, v[0][x], f);
+        v[1][x] = pil_blend(grey, v[1][x], f);
+        v[2][x] = pil_blend(grey, v[2][x], f);
+      }
+    } else if (step == kColorPillowColor) {
+      for (int64_t x = 0; x < len; ++x) v[0][x] = pil_blend(v[0][x], v[0][x], f);
     }
   }
 }

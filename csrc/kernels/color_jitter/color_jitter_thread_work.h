@@ -13,11 +13,14 @@
 //   times 255.999 and truncated.
 // The multiply-adds are fused (fma_rn: one rounding, as torch's); every other operation rounds
 // alone on both backends (mul_rn and the like: nvcc would otherwise fuse a * b + c).
+// pillow_color is Pillow's arithmetic instead (ImageEnhance.Color): the grey Convert.c's integer
+// L24, the blend Blend.c's two float32 roundings (common/pillow_blend.h).
 #pragma once
 #include <cstdint>
 
 #include "color_jitter/color_jitter.h"
 #include "common/host_device.h"
+#include "common/pillow_blend.h"
 #include "common/round_each.h"
 
 namespace prefetch {
@@ -142,6 +145,9 @@ PF_HD void cj_chain(const ColorJitterArgs& a, int64_t n, int64_t y, int64_t x, i
       for (int64_t c = 0; c < 3; ++c) v[c] = cj_blend(v[c], f, grey, alpha);
     } else if (step == kColorHue && C == 3) {  // nor a hue
       cj_hue(v, f);
+    } else if (step == kColorPillowColor) {
+      const int32_t grey = C == 3 ? pil_grey(v[0], v[1], v[2]) : v[0];
+      for (int64_t c = 0; c < C; ++c) v[c] = pil_blend(grey, v[c], f);
     }
   }
 }

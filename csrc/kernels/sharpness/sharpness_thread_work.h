@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/host_device.h"
+#include "common/pillow_blend.h"
 #include "common/round_each.h"
 #include "sharpness/sharpness.h"
 
@@ -39,19 +40,7 @@ PF_HD float sharpness_rest(double factor) { return static_cast<float>(1.0 - fact
 // between 0.5 plus a thirteenth and a whole number (tests/cpp/sharpness_test.cpp computes Pillow's
 // float32 sums against it). Its blend differs from torchvision's: two roundings, not one.
 
-// Filter.c's and Blend.c's clip8: 0 at or below 0, 255 at or above 255, else truncated. NaN (a
-// factor beyond float32's range times a difference of 0), where Pillow's C is undefined, is 0, as
-// its conversion gives on x86-64.
-PF_HD uint8_t pil_clip8(float v) {
-  const float low = v > 0.0f ? v : 0.0f;
-  return static_cast<uint8_t>(low >= 255.0f ? 255.0f : low);
-}
-
-// Blend.c's (float)(smooth + alpha * (v - smooth)): the product and the sum each rounded to
-// float32, clipped. alpha: the factor as a C float, as ImagingBlend takes it.
-PF_HD uint8_t pil_blend(int32_t smooth, int32_t v, float alpha) {
-  return pil_clip8(add_rn(static_cast<float>(smooth), mul_rn(alpha, static_cast<float>(v - smooth))));
-}
+// pil_clip8 and pil_blend (Blend.c's clip and two roundings): common/pillow_blend.h.
 
 // A border value in Pillow's arithmetic: Blend.c blends every value, and the smoothing keeps the
 // border's, so v + alpha * 0: v for every finite alpha; 0 for an infinite one (NaN: what Pillow's

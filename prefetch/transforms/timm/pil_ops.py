@@ -10,8 +10,8 @@ Every op takes uint8 ``images [N, C, H, W]`` (C 1 or 3, any device) and returns 
 same shape on that device. Per-image parameters are float64 or int64 tensors of N on any device
 (moved to the images'). The value-wise ops are a 256-entry table per image (or channel) read by
 :func:`prefetch.ops.lookup`; the blends are float32 torch ops, each rounded on its own as Pillow's
-C does, and Sharpness's smoothing and blend one fused kernel (:func:`prefetch.ops.sharpness`
-with ``pillow=True``); the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is
+C does, except Color's and Sharpness's, each one fused kernel (:func:`prefetch.ops.color_jitter`'s
+``"pillow_color"`` step; :func:`prefetch.ops.sharpness` with ``pillow=True``); the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is
 Pillow's box blur in integer torch ops.
 """
 import math
@@ -19,7 +19,7 @@ from typing import Sequence
 
 import torch
 
-from ...ops.color import lookup, sharpness as sharpness_op
+from ...ops.color import COLOR_STEPS, color_jitter, lookup, sharpness as sharpness_op
 from ...ops.pil_geometry import pil_affine
 from ..policy_ops import equalize, equalize_tables, put_rows, take_rows
 
@@ -28,6 +28,8 @@ __all__ = ["grayscale", "blend", "color", "contrast", "brightness", "sharpness",
            "affine", "contrast_tables", "brightness_tables", "autocontrast_tables",
            "solarize_tables", "solarize_add_tables", "posterize_tables", "invert_tables",
            "equalize_tables", "lookup_tables", "gaussian_blur", "gaussian_box_radius"]
+
+_PILLOW_COLOR = COLOR_STEPS.index("pillow_color")
 
 
 def lookup_tables(images: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
@@ -94,8 +96,13 @@ def blend(degenerate: torch.Tensor, images: torch.Tensor, factor: torch.Tensor) 
 
 def color(images: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """``ImageEnhance.Color(img).enhance(factor)``: blended with its grey (``convert("L")``) in
-    every channel. Args and returns as :func:`blend`."""
-    return blend(grayscale(images), images, factor)
+    every channel, :func:`blend` of :func:`grayscale` fused in one kernel
+    (:func:`prefetch.ops.color_jitter`'s ``"pillow_color"`` step). Args and returns as
+    :func:`blend`."""
+    n = images.shape[0]
+    f = torch.as_tensor(factor, dtype=torch.float64).to(images.device).expand(n).reshape(n, 1)
+    steps = torch.full((n, 1), _PILLOW_COLOR, dtype=torch.int64, device=images.device)
+    return color_jitter(images, steps, f)
 
 
 def _blend_constant_tables(levels: torch.Tensor, n: int, factor: torch.Tensor,

@@ -19,8 +19,10 @@ namespace prefetch {
 
 namespace {
 
-constexpr int64_t kColorSteps = 5;  // kernels::ColorStep's codes 0 .. 4
-const char* const kColorStepNames[kColorSteps] = {"identity", "brightness", "contrast", "saturation", "hue"};
+constexpr int64_t kColorSteps = 6;  // kernels::ColorStep's codes 0 .. 5
+const char* const kColorStepNames[kColorSteps] = {"identity",   "brightness", "contrast",
+                                                  "saturation", "hue",        "pillow_color"};
+static_assert(kColorSteps == kernels::kColorSteps, "the names of every kernels::ColorStep");
 
 // Steps and factors in host memory (the CPU op's) are checked here, value by value, at no cost to a
 // device: so every caller of the CPU op — the Python wrapper, torch.ops, torch.compile's graphs,
@@ -35,13 +37,14 @@ void check_host_color_steps(const at::Tensor& steps, const at::Tensor& factors) 
   const int64_t K = s.size(1);
   for (int64_t i = 0; i < s.numel(); ++i) {
     TORCH_CHECK_VALUE(code[i] >= 0 && code[i] < kColorSteps, "prefetch: color_jitter's step codes are 0 to ",
-                      kColorSteps - 1, " (identity, brightness, contrast, saturation, hue); image ", i / K,
+                      kColorSteps - 1, " (identity, brightness, contrast, saturation, hue, pillow_color); image ", i / K,
                       ", step ", i % K, " is ", code[i]);
   }
   for (int64_t i = 0; i < s.numel(); ++i) {
-    if (code[i] == 0) continue;  // identity: its factor is not read
+    // identity: its factor is not read; pillow_color: any factor, as Pillow's enhance takes any
+    if (code[i] == kernels::kColorIdentity || code[i] == kernels::kColorPillowColor) continue;
     const double v = factor[i];
-    const bool hue = code[i] == kColorSteps - 1;
+    const bool hue = code[i] == kernels::kColorHue;
     TORCH_CHECK_VALUE(std::isfinite(v) && (hue ? (v >= -0.5 && v <= 0.5) : v >= 0), "prefetch: color_jitter's ",
                       kColorStepNames[code[i]], " factor of image ", i / K, " (step ", i % K, ") is ", v,
                       "; brightness, contrast and saturation factors must be finite and at least 0, hue factors "

@@ -1,18 +1,21 @@
-"""timm's RandAugment Sharpness as one fused kernel (``prefetch.ops.sharpness(..., pillow=True)``)
-against the float32 torch passes it replaced, measured twice:
+"""timm's RandAugment Sharpness and Color, each as one fused kernel in Pillow's arithmetic
+(``prefetch.ops.sharpness(..., pillow=True)``; ``prefetch.ops.color_jitter``'s ``"pillow_color"``
+step), against the float32 torch passes each replaced, measured twice:
 
-- the op alone: ``pil_ops.sharpness`` on a batch of k uint8 images of 224², k = 2, 8, 32 (a DeiT
-  batch of 32 gives each of RandAugment's ops ~2 images a layer), best of 5 repeats of 20 calls,
-  old and new alternating;
+- the op alone: ``pil_ops.sharpness`` or ``pil_ops.color`` on a batch of k uint8 images of 224²,
+  k = 2, 8, 32 (a DeiT batch of 32 gives each of RandAugment's ops ~2 images a layer), best of 5
+  repeats of 20 calls, old and new alternating;
 - the DeiT recipe's loader, as ``timm_recipe_bench.py`` builds prefetch's side (256 files, batch
-  32, N workers and N threads), in one process, RandAugment's Sharpness switched between the two
+  32, N workers and N threads), in one process, RandAugment's op switched between the two
   before each round; rounds interleaved in the counterbalanced order (fused, passes, passes,
   fused, ...), two epochs a round, images/s, the ratio the median of per-round ratios.
 
 Both produce Pillow's bytes (checked here on each batch size). The "passes" side is the code the
-kernel replaced (``_torch_passes_sharpness``, kept here as the reference of this comparison: the
-float32 SMOOTH filter in nine passes, then Pillow's blend in torch ops). Writes a JSON result with
-``--out``. Run: ``python benchmarks/sharpness_pillow_ab.py [--rounds 10] [--out FILE]``.
+kernel replaced, kept here as the reference of this comparison: for Sharpness the float32 SMOOTH
+filter in nine passes, then Pillow's blend in torch ops (``_torch_passes_sharpness``); for Color
+``pil_ops.grayscale`` (Pillow's integer grey in int32 passes) then ``pil_ops.blend``. Writes a JSON
+result with ``--out``. Run: ``python benchmarks/pillow_enhance_ab.py --op sharpness|color
+[--rounds 10] [--out FILE]``.
 """
 import argparse
 import os
@@ -50,26 +53,39 @@ def _torch_passes_sharpness(images, factor):
     return pil_ops.blend(smooth, images, factor)
 
 
-IMPLEMENTATIONS = {"fused": pil_ops.sharpness, "passes": _torch_passes_sharpness}
+def _torch_passes_color(images, factor):
+    """The replaced implementation: Pillow's grey in int32 torch passes, then Pillow's blend."""
+    return pil_ops.blend(pil_ops.grayscale(images), images, factor)
 
 
-def use(name):
-    fn = IMPLEMENTATIONS[name]
-    augment_ops._ENHANCE["Sharpness"] = augment_ops._ENHANCE["SharpnessIncreasing"] = fn
+# {op: ({"fused": ..., "passes": ...}, the names timm's RandAugment and AugMix look it up by)}
+OPS = {
+    "sharpness": ({"fused": pil_ops.sharpness, "passes": _torch_passes_sharpness},
+                  ("Sharpness", "SharpnessIncreasing")),
+    "color": ({"fused": pil_ops.color, "passes": _torch_passes_color},
+              ("Color", "ColorIncreasing", "Desaturate")),
+}
 
 
-def op_alone(sizes=(2, 8, 32), repeats=5, number=20):
+def use(op, name):
+    implementations, timm_names = OPS[op]
+    for timm_name in timm_names:
+        augment_ops._ENHANCE[timm_name] = implementations[name]
+
+
+def op_alone(op, sizes=(2, 8, 32), repeats=5, number=20):
     """{k: {name: ms a call}}: each implementation on k images, best of ``repeats``."""
+    implementations = OPS[op][0]
     g = torch.Generator().manual_seed(0)
     out = {}
     for k in sizes:
         x = torch.randint(0, 256, (k, 3, 224, 224), dtype=torch.uint8, generator=g)
         f = torch.rand(k, generator=g, dtype=torch.float64) * 1.8 + 0.1
-        if not torch.equal(IMPLEMENTATIONS["fused"](x, f), IMPLEMENTATIONS["passes"](x, f)):
+        if not torch.equal(implementations["fused"](x, f), implementations["passes"](x, f)):
             raise AssertionError("the fused kernel and the torch passes differ on %d images" % k)
-        best = {name: [] for name in IMPLEMENTATIONS}
+        best = {name: [] for name in implementations}
         for _ in range(repeats):
-            for name, fn in IMPLEMENTATIONS.items():
+            for name, fn in implementations.items():
                 best[name].append(timeit.timeit(lambda: fn(x, f), number=number) / number * 1e3)
         out[k] = {name: min(v) for name, v in best.items()}
         print("op alone, %2d images: fused %.3f ms, passes %.3f ms (%.1fx)"
@@ -79,14 +95,15 @@ def op_alone(sizes=(2, 8, 32), repeats=5, number=20):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
+    ap.add_argument("--op", choices=sorted(OPS), required=True)
     ap.add_argument("--files", type=int, default=256)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    alone = op_alone()
-    paths = write_jpegs(tempfile.mkdtemp(prefix="prefetch-sharpness-"), args.files)
+    alone = op_alone(args.op)
+    paths = write_jpegs(tempfile.mkdtemp(prefix="prefetch-%s-" % args.op), args.files)
     loader, close = prefetch_loader(paths, args.batch, args.workers, 224)
 
     def two_epochs(_unused=None):
@@ -97,19 +114,19 @@ def main(argv=None):
         return n
 
     per_round = 2 * (args.files // args.batch) * args.batch
-    calls = {name: ((lambda name=name: use(name)), two_epochs) for name in IMPLEMENTATIONS}
+    calls = {name: ((lambda name=name: use(args.op, name)), two_epochs) for name in OPS[args.op][0]}
     seconds = interleaved(calls, args.rounds, alternate=True)
     close()
-    use("fused")
+    use(args.op, "fused")
     rates = {name: [per_round / t for t in v] for name, v in seconds.items()}
     ratios = [a / b for a, b in zip(rates["fused"], rates["passes"])]
     for name, v in rates.items():
         print("%-6s images/s median %.0f (%.0f-%.0f)" % (name, statistics.median(v), min(v), max(v)))
-    print("fused / passes: %.3fx (%.3f-%.3f), %d rounds" % (statistics.median(ratios), min(ratios),
-                                                             max(ratios), args.rounds))
+    print("%s fused / passes: %.3fx (%.3f-%.3f), %d rounds" % (args.op, statistics.median(ratios),
+                                                                min(ratios), max(ratios), args.rounds))
     if args.out:
-        record = script_record("benchmarks/sharpness_pillow_ab.py")
-        record.update(files=args.files, batch=args.batch, rounds=args.rounds,
+        record = script_record("benchmarks/pillow_enhance_ab.py")
+        record.update(op=args.op, files=args.files, batch=args.batch, rounds=args.rounds,
                       resources="%d DataLoader workers reading bytes + %d prefetch threads"
                                 % (args.workers, args.workers),
                       op_alone_ms={str(k): v for k, v in alone.items()},
