@@ -1,7 +1,7 @@
 """The colour ops on uint8 ``[N, C, H, W]`` images (CPU and CUDA), each its Python wrapper and its
 fake kernel: ``color_jitter`` (each image's own chain of brightness, contrast, saturation and hue:
-ColorJitter and the policies' colour ops in one pass; and Pillow's Color, timm's), ``sharpness`` (torchvision's
-adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
+ColorJitter and the policies' colour ops in one pass; and Pillow's Color, timm's), ``sharpness``
+(torchvision's adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
 policies' other value-wise ops) and ``histograms`` (each channel's 256-bin histogram: what
 Equalize's tables are built from).
 """

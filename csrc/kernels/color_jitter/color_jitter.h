@@ -2,8 +2,9 @@
 // (brightness, contrast, saturation, hue) applied to each uint8 image of a batch as its own chain
 // of steps, in its own order, with its own factors — torchvision v2's adjust_* on uint8 tensors,
 // each step rounded back to uint8 (truncated) before the next, as torchvision's chain of ops
-// rounds — and Pillow's ImageEnhance.Color (pillow_color: timm's RandAugment and AugMix Color). One pass over the pixels, plus one per Contrast step before it (a contrast blends with
-// its image's mean grey at that point of the chain). Arguments as raw pointers and sizes, a CPU
+// rounds — and Pillow's ImageEnhance.Color (pillow_color: timm's RandAugment and AugMix Color).
+// One pass over the pixels, plus one per Contrast step before it (a contrast blends with its
+// image's mean grey at that point of the chain). Arguments as raw pointers and sizes, a CPU
 // implementation over a range of images (the torch layer parallelises it), and a CUDA launcher on
 // a stream.
 #pragma once

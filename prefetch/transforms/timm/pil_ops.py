@@ -11,8 +11,8 @@ same shape on that device. Per-image parameters are float64 or int64 tensors of 
 (moved to the images'). The value-wise ops are a 256-entry table per image (or channel) read by
 :func:`prefetch.ops.lookup`; the blends are float32 torch ops, each rounded on its own as Pillow's
 C does, except Color's and Sharpness's, each one fused kernel (:func:`prefetch.ops.color_jitter`'s
-``"pillow_color"`` step; :func:`prefetch.ops.sharpness` with ``pillow=True``); the geometry is :func:`prefetch.ops.pil_affine`; the Gaussian blur is
-Pillow's box blur in integer torch ops.
+``"pillow_color"`` step; :func:`prefetch.ops.sharpness` with ``pillow=True``); the geometry is
+:func:`prefetch.ops.pil_affine`; the Gaussian blur is Pillow's box blur in integer torch ops.
 """
 import math
 from typing import Sequence
