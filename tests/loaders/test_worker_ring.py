@@ -699,7 +699,11 @@ def test_copy_from_slot_never_reads_a_rewritten_slot(copy_from_slot):
         assert set(pf.source.ring.pins) == set(pf.source.ring.blocks)  # each block registered (a no-op here)
 
 
-@pytest.mark.parametrize("context", ["spawn", pytest.param(
+# forkserver, not spawn: its workers receive the blocks by descriptor as spawn's do (the path that
+# differs from fork's inherited mappings), and this test starts 2 workers for each of its 5 epochs:
+# with spawn, 10 interpreters importing torch (33 s of the suite, 55 s under ASan). Spawn itself
+# is test_every_context_yields_plain_iteration's and test_worker_start_methods_with_the_pool_alive's.
+@pytest.mark.parametrize("context", ["forkserver", pytest.param(
     "fork", marks=pytest.mark.skipif(SANITIZED, reason="fork() under ASan: conftest"))])
 def test_copy_from_slot_through_break_growth_and_close(copy_from_slot, context):
     ds = Varying()  # the second half of each epoch needs a bigger block
