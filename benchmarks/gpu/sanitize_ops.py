@@ -286,7 +286,7 @@ def case_lookup(device):
 def case_color_jitter(device):
     import torch
 
-    from prefetch.ops import color_jitter
+    from prefetch.ops import COLOR_STEPS, color_jitter
 
     g = torch.Generator().manual_seed(7)
     n, H, W = 10, 23, 37
@@ -295,9 +295,10 @@ def case_color_jitter(device):
     # identity), repeated Contrasts (one grey-sum launch per chain position); hue factors in
     # [-0.5, 0.5], the others in [0, 2]; image 1's Pillow Color at the factor where a contracted
     # multiply-add would write other bytes (tests/ops/test_sharpness.py's witness).
-    steps = torch.stack([torch.randperm(6, generator=g)[:4] for _ in range(n)])
+    pillow = COLOR_STEPS.index("pillow_color")
+    steps = torch.stack([torch.randperm(len(COLOR_STEPS), generator=g)[:4] for _ in range(n)])
     steps[0] = torch.tensor([2, 2, 2, 2])
-    steps[1] = torch.tensor([5, 2, 5, 3])
+    steps[1] = torch.tensor([pillow, 2, pillow, 3])
     factors = torch.rand(n, 4, generator=g, dtype=torch.float64) * 2
     factors[steps == 4] = torch.rand(int((steps == 4).sum()), generator=g, dtype=torch.float64) - 0.5
     factors[1, 0] = 1.030302882194519
@@ -309,6 +310,14 @@ def case_color_jitter(device):
     grey = images[:, :1].contiguous()
     compare("color_jitter 1 channel", color_jitter(grey.to(device), steps.to(device), factors.to(device)),
             color_jitter(grey, steps, factors), 1)
+    # Pillow's Color alone, any factor (negative, past 1, large, the witness): its two roundings
+    # are mul_rn and add_rn on the device, so no difference at all is allowed.
+    pillow_steps = torch.full((n, 1), pillow)
+    pillow_factors = torch.tensor([[-1.0], [0.0], [0.1], [1.030302882194519], [1.0], [1.3], [1.9], [2.7],
+                                   [40.0], [1e39]], dtype=torch.float64)
+    compare("color_jitter pillow_color", color_jitter(images.to(device), pillow_steps.to(device),
+                                                      pillow_factors.to(device)),
+            color_jitter(images, pillow_steps, pillow_factors), 0)
 
 
 def case_histograms(device):

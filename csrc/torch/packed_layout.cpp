@@ -120,8 +120,7 @@ void bind_packed_layout(py::module_& m) {
           // the block, and the lease the table, alive.
           auto release = [keep = packed.data, lease = packed.lease](void*) { lease->release(); };
           bytes = at::from_blob(packed.data.data_ptr<uint8_t>() + packed.offset,
-                                   {static_cast<int64_t>(packed.bytes)}, release,
-                                   packed.data.options());
+                                {static_cast<int64_t>(packed.bytes)}, release, packed.data.options());
         } else {
           bytes = packed.data.narrow(0, static_cast<int64_t>(packed.offset),
                                      static_cast<int64_t>(packed.bytes));

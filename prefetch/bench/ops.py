@@ -61,8 +61,8 @@ def policy_kernels(images):
     """[(name, call, bytes moved)] of the policies' kernels on ``images`` (N uint8 HWC images, as
     ``workload`` makes them), each image its own parameters: a rotation (bilinear, a fill), a
     sharpness factor (in torchvision's arithmetic and in Pillow's), a table, an order of
-    brightness, saturation and hue; and the histograms; and timm's rotation with Pillow's
-    conventions (bicubic, float64)."""
+    brightness, saturation and hue, Pillow's Color (color_jitter's ``pillow_color`` step); and the
+    histograms; and timm's rotation with Pillow's conventions (bicubic, float64)."""
     from ..transforms.policy_ops import pixel_maps
     from ..transforms.timm.pil_ops import rotate_matrix
 

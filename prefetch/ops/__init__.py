@@ -14,7 +14,7 @@ registered once, whichever module a caller names):
   its own affine map as ``PIL.Image.transform`` computes it, bilinear or bicubic: timm's
   RandAugment's geometric ops);
 - color (:mod:`prefetch.ops.color`): ``color_jitter`` (each image's own chain of brightness,
-  contrast, saturation and hue: ColorJitter in one pass), ``sharpness`` (torchvision's
+  contrast, saturation and hue: ColorJitter in one pass; and Pillow's Color, timm's), ``sharpness`` (torchvision's
   adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
   policies' other value-wise ops), ``histograms`` (each channel's 256-bin histogram: what
   Equalize's tables are built from);

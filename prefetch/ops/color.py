@@ -1,9 +1,9 @@
 """The colour ops on uint8 ``[N, C, H, W]`` images (CPU and CUDA), each its Python wrapper and its
 fake kernel: ``color_jitter`` (each image's own chain of brightness, contrast, saturation and hue:
 ColorJitter and the policies' colour ops in one pass; and Pillow's Color, timm's), ``sharpness``
-(torchvision's adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or channel: the
-policies' other value-wise ops) and ``histograms`` (each channel's 256-bin histogram: what
-Equalize's tables are built from).
+(torchvision's adjust_sharpness, a factor per image), ``lookup`` (a 256-entry table per image or
+channel: the policies' other value-wise ops) and ``histograms`` (each channel's 256-bin
+histogram: what Equalize's tables are built from).
 """
 from typing import Sequence
 
@@ -37,9 +37,12 @@ def color_jitter(images: torch.Tensor, steps: torch.Tensor | Sequence[Sequence[i
     Saturation and hue leave 1-channel images as they are. One pass over the pixels, plus one
     per Contrast step before it (a contrast blends with its image's mean grey where it stands in
     the chain). Equal to torchvision's values (its float32 arithmetic operation for operation,
-    its fused multiply-adds fused, every other product and sum rounded alone), with one rare
-    exception: above 65,793 pixels an image's grey sum can pass 2^24, where torchvision's float32
-    mean may round differently and a Contrast's value next to a whole number may differ by 1.
+    its fused multiply-adds fused, every other product and sum rounded alone), with two rare
+    exceptions: above 65,793 pixels an image's grey sum can pass 2^24, where torchvision's float32
+    mean may round differently and a Contrast's value next to a whole number may differ by 1; and
+    torch computes the last few values of a tensor (its loop's scalar remainder) with the blend's
+    multiply-add rounded twice, where this op fuses it as torch's vectorised loop does everywhere
+    else, so a value next to a whole number there may differ by 1.
     The CPU and CUDA kernels write the same bytes. Compiles with
     ``torch.compile(fullgraph=True)``.
 

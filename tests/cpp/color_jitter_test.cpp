@@ -54,7 +54,9 @@ TEST(ColorJitterThreadWork, EveryThreadInAnyOrderWritesWhatTheCpuKernelWrites) {
             factors[i] = steps[i] == kColorHue ? hue(rng) : factor(rng);
             // Pillow's Color: any factor; every other one the factor where a contracted
             // multiply-add would write other bytes (tests/ops/test_sharpness.py's witness)
-            if (steps[i] == kColorPillowColor) factors[i] = i % 2 ? 1.030302882194519 : 4.0 * factor(rng) - 3.0;
+            if (steps[i] == kColorPillowColor) {
+              factors[i] = i % 2 ? 1.030302882194519 : 4.0 * factor(rng) - 3.0;
+            }
           }
           steps[0] = kColorContrast;  // a chain with Contrast first, and (K > 1) another after
           if (K > 1) steps[static_cast<size_t>(K - 1)] = kColorContrast;

@@ -1,12 +1,19 @@
 """prefetch.ops.color_jitter (each image's own chain of brightness, contrast, saturation and hue)
 against torchvision v2's formulas written here in float32 torch, operation for operation, one
 image and one step at a time: equal value for value; its pillow_color step against Pillow's
-formulas (Convert.c's grey, Blend.c's blend) written the same way, and against Pillow itself. (The policies' float64 references of the same
-ops, which bound the float32 arithmetic itself, are in tests/transforms/test_policy_ops.py.)"""
+formulas (Convert.c's grey, Blend.c's blend) written the same way, and against Pillow itself.
+(The policies' float64 references of the same ops, which bound the float32 arithmetic itself, are
+in tests/transforms/test_policy_ops.py.)"""
 import pytest
 import torch
 
 from prefetch.ops import COLOR_STEPS, color_jitter
+
+# A factor whose products and sums, rounded each (Pillow's Blend.c), differ from one fused
+# multiply-add for 191 of the 65,536 (grey, value) pairs (tests/ops/test_sharpness.py found it for
+# the same blend): a build that contracts them (GCC does wherever the target has FMA, unless the
+# file includes common/no_contraction.h) writes other bytes.
+from .test_sharpness import CONTRACTION_WITNESS
 
 BRIGHTNESS, CONTRAST, SATURATION, HUE, PILLOW_COLOR = (
     COLOR_STEPS.index(s) for s in ("brightness", "contrast", "saturation", "hue", "pillow_color"))
@@ -14,9 +21,10 @@ BRIGHTNESS, CONTRAST, SATURATION, HUE, PILLOW_COLOR = (
 
 def fma32(a, b, c):
     """float32 ``a * b + c`` in one rounding, exactly (a, b, c float32 tensors, a * b exact in
-    float64: 24-bit by 24-bit): the float64 sum s, its error e (TwoSum), and float32(s) moved one
-    step toward e where s is exactly halfway between two float32 values (the one case where the
-    float64 rounding could decide the float32 one)."""
+    float64: 24-bit by 24-bit): the float64 sum s and its error e (TwoSum); float32(s) is the
+    answer unless s lies exactly halfway between two float32 values (the one case where the
+    float64 rounding could decide the float32 one), where the exact s + e picks the one on e's
+    side, and e = 0 leaves the tie to even (float32(s))."""
     a, b, c = (t.to(torch.float64) for t in (a, b, c))
     q = a * b
     s = q + c
@@ -25,8 +33,21 @@ def fma32(a, b, c):
     r = s.to(torch.float32)
     other = torch.nextafter(r, torch.where(s > r.double(), torch.inf, -torch.inf).to(torch.float32))
     halfway = (r.double() != s) & (2 * s == r.double() + other.double())
-    toward = torch.nextafter(r, torch.where(e > 0, torch.inf, -torch.inf).to(torch.float32))
-    return torch.where(halfway & (e != 0), toward, r)
+    above, below = torch.maximum(r, other), torch.minimum(r, other)
+    return torch.where(halfway & (e > 0), above, torch.where(halfway & (e < 0), below, r))
+
+
+def test_the_fma_reference_rounds_once_at_float32_midpoints():
+    """Where the float64 sum lands exactly between two float32 values, only the exact value
+    decides (random triples never land there): 1 + 2^-24 -/+ 2^-54 and the ties themselves."""
+    t = lambda *v: torch.tensor(v, dtype=torch.float64).to(torch.float32)  # noqa: E731
+    k = 2.0 ** -27
+    a = t(32767 * k, 1025 * k, 2.0 ** -12, 2.0 ** -12)
+    b = t(32769 * k, 1047553 * k, 2.0 ** -12, 2.0 ** -12)
+    c = t(1.0, 1.0, 1.0, 1.0 + 2.0 ** -23)
+    # (2^15 - 1)(2^15 + 1) = 2^30 - 1 and 1025 * 1047553 = 2^30 + 1: a * b = 2^-24 -/+ 2^-54
+    want = t(1.0, 1.0 + 2.0 ** -23, 1.0, 1.0 + 2.0 ** -22)  # below, above, and ties to even
+    assert torch.equal(fma32(a, b, c), want)
 
 
 def blend(x, other, factor):
@@ -208,13 +229,6 @@ def test_the_hue_rounds_each_operation_alone_where_a_fused_multiply_add_would_di
     assert torch.equal(color_jitter(wide, steps, factors), torchvisions.expand(-1, -1, 1, 37))
 
 
-# A factor whose products and sums, rounded each (Pillow's Blend.c), differ from one fused
-# multiply-add for 191 of the 65,536 (grey, value) pairs (tests/ops/test_sharpness.py found it for
-# the same blend): a build that contracts them (GCC does wherever the target has FMA, unless the
-# file includes common/no_contraction.h) writes other bytes.
-from .test_sharpness import CONTRACTION_WITNESS  # noqa: E402
-
-
 @pytest.mark.parametrize("shape", [(1, 3, 1, 1), (2, 3, 5, 7), (3, 3, 31, 65), (2, 1, 9, 33)])
 def test_pillow_color_equals_pillows_enhance_color(shape):
     """Pillow itself: ImageEnhance.Color on each RGB or L image, factors Pillow takes (below 0,
@@ -263,12 +277,27 @@ def test_pillow_color_takes_any_factor_and_one_channel_images_blend_with_themsel
     assert torch.equal(got, chain_reference(x, torch.full((3, 1), PILLOW_COLOR), factors))
 
 
+def test_the_host_checks_for_a_devices_images_take_any_pillow_color_factor():
+    """The wrapper checks host steps for a device's images before the copy (the CPU op checks its
+    own in C++): the same refusals, and pillow_color's factors unbounded as Pillow's."""
+    from prefetch.ops.color import _check_color_steps
+
+    steps = torch.tensor([[PILLOW_COLOR, BRIGHTNESS]])
+    for factor in (-3.0, 40.0, float("inf")):
+        _check_color_steps(steps, torch.tensor([[factor, 1.0]], dtype=torch.float64), 1)
+    with pytest.raises(ValueError, match=r"brightness factor of image 0 \(step 1\) is -1.0"):
+        _check_color_steps(steps, torch.tensor([[1.0, -1.0]], dtype=torch.float64), 1)
+    with pytest.raises(ValueError, match=r"step codes are 0 to 5 .*pillow_color\); image 0, step 0 is 6"):
+        _check_color_steps(steps + 1, torch.ones(1, 2, dtype=torch.float64), 1)
+
+
 def test_step_names_and_numbers_are_accepted_and_strides_do_not_matter(device):
     g = torch.Generator().manual_seed(4)
     x = images(3, 3, 14, 9, g)
     xs = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)[:, :, 1:, ::2]  # channels_last, cut
-    chains = [["hue", "contrast"], ["saturation", "pillow_color"], ["brightness", "hue"]]
-    factors = [[0.2, 1.3], [0.4, 1.7], [1.5, -0.3]]
+    chains = [["hue", "contrast", "identity"], ["saturation", "pillow_color", "identity"],
+              ["brightness", "hue", "pillow_color"]]
+    factors = [[0.2, 1.3, 7.0], [0.4, 1.7, -5.0], [1.5, -0.3, -0.4]]  # an identity's factor: unread
     steps = torch.tensor([[COLOR_STEPS.index(s) for s in c] for c in chains])
     want = chain_reference(xs.contiguous(), steps, torch.tensor(factors, dtype=torch.float64))
     got = color_jitter(xs.to(device), chains, factors)

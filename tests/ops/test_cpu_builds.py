@@ -1,8 +1,8 @@
 """The CPU kernels' instruction-set builds (prefetch.ops.cpu_builds): each build a CPU runs writes
 the values of the independent references (plain table indexing; torchvision's and Pillow's colour
-formulas in float32 torch, tests/ops/test_color_jitter.py) — the C++ tests compare the builds byte for byte,
-these check them through the ops as users call them; the limit is set, reported, restored and
-read from PREFETCH_CPU_CAPABILITY, and a name that is no build is refused."""
+formulas in float32 torch, tests/ops/test_color_jitter.py) — the C++ tests compare the builds byte
+for byte, these check them through the ops as users call them; the limit is set, reported,
+restored and read from PREFETCH_CPU_CAPABILITY, and a name that is no build is refused."""
 import os
 import subprocess
 import sys

@@ -5,8 +5,9 @@
 // CUDA thread (color_jitter_thread_work.h) in the same order for each value, regrouped by step over
 // chunks of a row so that the compiler vectorises every step's loop.
 // Neither build may contract a * b + c on its own: torchvision rounds the hue's products and sums
-// one at a time, and Pillow its blend's (pillow_color). The baseline ISA has no FMA instruction;
-// the AVX2 build compiles with contraction off (common/no_contraction.h), so only fma_rn fuses.
+// one at a time, and Pillow its blend's (pillow_color). Both files compile with contraction off
+// (common/no_contraction.h: x86-64's baseline has no FMA instruction, another ISA's may), so only
+// fma_rn fuses.
 // Both files include common/vectorise_selects.h first (the hue's selects vectorise only without
 // trapping math) and this file's headers before any target pragma (they stay baseline functions,
 // inlined into either build).

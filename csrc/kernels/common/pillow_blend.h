@@ -29,7 +29,9 @@ PF_HD uint8_t pil_blend(int32_t degenerate, int32_t v, float alpha) {
 
 // Pillow's convert("L") of an RGB pixel (Convert.c's L24: ITU-R 601-2 luma in 16-bit fixed
 // point), ImageEnhance.Color's degenerate grey.
-PF_HD int32_t pil_grey(int32_t r, int32_t g, int32_t b) { return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16; }
+PF_HD int32_t pil_grey(int32_t r, int32_t g, int32_t b) {
+  return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+}
 
 }  // namespace kernels
 }  // namespace prefetch

@@ -12,6 +12,7 @@
 #include "ops/kernel_args_hook.h"
 
 #include <cmath>
+#include <string>
 
 namespace py = pybind11;
 
@@ -19,10 +20,15 @@ namespace prefetch {
 
 namespace {
 
-constexpr int64_t kColorSteps = 6;  // kernels::ColorStep's codes 0 .. 5
-const char* const kColorStepNames[kColorSteps] = {"identity",   "brightness", "contrast",
-                                                  "saturation", "hue",        "pillow_color"};
-static_assert(kColorSteps == kernels::kColorSteps, "the names of every kernels::ColorStep");
+// The names of kernels::ColorStep's codes, in order (prefetch.ops.COLOR_STEPS).
+const char* const kColorStepNames[kernels::kColorSteps] = {"identity", "brightness", "contrast",
+                                                           "saturation", "hue", "pillow_color"};
+
+std::string color_step_names() {
+  std::string names;
+  for (const char* name : kColorStepNames) names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
 
 // Steps and factors in host memory (the CPU op's) are checked here, value by value, at no cost to a
 // device: so every caller of the CPU op — the Python wrapper, torch.ops, torch.compile's graphs,
@@ -36,9 +42,9 @@ void check_host_color_steps(const at::Tensor& steps, const at::Tensor& factors) 
   const double* factor = f.const_data_ptr<double>();
   const int64_t K = s.size(1);
   for (int64_t i = 0; i < s.numel(); ++i) {
-    TORCH_CHECK_VALUE(code[i] >= 0 && code[i] < kColorSteps, "prefetch: color_jitter's step codes are 0 to ",
-                      kColorSteps - 1, " (identity, brightness, contrast, saturation, hue, pillow_color); image ", i / K,
-                      ", step ", i % K, " is ", code[i]);
+    TORCH_CHECK_VALUE(code[i] >= 0 && code[i] < kernels::kColorSteps, "prefetch: color_jitter's step codes are 0 to ",
+                      kernels::kColorSteps - 1, " (", color_step_names(), "); image ", i / K, ", step ", i % K,
+                      " is ", code[i]);
   }
   for (int64_t i = 0; i < s.numel(); ++i) {
     // identity: its factor is not read; pillow_color: any factor, as Pillow's enhance takes any
